@@ -1,0 +1,71 @@
+"""`ministruct check`: does a text (or each input record) match the constraint?"""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated, Optional
+
+import typer
+
+from ..constraints import read_text
+from ..engine.check import check_text
+from ..errors import UsageError
+from ..records import read_records, write_record
+from . import options as o
+from .app import app, warn
+
+
+@app.command()
+def check(
+    text: Annotated[Optional[str], typer.Argument(help="The text to check (or use --input).")] = None,
+    input: Annotated[Optional[str], typer.Option("--input", help="JSONL records with 'text' (and 'id'), or plain lines; '-' for stdin.")] = None,
+    format: Annotated[Optional[str], typer.Option("--format", help="text or jsonl (jsonl is the default with --input).")] = None,
+    prefix: Annotated[bool, typer.Option("--prefix", help="Ask whether the text can still be completed instead.")] = False,
+    regex: o.Regex = None,
+    grammar: o.GrammarOpt = None,
+    schema: o.Schema = None,
+    choice: o.Choice = None,
+    lark: o.LarkOpt = None,
+    root: o.Root = None,
+    whitespace: o.Whitespace = "compact",
+    lenient: o.Lenient = False,
+    oneof_as_anyof: o.OneOfAsAnyOf = False,
+) -> None:
+    """Check TEXT against the constraint; exit 1 on rejection, saying where and what was expected."""
+    if (text is None) == (input is None):
+        raise UsageError("give either a TEXT argument or --input FILE")
+    fmt = format or ("jsonl" if input is not None else "text")
+    if fmt not in ("text", "jsonl"):
+        raise UsageError(f"--format must be text or jsonl, got {fmt!r}")
+    c = o.constraint_from_flags(regex, grammar, schema, choice, lark, root, whitespace, lenient, oneof_as_anyof)
+    for w in c.warnings:
+        warn(w)
+    if text is not None:
+        records = [(1, 1, text, None)]
+    else:
+        if input == "-":
+            stream, source = sys.stdin, "<stdin>"
+        else:
+            body, source = read_text(input, "input")
+            stream = body.splitlines(keepends=True)
+        records = ((r.index, r.id, r.value, r.error) for r in read_records(stream, "text", source))
+    status = 0
+    for index, rid, value, err in records:
+        if err is not None:
+            status = 2
+            if fmt == "jsonl":
+                write_record({"index": index, "id": rid, "accepted": None, "error": err})
+            else:
+                print(f"ministruct: error: {err}", file=sys.stderr)
+            continue
+        res = check_text(c.grammar, value, prefix=prefix)
+        if not res.accepted:
+            status = max(status, 1)
+        if fmt == "jsonl":
+            write_record({"index": index, "id": rid, "accepted": res.accepted, "error": res.message()})
+        elif res.accepted:
+            print("ok" if text is not None else f"{rid}: ok")
+        else:
+            label = "" if text is not None else f"{rid}: "
+            print(f"{label}rejected at {res.message()}")
+    raise typer.Exit(status)

@@ -1,0 +1,40 @@
+"""`ministruct convert`: print the constraint as GBNF or as a regex."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from ..errors import UsageError
+from . import options as o
+from .app import app, warn
+
+
+@app.command()
+def convert(
+    to: Annotated[str, typer.Option("--to", help="gbnf or regex.")] = "gbnf",
+    regex: o.Regex = None,
+    grammar: o.GrammarOpt = None,
+    schema: o.Schema = None,
+    choice: o.Choice = None,
+    lark: o.LarkOpt = None,
+    root: o.Root = None,
+    whitespace: o.Whitespace = "compact",
+    lenient: o.Lenient = False,
+    oneof_as_anyof: o.OneOfAsAnyOf = False,
+) -> None:
+    """Print the constraint converted to another notation."""
+    c = o.constraint_from_flags(regex, grammar, schema, choice, lark, root, whitespace, lenient, oneof_as_anyof)
+    for w in c.warnings:
+        warn(w)
+    if to == "gbnf":
+        typer.echo(c.grammar.to_gbnf(), nl=False)
+    elif to == "regex":
+        from ..grammar.regex import grammar_to_regex
+
+        typer.echo(grammar_to_regex(c.grammar))
+    elif to == "lark":
+        raise UsageError("--to lark is not supported yet; use gbnf or regex")
+    else:
+        raise UsageError(f"--to must be gbnf or regex, got {to!r}")

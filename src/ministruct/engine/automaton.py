@@ -1,0 +1,460 @@
+"""Grammar IR -> byte-level pushdown automaton, and its parser configurations.
+
+Every rule becomes a piece of one NFA over bytes, with call edges for rule
+references and token edges for `<[N]>`. A *stack* is a tuple of NFA states (the
+return points, then the current state); a *configuration* is the frozenset of
+stacks the parser may be in after some bytes, each stack's top sitting on a state
+that consumes input. The empty stack `()` in a configuration means "the root rule
+is complete". `Automaton.step(config, byte)` is exact and is what both whole-text
+checks and the token-mask engine (compile.py) are built on.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Iterable
+
+from ..errors import CompileLimitError, GrammarError
+from ..grammar.ir import (
+    Alt,
+    CharClass,
+    Expr,
+    Grammar,
+    Literal,
+    Repeat,
+    RuleRef,
+    Seq,
+    TokenRef,
+)
+from .utf8 import utf8_sequences
+
+MAX_NFA_STATES = 2_000_000
+MAX_STACKS = 4_096
+MAX_LOCAL_DEPTH = 512
+
+Stack = tuple[int, ...]
+Config = frozenset  # frozenset[Stack]
+ACCEPT: Stack = ()
+
+
+def _simplify_repeat(r: Repeat) -> Expr:
+    """(x*){m,n} is x*; (x+){m,n} is x+ (or x* when m = 0): keeps nested stars small."""
+    inner = r.item
+    if r.max == 0:
+        return Literal("")
+    if isinstance(inner, Repeat) and inner.max is None and inner.min <= 1:
+        if inner.min == 0 or r.min == 0:
+            return Repeat(inner.item, 0, None)
+        return inner
+    return r
+
+
+def estimate_size(e: Expr, cache: dict | None = None) -> int:
+    """Upper estimate of NFA states an expression needs (to refuse huge grammars early)."""
+    if isinstance(e, Literal):
+        return len(e.text.encode("utf-8", "surrogatepass")) + 1
+    if isinstance(e, CharClass):
+        return 4 * len(utf8_sequences(e.code_point_ranges())) + 2
+    if isinstance(e, (RuleRef, TokenRef)):
+        return 2
+    if isinstance(e, Seq):
+        return sum(estimate_size(x) for x in e.items) + 1
+    if isinstance(e, Alt):
+        return sum(estimate_size(x) for x in e.options) + 2
+    if isinstance(e, Repeat):
+        s = _simplify_repeat(e)
+        if not isinstance(s, Repeat):
+            return estimate_size(s)
+        copies = max(s.min, 1) if s.max is None else max(s.max, 1)
+        inner = estimate_size(s.item)
+        if inner * copies > MAX_NFA_STATES:
+            return MAX_NFA_STATES + 1
+        return inner * copies + 2
+    raise TypeError(f"not an expression: {e!r}")
+
+
+@dataclass(frozen=True)
+class TokenEdge:
+    token_id: int | None
+    name: str | None
+    negated: bool
+    target: int
+
+
+class Automaton:
+    """The byte-level pushdown automaton of one grammar."""
+
+    def __init__(self, grammar: Grammar) -> None:
+        if grammar.root not in grammar.rules:
+            raise GrammarError(f"no rule named '{grammar.root}' to start from", source=grammar.source)
+        self.grammar = grammar
+        self.byte_edges: list[list[tuple[int, int, int]]] = []
+        self.eps: list[list[int]] = []
+        self.calls: list[list[tuple[str, int]]] = []
+        self.token_edges: list[list[TokenEdge]] = []
+        self.start: dict[str, int] = {}
+        self.final: set[int] = set()
+        total = sum(estimate_size(e) for e in grammar.rules.values())
+        if total > MAX_NFA_STATES:
+            raise CompileLimitError(
+                f"{grammar.source}: grammar too large to compile (about {total:,} automaton states; "
+                f"the limit is {MAX_NFA_STATES:,}); reduce repetition bounds"
+            )
+        for name in grammar.rules:
+            self.start[name] = self._new()
+        for name, body in grammar.rules.items():
+            end = self._new()
+            self.final.add(end)
+            self._build(body, self.start[name], end)
+        for name, body in grammar.rules.items():
+            for ref in _rule_refs(body):
+                if ref not in grammar.rules:
+                    raise GrammarError(f"rule '{ref}' is used in '{name}' but never defined", source=grammar.source, rule=ref)
+        self._trim()
+        self._local: dict[int, tuple[tuple[Stack, ...], bool]] = {}
+        self._byte_table: dict[int, list[tuple[int, ...]]] = {}
+        self._closure_cache: OrderedDict[Stack, frozenset] = OrderedDict()
+        self.initial: Config = self.closure((self.start[grammar.root],))
+        self.has_token_edges = any(self.token_edges)
+
+    # ------------------------------------------------------------ building
+
+    def _new(self) -> int:
+        self.byte_edges.append([])
+        self.eps.append([])
+        self.calls.append([])
+        self.token_edges.append([])
+        return len(self.eps) - 1
+
+    def _build(self, e: Expr, s: int, t: int) -> None:
+        """Add edges so that paths from s to t spell exactly the strings of e."""
+        if isinstance(e, Literal):
+            data = e.text.encode("utf-8", "surrogatepass")
+            if not data:
+                self.eps[s].append(t)
+                return
+            cur = s
+            for i, b in enumerate(data):
+                nxt = t if i == len(data) - 1 else self._new()
+                self.byte_edges[cur].append((b, b, nxt))
+                cur = nxt
+        elif isinstance(e, CharClass):
+            self._build_class(e, s, t)
+        elif isinstance(e, Seq):
+            cur = s
+            for i, item in enumerate(e.items):
+                nxt = t if i == len(e.items) - 1 else self._new()
+                self._build(item, cur, nxt)
+                cur = nxt
+            if not e.items:
+                self.eps[s].append(t)
+        elif isinstance(e, Alt):
+            for o in e.options:
+                a, b = self._new(), self._new()
+                self.eps[s].append(a)
+                self._build(o, a, b)
+                self.eps[b].append(t)
+        elif isinstance(e, Repeat):
+            self._build_repeat(e, s, t)
+        elif isinstance(e, RuleRef):
+            self.calls[s].append((e.name, t))
+        elif isinstance(e, TokenRef):
+            self.token_edges[s].append(TokenEdge(e.token_id, e.name, e.negated, t))
+        else:
+            raise TypeError(f"not an expression: {e!r}")
+
+    def _build_class(self, c: CharClass, s: int, t: int) -> None:
+        # share prefixes of the byte-range sequences so each state has few edges
+        trie: dict[tuple, int] = {}
+        for seq_ in utf8_sequences(c.code_point_ranges()):
+            cur = s
+            for i, (lo, hi) in enumerate(seq_):
+                if i == len(seq_) - 1:
+                    self.byte_edges[cur].append((lo, hi, t))
+                    break
+                key = (cur, lo, hi)
+                if key not in trie:
+                    nxt = self._new()
+                    self.byte_edges[cur].append((lo, hi, nxt))
+                    trie[key] = nxt
+                cur = trie[key]
+
+    def _build_repeat(self, r: Repeat, s: int, t: int) -> None:
+        e = _simplify_repeat(r)
+        if not isinstance(e, Repeat):
+            self._build(e, s, t)
+            return
+        cur = s
+        for _ in range(e.min):
+            nxt = self._new()
+            self._build(e.item, cur, nxt)
+            cur = nxt
+        if e.max is None:
+            loop_in, loop_out = self._new(), self._new()
+            self.eps[cur].append(loop_in)
+            self._build(e.item, loop_in, loop_out)
+            self.eps[loop_out].append(loop_in)
+            self.eps[loop_out].append(t)
+            self.eps[cur].append(t)
+            return
+        for _ in range(e.max - e.min):
+            nxt = self._new()
+            self.eps[cur].append(t)
+            self._build(e.item, cur, nxt)
+            cur = nxt
+        self.eps[cur].append(t)
+
+    def _trim(self) -> None:
+        """Drop edges into states that can never finish their rule, so every live stack completes."""
+        n = len(self.eps)
+        preds: list[list[int]] = [[] for _ in range(n)]
+        callers: dict[str, list[int]] = {}
+        for q in range(n):
+            for _, _, t in self.byte_edges[q]:
+                preds[t].append(q)
+            for t in self.eps[q]:
+                preds[t].append(q)
+            for e in self.token_edges[q]:
+                preds[e.target].append(q)
+            for name, ret in self.calls[q]:
+                preds[ret].append(q)
+                callers.setdefault(name, []).append(q)
+        start_of = {s: name for name, s in self.start.items()}
+        live = [False] * n
+        todo = list(self.final)
+        for q in todo:
+            live[q] = True
+
+        def ok(q: int) -> bool:
+            return (
+                any(live[t] for _, _, t in self.byte_edges[q])
+                or any(live[t] for t in self.eps[q])
+                or any(live[e.target] for e in self.token_edges[q])
+                or any(live[ret] and live[self.start[nm]] for nm, ret in self.calls[q])
+            )
+
+        while todo:
+            t = todo.pop()
+            cands = list(preds[t])
+            if t in start_of:
+                cands += callers.get(start_of[t], [])
+            for q in cands:
+                if not live[q] and ok(q):
+                    live[q] = True
+                    todo.append(q)
+        if not live[self.start[self.grammar.root]]:
+            raise GrammarError(
+                f"rule '{self.grammar.root}' matches no finite string (its recursion never ends)",
+                source=self.grammar.source,
+                rule=self.grammar.root,
+            )
+        for q in range(n):
+            if self.byte_edges[q]:
+                self.byte_edges[q] = [e for e in self.byte_edges[q] if live[e[2]]]
+            if self.eps[q]:
+                self.eps[q] = [t for t in self.eps[q] if live[t]]
+            if self.token_edges[q]:
+                self.token_edges[q] = [e for e in self.token_edges[q] if live[e.target]]
+            if self.calls[q]:
+                self.calls[q] = [(nm, r) for nm, r in self.calls[q] if live[r] and live[self.start[nm]]]
+
+    # ------------------------------------------------------------ closure
+
+    def consumes(self, q: int) -> bool:
+        return bool(self.byte_edges[q] or self.token_edges[q])
+
+    def _pure_final(self, q: int) -> bool:
+        """q can only end its rule: no input, no call is reachable from it."""
+        seen, todo, final = set(), [q], False
+        while todo:
+            x = todo.pop()
+            if x in seen:
+                continue
+            seen.add(x)
+            if self.byte_edges[x] or self.token_edges[x] or self.calls[x]:
+                return False
+            final = final or x in self.final
+            todo.extend(self.eps[x])
+        return final
+
+    def local(self, q: int) -> tuple[tuple[Stack, ...], bool]:
+        """Relative stacks reachable from q without input, and whether q's rule can end."""
+        hit = self._local.get(q)
+        if hit is not None:
+            return hit
+        results: set[Stack] = set()
+        can_end = False
+        seen: set[Stack] = set()
+        todo: list[Stack] = [(q,)]
+        while todo:
+            rel = todo.pop()
+            if rel in seen:
+                continue
+            seen.add(rel)
+            if len(rel) > MAX_LOCAL_DEPTH:
+                raise GrammarError(
+                    "left recursion: a rule can reach itself without consuming input",
+                    source=self.grammar.source,
+                )
+            top = rel[-1]
+            if self.consumes(top):
+                results.add(rel)
+            for x in self.eps[top]:
+                todo.append(rel[:-1] + (x,))
+            for name, ret in self.calls[top]:
+                if self._pure_final(ret):
+                    todo.append(rel[:-1] + (self.start[name],))
+                else:
+                    todo.append(rel[:-1] + (ret, self.start[name]))
+            if top in self.final:
+                if len(rel) == 1:
+                    can_end = True
+                else:
+                    todo.append(rel[:-1])
+        out = (tuple(sorted(results)), can_end)
+        self._local[q] = out
+        return out
+
+    def closure(self, stack: Stack) -> frozenset:
+        """All stacks with a consuming top (or ACCEPT) reachable from `stack` without input."""
+        hit = self._closure_cache.get(stack)
+        if hit is not None:
+            return hit
+        out: set[Stack] = set()
+        base = stack
+        while base:
+            rels, can_end = self.local(base[-1])
+            head = base[:-1]
+            for rel in rels:
+                out.add(head + rel)
+            if not can_end:
+                break
+            base = head
+        else:
+            out.add(ACCEPT)
+        res = frozenset(out)
+        if len(self._closure_cache) > 200_000:
+            self._closure_cache.popitem(last=False)
+        self._closure_cache[stack] = res
+        return res
+
+    # ------------------------------------------------------------ stepping
+
+    def _targets(self, q: int) -> list[tuple[int, ...]]:
+        table = self._byte_table.get(q)
+        if table is None:
+            acc: list[list[int]] = [[] for _ in range(256)]
+            for lo, hi, t in self.byte_edges[q]:
+                for b in range(lo, hi + 1):
+                    acc[b].append(t)
+            table = [tuple(sorted(set(x))) for x in acc]
+            self._byte_table[q] = table
+        return table
+
+    def step(self, config: Config, byte: int) -> Config:
+        """The configuration after one more byte (empty when the byte is not allowed)."""
+        out: set[Stack] = set()
+        for st in config:
+            if not st:
+                continue
+            for t in self._targets(st[-1])[byte]:
+                out |= self.closure(st[:-1] + (t,))
+        if len(out) > MAX_STACKS:
+            raise CompileLimitError(
+                f"{self.grammar.source}: grammar too ambiguous: {len(out):,} parses alive at once"
+            )
+        return frozenset(out)
+
+    def step_bytes(self, config: Config, data: bytes) -> Config:
+        for b in data:
+            if not config:
+                break
+            config = self.step(config, b)
+        return config
+
+    def step_token_edges(self, config: Config, token_id: int, resolve) -> Config:
+        """Configuration after a whole token consumed through `<[N]>`-style edges.
+
+        `resolve(edge)` gives the token id a named edge stands for (or None).
+        """
+        out: set[Stack] = set()
+        for st in config:
+            if not st:
+                continue
+            for edge in self.token_edges[st[-1]]:
+                if token_matches(edge, token_id, resolve):
+                    out |= self.closure(st[:-1] + (edge.target,))
+        return frozenset(out)
+
+    @staticmethod
+    def is_accepting(config: Config) -> bool:
+        return ACCEPT in config
+
+    def allowed_bytes(self, config: Config) -> list[tuple[int, int]]:
+        """Byte ranges that can come next (merged), for error messages."""
+        bs = sorted({(lo, hi) for st in config if st for lo, hi, _ in self.byte_edges[st[-1]]})
+        merged: list[list[int]] = []
+        for lo, hi in bs:
+            if merged and lo <= merged[-1][1] + 1:
+                merged[-1][1] = max(merged[-1][1], hi)
+            else:
+                merged.append([lo, hi])
+        return [(a, b) for a, b in merged]
+
+    def byte_boundaries(self) -> list[int]:
+        """Sorted byte values where some edge's range starts or ends (+1): byte classes."""
+        cuts = {0, 256}
+        for edges in self.byte_edges:
+            for lo, hi, _ in edges:
+                cuts.add(lo)
+                cuts.add(hi + 1)
+        return sorted(cuts)
+
+
+def token_matches(edge: TokenEdge, token_id: int, resolve) -> bool:
+    want = edge.token_id if edge.token_id is not None else resolve(edge)
+    if want is None:
+        return edge.negated
+    return (token_id != want) if edge.negated else (token_id == want)
+
+
+def _rule_refs(e: Expr) -> Iterable[str]:
+    from ..grammar.ir import walk
+
+    for x in walk(e):
+        if isinstance(x, RuleRef):
+            yield x.name
+
+
+# ---------------------------------------------------------------- text checks
+
+_AUTOMATA: OrderedDict[tuple[str, str], Automaton] = OrderedDict()
+
+
+def automaton_for(grammar: Grammar) -> Automaton:
+    """A cached Automaton for a grammar (keyed by its canonical text)."""
+    key = (grammar.to_gbnf(), grammar.root)
+    hit = _AUTOMATA.get(key)
+    if hit is None:
+        hit = Automaton(grammar)
+        _AUTOMATA[key] = hit
+        if len(_AUTOMATA) > 64:
+            _AUTOMATA.popitem(last=False)
+    return hit
+
+
+def _as_bytes(text: str | bytes) -> bytes:
+    return text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
+
+
+def accepts(grammar: Grammar, text: str | bytes) -> bool:
+    """Is the whole text a string of the grammar's language?"""
+    a = automaton_for(grammar)
+    return a.is_accepting(a.step_bytes(a.initial, _as_bytes(text)))
+
+
+def accepts_prefix(grammar: Grammar, text: str | bytes) -> bool:
+    """Can the text still be completed to a string of the language?"""
+    a = automaton_for(grammar)
+    return bool(a.step_bytes(a.initial, _as_bytes(text)))

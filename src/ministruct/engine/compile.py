@@ -1,0 +1,236 @@
+"""Grammar x Vocabulary -> CompiledGrammar: legal-token masks per parser configuration.
+
+Parser configurations (automaton.py) are interned to small integers and their byte
+transitions kept in a table that fills itself on demand (a lazily determinized
+pushdown automaton). A mask is one vectorized walk of the vocabulary trie through
+that table, pruned at dead configurations, and is cached per configuration.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+
+import numpy as np
+
+from ..errors import CompileLimitError, GrammarError
+from ..grammar.ir import Grammar
+from .automaton import Automaton, Config, TokenEdge, token_matches
+from .trie import TokenTrie, expand_children, trie_for
+from .vocab import Vocabulary
+
+DEAD = 0
+UNKNOWN = -1
+MAX_CONFIGS = 1_000_000
+MASK_CACHE_BYTES = 512 * 1024 * 1024
+
+
+class CompiledGrammar:
+    """A grammar bound to a vocabulary; shared by every Matcher of that pair."""
+
+    def __init__(self, grammar: Grammar, vocab: Vocabulary, automaton: Automaton | None = None) -> None:
+        t0 = time.perf_counter()
+        self.grammar = grammar
+        self.vocab = vocab
+        self.automaton = automaton or Automaton(grammar)
+        self.trie: TokenTrie = trie_for(vocab)
+        cuts = self.automaton.byte_boundaries()
+        self.byte_class = (np.searchsorted(np.asarray(cuts), np.arange(256), side="right") - 1).astype(np.int64)
+        self.n_classes = len(cuts) - 1
+        self.class_rep = np.asarray(cuts[:-1], dtype=np.int64)  # one byte standing for each class
+        self.node_class = [self.byte_class[b] for b in self.trie.node_byte]
+        self.configs: list[Config] = [frozenset()]
+        self.config_ids: dict[Config, int] = {frozenset(): DEAD}
+        self.table = np.full((64, self.n_classes), UNKNOWN, dtype=np.int32)
+        self.table[DEAD, :] = DEAD
+        self._token_steps: dict[tuple[int, int], int] = {}
+        self._masks: OrderedDict[int, np.ndarray] = OrderedDict()
+        self._mask_bytes = 0
+        self.eog = np.asarray(sorted(vocab.eog_ids), dtype=np.int64)
+        self._named_tokens = self._resolve_token_names()
+        self.initial = self.intern(self.automaton.initial)
+        self.compile_s = time.perf_counter() - t0
+
+    # ------------------------------------------------------------ configurations
+
+    def intern(self, config: Config) -> int:
+        """The id of a configuration, allocating a table row for a new one."""
+        cid = self.config_ids.get(config)
+        if cid is not None:
+            return cid
+        cid = len(self.configs)
+        if cid >= MAX_CONFIGS:
+            raise CompileLimitError(
+                f"{self.grammar.source}: more than {MAX_CONFIGS:,} parser configurations; "
+                "the grammar is too large or too deeply nested to mask"
+            )
+        self.configs.append(config)
+        self.config_ids[config] = cid
+        if cid >= len(self.table):
+            grown = np.full((2 * len(self.table), self.n_classes), UNKNOWN, dtype=np.int32)
+            grown[: len(self.table)] = self.table
+            self.table = grown
+        return cid
+
+    def _fill(self, states: np.ndarray, classes: np.ndarray) -> None:
+        keys = np.unique(states.astype(np.int64) * self.n_classes + classes)
+        for k in keys.tolist():
+            s, c = divmod(k, self.n_classes)
+            nxt = self.automaton.step(self.configs[s], int(self.class_rep[c]))
+            self.table[s, c] = self.intern(nxt)
+
+    def step_bytes(self, cid: int, data: bytes) -> int:
+        """The configuration id after some bytes (DEAD when they are not allowed)."""
+        for b in data:
+            if cid == DEAD:
+                return DEAD
+            c = int(self.byte_class[b])
+            nxt = int(self.table[cid, c])
+            if nxt == UNKNOWN:
+                self._fill(np.asarray([cid]), np.asarray([c]))
+                nxt = int(self.table[cid, c])
+            cid = nxt
+        return cid
+
+    def step_token(self, cid: int, token_id: int) -> int:
+        """The configuration id after a whole (non end-of-generation) token."""
+        key = (cid, token_id)
+        hit = self._token_steps.get(key)
+        if hit is not None:
+            return hit
+        nxt = DEAD
+        if token_id not in self.vocab.control_ids:
+            data = self.vocab.token_bytes(token_id)
+            if data:
+                nxt = self.step_bytes(cid, data)
+        if self.automaton.has_token_edges:
+            extra = self.automaton.step_token_edges(self.configs[cid], token_id, self._resolve)
+            if extra:
+                nxt = self.intern(self.configs[nxt] | extra)
+        self._token_steps[key] = nxt
+        return nxt
+
+    def is_accepting(self, cid: int) -> bool:
+        return Automaton.is_accepting(self.configs[cid])
+
+    def is_terminated(self, cid: int) -> bool:
+        """Complete, and no token but end-of-generation can follow."""
+        return self.configs[cid] == frozenset({()})
+
+    # ------------------------------------------------------------ masks
+
+    def mask(self, cid: int) -> np.ndarray:
+        """Read-only bool array (n_logits): the legal tokens in configuration `cid`."""
+        hit = self._masks.get(cid)
+        if hit is not None:
+            self._masks.move_to_end(cid)
+            return hit
+        m = self._compute_mask(cid)
+        m.setflags(write=False)
+        self._masks[cid] = m
+        self._mask_bytes += m.nbytes
+        while self._mask_bytes > MASK_CACHE_BYTES and len(self._masks) > 1:
+            _, old = self._masks.popitem(last=False)
+            self._mask_bytes -= old.nbytes
+        return m
+
+    def _compute_mask(self, cid: int) -> np.ndarray:
+        legal = np.zeros(self.vocab.n_logits, dtype=bool)
+        if cid == DEAD:
+            return legal
+        trie = self.trie
+        nodes = np.zeros(1, dtype=np.int64)
+        states = np.asarray([cid], dtype=np.int64)
+        for d in range(1, trie.max_len + 1):
+            counts = trie.child_count[d - 1][nodes]
+            idx = expand_children(trie.child_start[d - 1][nodes], counts)
+            if not len(idx):
+                break
+            srep = np.repeat(states, counts)
+            cls = self.node_class[d][idx]
+            nxt = self.table[srep, cls]
+            unknown = nxt == UNKNOWN
+            if unknown.any():
+                self._fill(srep[unknown], cls[unknown])
+                nxt = self.table[srep, cls]
+            live = nxt != DEAD
+            nodes = idx[live]
+            states = nxt[live].astype(np.int64)
+            if len(trie.end_ids[d]):
+                alive = np.zeros(len(trie.node_byte[d]), dtype=bool)
+                alive[nodes] = True
+                ends = trie.end_ids[d]
+                legal[ends[alive[trie.end_node[d]]]] = True
+            if not len(nodes):
+                break
+        config = self.configs[cid]
+        if Automaton.is_accepting(config) and len(self.eog):
+            legal[self.eog] = True
+        if self.automaton.has_token_edges:
+            self._add_token_edges(config, legal)
+        return legal
+
+    def _add_token_edges(self, config: Config, legal: np.ndarray) -> None:
+        for st in config:
+            if not st:
+                continue
+            for edge in self.automaton.token_edges[st[-1]]:
+                want = edge.token_id if edge.token_id is not None else self._resolve(edge)
+                if not edge.negated:
+                    if want is not None and 0 <= want < self.vocab.n_tokens:
+                        legal[want] = True
+                else:
+                    legal[self.vocab.text_ids] = True
+                    if want is not None and 0 <= want < len(legal) and want not in self.vocab.control_ids:
+                        legal[want] = False
+                        # the same id may still be legal through bytes
+                        if self.step_token_bytes_only(self.config_ids[config], want) != DEAD:
+                            legal[want] = True
+
+    def step_token_bytes_only(self, cid: int, token_id: int) -> int:
+        data = self.vocab.token_bytes(token_id)
+        return self.step_bytes(cid, data) if data else DEAD
+
+    # ------------------------------------------------------------ token names
+
+    def _resolve_token_names(self) -> dict[str, int]:
+        names: dict[str, int] = {}
+        for edges in self.automaton.token_edges:
+            for e in edges:
+                if e.token_id is not None:
+                    if not 0 <= e.token_id < self.vocab.n_tokens:
+                        raise GrammarError(
+                            f"token <[{e.token_id}]> is outside the vocabulary (0..{self.vocab.n_tokens - 1})",
+                            source=self.grammar.source,
+                        )
+                    continue
+                name = str(e.name)
+                tid = self.vocab.id_of_control(name)
+                if tid is None:
+                    matches = [i for i, t in enumerate(self.vocab.tokens) if t == name.encode()]
+                    tid = matches[0] if matches else None
+                if tid is None:
+                    raise GrammarError(f"token {name} is not in the vocabulary", source=self.grammar.source)
+                names[name] = tid
+        return names
+
+    def _resolve(self, edge: TokenEdge) -> int | None:
+        return self._named_tokens.get(str(edge.name))
+
+    def stats(self) -> dict:
+        """Sizes for inspect and bench."""
+        return {
+            "nfa_states": len(self.automaton.eps),
+            "configurations": len(self.configs),
+            "byte_classes": self.n_classes,
+            "masks_cached": len(self._masks),
+            "compile_ms": round(self.compile_s * 1000, 3),
+        }
+
+
+def compile_grammar(grammar: Grammar, vocab: Vocabulary) -> CompiledGrammar:
+    """Bind a grammar to a vocabulary (masks are computed lazily and cached)."""
+    return CompiledGrammar(grammar, vocab)
+
+
+__all__ = ["CompiledGrammar", "compile_grammar", "DEAD", "token_matches"]

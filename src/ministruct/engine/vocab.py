@@ -1,0 +1,112 @@
+"""Vocabulary: every token's exact bytes, which ids are special, and the logits width.
+
+Independent of llama_cpp: model.py builds one from a GGUF model, tests build one
+from a list of byte strings.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Iterable, Sequence
+
+import numpy as np
+
+
+@dataclass(frozen=True, eq=False)
+class Vocabulary:
+    """Token bytes by id plus the ids that are not ordinary text.
+
+    - `tokens[i]`: the bytes token i adds to the output (control tokens: b"").
+    - `control_ids`: control/special tokens; never legal unless a grammar names them.
+    - `eog_ids`: end-of-generation ids (legal exactly when the output is complete).
+    - `control_text`: id -> the visible text of a control token (`<|im_end|>`).
+    - `n_logits`: rows of the logits vector (>= len(tokens); extra rows are padding).
+    """
+
+    tokens: tuple[bytes, ...]
+    control_ids: frozenset[int] = frozenset()
+    eog_ids: frozenset[int] = frozenset()
+    control_text: dict[int, str] = field(default_factory=dict)
+    n_logits: int = 0
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        if self.n_logits < len(self.tokens):
+            object.__setattr__(self, "n_logits", len(self.tokens))
+        bad = [i for i in self.control_ids | self.eog_ids if not 0 <= i < len(self.tokens)]
+        if bad:
+            raise ValueError(f"special ids out of range: {sorted(bad)[:5]}")
+
+    @classmethod
+    def from_bytes(
+        cls,
+        tokens: Iterable[bytes],
+        *,
+        eog_ids: Iterable[int] = (),
+        control_ids: Iterable[int] = (),
+        control_text: dict[int, str] | None = None,
+        n_logits: int = 0,
+        name: str = "",
+    ) -> "Vocabulary":
+        """A vocabulary from plain byte strings (tests, hand-made vocabularies)."""
+        eog = frozenset(eog_ids)
+        return cls(
+            tokens=tuple(bytes(t) for t in tokens),
+            control_ids=frozenset(control_ids) | eog,
+            eog_ids=eog,
+            control_text=dict(control_text or {}),
+            n_logits=n_logits,
+            name=name,
+        )
+
+    @property
+    def n_tokens(self) -> int:
+        return len(self.tokens)
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    def token_bytes(self, token_id: int) -> bytes:
+        """The bytes the token adds to the output (b"" for control tokens and padding rows)."""
+        if 0 <= token_id < len(self.tokens) and token_id not in self.control_ids:
+            return self.tokens[token_id]
+        return b""
+
+    def piece(self, token_id: int) -> str:
+        """Human-readable text for a token (control tokens by their name)."""
+        if token_id in self.control_text:
+            return self.control_text[token_id]
+        return self.token_bytes(token_id).decode("utf-8", "replace")
+
+    def decode(self, ids: Sequence[int]) -> bytes:
+        return b"".join(self.token_bytes(i) for i in ids)
+
+    def id_of_control(self, text: str) -> int | None:
+        """The id of the control token whose text is `text` (`<|im_end|>`), else None."""
+        return self._control_by_text.get(text)
+
+    @cached_property
+    def _control_by_text(self) -> dict[str, int]:
+        return {t: i for i, t in sorted(self.control_text.items(), reverse=True)}
+
+    @cached_property
+    def text_ids(self) -> np.ndarray:
+        """Ids of ordinary, non-empty text tokens: the only candidates for byte matching."""
+        ids = [
+            i for i, t in enumerate(self.tokens) if t and i not in self.control_ids
+        ]
+        return np.asarray(ids, dtype=np.int32)
+
+    @cached_property
+    def fingerprint(self) -> str:
+        """A hash of everything that affects masks (for caches)."""
+        h = hashlib.sha256()
+        h.update(f"{self.n_logits}|{sorted(self.control_ids)}|{sorted(self.eog_ids)}|".encode())
+        for i, t in enumerate(self.tokens):
+            h.update(len(t).to_bytes(4, "little"))
+            h.update(t)
+        for i in sorted(self.control_text):
+            h.update(f"{i}={self.control_text[i]};".encode())
+        return h.hexdigest()[:32]

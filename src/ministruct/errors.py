@@ -1,0 +1,116 @@
+"""Every error ministruct raises derives from MinistructError.
+
+Each carries the process exit code the CLI maps it to and renders as one line
+(plus, for syntax errors, the offending line and a caret).
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+
+class MinistructError(Exception):
+    """Root of ministruct's exceptions. `exit_code` follows cli.md."""
+
+    exit_code: int = 2
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class UsageError(MinistructError):
+    """Bad flags or arguments (a value out of range, two constraints, ...)."""
+
+
+class InputError(MinistructError):
+    """An input file or record that cannot be read."""
+
+
+class GrammarSyntaxError(MinistructError):
+    """A grammar or regex that does not parse; knows where and what was expected."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        source: str = "<grammar>",
+        text: str | None = None,
+        line: int | None = None,
+        column: int | None = None,
+        expected: Sequence[str] = (),
+    ) -> None:
+        self.source = source
+        self.text = text
+        self.line = line
+        self.column = column
+        self.expected = tuple(expected)
+        self.reason = message
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        where = self.source
+        if self.line is not None:
+            where += f":{self.line}"
+            if self.column is not None:
+                where += f":{self.column}"
+        msg = f"{where}: {self.reason}"
+        if self.expected:
+            msg += "; expected " + ", ".join(self.expected)
+        return msg
+
+    def excerpt(self) -> str:
+        """The offending line with a caret under the column ('' when unknown)."""
+        if self.text is None or self.line is None:
+            return ""
+        lines = self.text.splitlines() or [""]
+        if not 1 <= self.line <= len(lines):
+            return ""
+        src = lines[self.line - 1]
+        col = max(1, self.column or 1)
+        return f"  {src}\n  {' ' * (col - 1)}^"
+
+
+class GrammarError(MinistructError):
+    """A grammar that parses but is not usable (undefined rule, left recursion, ...)."""
+
+    def __init__(self, message: str, *, source: str = "<grammar>", rule: str | None = None) -> None:
+        self.source = source
+        self.rule = rule
+        super().__init__(f"{source}: {message}")
+
+
+class SchemaError(MinistructError):
+    """A JSON Schema that cannot be enforced exactly; names the JSON pointer and keyword."""
+
+    def __init__(
+        self, message: str, *, pointer: str = "", keyword: str | None = None, source: str = "<schema>"
+    ) -> None:
+        self.pointer = pointer
+        self.keyword = keyword
+        self.source = source
+        self.reason = message
+        super().__init__(f"{source}: at {pointer or '/'}: {message}" if pointer is not None else message)
+
+
+class CompileLimitError(MinistructError):
+    """Compiling or stepping a grammar would pass a time or memory bound."""
+
+
+class NoLegalContinuation(MinistructError):
+    """The legal set is empty at some step: no token can extend the output."""
+
+    exit_code = 1
+
+    def __init__(self, step: int, output: bytes | str = b"") -> None:
+        self.step = step
+        self.output = output
+        text = output.decode("utf-8", "replace") if isinstance(output, bytes) else output
+        super().__init__(f"no legal continuation at step {step} after {text!r}")
+
+
+class ModelError(MinistructError):
+    """A model file that is missing, unreadable or not a GGUF model."""

@@ -1,0 +1,215 @@
+"""The decode loop: evaluate, read logits, mask, sample, advance; one Step per token.
+
+    decoder = generate(model, prompt_ids, matcher, params, max_tokens=64)
+    for step in decoder:          # every step (diagnostics need them all)
+        ...
+    result = decoder.result       # the Generation, once the steps are exhausted
+
+or simply `generate(...).run()` for the Generation alone.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Iterator, Protocol, Sequence, runtime_checkable
+
+import numpy as np
+
+from ministruct.errors import ModelError, NoLegalContinuation, UsageError
+from ministruct.sampling import Sampler, SamplingParams
+
+if TYPE_CHECKING:
+    from ministruct.model import Model
+
+STOP_REASONS = ("eos", "grammar_done", "max_tokens", "no_legal_continuation")
+
+
+@runtime_checkable
+class Constraint(Protocol):
+    """What the decoder needs from a matcher (engine.matcher.Matcher fits)."""
+
+    def reset(self) -> None: ...
+    def mask(self) -> np.ndarray: ...
+    def advance(self, token_id: int) -> None: ...
+    def is_accepting(self) -> bool: ...
+
+
+@dataclass(frozen=True, eq=False)
+class Step:
+    """One generated token and everything that decided it."""
+
+    index: int
+    token_id: int
+    token: bytes  # the bytes this token adds to the output (b"" for control tokens)
+    logits: np.ndarray  # the captured row the sampler used (float32, n_logits)
+    mask: np.ndarray | None  # the legal set (bool, n_logits); None when unconstrained
+    mask_us: float  # time spent in matcher.mask() for this step, microseconds
+
+    @property
+    def text(self) -> str:
+        return self.token.decode("utf-8", "replace")
+
+
+@dataclass
+class Generation:
+    """The result of one generation."""
+
+    tokens: list[int]  # generated ids that are part of the output (no EOG)
+    output: bytes
+    stop_reason: str
+    complete: bool  # the grammar accepts the output (unconstrained: stopped at EOG)
+    prompt_tokens: list[int] = field(default_factory=list)
+    error: NoLegalContinuation | None = None
+    n_steps: int = 0  # tokens drawn, including a final EOG
+    decode_s: float = 0.0  # wall time of the loop (model + mask + sampler)
+
+    @property
+    def text(self) -> str:
+        return self.output.decode("utf-8", "replace")
+
+    @property
+    def n_tokens(self) -> int:
+        return len(self.tokens)
+
+
+class Decoder:
+    """One generation: iterate for the Steps; `.result` holds the Generation afterwards."""
+
+    def __init__(
+        self,
+        model: "Model",
+        prompt_tokens: Sequence[int],
+        matcher: Constraint | None,
+        params: SamplingParams | None = None,
+        *,
+        max_tokens: int = 256,
+        reset_matcher: bool = True,
+    ) -> None:
+        if max_tokens < 0:
+            raise UsageError(f"--max-tokens must be >= 0, got {max_tokens}")
+        self.prompt_tokens = [int(t) for t in prompt_tokens]
+        if not self.prompt_tokens:
+            raise UsageError("the prompt is empty (no tokens to condition on)")
+        n_ctx = model.n_ctx
+        if len(self.prompt_tokens) + max_tokens > n_ctx:
+            raise ModelError(
+                f"prompt ({len(self.prompt_tokens)} tokens) + --max-tokens {max_tokens} "
+                f"exceed the context size n_ctx={n_ctx}"
+            )
+        self.model = model
+        self.matcher = matcher
+        self.params = params or SamplingParams()
+        self.max_tokens = max_tokens
+        self.reset_matcher = reset_matcher
+        self._result: Generation | None = None
+        self._started = False
+
+    @property
+    def result(self) -> Generation:
+        if self._result is None:
+            raise RuntimeError("the generation has not finished: exhaust steps() first")
+        return self._result
+
+    def __iter__(self) -> Iterator[Step]:
+        return self.steps()
+
+    def run(self) -> Generation:
+        """Run to the end, discarding the steps; return the Generation."""
+        for _ in self.steps():
+            pass
+        return self.result
+
+    def steps(self) -> Iterator[Step]:
+        """Yield one Step per drawn token; sets `.result` when done."""
+        if self._started:
+            raise RuntimeError("a Decoder runs once; create a new one")
+        self._started = True
+        t0 = time.perf_counter()
+        model, matcher = self.model, self.matcher
+        vocab = model.vocabulary
+        eog = np.fromiter(sorted(vocab.eog_ids), dtype=np.int64)
+        sampler = Sampler(self.params)
+        if matcher is not None and self.reset_matcher:
+            matcher.reset()
+        history = list(self.prompt_tokens)
+        out_ids: list[int] = []
+        out = bytearray()
+        pending: list[int] = self.prompt_tokens
+        first = True
+        stop, error, n_steps = "max_tokens", None, 0
+
+        for index in range(self.max_tokens):
+            if first:
+                model.prefill(pending)
+                first = False
+            else:
+                model.eval(pending)
+            logits = model.logits()
+            mask, mask_us = None, 0.0
+            if matcher is not None:
+                m0 = time.perf_counter()
+                mask = np.asarray(matcher.mask(), dtype=bool)
+                mask_us = (time.perf_counter() - m0) * 1e6
+                if _grammar_done(matcher, mask, eog):
+                    stop = "grammar_done"
+                    break
+            try:
+                token = sampler.sample(logits, mask, history)
+            except NoLegalContinuation:
+                stop = "no_legal_continuation"
+                error = NoLegalContinuation(index, bytes(out))
+                break
+            n_steps += 1
+            is_eog = token in vocab.eog_ids
+            piece = b"" if is_eog else vocab.token_bytes(token)
+            yield Step(index, token, piece, logits, mask, mask_us)
+            if is_eog:
+                stop = "eos"
+                break
+            if matcher is not None:
+                matcher.advance(token)
+            out_ids.append(token)
+            out += piece
+            history.append(token)
+            pending = [token]
+
+        if matcher is None:
+            complete = stop == "eos"
+        else:
+            complete = stop != "no_legal_continuation" and bool(matcher.is_accepting())
+        self._result = Generation(
+            tokens=out_ids,
+            output=bytes(out),
+            stop_reason=stop,
+            complete=complete,
+            prompt_tokens=list(self.prompt_tokens),
+            error=error,
+            n_steps=n_steps,
+            decode_s=time.perf_counter() - t0,
+        )
+
+
+def _grammar_done(matcher: Constraint, mask: np.ndarray, eog: np.ndarray) -> bool:
+    """Complete, and nothing but end-of-generation could follow."""
+    terminated = getattr(matcher, "is_terminated", None)
+    if terminated is not None and terminated():
+        return True
+    if not matcher.is_accepting():
+        return False
+    if eog.size:
+        mask = mask.copy()
+        mask[eog[eog < mask.shape[0]]] = False
+    return not mask.any()
+
+
+def generate(
+    model: "Model",
+    prompt_tokens: Sequence[int],
+    matcher: Constraint | None,
+    params: SamplingParams | None = None,
+    *,
+    max_tokens: int = 256,
+) -> Decoder:
+    """A Decoder for one generation: iterate it for Steps, then read `.result`."""
+    return Decoder(model, prompt_tokens, matcher, params, max_tokens=max_tokens)

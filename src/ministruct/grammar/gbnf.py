@@ -1,0 +1,327 @@
+"""GBNF (llama.cpp's dialect) -> Grammar IR.
+
+Lark (LALR, contextual lexer, gbnf.lark) parses the text; callbacks build the IR
+while parsing; analysis.check_grammar validates the result. Semantics follow
+llama.cpp's src/llama-grammar.cpp: names are `[a-zA-Z0-9-]+`, a rule ends at the
+end of its line unless inside parentheses or right after `::=` or `|`, `""` and
+`[]` match the empty string, quantifiers stack (`"a"*?`), a rule defined twice
+keeps its last definition, `{,n}` is an error, and a repetition minimum above
+2000 is an error.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from functools import lru_cache
+from pathlib import Path
+from typing import Iterator
+
+from lark import Lark, Token
+from lark.exceptions import LarkError, UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
+
+from ..errors import GrammarSyntaxError, MinistructError
+from .analysis import check_grammar
+from .ir import EMPTY, MAX_CODE_POINT, CharClass, Expr, Grammar, Literal, Repeat, RuleRef, TokenRef, alt, normalize_ranges, seq
+
+MAX_REPETITION = 2000  # llama.cpp's MAX_REPETITION_THRESHOLD
+MAX_PAREN_DEPTH = 200
+MAX_EXPR_DEPTH = 400
+MAX_TOKEN_ID = 2**31 - 1
+
+_SIMPLE_ESCAPES = {"t": 9, "n": 10, "r": 13, "\\": 92, '"': 34, "[": 91, "]": 93, "-": 45}
+_ESCAPE = re.compile(r"\\(?:x([0-9a-fA-F]{2})|u([0-9a-fA-F]{4})|U([0-9a-fA-F]{8})|(.))", re.S)
+
+
+# ---------------------------------------------------------------- lexing helpers
+
+
+class _NewlineFilter:
+    """Post-lexer: keep only the newlines that end a rule (llama.cpp's parse_space rules)."""
+
+    always_accept = ("_NL",)
+
+    def process(self, stream: Iterator[Token]) -> Iterator[Token]:
+        depth = 0
+        prev = None
+        pending = None
+        for tok in stream:
+            t = tok.type
+            if t == "_NL":
+                if depth == 0 and prev is not None and prev != "VBAR" and prev != "DEFINE" and pending is None:
+                    pending = tok
+                continue
+            if pending is not None:
+                yield pending
+                pending = None
+            if t == "LPAR":
+                depth += 1
+                if depth > MAX_PAREN_DEPTH:
+                    raise _error(f"parentheses nested more than {MAX_PAREN_DEPTH} deep", tok.line, tok.column)
+            elif t == "RPAR" and depth:
+                depth -= 1
+            prev = t
+            yield tok
+
+
+class _SyntaxProblem(Exception):
+    """Raised inside the parse; turned into a GrammarSyntaxError with source and text."""
+
+    def __init__(self, reason: str, line: int, column: int, expected: tuple[str, ...] = ()) -> None:
+        super().__init__(reason)
+        self.reason, self.line, self.column, self.expected = reason, line, column, expected
+
+
+def _error(reason: str, line: int, column: int) -> _SyntaxProblem:
+    return _SyntaxProblem(reason, line, column)
+
+
+def _offset_pos(tok: Token, offset: int) -> tuple[int, int]:
+    """Line and column of character `offset` inside a token (tokens may span lines)."""
+    before = tok.value[:offset]
+    nl = before.count("\n")
+    if not nl:
+        return tok.line, tok.column + offset
+    return tok.line + nl, offset - before.rfind("\n")
+
+
+def _escape_value(m: re.Match, tok: Token, start: int) -> int:
+    hx = m.group(1) or m.group(2) or m.group(3)
+    if hx is not None:
+        cp = int(hx, 16)
+        if cp > MAX_CODE_POINT:
+            line, col = _offset_pos(tok, start + m.start())
+            raise _error(f"code point {m.group(0)} is beyond U+10FFFF", line, col)
+        return cp
+    return _SIMPLE_ESCAPES[m.group(4)]  # the lexer admits only known escapes
+
+
+def _decode_literal(tok: Token) -> str:
+    body = tok.value[1:-1]
+    if "\\" not in body:
+        return body
+    return _ESCAPE.sub(lambda m: chr(_escape_value(m, tok, 1)), body)
+
+
+def _decode_class(tok: Token, warnings: list[str]) -> tuple[tuple[tuple[int, int], ...], bool]:
+    """Ranges and negation of `[...]`, read exactly as llama.cpp's parser reads them."""
+    text = tok.value
+    negated = text.startswith("[^")
+    i = 2 if negated else 1
+    n = len(text) - 1  # index of the closing ']'
+    ranges: list[tuple[int, int]] = []
+
+    def char_at(j: int) -> tuple[int, int]:
+        if text[j] == "\\":
+            m = _ESCAPE.match(text, j)
+            assert m is not None
+            return _escape_value(m, tok, 0), m.end()
+        return ord(text[j]), j + 1
+
+    while i < n:
+        lo, i = char_at(i)
+        if text[i] == "-" and i + 1 < n:
+            hi, i = char_at(i + 1)
+            if hi < lo:
+                line, _ = _offset_pos(tok, i)
+                warnings.append(
+                    f"line {line}: range {chr(lo)!r}-{chr(hi)!r} in {text} is empty (its end is before its start)"
+                )
+            ranges.append((lo, hi))
+        else:
+            ranges.append((lo, lo))
+    return normalize_ranges(ranges), negated
+
+
+class _Empty:
+    """An empty `""` or `[]`: matches the empty string but cannot take a quantifier."""
+
+    __slots__ = ("tok",)
+
+    def __init__(self, tok: Token) -> None:
+        self.tok = tok
+
+
+def _depth(e: Expr) -> int:
+    """Nesting depth of an expression (iterative: safe on any input)."""
+    best = 0
+    stack = [(e, 1)]
+    while stack:
+        x, d = stack.pop()
+        best = max(best, d)
+        kids = getattr(x, "items", None) or getattr(x, "options", None)
+        if kids:
+            stack.extend((k, d + 1) for k in kids)
+        elif isinstance(x, Repeat):
+            stack.append((x.item, d + 1))
+    return best
+
+
+# ---------------------------------------------------------------- IR construction
+
+
+class _Builder:
+    """Lark LALR callbacks: each rule of gbnf.lark reduces straight to IR (no parse tree)."""
+
+    def __init__(self) -> None:
+        self.warnings: list[str] = []
+
+    # atoms
+    def literal(self, c: list) -> object:
+        text = _decode_literal(c[0])
+        return Literal(text) if text else _Empty(c[0])
+
+    def char_class(self, c: list) -> object:
+        tok = c[0]
+        if tok.value in ("[]", "[^]"):
+            self.warnings.append(f"line {tok.line}: {tok.value} matches the empty string (as in llama.cpp)")
+            return _Empty(tok)
+        ranges, negated = _decode_class(tok, self.warnings)
+        return CharClass(ranges, negated)
+
+    def rule_ref(self, c: list) -> Expr:
+        return RuleRef(str(c[0]))
+
+    def token_id(self, c: list) -> Expr:
+        tok = c[0]
+        negated = tok.value.startswith("!")
+        digits = tok.value[3 + negated : -2]
+        if len(digits) > 10 or int(digits) > MAX_TOKEN_ID:
+            raise _error(f"token id {digits} is out of range (at most {MAX_TOKEN_ID})", tok.line, tok.column)
+        return TokenRef(token_id=int(digits), negated=negated)
+
+    def token_text(self, c: list) -> Expr:
+        tok = c[0]
+        negated = tok.value.startswith("!")
+        return TokenRef(name=tok.value[1:] if negated else tok.value, negated=negated)
+
+    def any_char(self, c: list) -> Expr:
+        return CharClass((), negated=True)
+
+    def group(self, c: list) -> Expr:
+        return c[1]
+
+    # quantifiers: (min, max, token)
+    def quant(self, c: list) -> tuple:
+        tok = c[0]
+        return {"*": (0, None), "+": (1, None), "?": (0, 1)}[tok.value] + (tok,)
+
+    def _count(self, tok: Token, brace: Token) -> int:
+        if len(tok.value) > 9 or int(tok.value) > MAX_REPETITION:
+            raise _error(
+                f"repetition count {tok.value[:12]} exceeds llama.cpp's limit of {MAX_REPETITION}",
+                tok.line,
+                tok.column,
+            )
+        return int(tok.value)
+
+    def quant_exact(self, c: list) -> tuple:
+        n = self._count(c[1], c[0])
+        return (n, n, c[0])
+
+    def quant_min(self, c: list) -> tuple:
+        return (self._count(c[1], c[0]), None, c[0])
+
+    def quant_range(self, c: list) -> tuple:
+        lo_tok, hi_tok = c[1], c[3]
+        lo = self._count(lo_tok, c[0])
+        if len(hi_tok.value) <= 9 and int(hi_tok.value) < lo:
+            raise _error(
+                f"repetition {{{lo},{int(hi_tok.value)}}} has its maximum below its minimum", c[0].line, c[0].column
+            )
+        if len(hi_tok.value) > 9 or int(hi_tok.value) > MAX_REPETITION:
+            self.warnings.append(
+                f"line {c[0].line}: {{{lo},{hi_tok.value[:12]}}}: llama.cpp reads a maximum above "
+                f"{MAX_REPETITION} as unbounded; ministruct keeps the exact bound"
+            )
+        return (lo, int(hi_tok.value) if len(hi_tok.value) <= 30 else None, c[0])
+
+    # structure
+    def item(self, c: list) -> Expr:
+        e = c[0]
+        if isinstance(e, _Empty):
+            if len(c) > 1:
+                q = c[1][2]
+                what = "string literal" if e.tok.value.startswith('"') else "character class"
+                raise _error(f"'{q.value}' has nothing to repeat: the {what} before it is empty", q.line, q.column)
+            return EMPTY
+        for lo, hi, _tok in c[1:]:
+            if e != EMPTY:
+                e = Repeat(e, lo, hi)
+        return e
+
+    def sequence(self, c: list) -> Expr:
+        return seq(*c) if c else EMPTY
+
+    def alternates(self, c: list) -> Expr:
+        return alt(*c[::2])
+
+    def rule(self, c: list) -> tuple:
+        name, expr = c[0], c[2]
+        if _depth(expr) > MAX_EXPR_DEPTH:
+            raise _error(f"rule '{name}' is nested more than {MAX_EXPR_DEPTH} levels deep", name.line, name.column)
+        return (name, expr)
+
+    def start(self, c: list) -> dict[str, Expr]:
+        rules: dict[str, Expr] = {}
+        lines: dict[str, int] = {}
+        for name, expr in c:
+            key = str(name)
+            if key in rules:
+                self.warnings.append(
+                    f"rule '{key}' is defined twice (lines {lines[key]} and {name.line}); "
+                    "the last definition is used (as in llama.cpp)"
+                )
+            rules[key] = expr
+            lines[key] = name.line
+        return rules
+
+
+@lru_cache(maxsize=1)
+def _parser() -> tuple[Lark, _Builder]:
+    builder = _Builder()
+    callbacks = {
+        name: getattr(builder, name)
+        for name in dir(builder)
+        if not name.startswith("_") and callable(getattr(builder, name))
+    }
+    lark = Lark(
+        (Path(__file__).with_name("gbnf.lark")).read_text(encoding="utf-8"),
+        parser="lalr",
+        lexer="contextual",
+        postlex=_NewlineFilter(),
+        propagate_positions=False,
+        maybe_placeholders=False,
+    )
+    lark._callbacks_for_builder = callbacks  # type: ignore[attr-defined]
+    return lark, builder
+
+
+_LOCK = threading.Lock()
+
+
+def parse_gbnf(text: str, *, source: str = "<grammar>", root: str = "root") -> Grammar:
+    """Parse llama.cpp GBNF into a checked Grammar (start rule `root`)."""
+    from .gbnf_errors import translate  # local: keeps this module about construction
+
+    if not isinstance(text, str):
+        raise GrammarSyntaxError("grammar text must be a string", source=source)
+    lark, builder = _parser()
+    with _LOCK:
+        builder.warnings = []
+        try:
+            rules = _run(lark, text)
+        except _SyntaxProblem as p:
+            raise GrammarSyntaxError(p.reason, source=source, text=text, line=p.line, column=p.column,
+                                     expected=p.expected) from None
+        except UnexpectedInput as e:
+            raise translate(e, text, source) from None
+        except RecursionError:
+            raise GrammarSyntaxError("grammar nested too deeply", source=source, text=text) from None
+        except MinistructError:
+            raise
+        except LarkError as e:  # pragma: no cover - defensive
+            raise GrammarSyntaxError(f"cannot parse grammar: {e}", source=source, text=text) from None
+        warnings = builder.warnings
+    grammar = Grammar(rules=rules, root=root, source=source, warnings=list(warnings))
+    return check_grammar(grammar)

@@ -1,0 +1,238 @@
+"""The grammar IR every front end produces and the engine compiles.
+
+Expressions are over Unicode code points (as in llama.cpp's GBNF, Python's `re`
+and JSON); the engine encodes them to UTF-8 byte automata. Token references
+(`<[N]>`, `!<[N]>`, `<|name|>`) match one whole vocabulary token.
+
+A Grammar prints as canonical GBNF; parsing that text gives back an equal Grammar.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterator, Union
+
+MAX_CODE_POINT = 0x10FFFF
+
+
+@dataclass(frozen=True)
+class Literal:
+    """An exact string; the empty string matches nothing but itself (epsilon)."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class CharClass:
+    """One code point from sorted, disjoint, inclusive ranges (complemented when negated).
+
+    `.` in GBNF is CharClass((), negated=True): any code point.
+    """
+
+    ranges: tuple[tuple[int, int], ...]
+    negated: bool = False
+
+    def code_point_ranges(self) -> tuple[tuple[int, int], ...]:
+        """The matched code points as positive ranges (negation resolved)."""
+        rs = normalize_ranges(self.ranges)
+        if not self.negated:
+            return rs
+        out: list[tuple[int, int]] = []
+        lo = 0
+        for a, b in rs:
+            if a > lo:
+                out.append((lo, a - 1))
+            lo = b + 1
+        if lo <= MAX_CODE_POINT:
+            out.append((lo, MAX_CODE_POINT))
+        return tuple(out)
+
+
+@dataclass(frozen=True)
+class Seq:
+    items: tuple["Expr", ...]
+
+
+@dataclass(frozen=True)
+class Alt:
+    options: tuple["Expr", ...]
+
+
+@dataclass(frozen=True)
+class Repeat:
+    """`item` between `min` and `max` times; `max=None` means unbounded."""
+
+    item: "Expr"
+    min: int
+    max: int | None
+
+
+@dataclass(frozen=True)
+class RuleRef:
+    name: str
+
+
+@dataclass(frozen=True)
+class TokenRef:
+    """One whole token: by id (`<[N]>`) or by its text (`<|name|>`); negated matches any other token."""
+
+    token_id: int | None = None
+    name: str | None = None
+    negated: bool = False
+
+
+Expr = Union[Literal, CharClass, Seq, Alt, Repeat, RuleRef, TokenRef]
+
+EMPTY = Literal("")
+
+
+@dataclass
+class Grammar:
+    """Named rules and a start rule. `warnings` holds analysis notes (unreachable rules...)."""
+
+    rules: dict[str, Expr]
+    root: str = "root"
+    source: str = "<grammar>"
+    warnings: list[str] = field(default_factory=list)
+
+    def to_gbnf(self) -> str:
+        """Canonical GBNF text: root first, then the other rules in definition order."""
+        order = [self.root] + [n for n in self.rules if n != self.root]
+        return "".join(f"{n} ::= {format_expr(self.rules[n])}\n" for n in order if n in self.rules)
+
+    def references(self) -> dict[str, set[str]]:
+        """For each rule, the rule names its body refers to."""
+        return {n: {r.name for r in walk(e) if isinstance(r, RuleRef)} for n, e in self.rules.items()}
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Grammar):
+            return NotImplemented
+        return self.rules == other.rules and self.root == other.root
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def normalize_ranges(ranges: "tuple[tuple[int, int], ...] | list[tuple[int, int]]") -> tuple[tuple[int, int], ...]:
+    """Sort and merge overlapping or adjacent ranges."""
+    out: list[list[int]] = []
+    for a, b in sorted(ranges):
+        if a > b:
+            continue
+        if out and a <= out[-1][1] + 1:
+            out[-1][1] = max(out[-1][1], b)
+        else:
+            out.append([a, b])
+    return tuple((a, b) for a, b in out)
+
+
+def walk(e: Expr) -> Iterator[Expr]:
+    """Every sub-expression of `e`, `e` included, depth first."""
+    stack = [e]
+    while stack:
+        x = stack.pop()
+        yield x
+        if isinstance(x, Seq):
+            stack.extend(x.items)
+        elif isinstance(x, Alt):
+            stack.extend(x.options)
+        elif isinstance(x, Repeat):
+            stack.append(x.item)
+
+
+def seq(*items: Expr) -> Expr:
+    """A sequence with nested sequences flattened and empty literals dropped."""
+    flat: list[Expr] = []
+    for it in items:
+        if isinstance(it, Seq):
+            flat.extend(it.items)
+        elif isinstance(it, Literal) and it.text == "":
+            continue
+        elif isinstance(it, Literal) and flat and isinstance(flat[-1], Literal):
+            flat[-1] = Literal(flat[-1].text + it.text)  # type: ignore[union-attr]
+        else:
+            flat.append(it)
+    if not flat:
+        return EMPTY
+    return flat[0] if len(flat) == 1 else Seq(tuple(flat))
+
+
+def alt(*options: Expr) -> Expr:
+    """An alternation with nested alternations flattened and duplicates removed."""
+    flat: list[Expr] = []
+    for o in options:
+        for x in o.options if isinstance(o, Alt) else (o,):
+            if x not in flat:
+                flat.append(x)
+    if not flat:
+        raise ValueError("alt() needs at least one option")
+    return flat[0] if len(flat) == 1 else Alt(tuple(flat))
+
+
+# ---------------------------------------------------------------- printing
+
+_LIT_ESC = {ord('"'): '\\"', ord("\\"): "\\\\", 10: "\\n", 13: "\\r", 9: "\\t"}
+_CLS_ESC = {ord("]"): "\\]", ord("\\"): "\\\\", ord("-"): "\\-", ord("^"): "\\^", 10: "\\n", 13: "\\r", 9: "\\t"}
+
+
+def _escape_cp(cp: int, table: dict[int, str]) -> str:
+    if cp in table:
+        return table[cp]
+    if cp < 0x20 or cp == 0x7F or 0xD800 <= cp <= 0xDFFF or 0x80 <= cp < 0xA0:
+        return f"\\x{cp:02X}" if cp <= 0xFF else f"\\u{cp:04X}"
+    if cp > MAX_CODE_POINT:
+        raise ValueError(f"code point {cp:#x} out of range")
+    return chr(cp)
+
+
+def format_literal(text: str) -> str:
+    return '"' + "".join(_escape_cp(ord(c), _LIT_ESC) for c in text) + '"'
+
+
+def format_class(c: CharClass) -> str:
+    if c.negated and not c.ranges:
+        return "."
+    parts = []
+    for a, b in normalize_ranges(c.ranges):
+        if a == b:
+            parts.append(_escape_cp(a, _CLS_ESC))
+        else:
+            parts.append(_escape_cp(a, _CLS_ESC) + "-" + _escape_cp(b, _CLS_ESC))
+    return "[" + ("^" if c.negated else "") + "".join(parts) + "]"
+
+
+def _format_repeat(r: Repeat) -> str:
+    inner = format_expr(r.item, atom=True)
+    if (r.min, r.max) == (0, None):
+        return inner + "*"
+    if (r.min, r.max) == (1, None):
+        return inner + "+"
+    if (r.min, r.max) == (0, 1):
+        return inner + "?"
+    if r.max is None:
+        return f"{inner}{{{r.min},}}"
+    if r.min == r.max:
+        return f"{inner}{{{r.min}}}"
+    return f"{inner}{{{r.min},{r.max}}}"
+
+
+def format_expr(e: Expr, atom: bool = False) -> str:
+    """GBNF text for one expression; `atom` parenthesizes anything that is not one."""
+    if isinstance(e, Literal):
+        return format_literal(e.text)
+    if isinstance(e, CharClass):
+        return format_class(e)
+    if isinstance(e, RuleRef):
+        return e.name
+    if isinstance(e, TokenRef):
+        body = f"<[{e.token_id}]>" if e.token_id is not None else str(e.name)
+        return ("!" if e.negated else "") + body
+    if isinstance(e, Repeat):
+        return _format_repeat(e)
+    if isinstance(e, Seq):
+        text = " ".join(format_expr(x, atom=isinstance(x, Alt)) for x in e.items)
+        return f"({text})" if atom else text
+    if isinstance(e, Alt):
+        text = " | ".join(format_expr(x) for x in e.options)
+        return f"({text})" if atom else text
+    raise TypeError(f"not an expression: {e!r}")

@@ -1,0 +1,205 @@
+"""The sampler, in the order of diagnostics.md.
+
+mask -> temperature -> repetition penalty -> softmax -> top-k -> top-p -> draw.
+Temperature 0 is greedy (argmax over the legal set, ties to the lowest id).
+The pure helpers (masked_logits, softmax, nucleus) are shared with diagnostics.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Sequence
+
+import numpy as np
+
+from ministruct.errors import NoLegalContinuation, UsageError
+
+# Partial-sort sizes tried before a full sort when looking for a nucleus / top-k.
+_PARTIAL_SIZES = (64, 1024)
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """Sampling settings; validated on construction (UsageError names the flag)."""
+
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0  # 0 = off
+    repeat_penalty: float = 1.0  # 1.0 = off
+    seed: int = 0
+    repeat_last_n: int = 64  # how many recent tokens the penalty looks at (llama.cpp default)
+
+    def __post_init__(self) -> None:
+        t, p = self.temperature, self.top_p
+        if not isinstance(t, (int, float)) or math.isnan(t) or t < 0 or math.isinf(t):
+            raise UsageError(f"--temperature must be >= 0, got {t}")
+        if not isinstance(p, (int, float)) or math.isnan(p) or not 0 < p <= 1:
+            raise UsageError(f"--top-p must be in (0, 1], got {p}")
+        if isinstance(self.top_k, bool) or not isinstance(self.top_k, int) or self.top_k < 0:
+            raise UsageError(f"--top-k must be an integer >= 0 (0 = off), got {self.top_k}")
+        r = self.repeat_penalty
+        if not isinstance(r, (int, float)) or math.isnan(r) or r <= 0 or math.isinf(r):
+            raise UsageError(f"--repeat-penalty must be > 0, got {r}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+            raise UsageError(f"--seed must be an integer >= 0, got {self.seed}")
+        if self.repeat_last_n < 0:
+            raise UsageError(f"repeat_last_n must be >= 0, got {self.repeat_last_n}")
+
+    def to_dict(self) -> dict:
+        """The trace header's `sampling` object."""
+        d = asdict(self)
+        d.pop("repeat_last_n")
+        return d
+
+
+# -- pure helpers -----------------------------------------------------------
+
+
+def masked_logits(logits: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
+    """float64 logits with -inf outside the legal set (mask None: everything legal)."""
+    z = np.asarray(logits, dtype=np.float64)
+    if mask is None:
+        return z.copy()
+    mask = np.asarray(mask, dtype=bool)
+    if mask.shape != z.shape:
+        raise ValueError(f"mask has shape {mask.shape}, logits {z.shape}")
+    return np.where(mask, z, -np.inf)
+
+
+def softmax(z: np.ndarray) -> np.ndarray:
+    """Probabilities (float64); -inf entries get exactly 0; an empty support gives all 0."""
+    z = np.asarray(z, dtype=np.float64)
+    m = np.max(z) if z.size else -np.inf
+    if not np.isfinite(m):
+        if m == np.inf:  # +inf logits: uniform over them
+            out = (z == np.inf).astype(np.float64)
+            return out / out.sum()
+        return np.zeros_like(z)
+    e = np.exp(z - m)
+    return e / e.sum()
+
+
+def _top_sorted(probs: np.ndarray, enough) -> np.ndarray:
+    """Ids of positive-probability tokens, most probable first (ties: lowest id).
+
+    Sorts only a prefix when `enough(sorted_probs)` says it already suffices.
+    """
+    n = probs.shape[0]
+    for k in _PARTIAL_SIZES:
+        if k >= n:
+            break
+        part = np.argpartition(probs, n - k)[n - k :]
+        thresh = probs[part].min()
+        if thresh <= 0:
+            break
+        cand = np.flatnonzero(probs >= thresh)  # includes every tie at the boundary
+        order = cand[np.lexsort((cand, -probs[cand]))]
+        if enough(probs[order]):
+            return order
+    cand = np.flatnonzero(probs > 0)
+    return cand[np.lexsort((cand, -probs[cand]))]
+
+
+def _nucleus_size(sorted_probs: np.ndarray, top_p: float) -> int:
+    cum = np.cumsum(sorted_probs)
+    i = int(np.searchsorted(cum, top_p, side="left"))
+    return min(i + 1, sorted_probs.shape[0])
+
+
+def nucleus(probs: np.ndarray, top_p: float) -> np.ndarray:
+    """The top-p nucleus: ids of the smallest most-probable set with mass >= top_p.
+
+    Ordered most probable first (ties: lowest id); at top_p = 1 it is the whole
+    support, in id order. Zero-probability tokens never belong to it; it is never
+    empty unless probs is all zero.
+    """
+    probs = np.asarray(probs, dtype=np.float64)
+    if top_p >= 1.0:
+        return np.flatnonzero(probs > 0)
+
+    def enough(s: np.ndarray) -> bool:
+        return bool(s.sum() >= top_p)
+
+    order = _top_sorted(probs, enough)
+    if order.size == 0:
+        return order
+    return order[: _nucleus_size(probs[order], top_p)]
+
+
+def top_k_ids(probs: np.ndarray, k: int) -> np.ndarray:
+    """The k most probable ids with positive probability, most probable first."""
+    probs = np.asarray(probs, dtype=np.float64)
+    order = _top_sorted(probs, lambda s: s.shape[0] >= k)
+    return order[:k]
+
+
+def apply_repeat_penalty(z: np.ndarray, history: Sequence[int], penalty: float) -> np.ndarray:
+    """llama.cpp's repetition penalty, once per distinct id in `history` (in place)."""
+    if penalty == 1.0 or not len(history):
+        return z
+    ids = np.unique(np.asarray(history, dtype=np.int64))
+    ids = ids[(ids >= 0) & (ids < z.shape[0])]
+    vals = z[ids]
+    z[ids] = np.where(vals > 0, vals / penalty, vals * penalty)
+    return z
+
+
+# -- the sampler ------------------------------------------------------------
+
+
+class Sampler:
+    """Draws token ids from logits under a legal mask; deterministic for a seed."""
+
+    def __init__(self, params: SamplingParams | None = None) -> None:
+        self.params = params or SamplingParams()
+        self.rng = np.random.default_rng(self.params.seed)
+
+    def reseed(self, seed: int | None = None) -> None:
+        """Restart the random stream (from params.seed unless given)."""
+        self.rng = np.random.default_rng(self.params.seed if seed is None else seed)
+
+    def distribution(
+        self, logits: np.ndarray, legal_mask: np.ndarray | None, history: Sequence[int] = ()
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(ids, probabilities) the draw picks from: after every step but the draw."""
+        p = self.params
+        z = masked_logits(logits, legal_mask)
+        if legal_mask is not None and not np.any(legal_mask):
+            raise NoLegalContinuation(step=-1)
+        z[np.isnan(z)] = -np.inf
+        if not (z > -np.inf).any():
+            # every legal token has logit -inf: uniform over the legal set, never NaN
+            legal = np.ones(z.shape, bool) if legal_mask is None else np.asarray(legal_mask, bool)
+            z = np.where(legal, 0.0, -np.inf)
+        recent = list(history)[-p.repeat_last_n :] if p.repeat_last_n else []
+        if p.temperature == 0:
+            z = apply_repeat_penalty(z, recent, p.repeat_penalty)
+            best = int(np.argmax(z))  # first maximum: the lowest id
+            return np.array([best]), np.array([1.0])
+        z = z / p.temperature
+        z = apply_repeat_penalty(z, recent, p.repeat_penalty)
+        probs = softmax(z)
+        if p.top_k and p.top_k < probs.shape[0]:
+            keep = top_k_ids(probs, p.top_k)
+            cut = np.zeros_like(probs)
+            cut[keep] = probs[keep]
+            probs = cut / cut.sum()
+        ids = nucleus(probs, p.top_p)
+        kept = probs[ids]
+        return ids, kept / kept.sum()
+
+    def sample(
+        self, logits: np.ndarray, legal_mask: np.ndarray | None = None, history: Sequence[int] = ()
+    ) -> int:
+        """One token id. Raises NoLegalContinuation when the legal set is empty."""
+        ids, probs = self.distribution(logits, legal_mask, history)
+        if ids.shape[0] == 1:
+            # still consume one number so the stream does not depend on the mask
+            if self.params.temperature > 0:
+                self.rng.random()
+            return int(ids[0])
+        u = self.rng.random()
+        cum = np.cumsum(probs)
+        i = int(np.searchsorted(cum, u * cum[-1], side="right"))
+        return int(ids[min(i, ids.shape[0] - 1)])

@@ -1,0 +1,68 @@
+"""Independent oracles the tests compare ministruct against (test code only).
+
+- LlamaGrammarOracle: llama.cpp's own GBNF sampler through llama-cpp-python's
+  low-level API, on a vocabulary-only model.
+"""
+
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+
+_TOKEN_DATA = np.dtype([("id", np.int32), ("logit", np.float32), ("p", np.float32)])
+
+
+class LlamaGrammarOracle:
+    """Legal token ids according to llama.cpp's grammar sampler."""
+
+    def __init__(self, llama_vocab, n_tokens: int, gbnf: str, root: str = "root") -> None:
+        import llama_cpp
+
+        self._llama_cpp = llama_cpp
+        self._vocab = llama_vocab
+        self.n_tokens = n_tokens
+        self.gbnf = gbnf
+        self.root = root
+        self._sampler = llama_cpp.llama_sampler_init_grammar(llama_vocab, gbnf.encode(), root.encode())
+        if not self._sampler:
+            raise ValueError("llama.cpp refused the grammar")
+        self._buf = np.zeros(n_tokens, dtype=_TOKEN_DATA)
+
+    @classmethod
+    def accepts_grammar(cls, llama_vocab, gbnf: str, root: str = "root") -> bool:
+        import llama_cpp
+
+        s = llama_cpp.llama_sampler_init_grammar(llama_vocab, gbnf.encode(), root.encode())
+        if not s:
+            return False
+        llama_cpp.llama_sampler_free(s)
+        return True
+
+    def legal(self) -> np.ndarray:
+        """Bool array over the tokenizer's ids: True where llama.cpp allows the token."""
+        lc = self._llama_cpp
+        self._buf["id"] = np.arange(self.n_tokens, dtype=np.int32)
+        self._buf["logit"] = 0.0
+        self._buf["p"] = 0.0
+        ptr = self._buf.ctypes.data_as(ctypes.POINTER(lc.llama_token_data))
+        arr = lc.llama_token_data_array(ptr, self.n_tokens, -1, False)
+        lc.llama_sampler_apply(self._sampler, ctypes.byref(arr))
+        out = np.zeros(self.n_tokens, dtype=bool)
+        ok = np.isfinite(self._buf["logit"])
+        out[self._buf["id"][ok]] = True
+        return out
+
+    def accept(self, token_id: int) -> None:
+        self._llama_cpp.llama_sampler_accept(self._sampler, token_id)
+
+    def close(self) -> None:
+        if self._sampler:
+            self._llama_cpp.llama_sampler_free(self._sampler)
+            self._sampler = None
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
