@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -190,12 +192,14 @@ def test_grammar_done_appends_nothing():
     res = dec.result
     assert [s.token_id for s in steps] == [0, 3, 1]
     assert res.output == b"a22b" and res.stop_reason == "grammar_done" and res.complete
+    assert m.evals == [[1], [0], [3]]  # the last token is not evaluated: nothing follows it
 
 
 def test_eos_drawn_under_a_grammar():
     m = FakeModel(eos_after=2)
     res = generate(m, [1], DigitsMatcher(FAKE_VOCAB, 10), GREEDY, max_tokens=10).run()
-    assert res.stop_reason == "eos" and res.complete and res.output == b"221"
+    # n_past 1 favours "b" (illegal): the tied digits go to the lowest id, "1"; then "1"; then EOG
+    assert res.stop_reason == "eos" and res.complete and res.output == b"11"
 
 
 def test_max_tokens_incomplete():
@@ -284,16 +288,47 @@ def test_digits_real_model(model, vocab, chat_prompt):
 
 @pytest.mark.model
 def test_step_logits_match_a_fresh_eval(model, chat_prompt):
-    steps = list(generate(model, chat_prompt, None, SamplingParams(seed=7), max_tokens=4))
-    ids = list(chat_prompt)
+    """Each Step's row is the model's row for prompt + earlier tokens, evaluated the same way."""
+    steps = list(generate(model, chat_prompt, None, SamplingParams(seed=7), max_tokens=5))
+    model.reset()
+    model.eval(chat_prompt)
     for s in steps:
-        model.reset()
-        model.eval(ids)
-        np.testing.assert_allclose(model.logits(), s.logits, rtol=0, atol=1e-4)
-        ids.append(s.token_id)
+        assert np.array_equal(model.logits(), s.logits)
+        model.eval([s.token_id])
+
+
+@pytest.mark.model
+def test_repeated_generation_is_reproducible(model, chat_prompt):
+    """A reused prompt cache gives bit-identical steps to a cold start."""
+    params = SamplingParams(temperature=1.0, seed=11)
+    model.reset()
+    cold = list(generate(model, chat_prompt, None, params, max_tokens=10))
+    warm = list(generate(model, chat_prompt, None, params, max_tokens=10))
+    assert [s.token_id for s in cold] == [s.token_id for s in warm]
+    assert all(np.array_equal(a.logits, b.logits) for a, b in zip(cold, warm))
 
 
 @pytest.mark.model
 def test_greedy_real_model_is_argmax(model, chat_prompt):
     steps = list(generate(model, chat_prompt, None, SamplingParams(temperature=0.0), max_tokens=8))
     assert all(s.token_id == int(np.argmax(s.logits)) for s in steps)
+
+
+@pytest.mark.model
+def test_with_the_engine_matcher(model, vocab):
+    """End to end with the real engine: every output is in the language."""
+    compile_mod = pytest.importorskip("ministruct.engine.compile")
+    matcher_mod = pytest.importorskip("ministruct.engine.matcher")
+    gbnf = pytest.importorskip("ministruct.grammar.gbnf")
+    grammar = gbnf.parse_gbnf('root ::= "{\\"age\\": " [1-9] [0-9]{0,2} ", \\"ok\\": " ("true" | "false") "}"')
+    matcher = matcher_mod.Matcher(compile_mod.compile_grammar(grammar, vocab))
+    prompt = model.tokenize(
+        model.format_prompt("Reply with JSON: an age and a boolean ok.", chat=True), add_bos=False, special=True
+    )
+    for seed in range(3):
+        dec = generate(model, prompt, matcher, SamplingParams(temperature=1.0, top_p=0.95, seed=seed), max_tokens=40)
+        steps = list(dec)
+        res = dec.result
+        assert re.fullmatch(rb'\{"age": [1-9][0-9]{0,2}, "ok": (true|false)\}', res.output), res.output
+        assert res.complete and res.stop_reason in ("grammar_done", "eos")
+        assert all(s.mask[s.token_id] for s in steps)

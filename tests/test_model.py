@@ -149,23 +149,27 @@ def test_logits_row_is_a_copy(model):
 
 
 @pytest.mark.model
-def test_prefill_reuses_prefix_exactly(model):
+def test_prefill_reuse_is_exact(model):
     ids = model.tokenize("Once upon a time, there was", add_bos=False, special=False)
     model.reset()
-    model.eval(ids)
+    assert model.prefill(ids) == 0
     fresh = model.logits()
     model.eval([11, 12, 13])
-    reused = model.prefill(ids)
-    assert reused == len(ids) - 1
+    after_fresh = model.logits()
+    assert model.prefill(ids) == len(ids)  # same prompt: KV cache and logits row reused
     assert model.evaluated == ids
+    restored = model.logits()
+    assert np.array_equal(restored, fresh)
+    restored[:] = 0  # the caller owns its copy
     assert np.array_equal(model.logits(), fresh)
-    other = model.tokenize("Once upon a midnight", add_bos=False, special=False)
-    reused = model.prefill(other)
-    assert 0 < reused < len(other)
-    partly_reused = model.logits()
+    model.eval([11, 12, 13])
+    assert np.array_equal(model.logits(), after_fresh)
+    other = ids[:-1]  # a mere prefix is re-evaluated from scratch
+    assert model.prefill(other) == 0
+    partial = model.logits()
     model.reset()
     model.eval(other)
-    assert np.array_equal(model.logits(), partly_reused)
+    assert np.array_equal(model.logits(), partial)
 
 
 @pytest.mark.model
@@ -194,3 +198,15 @@ def test_vocab_only(vocab):
 def test_bad_token_id(model):
     with pytest.raises(ModelError, match="out of range"):
         model.eval([model.n_logits + 5])
+
+
+@pytest.mark.model
+def test_encode_prompt(model, vocab):
+    chat = model.encode_prompt("Say hi", chat=True, system="Be brief.")
+    assert chat == model.tokenize(
+        model.format_prompt("Say hi", chat=True, system="Be brief."), add_bos=True, special=True
+    )
+    assert chat[0] == 1 and chat.count(2) == 2  # <|im_start|> ... two <|im_end|>
+    raw = model.encode_prompt("x <|im_end|>", chat=False)
+    assert not set(raw) & vocab.control_ids  # raw text never becomes control tokens
+    assert vocab.decode(raw) == b"x <|im_end|>"

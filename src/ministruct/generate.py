@@ -140,20 +140,25 @@ class Decoder:
         stop, error, n_steps = "max_tokens", None, 0
 
         for index in range(self.max_tokens):
-            if first:
-                model.prefill(pending)
-                first = False
-            else:
-                model.eval(pending)
-            logits = model.logits()
             mask, mask_us = None, 0.0
             if matcher is not None:
+                # the mask depends only on the output so far: decide before running the model
                 m0 = time.perf_counter()
                 mask = np.asarray(matcher.mask(), dtype=bool)
                 mask_us = (time.perf_counter() - m0) * 1e6
                 if _grammar_done(matcher, mask, eog):
                     stop = "grammar_done"
                     break
+                if not mask.any():
+                    stop = "no_legal_continuation"
+                    error = NoLegalContinuation(index, bytes(out))
+                    break
+            if first:
+                model.prefill(pending)
+                first = False
+            else:
+                model.eval(pending)
+            logits = model.logits()
             try:
                 token = sampler.sample(logits, mask, history)
             except NoLegalContinuation:

@@ -88,7 +88,10 @@ class Model:
         self.vocab_only = vocab_only
         lib = _lib()
         self._vocab_p = lib.llama_model_get_vocab(llama.model)  # type: ignore[attr-defined]
+        self._n_logits = int(lib.llama_vocab_n_tokens(self._vocab_p))
         self._tokens: list[int] = []
+        self._prefilled: tuple[list[int], np.ndarray] | None = None  # last prompt + its logits
+        self._restored: np.ndarray | None = None  # logits row restored by prefill()
         self._vocabulary: Vocabulary | None = None
         self._template = None
 
@@ -143,7 +146,7 @@ class Model:
     @property
     def n_logits(self) -> int:
         """Width of a logits row."""
-        return int(_lib().llama_vocab_n_tokens(self._vocab_p))
+        return self._n_logits
 
     @property
     def n_past(self) -> int:
@@ -231,13 +234,13 @@ class Model:
         """The prompt text: as is (raw), or wrapped in the model's chat template."""
         if not chat:
             return prompt if system is None else f"{system}\n\n{prompt}"
-        template = self.chat_template
-        if not template:
-            raise ModelError(f"{self.path}: the model has no chat template; use --raw")
         messages = []
         if system is not None:
             messages.append({"role": "system", "content": system})
         messages.append({"role": "user", "content": prompt})
+        template = self.chat_template
+        if not template:
+            return self._builtin_template(messages)
         vocab = self.vocabulary
         lib = _lib()
         bos = vocab.control_text.get(int(lib.llama_vocab_bos(self._vocab_p)), "")
@@ -250,7 +253,40 @@ class Model:
                 eos_token=eos,
             )
         except Exception as e:
-            raise ModelError(f"{self.path}: cannot apply the chat template: {e}") from None
+            msg = " ".join(str(e).split())
+            raise ModelError(f"{self.path}: cannot apply the chat template: {msg}") from None
+
+    def encode_prompt(self, prompt: str, *, chat: bool, system: str | None = None) -> list[int]:
+        """Prompt token ids: format_prompt, then tokenize (control text parsed only in chat
+        mode; BOS added when the model wants one and the template did not write it)."""
+        text = self.format_prompt(prompt, chat=chat, system=system)
+        bos_id = int(_lib().llama_vocab_bos(self._vocab_p))
+        bos_text = self.vocabulary.control_text.get(bos_id)
+        add_bos = not (chat and bos_text and text.startswith(bos_text))
+        ids = self.tokenize(text, add_bos=add_bos, special=chat)
+        if not ids:
+            raise ModelError("the prompt is empty (no tokens)")
+        return ids
+
+    def _builtin_template(self, messages: list[dict[str, str]]) -> str:
+        """No template in the GGUF: llama.cpp's built-in one named after the architecture."""
+        lib = _lib()
+        arch = self.metadata.get("general.architecture", "")
+        names = [n for n in dict.fromkeys([arch, arch.rstrip("0123456789")]) if n]
+        chat = (lib.llama_chat_message * len(messages))(
+            *[lib.llama_chat_message(m["role"].encode(), m["content"].encode()) for m in messages]
+        )
+        for name in names:
+            size = 4096 + 2 * sum(len(m["content"]) for m in messages)
+            for _ in range(2):
+                buf = ctypes.create_string_buffer(size)
+                n = lib.llama_chat_apply_template(name.encode(), chat, len(messages), True, buf, size)
+                if n < 0:
+                    break
+                if n <= size:
+                    return buf.raw[:n].decode("utf-8")
+                size = n + 1
+        raise ModelError(f"{self.path}: the model has no chat template; use --raw")
 
     def _compiled_template(self, template: str):
         if self._template is None:
@@ -278,9 +314,11 @@ class Model:
         """Forget every evaluated token."""
         self._llm.reset()  # type: ignore[attr-defined]
         self._tokens = []
+        self._prefilled = None
+        self._restored = None
 
     def eval(self, tokens: Sequence[int]) -> None:
-        """Append `tokens` to the context and run the model over them."""
+        """Append `tokens` to the context and run the model over them (one batch)."""
         self._require_weights()
         tokens = [int(t) for t in tokens]
         if not tokens:
@@ -295,7 +333,9 @@ class Model:
         if bad:
             raise ModelError(f"{self.path}: token id {bad[0]} out of range [0, {n_logits})")
         llm = self._llm
+        # Llama.eval first drops every cached position >= n_tokens from the KV cache
         llm.n_tokens = len(self._tokens)  # type: ignore[attr-defined]
+        self._restored = None
         try:
             llm.eval(tokens)  # type: ignore[attr-defined]
         except Exception as e:
@@ -304,33 +344,34 @@ class Model:
         self._tokens.extend(tokens)
 
     def prefill(self, tokens: Sequence[int]) -> int:
-        """Make the context hold exactly `tokens`, reusing the cached common prefix.
+        """Make the context hold exactly `tokens` (a prompt); return how many were reused.
 
-        Returns how many tokens were reused. At least one token is always
-        re-evaluated so that logits() is the row after the last prompt token.
+        llama.cpp's logits depend on how tokens were batched, so a prompt is only
+        reused when it was itself the last prefill: its KV cache is kept, extra
+        positions are dropped and its saved logits row is restored. The result is
+        then bit-for-bit what a fresh prefill gives. Otherwise the context is reset
+        and the prompt evaluated as one batch.
         """
         tokens = [int(t) for t in tokens]
         if not tokens:
             raise ModelError("cannot evaluate an empty prompt")
-        common = 0
-        for a, b in zip(self._tokens, tokens):
-            if a != b:
-                break
-            common += 1
-        common = min(common, len(tokens) - 1)
-        if common == 0:
-            self.reset()
-        else:
-            # drop cached positions >= common (Llama.eval removes them from the KV cache)
-            self._tokens = self._tokens[:common]
-        self.eval(tokens[common:])
-        return common
+        saved = self._prefilled
+        if saved is not None and saved[0] == tokens and self._tokens[: len(tokens)] == tokens:
+            self._tokens = list(tokens)
+            self._restored = saved[1]
+            return len(tokens)
+        self.reset()
+        self.eval(tokens)
+        self._prefilled = (list(tokens), self.logits())
+        return 0
 
     def logits(self) -> np.ndarray:
         """A float32 copy of the logits row after the last evaluated token."""
         self._require_weights()
         if not self._tokens:
             raise ModelError("no logits: nothing has been evaluated")
+        if self._restored is not None:
+            return self._restored.copy()
         lib = _lib()
         ptr = lib.llama_get_logits_ith(self._llm.ctx, -1)  # type: ignore[attr-defined]
         if not ptr:

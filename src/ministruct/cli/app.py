@@ -5,7 +5,20 @@ from __future__ import annotations
 import os
 import sys
 
+import click
 import typer
+
+try:  # typer >= 0.29 carries its own copy of click
+    from typer._click import exceptions as _tcx
+
+    _CLICK = (click.exceptions, _tcx)
+except ImportError:  # pragma: no cover - older typer uses click itself
+    _CLICK = (click.exceptions,)
+
+_NoArgsIsHelp = tuple(m.NoArgsIsHelpError for m in _CLICK)
+_UsageErr = tuple(m.UsageError for m in _CLICK)
+_ClickErr = tuple(m.ClickException for m in _CLICK)
+_Abort = tuple(getattr(m, "Abort") for m in _CLICK if hasattr(m, "Abort"))
 
 from ..errors import GrammarSyntaxError, MinistructError
 
@@ -33,7 +46,7 @@ def _register() -> None:
 def error_text(e: MinistructError) -> str:
     """The stderr text for an error: one line, plus the line and caret for syntax errors."""
     text = f"ministruct: error: {e}"
-    if isinstance(e, GrammarSyntaxError):
+    if isinstance(e, GrammarSyntaxError) and e.source != "<regex>":
         excerpt = e.excerpt()
         if excerpt:
             text += "\n" + excerpt
@@ -50,7 +63,21 @@ def main() -> None:
     _register()
     debug = os.environ.get("MINISTRUCT_DEBUG") == "1"
     try:
-        app()
+        rv = app(standalone_mode=False)
+        sys.exit(rv if isinstance(rv, int) else 0)
+    except _NoArgsIsHelp as e:
+        print(e.ctx.get_help() if e.ctx else e.format_message())
+        sys.exit(0)
+    except _UsageErr as e:
+        hint = f" (see '{e.ctx.command_path} --help')" if e.ctx else ""
+        print(f"ministruct: error: {e.format_message()}{hint}", file=sys.stderr)
+        sys.exit(2)
+    except _ClickErr as e:
+        print(f"ministruct: error: {e.format_message()}", file=sys.stderr)
+        sys.exit(e.exit_code)
+    except _Abort:
+        print("ministruct: interrupted", file=sys.stderr)
+        sys.exit(130)
     except MinistructError as e:
         if debug:
             raise

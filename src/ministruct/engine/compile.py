@@ -49,7 +49,52 @@ class CompiledGrammar:
         self.eog = np.asarray(sorted(vocab.eog_ids), dtype=np.int64)
         self._named_tokens = self._resolve_token_names()
         self.initial = self.intern(self.automaton.initial)
+        self._saved_size = (1, 0)
         self.compile_s = time.perf_counter() - t0
+
+    # ------------------------------------------------------------ disk cache
+
+    def cache_key(self) -> str:
+        from . import cache
+
+        return cache.grammar_key(self.grammar, self.vocab.fingerprint)
+
+    def restore(self) -> bool:
+        """Load configurations, transitions and masks a previous run saved (False if none)."""
+        from . import cache
+
+        state = cache.load("grammar", self.cache_key())
+        if not isinstance(state, dict) or state.get("n_classes") != self.n_classes:
+            return False
+        configs: list[Config] = state["configs"]
+        if not configs or configs[self.initial] != self.configs[self.initial]:
+            return False
+        self.configs = configs
+        self.config_ids = {c: i for i, c in enumerate(configs)}
+        self.table = state["table"]
+        for cid, packed in state["masks"].items():
+            m = np.unpackbits(packed, count=self.vocab.n_logits).astype(bool)
+            m.setflags(write=False)
+            self._masks[cid] = m
+            self._mask_bytes += m.nbytes
+        self._saved_size = (len(self.configs), len(self._masks))
+        return True
+
+    def persist(self) -> None:
+        """Save what this process has learned, if it learned anything new."""
+        from . import cache
+
+        size = (len(self.configs), len(self._masks))
+        if size == self._saved_size:
+            return
+        state = {
+            "n_classes": self.n_classes,
+            "configs": self.configs,
+            "table": self.table[: len(self.configs)].copy(),
+            "masks": {cid: np.packbits(m) for cid, m in self._masks.items()},
+        }
+        cache.save("grammar", self.cache_key(), state)
+        self._saved_size = size
 
     # ------------------------------------------------------------ configurations
 
@@ -228,9 +273,13 @@ class CompiledGrammar:
         }
 
 
-def compile_grammar(grammar: Grammar, vocab: Vocabulary) -> CompiledGrammar:
-    """Bind a grammar to a vocabulary (masks are computed lazily and cached)."""
-    return CompiledGrammar(grammar, vocab)
+def compile_grammar(grammar: Grammar, vocab: Vocabulary, *, use_cache: bool = True) -> CompiledGrammar:
+    """Bind a grammar to a vocabulary. Masks are computed lazily, kept in memory, and
+    (with use_cache) restored from and saved to the on-disk cache by `persist()`."""
+    compiled = CompiledGrammar(grammar, vocab)
+    if use_cache:
+        compiled.restore()
+    return compiled
 
 
 __all__ = ["CompiledGrammar", "compile_grammar", "DEAD", "token_matches"]

@@ -105,10 +105,16 @@ _TRIES: dict[str, TokenTrie] = {}
 
 
 def trie_for(vocab: Vocabulary) -> TokenTrie:
-    """The (memoized) trie of a vocabulary."""
+    """The trie of a vocabulary: memoized in the process and cached on disk."""
+    from . import cache
+
     key = vocab.fingerprint
     hit = _TRIES.get(key)
     if hit is None:
-        hit = TokenTrie.build(vocab)
+        disk_key = cache.trie_key(key)
+        hit = cache.load("trie", disk_key)
+        if not isinstance(hit, TokenTrie):
+            hit = TokenTrie.build(vocab)
+            cache.save("trie", disk_key, hit)
         _TRIES[key] = hit
     return hit

@@ -104,9 +104,8 @@ class Vocabulary:
         """A hash of everything that affects masks (for caches)."""
         h = hashlib.sha256()
         h.update(f"{self.n_logits}|{sorted(self.control_ids)}|{sorted(self.eog_ids)}|".encode())
-        for i, t in enumerate(self.tokens):
-            h.update(len(t).to_bytes(4, "little"))
-            h.update(t)
+        h.update(np.fromiter((len(t) for t in self.tokens), dtype=np.int64, count=len(self.tokens)).tobytes())
+        h.update(b"".join(self.tokens))
         for i in sorted(self.control_text):
             h.update(f"{i}={self.control_text[i]};".encode())
         return h.hexdigest()[:32]

@@ -17,12 +17,26 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Iterator
 
-from lark import Lark, Token
+from lark import Lark, Token, Transformer
 from lark.exceptions import LarkError, UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 
 from ..errors import GrammarSyntaxError, MinistructError
 from .analysis import check_grammar
-from .ir import EMPTY, MAX_CODE_POINT, CharClass, Expr, Grammar, Literal, Repeat, RuleRef, TokenRef, alt, normalize_ranges, seq
+from .ir import (
+    EMPTY,
+    MAX_CODE_POINT,
+    CharClass,
+    Expr,
+    Grammar,
+    Literal,
+    Repeat,
+    RuleRef,
+    Seq,
+    TokenRef,
+    alt,
+    normalize_ranges,
+    seq,
+)
 
 MAX_REPETITION = 2000  # llama.cpp's MAX_REPETITION_THRESHOLD
 MAX_PAREN_DEPTH = 200
@@ -160,7 +174,7 @@ def _depth(e: Expr) -> int:
 # ---------------------------------------------------------------- IR construction
 
 
-class _Builder:
+class _Builder(Transformer):
     """Lark LALR callbacks: each rule of gbnf.lark reduces straight to IR (no parse tree)."""
 
     def __init__(self) -> None:
@@ -185,7 +199,7 @@ class _Builder:
     def token_id(self, c: list) -> Expr:
         tok = c[0]
         negated = tok.value.startswith("!")
-        digits = tok.value[3 + negated : -2]
+        digits = tok.value[2 + negated : -2]
         if len(digits) > 10 or int(digits) > MAX_TOKEN_ID:
             raise _error(f"token id {digits} is out of range (at most {MAX_TOKEN_ID})", tok.line, tok.column)
         return TokenRef(token_id=int(digits), negated=negated)
@@ -225,16 +239,18 @@ class _Builder:
     def quant_range(self, c: list) -> tuple:
         lo_tok, hi_tok = c[1], c[3]
         lo = self._count(lo_tok, c[0])
-        if len(hi_tok.value) <= 9 and int(hi_tok.value) < lo:
+        if len(hi_tok.value) > 9:
+            raise _error(f"repetition maximum {hi_tok.value[:12]} is too large", hi_tok.line, hi_tok.column)
+        if int(hi_tok.value) < lo:
             raise _error(
                 f"repetition {{{lo},{int(hi_tok.value)}}} has its maximum below its minimum", c[0].line, c[0].column
             )
-        if len(hi_tok.value) > 9 or int(hi_tok.value) > MAX_REPETITION:
+        if int(hi_tok.value) > MAX_REPETITION:
             self.warnings.append(
-                f"line {c[0].line}: {{{lo},{hi_tok.value[:12]}}}: llama.cpp reads a maximum above "
+                f"line {c[0].line}: {{{lo},{hi_tok.value}}}: llama.cpp reads a maximum above "
                 f"{MAX_REPETITION} as unbounded; ministruct keeps the exact bound"
             )
-        return (lo, int(hi_tok.value) if len(hi_tok.value) <= 30 else None, c[0])
+        return (lo, int(hi_tok.value), c[0])
 
     # structure
     def item(self, c: list) -> Expr:
@@ -251,7 +267,12 @@ class _Builder:
         return e
 
     def sequence(self, c: list) -> Expr:
-        return seq(*c) if c else EMPTY
+        # flatten groups first so adjacent literals always merge (ir.seq keeps a nested
+        # Seq's first literal apart from the literal before it)
+        flat: list[Expr] = []
+        for x in c:
+            flat.extend(x.items if isinstance(x, Seq) else (x,))
+        return seq(*flat) if flat else EMPTY
 
     def alternates(self, c: list) -> Expr:
         return alt(*c[::2])
@@ -277,14 +298,173 @@ class _Builder:
         return rules
 
 
+# ---------------------------------------------------------------- friendly errors
+
+_WORDS = {
+    "NAME": "a rule name",
+    "DEFINE": "'::='",
+    "LITERAL": "a string literal",
+    "CLASS": "a character class",
+    "TOKEN_ID": "a token",
+    "TOKEN_TEXT": "a token",
+    "DOT": "'.'",
+    "LPAR": "'('",
+    "RPAR": "')'",
+    "VBAR": "'|'",
+    "STAR": "'*'",
+    "PLUS": "'+'",
+    "QMARK": "'?'",
+    "LBRACE": "'{'",
+    "INT": "a number",
+    "COMMA": "','",
+    "RBRACE": "'}'",
+    "_NL": "a newline",
+    "$END": "end of input",
+}
+_ATOM_START = frozenset({"LITERAL", "CLASS", "NAME", "TOKEN_ID", "TOKEN_TEXT", "DOT", "LPAR"})
+_QUANTS = frozenset({"STAR", "PLUS", "QMARK", "LBRACE"})
+_VALID_ESCAPE = re.compile(r"\\(?:x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|[tnr\\\"\[\]\-])")
+_HEX_DIGITS = {"x": 2, "u": 4, "U": 8}
+
+
+def _expected_words(names: "set[str] | frozenset[str]") -> tuple[str, ...]:
+    """Terminal names -> friendly words, in a fixed order ('an expression' groups the atoms)."""
+    names = set(names) & set(_WORDS)
+    out: list[str] = []
+    if _ATOM_START <= names:
+        out.append("an expression")
+        names -= _ATOM_START
+    if _QUANTS <= names:
+        out.append("a repetition operator")
+        names -= _QUANTS
+    for n in _WORDS:
+        if n in names and _WORDS[n] not in out:
+            out.append(_WORDS[n])
+    return tuple(out)
+
+
+def _describe(tok: Token) -> str:
+    t, v = tok.type, str(tok)
+    short = v if len(v) <= 20 else v[:17] + "..."
+    if t == "$END":
+        return "end of input"
+    if t == "_NL":
+        return "newline"
+    if t == "NAME":
+        return f"name '{v}'"
+    if t == "INT":
+        return f"number {short}"
+    if t == "LITERAL":
+        return f"string literal {short}"
+    if t == "CLASS":
+        return f"character class {short}"
+    if t in ("TOKEN_ID", "TOKEN_TEXT"):
+        return f"token {short}"
+    return f"'{v}'"
+
+
+def _line_col(text: str, pos: int) -> tuple[int, int]:
+    line = text.count("\n", 0, pos) + 1
+    return line, pos - (text.rfind("\n", 0, pos) + 1) + 1
+
+
+def _missing_minimum(text: str, pos: int) -> "_SyntaxProblem | None":
+    """`{,n}` / `{,}`: llama.cpp rejects them; suggest `{0,n}`."""
+    j = pos - 1
+    while j >= 0 and text[j] in " \t":
+        j -= 1
+    if j < 0 or text[j] != "{" or text[pos] != ",":
+        return None
+    m = re.compile(r",[ \t]*([0-9]*)").match(text, pos)
+    n = m.group(1) if m else ""
+    line, col = _line_col(text, j)
+    if n:
+        return _SyntaxProblem(f"a repetition needs a minimum: write {{0,{n}}} instead of {{,{n}}}", line, col)
+    return _SyntaxProblem("a repetition needs a minimum: write {0,} (or *) instead of {,}", line, col)
+
+
+def _bad_quoted(text: str, pos: int, close: str, what: str) -> _SyntaxProblem:
+    """Why a string literal or character class starting at `pos` does not lex."""
+    j = pos + 1
+    while j < len(text):
+        c = text[j]
+        if c == "\x00":
+            return _SyntaxProblem("NUL character in grammar", *_line_col(text, j))
+        if c == "\\":
+            m = _VALID_ESCAPE.match(text, j)
+            if m is None:
+                nxt = text[j + 1 : j + 2]
+                if not nxt:
+                    break
+                if nxt in _HEX_DIGITS:
+                    return _SyntaxProblem(f"escape '\\{nxt}' needs {_HEX_DIGITS[nxt]} hex digits", *_line_col(text, j))
+                return _SyntaxProblem(f"unknown escape '\\{nxt}'", *_line_col(text, j))
+            j = m.end()
+            continue
+        if c == close:
+            break
+        j += 1
+    return _SyntaxProblem(f"unterminated {what}", *_line_col(text, pos))
+
+
+def _char_problem(e: UnexpectedCharacters, text: str) -> _SyntaxProblem:
+    pos = e.pos_in_stream
+    c = text[pos]
+    if c == "\x00":
+        return _SyntaxProblem("NUL character in grammar", e.line, e.column)
+    if c == '"':
+        return _bad_quoted(text, pos, '"', "string literal")
+    if c == "[":
+        return _bad_quoted(text, pos, "]", "character class")
+    if c == "!" and not text.startswith("<", pos + 1):
+        return _SyntaxProblem("'!' must be followed by a token such as <[12]> or <|name|>", e.line, e.column)
+    if c in "!<":
+        if text.startswith("[", pos + 1 + (c == "!")):
+            return _SyntaxProblem("malformed token id: write <[N]> with N a number", e.line, e.column)
+        return _SyntaxProblem("unterminated token: missing '>'", e.line, e.column)
+    return _SyntaxProblem(f"unexpected character {c!r}", e.line, e.column, _expected_words(e.allowed or set()))
+
+
+def _token_problem(e: UnexpectedToken, text: str) -> _SyntaxProblem:
+    tok = e.token
+    expected = set(getattr(e, "accepts", None) or e.expected or ()) & set(_WORDS)
+    if tok.type == "$END":
+        line = getattr(tok, "end_line", None) or _line_col(text, len(text))[0]
+        col = getattr(tok, "end_column", None) or _line_col(text, len(text))[1]
+        return _SyntaxProblem("unexpected end of input", line, col, _expected_words(expected))
+    if tok.type == "COMMA" and tok.start_pos is not None:
+        hit = _missing_minimum(text, tok.start_pos)
+        if hit is not None:
+            return hit
+    desc = _describe(tok)
+    if tok.type == "DEFINE":
+        return _SyntaxProblem("unexpected '::=' (each rule must start on a new line)", tok.line, tok.column)
+    if expected <= {"NAME", "$END"} and "NAME" in expected and "::=" in text[: tok.start_pos or 0]:
+        return _SyntaxProblem(
+            f"unexpected {desc} at the start of a rule "
+            "(a rule continues on the next line only after '|' or inside parentheses)",
+            tok.line,
+            tok.column,
+            ("a rule name",),
+        )
+    return _SyntaxProblem(f"unexpected {desc}", tok.line, tok.column, _expected_words(expected))
+
+
+def _translate(e: UnexpectedInput, text: str, source: str) -> GrammarSyntaxError:
+    """Lark's error -> GrammarSyntaxError with a friendly reason and expected set."""
+    if isinstance(e, UnexpectedCharacters):
+        p = _char_problem(e, text)
+    elif isinstance(e, UnexpectedToken):
+        p = _token_problem(e, text)
+    else:  # UnexpectedEOF
+        line, col = _line_col(text, len(text))
+        p = _SyntaxProblem("unexpected end of input", line, col, _expected_words(set(getattr(e, "expected", ()))))
+    return GrammarSyntaxError(p.reason, source=source, text=text, line=p.line, column=p.column, expected=p.expected)
+
+
 @lru_cache(maxsize=1)
 def _parser() -> tuple[Lark, _Builder]:
     builder = _Builder()
-    callbacks = {
-        name: getattr(builder, name)
-        for name in dir(builder)
-        if not name.startswith("_") and callable(getattr(builder, name))
-    }
     lark = Lark(
         (Path(__file__).with_name("gbnf.lark")).read_text(encoding="utf-8"),
         parser="lalr",
@@ -292,8 +472,8 @@ def _parser() -> tuple[Lark, _Builder]:
         postlex=_NewlineFilter(),
         propagate_positions=False,
         maybe_placeholders=False,
+        transformer=builder,
     )
-    lark._callbacks_for_builder = callbacks  # type: ignore[attr-defined]
     return lark, builder
 
 
@@ -302,20 +482,18 @@ _LOCK = threading.Lock()
 
 def parse_gbnf(text: str, *, source: str = "<grammar>", root: str = "root") -> Grammar:
     """Parse llama.cpp GBNF into a checked Grammar (start rule `root`)."""
-    from .gbnf_errors import translate  # local: keeps this module about construction
-
     if not isinstance(text, str):
         raise GrammarSyntaxError("grammar text must be a string", source=source)
     lark, builder = _parser()
     with _LOCK:
         builder.warnings = []
         try:
-            rules = _run(lark, text)
+            rules = lark.parse(text)
         except _SyntaxProblem as p:
             raise GrammarSyntaxError(p.reason, source=source, text=text, line=p.line, column=p.column,
                                      expected=p.expected) from None
         except UnexpectedInput as e:
-            raise translate(e, text, source) from None
+            raise _translate(e, text, source) from None
         except RecursionError:
             raise GrammarSyntaxError("grammar nested too deeply", source=source, text=text) from None
         except MinistructError:

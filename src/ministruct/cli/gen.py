@@ -1,0 +1,121 @@
+"""`ministruct gen`: constrained generation; output text on stdout, or one JSONL record per result."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated, Optional
+
+import typer
+
+from ..constraints import read_text
+from ..errors import UsageError
+from ..model import Model
+from ..pipeline import GenerationJob, GenResult
+from ..records import InputRecord, read_records, write_record
+from ..sampling import SamplingParams
+from . import options as o
+from .app import app, warn
+from .progress import Progress
+
+
+@app.command()
+def gen(
+    prompt: Annotated[Optional[str], typer.Argument(help="The prompt (or use --input).")] = None,
+    regex: o.Regex = None,
+    grammar: o.GrammarOpt = None,
+    schema: o.Schema = None,
+    choice: o.Choice = None,
+    lark: o.LarkOpt = None,
+    root: o.Root = None,
+    whitespace: o.Whitespace = "compact",
+    lenient: o.Lenient = False,
+    oneof_as_anyof: o.OneOfAsAnyOf = False,
+    model: o.Model = None,
+    max_tokens: o.MaxTokens = 256,
+    temperature: o.Temperature = 0.7,
+    top_p: o.TopP = 0.9,
+    top_k: o.TopK = 0,
+    repeat_penalty: o.RepeatPenalty = 1.0,
+    seed: o.Seed = 0,
+    chat: o.Chat = True,
+    system: o.System = None,
+    show_schema: o.ShowSchema = True,
+    n: Annotated[int, typer.Option("--n", min=1, help="Samples per prompt (seeds seed, seed+1, ...).")] = 1,
+    input: Annotated[Optional[str], typer.Option("--input", help="JSONL records with 'prompt' (and 'id'), or plain lines; '-' for stdin.")] = None,
+    format: Annotated[Optional[str], typer.Option("--format", help="text, json or jsonl (jsonl is the default with --input).")] = None,
+    trace: Annotated[Optional[str], typer.Option("--trace", help="Write per-step JSONL records to this file.")] = None,
+    trace_legal: Annotated[bool, typer.Option("--trace-legal", help="Add each step's legal token ids to the trace.")] = False,
+    no_progress: o.NoProgress = False,
+) -> None:
+    """Generate text that satisfies the constraint. The output alone goes to stdout."""
+    if (prompt is None) == (input is None):
+        raise UsageError("give either a PROMPT argument or --input FILE")
+    fmt = format or ("jsonl" if input is not None else "text")
+    if fmt not in ("text", "json", "jsonl"):
+        raise UsageError(f"--format must be text, json or jsonl, got {fmt!r}")
+    if trace_legal and trace is None:
+        raise UsageError("--trace-legal needs --trace FILE")
+    params = SamplingParams(
+        temperature=temperature, top_p=top_p, top_k=top_k, repeat_penalty=repeat_penalty, seed=seed
+    )
+    c = o.constraint_from_flags(regex, grammar, schema, choice, lark, root, whitespace, lenient, oneof_as_anyof)
+    for w in c.warnings:
+        warn(w)
+    records = _records(prompt, input)
+    llm = Model.load(model)
+    job = GenerationJob(
+        llm, c, params, max_tokens=max_tokens, chat=chat, system=system, show_schema=show_schema
+    )
+    tracer = None
+    if trace is not None:
+        from ..diagnostics.trace import TraceWriter
+
+        tracer = TraceWriter.open(trace, job, legal=trace_legal)
+    status = 0
+    progress = Progress(enabled=not no_progress, total=None if input is not None else n, label="generating")
+    try:
+        with progress:
+            for rec in records:
+                if rec.error is not None:
+                    _emit(GenResult.failed(rec.id, "", rec.error), fmt)
+                    status = 2
+                    continue
+                for k in range(n):
+                    res = _run_one(job, rec, seed + k, tracer)
+                    _emit(res, fmt)
+                    if res.error is not None and res.stop_reason == "error":
+                        status = 2
+                    elif not res.complete:
+                        status = max(status, 1)
+                    progress.advance()
+    finally:
+        if tracer is not None:
+            tracer.close()
+        job.persist()
+    raise typer.Exit(status)
+
+
+def _records(prompt: str | None, input: str | None):
+    if prompt is not None:
+        return [InputRecord(1, 1, prompt)]
+    if input == "-":
+        return read_records(sys.stdin, "prompt", "<stdin>")
+    text, source = read_text(input, "input")
+    return read_records(text.splitlines(keepends=True), "prompt", source)
+
+
+def _run_one(job: GenerationJob, rec: InputRecord, seed: int, tracer) -> GenResult:
+    if tracer is None:
+        return job.run(rec.value, rid=rec.id, seed=seed)
+    return tracer.run(rec.value, rid=rec.id, seed=seed)
+
+
+def _emit(res: GenResult, fmt: str) -> None:
+    if fmt == "text":
+        if res.stop_reason == "error":
+            print(f"ministruct: error: {res.error}", file=sys.stderr)
+            return
+        sys.stdout.write(res.output + "\n")
+        sys.stdout.flush()
+    else:
+        write_record(res.to_record())

@@ -1,0 +1,157 @@
+"""Static checks on a Grammar: undefined rules, missing root, left recursion, unreachable rules.
+
+llama.cpp refuses undefined rules, a missing start rule and left recursion
+(llama_grammar_detect_left_recursion); ministruct does the same, and finds left
+recursion through every nullable prefix (llama.cpp only sees rules with an empty
+alternative as nullable). Unreachable rules are only a warning.
+"""
+
+from __future__ import annotations
+
+from ..errors import GrammarError
+from .ir import Alt, CharClass, Expr, Grammar, Literal, Repeat, RuleRef, Seq, TokenRef
+
+
+def _nullable(e: Expr, nullable: set[str]) -> bool:
+    if isinstance(e, Literal):
+        return e.text == ""
+    if isinstance(e, (CharClass, TokenRef)):
+        return False
+    if isinstance(e, RuleRef):
+        return e.name in nullable
+    if isinstance(e, Seq):
+        return all(_nullable(x, nullable) for x in e.items)
+    if isinstance(e, Alt):
+        return any(_nullable(x, nullable) for x in e.options)
+    if isinstance(e, Repeat):
+        return e.min == 0 or _nullable(e.item, nullable)
+    raise TypeError(f"not an expression: {e!r}")
+
+
+def nullable_rules(grammar: Grammar) -> set[str]:
+    """Names of the rules that can match the empty string (undefined rules count as not)."""
+    out: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for name, expr in grammar.rules.items():
+            if name not in out and _nullable(expr, out):
+                out.add(name)
+                changed = True
+    return out
+
+
+def _left_refs(e: Expr, nullable: set[str], out: list[str]) -> None:
+    """Append the rules `e` can start with (after a nullable prefix), in order of appearance."""
+    if isinstance(e, RuleRef):
+        if e.name not in out:
+            out.append(e.name)
+    elif isinstance(e, Seq):
+        for x in e.items:
+            _left_refs(x, nullable, out)
+            if not _nullable(x, nullable):
+                break
+    elif isinstance(e, Alt):
+        for x in e.options:
+            _left_refs(x, nullable, out)
+    elif isinstance(e, Repeat) and e.max != 0:
+        _left_refs(e.item, nullable, out)
+
+
+def left_corner_graph(grammar: Grammar) -> dict[str, list[str]]:
+    """For each rule, the rules that can be expanded first without consuming input."""
+    nullable = nullable_rules(grammar)
+    graph: dict[str, list[str]] = {}
+    for name, expr in grammar.rules.items():
+        refs: list[str] = []
+        _left_refs(expr, nullable, refs)
+        graph[name] = [r for r in refs if r in grammar.rules]
+    return graph
+
+
+def find_left_recursion(grammar: Grammar) -> list[str] | None:
+    """A left-recursive cycle as a list of rule names (first == last), or None."""
+    graph = left_corner_graph(grammar)
+    state: dict[str, int] = {}  # 1 = on the current path, 2 = done
+    for start in graph:
+        if start in state:
+            continue
+        path = [start]
+        iters = [iter(graph[start])]
+        state[start] = 1
+        while iters:
+            nxt = next(iters[-1], None)
+            if nxt is None:
+                state[path.pop()] = 2
+                iters.pop()
+                continue
+            st = state.get(nxt)
+            if st == 1:
+                return path[path.index(nxt) :] + [nxt]
+            if st is None:
+                state[nxt] = 1
+                path.append(nxt)
+                iters.append(iter(graph[nxt]))
+    return None
+
+
+def reachable_rules(grammar: Grammar) -> set[str]:
+    """Rules reachable from the root (the root included when defined)."""
+    refs = grammar.references()
+    seen: set[str] = set()
+    todo = [grammar.root] if grammar.root in grammar.rules else []
+    while todo:
+        n = todo.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        todo.extend(r for r in refs.get(n, ()) if r in grammar.rules and r not in seen)
+    return seen
+
+
+def check_grammar(grammar: Grammar) -> Grammar:
+    """Raise GrammarError for an unusable grammar; append warnings for unreachable rules."""
+    src = grammar.source
+    try:
+        if not grammar.rules:
+            raise GrammarError("the grammar defines no rules", source=src)
+        for name, expr in grammar.rules.items():
+            refs: list[str] = []
+            _ordered_refs(expr, refs)
+            for r in refs:
+                if r not in grammar.rules:
+                    raise GrammarError(f"undefined rule '{r}' (used in rule '{name}')", source=src, rule=name)
+        if grammar.root not in grammar.rules:
+            raise GrammarError(f"no rule named '{grammar.root}' (the start rule)", source=src, rule=grammar.root)
+        cycle = find_left_recursion(grammar)
+        if cycle is not None:
+            raise GrammarError(
+                "left recursion: " + " -> ".join(cycle) + " (llama.cpp rejects it too; use repetition instead)",
+                source=src,
+                rule=cycle[0],
+            )
+        reach = reachable_rules(grammar)
+    except RecursionError:
+        raise GrammarError("grammar nested too deeply to analyse", source=src) from None
+    for name in grammar.rules:
+        if name not in reach:
+            msg = f"rule '{name}' is unreachable from '{grammar.root}'"
+            if msg not in grammar.warnings:
+                grammar.warnings.append(msg)
+    return grammar
+
+
+def _ordered_refs(e: Expr, out: list[str]) -> None:
+    """Rule names referenced by `e`, left to right, without duplicates."""
+    stack = [e]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, RuleRef):
+            if x.name not in out:
+                out.append(x.name)
+        elif isinstance(x, Seq):
+            stack.extend(reversed(x.items))
+        elif isinstance(x, Alt):
+            stack.extend(reversed(x.options))
+        elif isinstance(x, Repeat):
+            stack.append(x.item)

@@ -1,0 +1,52 @@
+"""Running the real `ministruct` command in a subprocess, as users and scripts do."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="session")
+def cli_env(tmp_path_factory) -> dict:
+    env = dict(os.environ)
+    env["MINISTRUCT_CACHE_DIR"] = str(tmp_path_factory.mktemp("cache"))
+    env.pop("MINISTRUCT_DEBUG", None)
+    env.pop("MINISTRUCT_MODEL", None)
+    env["COLUMNS"] = "100"
+    return env
+
+
+@pytest.fixture(scope="session")
+def run_cli(cli_env):
+    """run_cli(*args, input=None) -> CompletedProcess (text mode, cwd = repo root)."""
+
+    def run(*args: str, input: str | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "ministruct", *args],
+            input=input if input is not None else "",
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            env={**cli_env, **(env or {})},
+            timeout=600,
+        )
+
+    return run
+
+
+def assert_one_line_error(proc: subprocess.CompletedProcess, *needles: str) -> None:
+    """Exit 2, nothing on stdout, one `ministruct: error:` line naming the problem, no traceback."""
+    assert proc.returncode == 2, (proc.returncode, proc.stderr)
+    assert proc.stdout == ""
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("ministruct: error: ")
+    assert "Traceback" not in proc.stderr
+    for n in needles:
+        assert n in lines[0], (n, lines[0])

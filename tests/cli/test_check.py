@@ -1,0 +1,64 @@
+"""`ministruct check` and `ministruct convert` (no model needed)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from .conftest import assert_one_line_error
+
+
+def test_check_accepts_and_rejects_with_place(run_cli):
+    ok = run_cli("check", "--regex", "[0-9]{4}", "1984")
+    assert ok.returncode == 0 and ok.stdout.strip() == "ok"
+    bad = run_cli("check", "--regex", "[0-9]{4}", "19a4")
+    assert bad.returncode == 1
+    assert bad.stdout.strip() == "rejected at line 1, column 3 (byte 2): unexpected 'a'; expected [0-9]"
+    short = run_cli("check", "--regex", "[0-9]{4}", "198")
+    assert short.returncode == 1
+    assert short.stdout.strip() == "rejected at line 1, column 4 (byte 3): end of text; expected [0-9]"
+
+
+def test_check_prefix(run_cli):
+    assert run_cli("check", "--prefix", "--regex", "[0-9]{4}", "198").returncode == 0
+    assert run_cli("check", "--prefix", "--regex", "[0-9]{4}", "19845").returncode == 1
+
+
+def test_check_multiline_position_counts_characters(run_cli):
+    p = run_cli("check", "--choice", "ab\ncdé!", "ab\ncdéx")
+    assert p.returncode == 1
+    assert "line 2, column 4 (byte 7): unexpected 'x'; expected '!'" in p.stdout
+
+
+def test_check_jsonl_batch_in_order_with_bad_records(run_cli):
+    lines = [json.dumps({"id": "x", "text": "yes"}), json.dumps({"id": "y", "text": 5}), "no", "maybe"]
+    p = run_cli("check", "--choice", "yes", "--choice", "no", "--input", "-", input="\n".join(lines) + "\n")
+    recs = [json.loads(x) for x in p.stdout.splitlines()]
+    assert [(r["v"], r["index"], r["id"], r["accepted"]) for r in recs] == [
+        (1, 1, "x", True), (1, 2, "y", None), (1, 3, 3, True), (1, 4, 4, False)]
+    assert recs[0]["error"] is None and "text" in recs[1]["error"] and "line 1, column 1" in recs[3]["error"]
+    assert set(recs[0]) == {"v", "index", "id", "accepted", "error"}
+    assert p.returncode == 2
+
+
+def test_check_input_file_missing(run_cli):
+    assert_one_line_error(run_cli("check", "--choice", "a", "--input", "/no/such/file.jsonl"), "/no/such/file.jsonl")
+
+
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        ((), "give a constraint"),
+        (("--choice", "a", "--regex", "a"), "exactly one constraint"),
+        (("--choice", "a", "--root", "x"), "--root"),
+    ],
+)
+def test_usage_errors(run_cli, args, needle):
+    assert_one_line_error(run_cli("check", *args, "a"), needle)
+
+
+def test_convert_choice_to_gbnf(run_cli):
+    p = run_cli("convert", "--choice", "yes", "--choice", 'say "no"', "--to", "gbnf")
+    assert p.returncode == 0
+    assert p.stdout == 'root ::= "yes" | "say \\"no\\""\n'
