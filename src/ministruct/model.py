@@ -161,8 +161,26 @@ class Model:
     def vocabulary(self) -> Vocabulary:
         """Every token's exact bytes plus control/EOG ids (built once, then cached)."""
         if self._vocabulary is None:
-            self._vocabulary = self._build_vocabulary()
+            self._vocabulary = self._cached_vocabulary()
         return self._vocabulary
+
+    def _cached_vocabulary(self) -> Vocabulary:
+        """The vocabulary from the disk cache (keyed by the model file's path, size and
+        modification time, and this module's source), else built and saved."""
+        import hashlib
+
+        from .engine import cache
+
+        st = self.path.stat()
+        key = hashlib.sha256(
+            f"{self.path.resolve()}|{st.st_size}|{st.st_mtime_ns}|".encode() + Path(__file__).read_bytes()
+        ).hexdigest()[:32]
+        hit = cache.load("vocab", key)
+        if isinstance(hit, Vocabulary):
+            return hit
+        vocab = self._build_vocabulary()
+        cache.save("vocab", key, vocab)
+        return vocab
 
     def _piece(self, token_id: int, buf: ctypes.Array, *, special: bool) -> tuple[bytes, ctypes.Array]:
         lib = _lib()

@@ -90,8 +90,7 @@ class GenerationJob:
         return prompt
 
     def prompt_tokens(self, prompt: str) -> list[int]:
-        text = self.model.format_prompt(self.user_message(prompt), chat=self.chat, system=self.system)
-        return self.model.tokenize(text, add_bos=True, special=self.chat)
+        return self.model.encode_prompt(self.user_message(prompt), chat=self.chat, system=self.system)
 
     def decoder(self, prompt: str, *, seed: int | None = None) -> Decoder:
         """A Decoder for one prompt (iterate it for Steps)."""

@@ -186,21 +186,42 @@ class CompiledGrammar:
         trie = self.trie
         nodes = np.zeros(1, dtype=np.int64)
         states = np.asarray([cid], dtype=np.int64)
+        uniform = True  # every live node is in the same configuration
         for d in range(1, trie.max_len + 1):
-            counts = trie.child_count[d - 1][nodes]
-            idx = expand_children(trie.child_start[d - 1][nodes], counts)
-            if not len(idx):
-                break
-            srep = np.repeat(states, counts)
-            cls = self.node_class[d][idx]
-            nxt = self.table[srep, cls]
-            unknown = nxt == UNKNOWN
-            if unknown.any():
-                self._fill(srep[unknown], cls[unknown])
+            cls_all = self.node_class[d]
+            if len(nodes) == len(trie.node_byte[d - 1]):
+                # every node of the previous level is alive: take the whole level, no expansion
+                idx = None
+                cls = cls_all
+                srep = None if uniform else states[trie.parent[d]]
+            else:
+                counts = trie.child_count[d - 1][nodes]
+                idx = expand_children(trie.child_start[d - 1][nodes], counts)
+                if not len(idx):
+                    break
+                cls = cls_all[idx]
+                srep = None if uniform else np.repeat(states, counts)
+            if srep is None:
+                row = self.table[int(states[0])]
+                if (row[cls] == UNKNOWN).any():
+                    u = np.unique(cls[row[cls] == UNKNOWN])
+                    self._fill(np.full(len(u), int(states[0])), u)
+                    row = self.table[int(states[0])]
+                nxt = row[cls]
+            else:
                 nxt = self.table[srep, cls]
+                unknown = nxt == UNKNOWN
+                if unknown.any():
+                    self._fill(srep[unknown], cls[unknown])
+                    nxt = self.table[srep, cls]
             live = nxt != DEAD
-            nodes = idx[live]
+            if idx is None:
+                nodes = np.flatnonzero(live)
+            else:
+                nodes = idx[live]
             states = nxt[live].astype(np.int64)
+            if len(states):
+                uniform = bool(states.min() == states.max())
             if len(trie.end_ids[d]):
                 alive = np.zeros(len(trie.node_byte[d]), dtype=bool)
                 alive[nodes] = True

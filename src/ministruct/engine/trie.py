@@ -19,6 +19,7 @@ class TokenTrie:
     """Flat trie; index 0 of every per-level list is the root level (one node)."""
 
     node_byte: list[np.ndarray]      # level d: the byte that leads into each node (uint8)
+    parent: list[np.ndarray]         # level d: the parent's index in level d-1
     child_start: list[np.ndarray]    # level d: first child (index into level d+1)
     child_count: list[np.ndarray]    # level d: number of children
     end_ids: list[np.ndarray]        # level d: ids of tokens whose bytes end at this level
@@ -83,6 +84,7 @@ class TokenTrie:
             child_count.append((stop - start).astype(np.int64))
         return cls(
             node_byte=node_byte,
+            parent=parents,
             child_start=child_start,
             child_count=child_count,
             end_ids=end_ids,

@@ -438,7 +438,12 @@ def _token_problem(e: UnexpectedToken, text: str) -> _SyntaxProblem:
             return hit
     desc = _describe(tok)
     if tok.type == "DEFINE":
+        start = text.rfind("\n", 0, tok.start_pos) + 1
+        if not text[start : tok.start_pos].strip(" \t"):
+            return _SyntaxProblem("'::=' needs a rule name before it", tok.line, tok.column, ("a rule name",))
         return _SyntaxProblem("unexpected '::=' (each rule must start on a new line)", tok.line, tok.column)
+    if tok.type == "RPAR" and expected <= {"_NL", "$END"}:
+        return _SyntaxProblem("unexpected ')' with no '(' to close", tok.line, tok.column)
     if expected <= {"NAME", "$END"} and "NAME" in expected and "::=" in text[: tok.start_pos or 0]:
         return _SyntaxProblem(
             f"unexpected {desc} at the start of a rule "

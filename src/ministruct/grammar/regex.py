@@ -488,6 +488,12 @@ _EXPECTED = [
     ("missing :", ("':'",)),
     ("missing flag", ("a flag letter (i, m, s, x, a, u)",)),
     ("unexpected end of pattern", ("more pattern text",)),
+    ("bad character in group name", ("a Python identifier as the group name",)),
+    ("redefinition of group name", ("a group name not used before",)),
+    ("missing group name", ("a group name",)),
+    ("undefined character name", ("a Unicode character name (\\N{LATIN SMALL LETTER A})",)),
+    ("octal escape value", ("an octal escape up to \\377",)),
+    ("bad inline flags", ("flags that are not both turned on and off",)),
 ]
 
 

@@ -1,0 +1,189 @@
+"""Benchmark building blocks: timed compile, seeded random walks timing mask(), memory, decode rate.
+
+    compiled, compile_ms = timed_compile(grammar, vocab, use_cache=False)
+    walk = random_walk(compiled, steps=200, seed=0)
+    walk.stats().to_dict()       # {"mean", "p50", "p99", "max"} in microseconds
+
+A walk chooses a uniformly random legal token at every step (seeded) and restarts
+from the beginning of the grammar when it chooses end-of-generation. Every mask()
+call is timed, first visits of a parser configuration included: with a cold
+compile (use_cache=False) the timings show what a first generation pays.
+
+`decode_rate` times any decoder that yields steps (generate.Decoder); this module
+imports nothing below the engine layer.
+"""
+
+from __future__ import annotations
+
+import resource
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Protocol
+
+import numpy as np
+
+from ..grammar.ir import Grammar
+from .compile import CompiledGrammar, compile_grammar
+from .matcher import Matcher
+from .trie import trie_for
+from .vocab import Vocabulary
+
+RESET = -1  # marks, in a walk's token list, a restart after end-of-generation (or a dead end)
+
+
+@dataclass(frozen=True)
+class TimeStats:
+    """Summary of per-step times, in microseconds."""
+
+    mean: float
+    p50: float
+    p99: float
+    max: float
+    n: int
+
+    @classmethod
+    def of(cls, samples_us: Iterable[float]) -> "TimeStats":
+        a = np.asarray(list(samples_us), dtype=np.float64)
+        if not a.size:
+            return cls(0.0, 0.0, 0.0, 0.0, 0)
+        return cls(
+            float(a.mean()), float(np.percentile(a, 50)), float(np.percentile(a, 99)), float(a.max()), int(a.size)
+        )
+
+    def to_dict(self, digits: int = 2) -> dict[str, float]:
+        """The `mask_us` object of `bench --json`."""
+        return {k: round(getattr(self, k), digits) for k in ("mean", "p50", "p99", "max")}
+
+
+class Companion(Protocol):
+    """Another engine walked in lockstep (benchmarks/masks.py drives llguidance this way)."""
+
+    def legal(self) -> np.ndarray | None: ...  # bool over token ids, or None when unknown
+    def advance(self, token_id: int) -> None: ...
+    def reset(self) -> None: ...
+
+
+@dataclass
+class Walk:
+    """What a random walk did: tokens (RESET marks restarts), mask times, legal-set sizes."""
+
+    tokens: list[int] = field(default_factory=list)
+    mask_us: list[float] = field(default_factory=list)
+    legal_counts: list[int] = field(default_factory=list)
+    resets: int = 0
+
+    @property
+    def steps(self) -> int:
+        return len(self.mask_us)
+
+    @property
+    def first_mask_us(self) -> float:
+        return self.mask_us[0] if self.mask_us else 0.0
+
+    def stats(self) -> TimeStats:
+        return TimeStats.of(self.mask_us)
+
+
+def prepare_vocabulary(vocab: Vocabulary) -> float:
+    """Build (or load) the vocabulary's token trie; seconds spent. Done once per vocabulary,
+    like llguidance's tokenizer construction, so it is kept out of compile times."""
+    t0 = time.perf_counter()
+    trie_for(vocab)
+    return time.perf_counter() - t0
+
+
+def timed_compile(grammar: Grammar, vocab: Vocabulary, *, use_cache: bool = False) -> tuple[CompiledGrammar, float]:
+    """compile_grammar plus its wall time in milliseconds."""
+    t0 = time.perf_counter()
+    compiled = compile_grammar(grammar, vocab, use_cache=use_cache)
+    return compiled, (time.perf_counter() - t0) * 1000
+
+
+def random_walk(
+    compiled: CompiledGrammar,
+    steps: int,
+    *,
+    seed: int = 0,
+    companion: Companion | None = None,
+    on_step: Callable[[int, np.ndarray], None] | None = None,
+) -> Walk:
+    """Walk `steps` steps choosing uniformly random legal tokens; time every mask().
+
+    With a companion, the token is drawn from the tokens both engines allow (when that
+    set is empty, from ours alone); the companion is advanced and reset in lockstep.
+    `on_step(i, mask)` sees every mask (for exactness checks).
+    """
+    if steps < 0:
+        raise ValueError(f"steps must be >= 0, got {steps}")
+    rng = np.random.default_rng(seed)
+    matcher = Matcher(compiled)
+    eog = compiled.vocab.eog_ids
+    walk = Walk()
+    clock = time.perf_counter
+    for i in range(steps):
+        t0 = clock()
+        mask = matcher.mask()
+        walk.mask_us.append((clock() - t0) * 1e6)
+        if on_step is not None:
+            on_step(i, mask)
+        legal = np.flatnonzero(mask)
+        walk.legal_counts.append(int(legal.size))
+        candidates = legal
+        if companion is not None:
+            other = companion.legal()
+            if other is not None:
+                n = min(len(other), len(mask))
+                both = np.flatnonzero(mask[:n] & other[:n])
+                if both.size:
+                    candidates = both
+        if not candidates.size:  # cannot happen for a trimmed grammar; restart anyway
+            token = RESET
+        else:
+            token = int(candidates[rng.integers(candidates.size)])
+        if token == RESET or token in eog:
+            walk.tokens.append(token)
+            walk.resets += 1
+            matcher.reset()
+            if companion is not None:
+                companion.reset()
+            continue
+        matcher.advance(token)
+        if companion is not None:
+            companion.advance(token)
+        walk.tokens.append(token)
+    return walk
+
+
+def peak_rss_mb() -> float:
+    """The process's peak resident set size so far, in MiB."""
+    kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return kb / (1024 * 1024) if sys.platform == "darwin" else kb / 1024
+
+
+class _Steps(Protocol):
+    def steps(self) -> Iterable: ...
+
+
+def decode_rate(decoder: _Steps) -> tuple[float, int]:
+    """(tokens per second, tokens) of one generation, timed from its first token to its
+    last so that the prompt's prefill is left out. 0.0 when fewer than 2 tokens came."""
+    stamps: list[float] = []
+    for _ in decoder.steps():
+        stamps.append(time.perf_counter())
+    if len(stamps) < 2:
+        return 0.0, len(stamps)
+    return (len(stamps) - 1) / (stamps[-1] - stamps[0]), len(stamps)
+
+
+__all__ = [
+    "RESET",
+    "TimeStats",
+    "Walk",
+    "Companion",
+    "prepare_vocabulary",
+    "timed_compile",
+    "random_walk",
+    "peak_rss_mb",
+    "decode_rate",
+]
