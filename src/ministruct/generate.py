@@ -11,6 +11,7 @@ or simply `generate(...).run()` for the Generation alone.
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterator, Protocol, Sequence, runtime_checkable
 
@@ -141,23 +142,32 @@ class Decoder:
 
         for index in range(self.max_tokens):
             mask, mask_us = None, 0.0
+            pending_mask = None
             if matcher is not None:
                 # the mask depends only on the output so far: decide before running the model
-                m0 = time.perf_counter()
-                mask = np.asarray(matcher.mask(), dtype=bool)
-                mask_us = (time.perf_counter() - m0) * 1e6
-                if _grammar_done(matcher, mask, eog):
+                if getattr(matcher, "is_terminated", None) is not None and matcher.is_terminated():
                     stop = "grammar_done"
                     break
-                if not mask.any():
-                    stop = "no_legal_continuation"
-                    error = NoLegalContinuation(index, bytes(out))
-                    break
+                ready = getattr(matcher, "mask_ready", None)
+                if ready is not None and not ready():
+                    # a mask not computed before: build it while the model evaluates
+                    # (llama.cpp releases the GIL), so its cost hides behind the forward pass
+                    pending_mask = _pool().submit(_timed_mask, matcher)
+                else:
+                    mask, mask_us = _timed_mask(matcher)
+                    if _grammar_done(matcher, mask, eog) or not mask.any():
+                        stop, error = _stop_before_eval(matcher, mask, eog, index, out)
+                        break
             if first:
                 model.prefill(pending)
                 first = False
             else:
                 model.eval(pending)
+            if pending_mask is not None:
+                mask, mask_us = pending_mask.result()
+                if _grammar_done(matcher, mask, eog) or not mask.any():
+                    stop, error = _stop_before_eval(matcher, mask, eog, index, out)
+                    break
             logits = model.logits()
             try:
                 token = sampler.sample(logits, mask, history)
@@ -193,6 +203,29 @@ class Decoder:
             n_steps=n_steps,
             decode_s=time.perf_counter() - t0,
         )
+
+
+_POOL: ThreadPoolExecutor | None = None
+
+
+def _pool() -> ThreadPoolExecutor:
+    global _POOL
+    if _POOL is None:
+        _POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ministruct-mask")
+    return _POOL
+
+
+def _timed_mask(matcher: Constraint) -> tuple[np.ndarray, float]:
+    m0 = time.perf_counter()
+    mask = np.asarray(matcher.mask(), dtype=bool)
+    return mask, (time.perf_counter() - m0) * 1e6
+
+
+def _stop_before_eval(matcher, mask, eog, index: int, out: bytearray):
+    """(stop_reason, error) when no token needs drawing: grammar done or nothing legal."""
+    if _grammar_done(matcher, mask, eog):
+        return "grammar_done", None
+    return "no_legal_continuation", NoLegalContinuation(index, bytes(out))
 
 
 def _grammar_done(matcher: Constraint, mask: np.ndarray, eog: np.ndarray) -> bool:

@@ -164,6 +164,9 @@ class CompiledGrammar:
 
     # ------------------------------------------------------------ masks
 
+    def has_mask(self, cid: int) -> bool:
+        return cid in self._masks
+
     def mask(self, cid: int) -> np.ndarray:
         """Read-only bool array (n_logits): the legal tokens in configuration `cid`."""
         hit = self._masks.get(cid)

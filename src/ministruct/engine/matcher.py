@@ -50,6 +50,10 @@ class Matcher:
             return np.zeros(self.compiled.vocab.n_logits, dtype=bool)
         return self.compiled.mask(self.state)
 
+    def mask_ready(self) -> bool:
+        """Is the next mask already computed (so mask() is a lookup)?"""
+        return self._ended or self.compiled.has_mask(self.state)
+
     def is_legal(self, token_id: int) -> bool:
         if self._ended:
             return False

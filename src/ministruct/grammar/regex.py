@@ -526,6 +526,13 @@ def parse_regex(pattern: str, *, source: str = "<regex>") -> Grammar:
             raise GrammarSyntaxError(f"regex too large for Python's re: {e}", source=source, text=pattern) from None
     notes.extend(f"{source}: {w.message}" for w in caught)
     try:
+        return _build(pattern, source, notes)
+    except RecursionError:
+        raise GrammarSyntaxError("regex nested too deeply", source=source, text=pattern) from None
+
+
+def _build(pattern: str, source: str, notes: list[str]) -> Grammar:
+    try:
         tokens = _Scanner(pattern).run()
     except _Unsupported as u:
         line = pattern.count("\n", 0, u.pos) + 1

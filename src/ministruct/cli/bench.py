@@ -1,0 +1,146 @@
+"""`ministruct bench`: mask time per step, compile time, decode speed with and without the constraint.
+
+The mask walk runs on a cold compile by default (`--cold`): the grammar's masks are
+neither restored from nor saved to the disk cache, so every first visit of a parser
+configuration is timed, as a first generation would pay it. `--warm` restores what an
+earlier run saved (and saves what this run learns). The vocabulary's token trie is
+prepared before the clock starts (a once-per-model cost, like a tokenizer).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from typing import Annotated, Any, Optional
+
+import typer
+
+from ..engine.bench import decode_rate, peak_rss_mb, prepare_vocabulary, random_walk
+from ..engine.compile import compile_grammar
+from ..engine.matcher import Matcher
+from ..generate import Decoder
+from ..model import Model
+from ..pipeline import GenerationJob
+from ..sampling import SamplingParams
+from . import options as o
+from .app import app, warn
+
+DEFAULT_PROMPT = "Write a short answer."
+
+
+@app.command()
+def bench(
+    regex: o.Regex = None,
+    grammar: o.GrammarOpt = None,
+    schema: o.Schema = None,
+    choice: o.Choice = None,
+    lark: o.LarkOpt = None,
+    root: o.Root = None,
+    whitespace: o.Whitespace = "compact",
+    lenient: o.Lenient = False,
+    oneof_as_anyof: o.OneOfAsAnyOf = False,
+    model: o.Model = None,
+    max_tokens: o.MaxTokens = 64,
+    temperature: o.Temperature = 0.7,
+    top_p: o.TopP = 0.9,
+    top_k: o.TopK = 0,
+    repeat_penalty: o.RepeatPenalty = 1.0,
+    seed: o.Seed = 0,
+    chat: o.Chat = True,
+    system: o.System = None,
+    show_schema: o.ShowSchema = True,
+    prompt: Annotated[str, typer.Option("--prompt", help="Prompt for the tokens/s measurement.")] = DEFAULT_PROMPT,
+    steps: Annotated[int, typer.Option("--steps", min=1, help="Random-walk steps (random legal tokens, seeded by --seed).")] = 200,
+    no_generate: Annotated[bool, typer.Option("--no-generate", help="Measure masks only (loads the vocabulary, not the weights).")] = False,
+    cold: Annotated[bool, typer.Option("--cold/--warm", help="Cold: ignore the disk cache of masks (default). Warm: use and fill it.")] = True,
+    rounds: Annotated[int, typer.Option("--rounds", min=1, help="Generations per condition; the median rate is reported.")] = 1,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of a table.")] = False,
+) -> None:
+    """Time masks along a seeded random walk, compile time, and tokens/s constrained vs unconstrained."""
+    t0 = time.perf_counter()
+    c = o.constraint_from_flags(regex, grammar, schema, choice, lark, root, whitespace, lenient, oneof_as_anyof)
+    parse_ms = (time.perf_counter() - t0) * 1000
+    if not as_json:
+        for w in c.warnings:
+            warn(w)
+    llm = Model.load(model, vocab_only=no_generate)
+    vocab = llm.vocabulary
+    prepare_vocabulary(vocab)
+    t1 = time.perf_counter()
+    compiled = compile_grammar(c.grammar, vocab, use_cache=not cold)
+    compile_ms = parse_ms + (time.perf_counter() - t1) * 1000
+    walk = random_walk(compiled, steps, seed=seed)
+    if not cold:
+        compiled.persist()
+    rates: dict[str, float] | None = None
+    if not no_generate:
+        params = SamplingParams(
+            temperature=temperature, top_p=top_p, top_k=top_k, repeat_penalty=repeat_penalty, seed=seed
+        )
+        job = GenerationJob(llm, c, params, max_tokens=max_tokens, chat=chat, system=system, show_schema=show_schema)
+        rates = _rates(job, prompt, rounds, cold)
+    report = {
+        "v": 1,
+        "model": str(llm.path),
+        "n_vocab": vocab.n_logits,
+        "constraint": c.describe(),
+        "steps": walk.steps,
+        "compile_ms": round(compile_ms, 3),
+        "mask_us": walk.stats().to_dict(),
+        "tokens_per_s": rates,
+        "peak_rss_mb": round(peak_rss_mb(), 1),
+    }
+    llm.close()
+    if as_json:
+        sys.stdout.write(json.dumps(report) + "\n")
+    else:
+        _table(report, first_mask_us=walk.first_mask_us, resets=walk.resets, cold=cold)
+
+
+def _rates(job: GenerationJob, prompt: str, rounds: int, cold: bool) -> dict[str, float]:
+    """Median tokens/s over `rounds` generations each way, alternating, after a short warm-up."""
+    ids = job.prompt_tokens(prompt)
+    Decoder(job.model, ids, None, job.params, max_tokens=2).run()  # warm the model up
+    free: list[float] = []
+    constrained: list[float] = []
+    for _ in range(rounds):
+        free.append(decode_rate(Decoder(job.model, ids, None, job.params, max_tokens=job.max_tokens))[0])
+        compiled = compile_grammar(job.constraint.grammar, job.model.vocabulary, use_cache=not cold)
+        dec = Decoder(job.model, ids, Matcher(compiled), job.params, max_tokens=job.max_tokens)
+        constrained.append(decode_rate(dec)[0])
+        if not cold:
+            compiled.persist()
+    return {"constrained": round(_median(constrained), 2), "unconstrained": round(_median(free), 2)}
+
+
+def _median(xs: list[float]) -> float:
+    s = sorted(xs)
+    k = len(s) // 2
+    return s[k] if len(s) % 2 else (s[k - 1] + s[k]) / 2
+
+
+def _table(r: dict[str, Any], *, first_mask_us: float, resets: int, cold: bool) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title="ministruct bench", show_header=False, title_justify="left")
+    t.add_column("what", style="bold")
+    t.add_column("value")
+    con = r["constraint"]
+    t.add_row("model", f"{r['model']} ({r['n_vocab']:,} tokens)")
+    t.add_row("constraint", f"{con['kind']} {con['source'] if con['kind'] == 'grammar' else con['text'][:60]}")
+    t.add_row("compile", f"{r['compile_ms']:.1f} ms ({'cold' if cold else 'warm'} cache)")
+    m = r["mask_us"]
+    t.add_row(f"mask, {r['steps']} steps ({resets} restarts)",
+              f"mean {m['mean']:.1f} us  p50 {m['p50']:.1f}  p99 {m['p99']:.1f}  max {m['max']:.1f}")
+    t.add_row("first mask ready", f"{r['compile_ms'] + first_mask_us / 1000:.1f} ms")
+    tps = r["tokens_per_s"]
+    if tps is None:
+        t.add_row("tokens/s", "not measured (--no-generate)")
+    else:
+        u, cst = tps["unconstrained"], tps["constrained"]
+        change = f" ({(cst / u - 1) * 100:+.1f}%)" if u else ""
+        t.add_row("tokens/s", f"constrained {cst:.1f}, unconstrained {u:.1f}{change}")
+    t.add_row("peak RSS", f"{r['peak_rss_mb']:.0f} MiB")
+    Console().print(t)

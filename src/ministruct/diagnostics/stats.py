@@ -1,0 +1,303 @@
+"""Per-step diagnostics (diagnostics.md): one StepRecord per generated token, and a Summary.
+
+Every number comes from the captured logits row the sampler used (the same-logit
+counterfactual): the raw distribution and the masked one are evaluated on one vector.
+
+Definitions, beyond diagnostics.md:
+- `Z` = exp(lse(z[L]) - lse(z)) at temperature 1, in float64; `kl` = lse(z) - lse(z[L])
+  (= -log Z, computed without the round trip through exp). Unconstrained steps
+  (no mask): every logits row is legal, Z = 1, kl = 0.
+- The nuclei use the sampling temperature T and top_p only (not top-k, not the
+  repetition penalty): they are the collapse study's same-logit counterfactual.
+  Probabilities are softmax(z / T) computed as the sampler does; the nucleus is the
+  smallest most-probable prefix (ties: lowest id first) whose cumulative mass reaches
+  top_p. At top_p = 1 nothing is truncated: the nucleus is every token with a finite
+  logit (the whole legal set when masked). At T = 0 (greedy) and top_p < 1 the
+  nucleus is {argmax} (ties: lowest id), size 1, for both distributions.
+- `collapsed` = a free step (|L| >= 2) with top_p < 1 whose masked nucleus has one
+  token; at top_p = 1 no step is collapsed, by definition.
+- `top_changed` compares argmax ids (ties: lowest id), which do not depend on T.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Iterable, Sequence
+
+import numpy as np
+
+from ..sampling import SamplingParams
+
+if TYPE_CHECKING:
+    from ..engine.vocab import Vocabulary
+    from ..generate import Step
+
+FORCED = "forced"
+FREE = "free"
+
+# Candidate cut-offs (nats below the maximum, at temperature T) tried before a full sort.
+_CUTS = (8.0, 16.0, 32.0)
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """The diagnostics of one generated token (field names are the trace contract)."""
+
+    step: int
+    token_id: int
+    token: str
+    legal_count: int
+    Z: float
+    kl: float
+    tag: str
+    nucleus_raw: int
+    nucleus_masked: int
+    collapsed: bool
+    nucleus_changed: bool
+    top_changed: bool
+    mask_us: float
+    token_bytes: bytes | None = field(default=None, compare=False)  # None: same as token.encode()
+    control: bool = False  # an end-of-generation / control token (token is its name)
+
+    @property
+    def forced(self) -> bool:
+        return self.tag == FORCED
+
+    def to_record(self) -> dict:
+        """The trace's step record body (without "v" and "type")."""
+        rec = {
+            "step": self.step,
+            "token_id": self.token_id,
+            "token": self.token,
+            "legal_count": self.legal_count,
+            "Z": self.Z,
+            "kl": self.kl,
+            "tag": self.tag,
+            "nucleus_raw": self.nucleus_raw,
+            "nucleus_masked": self.nucleus_masked,
+            "collapsed": self.collapsed,
+            "nucleus_changed": self.nucleus_changed,
+            "top_changed": self.top_changed,
+            "mask_us": round(self.mask_us, 1),
+        }
+        if self.token_bytes is not None and not _is_utf8(self.token_bytes):
+            rec["hex"] = self.token_bytes.hex(" ")
+        if self.control:
+            rec["control"] = True
+        return rec
+
+
+@dataclass(frozen=True)
+class Dist:
+    """What the diagnostics need from one distribution over a set of ids."""
+
+    lse1: float  # log-sum-exp of the logits at temperature 1
+    nucleus: np.ndarray  # ids of the nucleus at (T, top_p), most probable first
+    top: int  # argmax id (lowest id on ties)
+
+
+# -- core computations ------------------------------------------------------------
+
+
+def log_sum_exp(z: np.ndarray) -> float:
+    """log(sum(exp(z))) in float64 (-inf for an empty or all -inf vector)."""
+    z = np.asarray(z, dtype=np.float64)
+    if z.size == 0:
+        return -math.inf
+    m = float(np.max(z))
+    if not math.isfinite(m):
+        return m
+    return m + math.log(float(np.sum(np.exp(z - m))))
+
+
+def _nucleus(z: np.ndarray, ids: np.ndarray | None, temperature: float, top_p: float) -> np.ndarray:
+    """Nucleus ids of softmax(z / T) over the entries of z (ids[i] names z[i]; None: i)."""
+    finite = np.isfinite(z)
+    name = (lambda a: a) if ids is None else (lambda a: ids[a])
+    if top_p >= 1.0:
+        return name(np.flatnonzero(finite))
+    if not finite.any():
+        return np.zeros(0, dtype=np.int64)
+    if temperature == 0:
+        return name(np.asarray([int(np.argmax(z))]))
+    w = z / temperature
+    m = float(np.max(w))
+    e_sum = float(np.sum(np.exp(w - m)))  # the sampler's softmax denominator
+    for cut in (*_CUTS, math.inf):
+        cand = np.flatnonzero(w > m - cut) if math.isfinite(cut) else np.flatnonzero(finite)
+        prob = np.exp(w[cand] - m) / e_sum
+        k = np.lexsort((name(cand), -prob))  # most probable first, ties: lowest id
+        order, cum = cand[k], np.cumsum(prob[k])
+        i = int(np.searchsorted(cum, top_p, side="left"))
+        if i < len(order) or not math.isfinite(cut):
+            return name(order[: min(i + 1, len(order))])
+    raise AssertionError("unreachable")
+
+
+def distribution(z: np.ndarray, ids: np.ndarray | None, temperature: float, top_p: float) -> Dist:
+    """lse, nucleus and argmax of the logits `z` (float64) for the ids they stand for."""
+    top = int(np.argmax(z))
+    return Dist(
+        lse1=log_sum_exp(z),
+        nucleus=_nucleus(z, ids, temperature, top_p),
+        top=top if ids is None else int(ids[top]),
+    )
+
+
+class StepStats:
+    """Turns Steps into StepRecords for one set of sampling parameters.
+
+    Caches the legal ids of recently seen masks (the engine hands out the same
+    read-only array for a configuration it has seen before).
+    """
+
+    def __init__(self, params: SamplingParams, vocab: "Vocabulary | None" = None) -> None:
+        self.params = params
+        self.vocab = vocab
+        self._legal_cache: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+
+    def legal_ids(self, mask: np.ndarray) -> np.ndarray:
+        """np.flatnonzero(mask), memoized by array identity for read-only masks."""
+        if mask.flags.writeable:
+            return np.flatnonzero(mask)
+        hit = self._legal_cache.get(id(mask))
+        if hit is not None and hit[0] is mask:
+            return hit[1]
+        ids = np.flatnonzero(mask)
+        if len(self._legal_cache) >= 256:
+            self._legal_cache.clear()
+        self._legal_cache[id(mask)] = (mask, ids)
+        return ids
+
+    def compute(
+        self,
+        logits: np.ndarray,
+        mask: np.ndarray | None,
+        *,
+        step: int = 0,
+        token_id: int = -1,
+        token: str = "",
+        mask_us: float = 0.0,
+    ) -> StepRecord:
+        """The record of one step from its captured logits and legal mask."""
+        p = self.params
+        z = np.asarray(logits, dtype=np.float64)
+        z = np.where(np.isnan(z), -np.inf, z) if np.isnan(z).any() else z
+        raw = distribution(z, None, p.temperature, p.top_p)
+        if mask is None:
+            masked, legal_count = raw, int(z.shape[0])
+        else:
+            mask = np.asarray(mask, dtype=bool)
+            if mask.shape != z.shape:
+                raise ValueError(f"mask has shape {mask.shape}, logits {z.shape}")
+            legal = self.legal_ids(mask)
+            legal_count = int(legal.shape[0])
+            if legal_count == 0:
+                raise ValueError(f"step {step}: the legal set is empty")
+            masked = distribution(z[legal], legal, p.temperature, p.top_p)
+        kl = max(raw.lse1 - masked.lse1, 0.0) if mask is not None else 0.0
+        tag = FORCED if legal_count == 1 else FREE
+        n_raw, n_masked = int(raw.nucleus.shape[0]), int(masked.nucleus.shape[0])
+        changed = n_raw != n_masked or not np.array_equal(np.sort(raw.nucleus), np.sort(masked.nucleus))
+        return StepRecord(
+            step=step,
+            token_id=int(token_id),
+            token=token,
+            legal_count=legal_count,
+            Z=math.exp(-kl),
+            kl=kl,
+            tag=tag,
+            nucleus_raw=n_raw,
+            nucleus_masked=n_masked,
+            collapsed=tag == FREE and p.top_p < 1.0 and n_masked == 1,
+            nucleus_changed=bool(changed),
+            top_changed=raw.top != masked.top,
+            mask_us=float(mask_us),
+        )
+
+    def record(self, step: "Step") -> StepRecord:
+        """The record of a Step yielded by the decoder."""
+        text, data, control = token_text(step.token_id, step.token, self.vocab)
+        rec = self.compute(
+            step.logits, step.mask, step=step.index, token_id=step.token_id, token=text, mask_us=step.mask_us
+        )
+        return replace(rec, token_bytes=data, control=control)
+
+
+def token_text(token_id: int, data: bytes, vocab: "Vocabulary | None") -> tuple[str, bytes | None, bool]:
+    """(display text, bytes or None, is-control) of a generated token.
+
+    Control tokens (end of generation) add no bytes: they are shown by their name.
+    Bytes that are not valid UTF-8 alone are decoded with U+FFFD and kept as bytes.
+    """
+    if not data and vocab is not None and token_id in vocab.control_ids:
+        return vocab.piece(token_id), None, True
+    return data.decode("utf-8", "replace"), (None if _is_utf8(data) else data), False
+
+
+def _is_utf8(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+# -- summary ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Aggregates of one generation's step records (None where undefined)."""
+
+    steps: int
+    forced: int
+    free: int
+    collapsed: int
+    collapse_rate: float | None  # collapsed / free steps
+    nucleus_changed: int
+    top_changed: int
+    mean_Z: float | None
+    min_Z: float | None
+    min_Z_step: int | None
+    total_kl: float
+    mask_us_mean: float | None
+
+    def to_record(self) -> dict:
+        return {
+            "steps": self.steps,
+            "forced": self.forced,
+            "free": self.free,
+            "collapsed": self.collapsed,
+            "collapse_rate": self.collapse_rate,
+            "nucleus_changed": self.nucleus_changed,
+            "top_changed": self.top_changed,
+            "mean_Z": self.mean_Z,
+            "min_Z": self.min_Z,
+            "min_Z_step": self.min_Z_step,
+            "total_kl": self.total_kl,
+            "mask_us_mean": None if self.mask_us_mean is None else round(self.mask_us_mean, 1),
+        }
+
+
+def summarize(records: Sequence[StepRecord] | Iterable[StepRecord]) -> Summary:
+    """Forced/free counts, mean and lowest Z, collapse rate over free steps, total KL."""
+    recs = list(records)
+    free = [r for r in recs if r.tag == FREE]
+    collapsed = sum(r.collapsed for r in free)
+    low = min(recs, key=lambda r: (r.Z, r.step)) if recs else None
+    return Summary(
+        steps=len(recs),
+        forced=len(recs) - len(free),
+        free=len(free),
+        collapsed=collapsed,
+        collapse_rate=collapsed / len(free) if free else None,
+        nucleus_changed=sum(r.nucleus_changed for r in recs),
+        top_changed=sum(r.top_changed for r in recs),
+        mean_Z=math.fsum(r.Z for r in recs) / len(recs) if recs else None,
+        min_Z=low.Z if low else None,
+        min_Z_step=low.step if low else None,
+        total_kl=math.fsum(r.kl for r in recs),
+        mask_us_mean=math.fsum(r.mask_us for r in recs) / len(recs) if recs else None,
+    )

@@ -1,0 +1,148 @@
+"""`gen --trace FILE`: per-step JSONL records (cli.md, "Records").
+
+For each generation the file gets a `header` record, one `step` record per drawn
+token, and a `summary` record; a file holding several generations (`--n`, `--input`)
+repeats that group, and every record carries `gen` (0-based position in the file)
+so the groups can be told apart without counting. Every record has `"v": 1`.
+
+    tracer = TraceWriter.open("trace.jsonl", job, legal=True)
+    result = tracer.run("Pick a year:", rid=1, seed=0)
+    tracer.close()
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import IO, TYPE_CHECKING, Any, Callable
+
+from ..errors import InputError, UsageError
+from ..records import dumps_record
+from .stats import StepRecord, StepStats, Summary, summarize
+
+if TYPE_CHECKING:
+    from ..generate import Step
+    from ..pipeline import GenerationJob, GenResult
+
+
+class TraceWriter:
+    """Runs generations for a GenerationJob and records every step.
+
+    `stream` may be None (records are kept in memory only: `header`, `records`,
+    `summary` of the last run), which is how `inspect` uses it.
+    """
+
+    def __init__(
+        self, stream: IO[str] | None, job: "GenerationJob", *, legal: bool = False, path: str | None = None
+    ) -> None:
+        self.stream = stream
+        self.job = job
+        self.legal = legal
+        self.path = path
+        self.count = 0  # generations written
+        self.header: dict = {}
+        self.records: list[StepRecord] = []
+        self.summary: Summary | None = None
+        self._owned = False
+
+    @classmethod
+    def open(cls, path: str, job: "GenerationJob", *, legal: bool = False) -> "TraceWriter":
+        """A writer to a new file at `path` (InputError when it cannot be created)."""
+        if path == "-":
+            raise UsageError("--trace needs a file path (stdout carries the output)")
+        try:
+            stream = open(path, "w", encoding="utf-8")
+        except OSError as e:
+            raise InputError(f"{path}: cannot write the trace file: {e.strerror or e}") from None
+        writer = cls(stream, job, legal=legal, path=path)
+        writer._owned = True
+        return writer
+
+    def _write(self, obj: dict) -> None:
+        if self.stream is not None:
+            self.stream.write(dumps_record(obj) + "\n")
+
+    def header_record(self, prompt: str, rid: Any, prompt_ids: list[int], seed: int | None) -> dict:
+        """The header object of one generation (without "v")."""
+        job = self.job
+        params = job.params if seed is None else replace(job.params, seed=seed)
+        vocab = job.model.vocabulary
+        c = job.constraint
+        return {
+            "type": "header",
+            "gen": self.count,
+            "id": rid,
+            "model": job.model.name,
+            "model_path": str(job.model.path),
+            "n_vocab": vocab.n_tokens,
+            "n_logits": vocab.n_logits,
+            "prompt": prompt,
+            "prompt_token_ids": list(prompt_ids),
+            "sampling": params.to_dict(),
+            "max_tokens": job.max_tokens,
+            "constraint": c.describe() if c is not None else None,
+        }
+
+    def run(
+        self,
+        prompt: str,
+        *,
+        rid: Any = 1,
+        seed: int | None = None,
+        on_record: Callable[[StepRecord], None] | None = None,
+    ) -> "GenResult":
+        """Generate for one prompt, writing its header, steps and summary; the result record."""
+        job = self.job
+        dec = job.decoder(prompt, seed=seed)
+        self.header = self.header_record(prompt, rid, dec.prompt_tokens, seed)
+        self._write(self.header)
+        stats = StepStats(dec.params, job.model.vocabulary)
+        self.records = []
+        for step in dec.steps():
+            rec = stats.record(step)
+            self.records.append(rec)
+            self._write(self.step_record(rec, step))
+            if on_record is not None:
+                on_record(rec)
+        result = job.result_of(dec.result, rid, prompt)
+        self.summary = summarize(self.records)
+        gen = dec.result
+        self._write(
+            {
+                "type": "summary",
+                "gen": self.count,
+                "id": rid,
+                **self.summary.to_record(),
+                "output": result.output,
+                "complete": result.complete,
+                "stop_reason": result.stop_reason,
+                "n_tokens": result.n_tokens,
+                "decode_s": round(gen.decode_s, 4),
+            }
+        )
+        if self.stream is not None:
+            self.stream.flush()
+        self.count += 1
+        return result
+
+    def step_record(self, rec: StepRecord, step: "Step") -> dict:
+        obj = {"type": "step", "gen": self.count, **rec.to_record()}
+        if self.legal:
+            obj["legal"] = (
+                stats_legal(step) if step.mask is not None else None
+            )
+        return obj
+
+    def close(self) -> None:
+        """Close the file (if this writer opened it)."""
+        if self.stream is not None:
+            self.stream.flush()
+            if self._owned:
+                self.stream.close()
+            self.stream = None
+
+
+def stats_legal(step: "Step") -> list[int]:
+    """The legal ids of a step, ascending (for --trace-legal)."""
+    import numpy as np
+
+    return np.flatnonzero(step.mask).tolist()
