@@ -197,7 +197,7 @@ TOKENS = [b"a", b"b", b"1", b"ab", b"ba", b"aa", b"11", b"a1b", "é".encode(), b
 VOCAB = Vocabulary.from_bytes(TOKENS + [b""], eog_ids=[len(TOKENS)])
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=int(__import__("os").environ.get("MINISTRUCT_HYPOTHESIS_EXAMPLES", "150")), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(expr=exprs(), walk=st.lists(st.integers(0, 10_000), max_size=6))
 def test_mask_equals_partial_match_oracle(expr, walk):
     pattern = regex.compile(to_bytes_regex(expr), flags=regex.DOTALL)
@@ -215,3 +215,15 @@ def test_mask_equals_partial_match_oracle(expr, walk):
         tid = legal[choice % len(legal)]
         m.advance(tid)
         out += TOKENS[tid]
+
+
+def test_nested_repeat_simplification_keeps_the_minimum():
+    # (1+){2,} needs at least two ones; (1*){2,3} is 1*
+    v = vocab_of(b"1")
+    m = Matcher(compile_grammar(Grammar({"root": Repeat(Repeat(Literal("1"), 1, None), 2, None)}), v))
+    m.advance(0)
+    assert not m.is_accepting()
+    m.advance(0)
+    assert m.is_accepting()
+    star = Matcher(compile_grammar(Grammar({"root": Repeat(Repeat(Literal("1"), 0, None), 2, 3)}), v))
+    assert star.is_accepting()

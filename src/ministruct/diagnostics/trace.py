@@ -15,6 +15,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import IO, TYPE_CHECKING, Any, Callable
 
+import numpy as np
+
 from ..errors import InputError, UsageError
 from ..records import dumps_record
 from .stats import StepRecord, StepStats, Summary, summarize
@@ -127,9 +129,7 @@ class TraceWriter:
     def step_record(self, rec: StepRecord, step: "Step") -> dict:
         obj = {"type": "step", "gen": self.count, **rec.to_record()}
         if self.legal:
-            obj["legal"] = (
-                stats_legal(step) if step.mask is not None else None
-            )
+            obj["legal"] = legal_ids(step) if step.mask is not None else None
         return obj
 
     def close(self) -> None:
@@ -141,8 +141,6 @@ class TraceWriter:
             self.stream = None
 
 
-def stats_legal(step: "Step") -> list[int]:
+def legal_ids(step: "Step") -> list[int]:
     """The legal ids of a step, ascending (for --trace-legal)."""
-    import numpy as np
-
     return np.flatnonzero(step.mask).tolist()

@@ -39,14 +39,14 @@ ACCEPT: Stack = ()
 
 
 def _simplify_repeat(r: Repeat) -> Expr:
-    """(x*){m,n} is x*; (x+){m,n} is x+ (or x* when m = 0): keeps nested stars small."""
+    """(x*){m,n} is x*; (x+){m,n} is x{m,}: keeps nested stars small."""
     inner = r.item
     if r.max == 0:
         return Literal("")
     if isinstance(inner, Repeat) and inner.max is None and inner.min <= 1:
-        if inner.min == 0 or r.min == 0:
+        if inner.min == 0:
             return Repeat(inner.item, 0, None)
-        return inner
+        return Repeat(inner.item, r.min, None)
     return r
 
 

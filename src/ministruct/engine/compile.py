@@ -16,7 +16,7 @@ import numpy as np
 from ..errors import CompileLimitError, GrammarError
 from ..grammar.ir import Grammar
 from .automaton import Automaton, Config, TokenEdge, token_matches
-from .trie import TokenTrie, expand_children, trie_for
+from .trie import ClassTrie, TokenTrie, expand_children, trie_for
 from .vocab import Vocabulary
 
 DEAD = 0
@@ -38,7 +38,7 @@ class CompiledGrammar:
         self.byte_class = (np.searchsorted(np.asarray(cuts), np.arange(256), side="right") - 1).astype(np.int64)
         self.n_classes = len(cuts) - 1
         self.class_rep = np.asarray(cuts[:-1], dtype=np.int64)  # one byte standing for each class
-        self.node_class = [self.byte_class[b] for b in self.trie.node_byte]
+        self.class_trie = ClassTrie.build(self.trie, self.byte_class, self.n_classes)
         self.configs: list[Config] = [frozenset()]
         self.config_ids: dict[Config, int] = {frozenset(): DEAD}
         self.table = np.full((64, self.n_classes), UNKNOWN, dtype=np.int32)
@@ -186,13 +186,13 @@ class CompiledGrammar:
         legal = np.zeros(self.vocab.n_logits, dtype=bool)
         if cid == DEAD:
             return legal
-        trie = self.trie
+        trie = self.class_trie
         nodes = np.zeros(1, dtype=np.int64)
         states = np.asarray([cid], dtype=np.int64)
         uniform = True  # every live node is in the same configuration
         for d in range(1, trie.max_len + 1):
-            cls_all = self.node_class[d]
-            if len(nodes) == len(trie.node_byte[d - 1]):
+            cls_all = trie.node_class[d]
+            if len(nodes) == len(trie.node_class[d - 1]):
                 # every node of the previous level is alive: take the whole level, no expansion
                 idx = None
                 cls = cls_all
@@ -226,7 +226,7 @@ class CompiledGrammar:
             if len(states):
                 uniform = bool(states.min() == states.max())
             if len(trie.end_ids[d]):
-                alive = np.zeros(len(trie.node_byte[d]), dtype=bool)
+                alive = np.zeros(len(trie.node_class[d]), dtype=bool)
                 alive[nodes] = True
                 ends = trie.end_ids[d]
                 legal[ends[alive[trie.end_node[d]]]] = True

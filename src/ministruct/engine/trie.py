@@ -120,3 +120,56 @@ def trie_for(vocab: Vocabulary) -> TokenTrie:
             cache.save("trie", disk_key, hit)
         _TRIES[key] = hit
     return hit
+
+
+@dataclass
+class ClassTrie:
+    """The byte trie with bytes replaced by a grammar's byte classes and equal paths merged.
+
+    Tokens whose bytes fall in the same classes position by position behave the same
+    in every configuration, so one walk of this smaller trie decides them all.
+    """
+
+    node_class: list[np.ndarray]
+    parent: list[np.ndarray]
+    child_start: list[np.ndarray]
+    child_count: list[np.ndarray]
+    end_ids: list[np.ndarray]
+    end_node: list[np.ndarray]
+    n_nodes: int
+    max_len: int
+
+    @classmethod
+    def build(cls, trie: TokenTrie, byte_class: np.ndarray, n_classes: int) -> "ClassTrie":
+        node_class = [np.zeros(1, dtype=np.int64)]
+        parent = [np.zeros(0, dtype=np.int64)]
+        end_node = [np.zeros(0, dtype=np.int64)]
+        prev = np.zeros(1, dtype=np.int64)  # byte node -> merged node, previous level
+        for d in range(1, trie.max_len + 1):
+            key = prev[trie.parent[d]] * n_classes + byte_class[trie.node_byte[d]]
+            uniq, inv = np.unique(key, return_inverse=True)
+            node_class.append(uniq % n_classes)
+            parent.append(uniq // n_classes)
+            end_node.append(inv[trie.end_node[d]])
+            prev = inv
+        child_start, child_count = [], []
+        for d in range(trie.max_len + 1):
+            n_here = len(node_class[d])
+            if d < trie.max_len:
+                par = parent[d + 1]
+                start = np.searchsorted(par, np.arange(n_here), side="left")
+                stop = np.searchsorted(par, np.arange(n_here), side="right")
+            else:
+                start = stop = np.zeros(n_here, dtype=np.int64)
+            child_start.append(start.astype(np.int64))
+            child_count.append((stop - start).astype(np.int64))
+        return cls(
+            node_class=node_class,
+            parent=parent,
+            child_start=child_start,
+            child_count=child_count,
+            end_ids=trie.end_ids,
+            end_node=end_node,
+            n_nodes=sum(len(c) for c in node_class),
+            max_len=trie.max_len,
+        )

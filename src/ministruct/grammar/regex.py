@@ -67,7 +67,7 @@ def _scan_ranges(pattern: str) -> tuple[tuple[int, int], ...]:
 
 def category_ranges(letter: str, ascii_only: bool = False) -> tuple[tuple[int, int], ...]:
     """Code points of `\\d \\D \\w \\W \\s \\S` exactly as Python's `re` has them on str."""
-    return _scan_ranges(("(?a)" if ascii_only else "") + "\\" + letter)
+    return _scan_ranges(("(?a:\\" if ascii_only else "(?:\\") + letter + ")")
 
 
 def _subtract(a: tuple[tuple[int, int], ...], b: tuple[tuple[int, int], ...]) -> tuple[tuple[int, int], ...]:
