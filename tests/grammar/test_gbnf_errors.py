@@ -26,7 +26,7 @@ CASES = [
     ('root ::= "a"\n  "b"',
      '<grammar>:2:3: unexpected string literal "b" at the start of a rule (a rule continues on the next line only after \'|\' or inside parentheses); expected a rule name'),
     ('root ::= ("a" | "b"',
-     "<grammar>:1:20: unexpected end of input; expected ')'"),
+     "<grammar>:1:20: unexpected end of input; expected ')', '|'"),
     ('root ::= "a" )',
      "<grammar>:1:14: unexpected ')' with no '(' to close"),
     ('root = "a"',

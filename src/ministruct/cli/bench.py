@@ -61,9 +61,8 @@ def bench(
     t0 = time.perf_counter()
     c = o.constraint_from_flags(regex, grammar, schema, choice, lark, root, whitespace, lenient, oneof_as_anyof)
     parse_ms = (time.perf_counter() - t0) * 1000
-    if not as_json:
-        for w in c.warnings:
-            warn(w)
+    for w in c.warnings:
+        warn(w)
     llm = Model.load(model, vocab_only=no_generate)
     vocab = llm.vocabulary
     prepare_vocabulary(vocab)

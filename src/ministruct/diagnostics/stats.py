@@ -37,7 +37,7 @@ FORCED = "forced"
 FREE = "free"
 
 # Candidate cut-offs (nats below the maximum, at temperature T) tried before a full sort.
-_CUTS = (8.0, 16.0, 32.0)
+_CUTS = (4.0, 8.0, 16.0, 32.0)
 
 
 @dataclass(frozen=True)
@@ -89,12 +89,31 @@ class StepRecord:
 
 
 @dataclass(frozen=True)
-class Dist:
-    """What the diagnostics need from one distribution over a set of ids."""
+class _Exp:
+    """exp(w - offset) for one distribution's logits w = z / T, and its sum."""
 
-    lse1: float  # log-sum-exp of the logits at temperature 1
-    nucleus: np.ndarray  # ids of the nucleus at (T, top_p), most probable first
-    top: int  # argmax id (lowest id on ties)
+    e: np.ndarray
+    s: float
+    offset: float  # the subtracted maximum (so log-sum-exp = offset + log s)
+
+    @property
+    def lse(self) -> float:
+        return self.offset + math.log(self.s)
+
+
+def _exp(w: np.ndarray) -> _Exp:
+    m = float(np.max(w))
+    e = np.subtract(w, m)
+    np.exp(e, out=e)
+    return _Exp(e, float(np.sum(e)), m)
+
+
+def _subset(full: _Exp, w_sub: np.ndarray, idx: np.ndarray) -> _Exp:
+    """The _Exp of w[idx], reusing `full` unless its terms are near underflow."""
+    e = full.e[idx]
+    if e.size and float(np.max(e)) > 1e-200:
+        return _Exp(e, float(np.sum(e)), full.offset)
+    return _exp(w_sub)
 
 
 # -- core computations ------------------------------------------------------------
@@ -111,38 +130,49 @@ def log_sum_exp(z: np.ndarray) -> float:
     return m + math.log(float(np.sum(np.exp(z - m))))
 
 
-def _nucleus(z: np.ndarray, ids: np.ndarray | None, temperature: float, top_p: float) -> np.ndarray:
-    """Nucleus ids of softmax(z / T) over the entries of z (ids[i] names z[i]; None: i)."""
-    finite = np.isfinite(z)
+def nucleus_of(ex: _Exp, top_p: float, ids: np.ndarray | None = None) -> np.ndarray:
+    """Ids (ascending) of the top-p nucleus of probabilities ex.e / ex.s.
+
+    Only the entries above a cut-off are sorted: the first cut whose mass reaches
+    top_p holds the whole nucleus (every entry left out is less probable than every
+    entry kept). Ties at the boundary go to the lowest ids, as in the sampler.
+    """
+    e = ex.e
+    name = (lambda a: a) if ids is None else (lambda a: ids[a])
+    top = float(np.max(e)) if e.size else 0.0
+    for cut in _CUTS:
+        cand = np.flatnonzero(e > top * math.exp(-cut))
+        if float(np.sum(e[cand])) / ex.s >= top_p:
+            found = _prefix(e[cand] / ex.s, top_p)
+            if found is not None:
+                return name(cand[found])
+    cand = np.flatnonzero(e > 0)
+    found = _prefix(e[cand] / ex.s, top_p)
+    return name(cand[found if found is not None else slice(None)])
+
+
+def _prefix(p: np.ndarray, top_p: float) -> np.ndarray | slice | None:
+    """Positions in p of its smallest most-probable prefix with mass >= top_p (None: not reached)."""
+    vals = np.sort(p)[::-1]
+    cum = np.cumsum(vals)
+    i = int(np.searchsorted(cum, top_p, side="left"))
+    if i >= len(vals):
+        return None
+    k, v = i + 1, vals[i]
+    keep = p > v
+    need = k - int(np.count_nonzero(keep))
+    if need:  # ties at the boundary: the lowest positions (ids ascend with positions)
+        keep[np.flatnonzero(p == v)[:need]] = True
+    return np.flatnonzero(keep)
+
+
+def _nucleus(ex: _Exp, w: np.ndarray, top_p: float, greedy: bool, ids: np.ndarray | None) -> np.ndarray:
     name = (lambda a: a) if ids is None else (lambda a: ids[a])
     if top_p >= 1.0:
-        return name(np.flatnonzero(finite))
-    if not finite.any():
-        return np.zeros(0, dtype=np.int64)
-    if temperature == 0:
-        return name(np.asarray([int(np.argmax(z))]))
-    w = z / temperature
-    m = float(np.max(w))
-    e_sum = float(np.sum(np.exp(w - m)))  # the sampler's softmax denominator
-    for cut in (*_CUTS, math.inf):
-        cand = np.flatnonzero(w > m - cut) if math.isfinite(cut) else np.flatnonzero(finite)
-        prob = np.exp(w[cand] - m) / e_sum
-        k = np.lexsort((name(cand), -prob))  # most probable first, ties: lowest id
-        order, cum = cand[k], np.cumsum(prob[k])
-        i = int(np.searchsorted(cum, top_p, side="left"))
-        if i < len(order) or not math.isfinite(cut):
-            return name(order[: min(i + 1, len(order))])
-    raise AssertionError("unreachable")
-
-
-def distribution(z: np.ndarray, ids: np.ndarray | None, temperature: float, top_p: float) -> Dist:
-    """lse, nucleus and argmax of the logits `z` (float64) for the ids they stand for."""
-    top = int(np.argmax(z))
-    return Dist(
-        lse1=log_sum_exp(z),
-        nucleus=_nucleus(z, ids, temperature, top_p),
-        top=top if ids is None else int(ids[top]),
-    )
+        return name(np.flatnonzero(np.isfinite(w)))
+    if greedy:
+        return name(np.asarray([int(np.argmax(w))]))
+    return nucleus_of(ex, top_p, ids)
 
 
 class StepStats:
@@ -182,11 +212,20 @@ class StepStats:
     ) -> StepRecord:
         """The record of one step from its captured logits and legal mask."""
         p = self.params
+        t, top_p = p.temperature, p.top_p
         z = np.asarray(logits, dtype=np.float64)
-        z = np.where(np.isnan(z), -np.inf, z) if np.isnan(z).any() else z
-        raw = distribution(z, None, p.temperature, p.top_p)
-        if mask is None:
-            masked, legal_count = raw, int(z.shape[0])
+        if np.isnan(z).any():
+            z = np.where(np.isnan(z), -np.inf, z)
+        n = int(z.shape[0])
+        sampled = t > 0 and top_p < 1.0  # the nucleus needs probabilities at T
+        raw1 = _exp(z)
+        w = z if t in (0, 1) else z / t
+        raw_t = raw1 if (t == 1 or not sampled) else _exp(w)
+        raw_nucleus = _nucleus(raw_t, w, top_p, t == 0, None)
+        raw_top = int(np.argmax(z))
+        if mask is None or n == 0:
+            legal_count, kl = n, 0.0
+            masked_nucleus, masked_top = raw_nucleus, raw_top
         else:
             mask = np.asarray(mask, dtype=bool)
             if mask.shape != z.shape:
@@ -195,11 +234,22 @@ class StepStats:
             legal_count = int(legal.shape[0])
             if legal_count == 0:
                 raise ValueError(f"step {step}: the legal set is empty")
-            masked = distribution(z[legal], legal, p.temperature, p.top_p)
-        kl = max(raw.lse1 - masked.lse1, 0.0) if mask is not None else 0.0
+            if legal_count == n:
+                kl, masked_nucleus, masked_top = 0.0, raw_nucleus, raw_top
+            else:
+                zl = z[legal]
+                wl = zl if t in (0, 1) else w[legal]
+                sub1 = _subset(raw1, zl, legal)
+                kl = max(raw1.lse - sub1.lse, 0.0)
+                if not sampled or raw_t is raw1:
+                    ml = sub1
+                else:
+                    ml = _subset(raw_t, wl, legal)
+                masked_nucleus = _nucleus(ml, wl, top_p, t == 0, legal)
+                masked_top = int(legal[int(np.argmax(zl))])
         tag = FORCED if legal_count == 1 else FREE
-        n_raw, n_masked = int(raw.nucleus.shape[0]), int(masked.nucleus.shape[0])
-        changed = n_raw != n_masked or not np.array_equal(np.sort(raw.nucleus), np.sort(masked.nucleus))
+        n_raw, n_masked = int(raw_nucleus.shape[0]), int(masked_nucleus.shape[0])
+        changed = n_raw != n_masked or not np.array_equal(raw_nucleus, masked_nucleus)
         return StepRecord(
             step=step,
             token_id=int(token_id),
@@ -210,9 +260,9 @@ class StepStats:
             tag=tag,
             nucleus_raw=n_raw,
             nucleus_masked=n_masked,
-            collapsed=tag == FREE and p.top_p < 1.0 and n_masked == 1,
+            collapsed=tag == FREE and top_p < 1.0 and n_masked == 1,
             nucleus_changed=bool(changed),
-            top_changed=raw.top != masked.top,
+            top_changed=raw_top != masked_top,
             mask_us=float(mask_us),
         )
 

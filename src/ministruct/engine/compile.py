@@ -240,6 +240,7 @@ class CompiledGrammar:
         return legal
 
     def _add_token_edges(self, config: Config, legal: np.ndarray) -> None:
+        """OR into `legal` the tokens that whole-token edges (`<[N]>`, `!<[N]>`) allow."""
         for st in config:
             if not st:
                 continue
@@ -248,17 +249,20 @@ class CompiledGrammar:
                 if not edge.negated:
                     if want is not None and 0 <= want < self.vocab.n_tokens:
                         legal[want] = True
-                else:
-                    legal[self.vocab.text_ids] = True
-                    if want is not None and 0 <= want < len(legal) and want not in self.vocab.control_ids:
-                        legal[want] = False
-                        # the same id may still be legal through bytes
-                        if self.step_token_bytes_only(self.config_ids[config], want) != DEAD:
-                            legal[want] = True
+                    continue
+                # any ordinary token but `want`
+                keep = bool(want is not None and 0 <= want < len(legal) and legal[want])
+                legal[self.vocab.text_ids] = True
+                if want is not None and 0 <= want < len(legal) and want in self._text_id_set:
+                    legal[want] = keep
 
-    def step_token_bytes_only(self, cid: int, token_id: int) -> int:
-        data = self.vocab.token_bytes(token_id)
-        return self.step_bytes(cid, data) if data else DEAD
+    @property
+    def _text_id_set(self) -> frozenset[int]:
+        s = getattr(self, "_text_ids_cache", None)
+        if s is None:
+            s = frozenset(self.vocab.text_ids.tolist())
+            self._text_ids_cache = s
+        return s
 
     # ------------------------------------------------------------ token names
 

@@ -95,9 +95,10 @@ def find_left_recursion(grammar: Grammar) -> list[str] | None:
     return None
 
 
-def reachable_rules(grammar: Grammar) -> set[str]:
+def reachable_rules(grammar: Grammar, refs: dict[str, list[str]] | None = None) -> set[str]:
     """Rules reachable from the root (the root included when defined)."""
-    refs = grammar.references()
+    if refs is None:
+        refs = {n: _ordered_refs(e) for n, e in grammar.rules.items()}
     seen: set[str] = set()
     todo = [grammar.root] if grammar.root in grammar.rules else []
     while todo:
@@ -115,10 +116,9 @@ def check_grammar(grammar: Grammar) -> Grammar:
     try:
         if not grammar.rules:
             raise GrammarError("the grammar defines no rules", source=src)
-        for name, expr in grammar.rules.items():
-            refs: list[str] = []
-            _ordered_refs(expr, refs)
-            for r in refs:
+        refs = {name: _ordered_refs(expr) for name, expr in grammar.rules.items()}
+        for name, used in refs.items():
+            for r in used:
                 if r not in grammar.rules:
                     raise GrammarError(f"undefined rule '{r}' (used in rule '{name}')", source=src, rule=name)
         if grammar.root not in grammar.rules:
@@ -130,19 +130,21 @@ def check_grammar(grammar: Grammar) -> Grammar:
                 source=src,
                 rule=cycle[0],
             )
-        reach = reachable_rules(grammar)
+        reach = reachable_rules(grammar, refs)
     except RecursionError:
         raise GrammarError("grammar nested too deeply to analyse", source=src) from None
+    known = set(grammar.warnings)
     for name in grammar.rules:
         if name not in reach:
             msg = f"rule '{name}' is unreachable from '{grammar.root}'"
-            if msg not in grammar.warnings:
+            if msg not in known:
                 grammar.warnings.append(msg)
     return grammar
 
 
-def _ordered_refs(e: Expr, out: list[str]) -> None:
+def _ordered_refs(e: Expr) -> list[str]:
     """Rule names referenced by `e`, left to right, without duplicates."""
+    out: list[str] = []
     stack = [e]
     while stack:
         x = stack.pop()
@@ -155,3 +157,4 @@ def _ordered_refs(e: Expr, out: list[str]) -> None:
             stack.extend(reversed(x.options))
         elif isinstance(x, Repeat):
             stack.append(x.item)
+    return out

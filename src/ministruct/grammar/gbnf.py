@@ -53,21 +53,30 @@ _ESCAPE = re.compile(r"\\(?:x([0-9a-fA-F]{2})|u([0-9a-fA-F]{4})|U([0-9a-fA-F]{8}
 class _NewlineFilter:
     """Post-lexer: keep only the newlines that end a rule (llama.cpp's parse_space rules)."""
 
-    always_accept = ("_NL",)
+    always_accept = ("NL",)
+    _NESTERS = frozenset({"LPAR", "STAR", "PLUS", "QMARK", "LBRACE"})
+
+    def __init__(self) -> None:
+        self.nesters = 0  # '(' and quantifiers in the current rule: bounds its IR depth
 
     def process(self, stream: Iterator[Token]) -> Iterator[Token]:
         depth = 0
         prev = None
         pending = None
+        self.nesters = 0
+        nesters = self._NESTERS
         for tok in stream:
             t = tok.type
-            if t == "_NL":
+            if t == "NL":
                 if depth == 0 and prev is not None and prev != "VBAR" and prev != "DEFINE" and pending is None:
                     pending = tok
                 continue
             if pending is not None:
-                yield pending
+                yield pending  # the parser finishes the rule (and reads self.nesters) here
                 pending = None
+                self.nesters = 0
+            if t in nesters:
+                self.nesters += 1
             if t == "LPAR":
                 depth += 1
                 if depth > MAX_PAREN_DEPTH:
@@ -175,12 +184,14 @@ def _depth(e: Expr) -> int:
 
 
 class _Builder(Transformer):
-    """Lark LALR callbacks: each rule of gbnf.lark reduces straight to IR (no parse tree)."""
+    """Lark LALR callbacks: each reduction of gbnf.lark builds IR directly (no parse tree)."""
 
-    def __init__(self) -> None:
+    def __init__(self, postlex: _NewlineFilter) -> None:
         self.warnings: list[str] = []
+        self.postlex = postlex
+        self._classes: dict[str, CharClass] = {}  # class text -> IR (big grammars repeat classes)
 
-    # atoms
+    # items
     def literal(self, c: list) -> object:
         text = _decode_literal(c[0])
         return Literal(text) if text else _Empty(c[0])
@@ -190,11 +201,22 @@ class _Builder(Transformer):
         if tok.value in ("[]", "[^]"):
             self.warnings.append(f"line {tok.line}: {tok.value} matches the empty string (as in llama.cpp)")
             return _Empty(tok)
+        hit = self._classes.get(tok.value)
+        if hit is not None:
+            return hit
+        n_warnings = len(self.warnings)
         ranges, negated = _decode_class(tok, self.warnings)
-        return CharClass(ranges, negated)
+        cls = CharClass(ranges, negated)
+        if not cls.code_point_ranges():
+            cls = CharClass(())  # one canonical form for a class that matches no character
+        if len(self.warnings) == n_warnings:  # cache only what re-decoding would not warn about
+            if len(self._classes) > 50_000:
+                self._classes.clear()
+            self._classes[tok.value] = cls
+        return cls
 
     def rule_ref(self, c: list) -> Expr:
-        return RuleRef(str(c[0]))
+        return RuleRef(c[0].value)
 
     def token_id(self, c: list) -> Expr:
         tok = c[0]
@@ -210,17 +232,28 @@ class _Builder(Transformer):
         return TokenRef(name=tok.value[1:] if negated else tok.value, negated=negated)
 
     def any_char(self, c: list) -> Expr:
-        return CharClass((), negated=True)
+        return _ANY
 
     def group(self, c: list) -> Expr:
-        return c[1]
+        return alt(*c[1])
 
-    # quantifiers: (min, max, token)
-    def quant(self, c: list) -> tuple:
-        tok = c[0]
-        return {"*": (0, None), "+": (1, None), "?": (0, 1)}[tok.value] + (tok,)
+    # quantifiers (they stack: "a"*? is ("a"*)?)
+    def _repeat(self, item: object, lo: int, hi: "int | None", tok: Token) -> Expr:
+        if isinstance(item, _Empty):
+            what = "string literal" if item.tok.value.startswith('"') else "character class"
+            raise _error(f"'{tok.value}' has nothing to repeat: the {what} before it is empty", tok.line, tok.column)
+        return item if item == EMPTY else Repeat(item, lo, hi)  # type: ignore[arg-type]
 
-    def _count(self, tok: Token, brace: Token) -> int:
+    def star(self, c: list) -> Expr:
+        return self._repeat(c[0], 0, None, c[1])
+
+    def plus(self, c: list) -> Expr:
+        return self._repeat(c[0], 1, None, c[1])
+
+    def optional(self, c: list) -> Expr:
+        return self._repeat(c[0], 0, 1, c[1])
+
+    def _count(self, tok: Token) -> int:
         if len(tok.value) > 9 or int(tok.value) > MAX_REPETITION:
             raise _error(
                 f"repetition count {tok.value[:12]} exceeds llama.cpp's limit of {MAX_REPETITION}",
@@ -229,65 +262,69 @@ class _Builder(Transformer):
             )
         return int(tok.value)
 
-    def quant_exact(self, c: list) -> tuple:
-        n = self._count(c[1], c[0])
-        return (n, n, c[0])
+    def rep_exact(self, c: list) -> Expr:
+        n = self._count(c[2])
+        return self._repeat(c[0], n, n, c[1])
 
-    def quant_min(self, c: list) -> tuple:
-        return (self._count(c[1], c[0]), None, c[0])
+    def rep_min(self, c: list) -> Expr:
+        return self._repeat(c[0], self._count(c[2]), None, c[1])
 
-    def quant_range(self, c: list) -> tuple:
-        lo_tok, hi_tok = c[1], c[3]
-        lo = self._count(lo_tok, c[0])
+    def rep_range(self, c: list) -> Expr:
+        brace, hi_tok = c[1], c[4]
+        lo = self._count(c[2])
         if len(hi_tok.value) > 9:
             raise _error(f"repetition maximum {hi_tok.value[:12]} is too large", hi_tok.line, hi_tok.column)
-        if int(hi_tok.value) < lo:
-            raise _error(
-                f"repetition {{{lo},{int(hi_tok.value)}}} has its maximum below its minimum", c[0].line, c[0].column
-            )
-        if int(hi_tok.value) > MAX_REPETITION:
+        hi = int(hi_tok.value)
+        if hi < lo:
+            raise _error(f"repetition {{{lo},{hi}}} has its maximum below its minimum", brace.line, brace.column)
+        if hi > MAX_REPETITION:
             self.warnings.append(
-                f"line {c[0].line}: {{{lo},{hi_tok.value}}}: llama.cpp reads a maximum above "
+                f"line {brace.line}: {{{lo},{hi}}}: llama.cpp reads a maximum above "
                 f"{MAX_REPETITION} as unbounded; ministruct keeps the exact bound"
             )
-        return (lo, int(hi_tok.value), c[0])
+        return self._repeat(c[0], lo, hi, brace)
 
-    # structure
-    def item(self, c: list) -> Expr:
-        e = c[0]
-        if isinstance(e, _Empty):
-            if len(c) > 1:
-                q = c[1][2]
-                what = "string literal" if e.tok.value.startswith('"') else "character class"
-                raise _error(f"'{q.value}' has nothing to repeat: the {what} before it is empty", q.line, q.column)
-            return EMPTY
-        for lo, hi, _tok in c[1:]:
-            if e != EMPTY:
-                e = Repeat(e, lo, hi)
-        return e
+    # sequences and alternatives: plain lists until the rule or group is complete
+    def seq_empty(self, c: list) -> list:
+        return []
 
-    def sequence(self, c: list) -> Expr:
-        # flatten groups first so adjacent literals always merge (ir.seq keeps a nested
-        # Seq's first literal apart from the literal before it)
-        flat: list[Expr] = []
-        for x in c:
-            flat.extend(x.items if isinstance(x, Seq) else (x,))
-        return seq(*flat) if flat else EMPTY
+    def seq_add(self, c: list) -> list:
+        items, x = c
+        if isinstance(x, Seq):
+            items.extend(x.items)  # flattened here so adjacent literals always merge
+        elif not isinstance(x, _Empty):
+            items.append(x)
+        return items
 
-    def alternates(self, c: list) -> Expr:
-        return alt(*c[::2])
+    def alts_first(self, c: list) -> list:
+        return [seq(*c[0]) if c[0] else EMPTY]
+
+    def alts_add(self, c: list) -> list:
+        c[0].append(seq(*c[2]) if c[2] else EMPTY)
+        return c[0]
 
     def rule(self, c: list) -> tuple:
-        name, expr = c[0], c[2]
-        if _depth(expr) > MAX_EXPR_DEPTH:
+        name, expr = c[0], alt(*c[2])
+        # IR depth <= 2 per '(' + 1 per quantifier + 3: only walk rules that could be too deep
+        if 2 * self.postlex.nesters + 3 > MAX_EXPR_DEPTH and _depth(expr) > MAX_EXPR_DEPTH:
             raise _error(f"rule '{name}' is nested more than {MAX_EXPR_DEPTH} levels deep", name.line, name.column)
         return (name, expr)
+
+    def rules_first(self, c: list) -> list:
+        return c
+
+    def rules_add(self, c: list) -> list:
+        c[0].append(c[2])
+        return c[0]
+
+    def no_rules(self, c: list) -> dict[str, Expr]:
+        return {}
 
     def start(self, c: list) -> dict[str, Expr]:
         rules: dict[str, Expr] = {}
         lines: dict[str, int] = {}
-        for name, expr in c:
-            key = str(name)
+        for name, expr in c[0]:
+            key = name.value
             if key in rules:
                 self.warnings.append(
                     f"rule '{key}' is defined twice (lines {lines[key]} and {name.line}); "
@@ -296,6 +333,9 @@ class _Builder(Transformer):
             rules[key] = expr
             lines[key] = name.line
         return rules
+
+
+_ANY = CharClass((), negated=True)
 
 
 # ---------------------------------------------------------------- friendly errors
@@ -318,7 +358,7 @@ _WORDS = {
     "INT": "a number",
     "COMMA": "','",
     "RBRACE": "'}'",
-    "_NL": "a newline",
+    "NL": "a newline",
     "$END": "end of input",
 }
 _ATOM_START = frozenset({"LITERAL", "CLASS", "NAME", "TOKEN_ID", "TOKEN_TEXT", "DOT", "LPAR"})
@@ -348,7 +388,7 @@ def _describe(tok: Token) -> str:
     short = v if len(v) <= 20 else v[:17] + "..."
     if t == "$END":
         return "end of input"
-    if t == "_NL":
+    if t == "NL":
         return "newline"
     if t == "NAME":
         return f"name '{v}'"
@@ -442,7 +482,7 @@ def _token_problem(e: UnexpectedToken, text: str) -> _SyntaxProblem:
         if not text[start : tok.start_pos].strip(" \t"):
             return _SyntaxProblem("'::=' needs a rule name before it", tok.line, tok.column, ("a rule name",))
         return _SyntaxProblem("unexpected '::=' (each rule must start on a new line)", tok.line, tok.column)
-    if tok.type == "RPAR" and expected <= {"_NL", "$END"}:
+    if tok.type == "RPAR" and expected <= {"NL", "$END", "VBAR"}:
         return _SyntaxProblem("unexpected ')' with no '(' to close", tok.line, tok.column)
     if expected <= {"NAME", "$END"} and "NAME" in expected and "::=" in text[: tok.start_pos or 0]:
         return _SyntaxProblem(
@@ -469,12 +509,13 @@ def _translate(e: UnexpectedInput, text: str, source: str) -> GrammarSyntaxError
 
 @lru_cache(maxsize=1)
 def _parser() -> tuple[Lark, _Builder]:
-    builder = _Builder()
+    postlex = _NewlineFilter()
+    builder = _Builder(postlex)
     lark = Lark(
         (Path(__file__).with_name("gbnf.lark")).read_text(encoding="utf-8"),
         parser="lalr",
         lexer="contextual",
-        postlex=_NewlineFilter(),
+        postlex=postlex,
         propagate_positions=False,
         maybe_placeholders=False,
         transformer=builder,

@@ -143,9 +143,12 @@ def walk(e: Expr) -> Iterator[Expr]:
 def seq(*items: Expr) -> Expr:
     """A sequence with nested sequences flattened and empty literals dropped."""
     flat: list[Expr] = []
-    for it in items:
+    pending = list(items)
+    pending.reverse()
+    while pending:
+        it = pending.pop()
         if isinstance(it, Seq):
-            flat.extend(it.items)
+            pending.extend(reversed(it.items))
         elif isinstance(it, Literal) and it.text == "":
             continue
         elif isinstance(it, Literal) and flat and isinstance(flat[-1], Literal):
@@ -172,7 +175,7 @@ def alt(*options: Expr) -> Expr:
 # ---------------------------------------------------------------- printing
 
 _LIT_ESC = {ord('"'): '\\"', ord("\\"): "\\\\", 10: "\\n", 13: "\\r", 9: "\\t"}
-_CLS_ESC = {ord("]"): "\\]", ord("\\"): "\\\\", ord("-"): "\\-", ord("^"): "\\^", 10: "\\n", 13: "\\r", 9: "\\t"}
+_CLS_ESC = {ord("]"): "\\]", ord("\\"): "\\\\", ord("-"): "\\-", ord("^"): "\\x5E", 10: "\\n", 13: "\\r", 9: "\\t"}
 
 
 def _escape_cp(cp: int, table: dict[int, str]) -> str:
@@ -192,6 +195,8 @@ def format_literal(text: str) -> str:
 def format_class(c: CharClass) -> str:
     if c.negated and not c.ranges:
         return "."
+    if not c.negated and not normalize_ranges(c.ranges):
+        return "[^\\x00-\\U0010FFFF]"  # matches nothing ("[]" would mean the empty string)
     parts = []
     for a, b in normalize_ranges(c.ranges):
         if a == b:
@@ -202,7 +207,7 @@ def format_class(c: CharClass) -> str:
 
 
 def _format_repeat(r: Repeat) -> str:
-    inner = format_expr(r.item, atom=True)
+    inner = "()" if r.item == EMPTY else format_expr(r.item, atom=True)
     if (r.min, r.max) == (0, None):
         return inner + "*"
     if (r.min, r.max) == (1, None):

@@ -64,7 +64,6 @@ UNSUPPORTED = {
     "not", "if", "then", "else", "contains", "minContains", "maxContains", "uniqueItems",
     "dependentSchemas", "dependentRequired", "dependencies", "unevaluatedItems",
     "unevaluatedProperties", "$dynamicRef", "$dynamicAnchor", "$recursiveRef", "$recursiveAnchor",
-    "additionalItems",
 }
 
 
@@ -399,7 +398,10 @@ class _Compiler:
         if decoded is None:
             if lo == 0 and hi is None:
                 return ANY_STRING
-            return seq(Literal('"'), Repeat(COUNTED_CHAR, lo, hi), Literal('"'))
+            if "char" not in self._any_rules.values():
+                self.define(self.fresh("char"), COUNTED_CHAR)
+                self._any_rules[-1] = "char"
+            return seq(Literal('"'), Repeat(RuleRef("char"), lo, hi), Literal('"'))
         try:
             r = restrict_length(decoded, lo, hi)
         except LookupError:
@@ -470,6 +472,34 @@ class _Compiler:
         return object_expr(self, node, ptr, depth)
 
 
+def _productive(rules: dict[str, Expr]) -> set[str]:
+    """Rules that derive at least one finite string."""
+    good: set[str] = set()
+
+    def ok(e: Expr) -> bool:
+        if isinstance(e, RuleRef):
+            return e.name in good
+        if isinstance(e, CharClass):
+            return e != NOTHING
+        if isinstance(e, Literal):
+            return True
+        if isinstance(e, Repeat):
+            return e.min == 0 or ok(e.item)
+        items = getattr(e, "items", None)
+        if items is not None:
+            return all(ok(x) for x in items)
+        return any(ok(x) for x in e.options)  # type: ignore[union-attr]
+
+    changed = True
+    while changed:
+        changed = False
+        for name, body in rules.items():
+            if name not in good and ok(body):
+                good.add(name)
+                changed = True
+    return good
+
+
 def _top_level_bar(text: str) -> bool:
     depth, i, in_class = 0, 0, False
     while i < len(text):
@@ -508,6 +538,8 @@ def schema_to_grammar(
     if _dead(body):
         raise SchemaError("the schema accepts no value at all", pointer="/", source=source)
     c.rules["root"] = body
+    if "root" not in _productive(c.rules):
+        raise SchemaError("the schema accepts no finite value (its recursion never ends)", pointer="/", source=source)
     rules = {"root": body, **{k: v for k, v in c.rules.items() if k != "root"}}
     return Grammar(rules, root="root", source=source, warnings=c.warnings)
 

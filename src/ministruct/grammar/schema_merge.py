@@ -1,0 +1,380 @@
+"""JSON Schema plumbing for the schema front end: `$ref` resolution (JSON pointers,
+`$id`, `$anchor`), exact `allOf`/`$ref`-with-siblings merging, type sets, and the
+disjointness test behind exact `oneOf`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import urllib.parse
+from typing import Any, Callable, Optional
+
+ALL_TYPES = frozenset({"null", "boolean", "object", "array", "number", "integer", "string"})
+_NOT_SCHEMAS = {"enum", "const", "default", "examples", "example"}
+MAX_PRODUCT = 64
+
+
+class MergeError(Exception):
+    """A combination that cannot be merged exactly."""
+
+    def __init__(self, message: str, pointer: str, keyword: Optional[str] = None) -> None:
+        super().__init__(message)
+        self.message, self.pointer, self.keyword = message, pointer, keyword
+
+
+def escape_token(tok: str) -> str:
+    return tok.replace("~", "~0").replace("/", "~1")
+
+
+def schema_types(node: dict, ptr: str, error: Callable) -> set[str]:
+    """The JSON types `node` allows by its `type` keyword ("integer" kept apart from "number")."""
+    if "type" not in node:
+        return set(ALL_TYPES)
+    t = node["type"]
+    names = [t] if isinstance(t, str) else t
+    if not isinstance(names, list) or not all(isinstance(x, str) for x in names):
+        raise error(f"type must be a string or an array of strings, not {json.dumps(t)}", f"{ptr}/type", "type")
+    for x in names:
+        if x not in ALL_TYPES:
+            raise error(f"unknown type {x!r}", f"{ptr}/type", "type")
+    out = set(names)
+    if "number" in out:
+        out.add("integer")
+    return out
+
+
+def value_type(v: Any) -> str:
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "boolean"
+    if isinstance(v, int) or (isinstance(v, float) and v.is_integer()):
+        return "integer"
+    if isinstance(v, float):
+        return "number"
+    if isinstance(v, str):
+        return "string"
+    return "array" if isinstance(v, list) else "object"
+
+
+class Resolver:
+    """Finds `$ref` targets inside one schema document (no remote references)."""
+
+    def __init__(self, root: Any, error: Callable) -> None:
+        self.root, self.error = root, error
+        self.ids: dict[str, str] = {}
+        self.anchors: dict[str, str] = {}
+        self.bases: dict[str, str] = {}
+        base = root.get("$id", "") if isinstance(root, dict) and isinstance(root.get("$id"), str) else ""
+        self.root_doc = urllib.parse.urldefrag(base)[0]
+        self._scan(root, "", self.root_doc)
+
+    def _scan(self, node: Any, ptr: str, base: str) -> None:
+        if isinstance(node, dict):
+            if isinstance(node.get("$id"), str):
+                base = urllib.parse.urldefrag(urllib.parse.urljoin(base, node["$id"]))[0]
+                self.ids.setdefault(base, ptr)
+            if isinstance(node.get("$anchor"), str):
+                self.anchors.setdefault(f"{base}#{node['$anchor']}", ptr)
+            self.bases[ptr] = base
+            for k, v in node.items():
+                if k not in _NOT_SCHEMAS:
+                    self._scan(v, f"{ptr}/{escape_token(k)}", base)
+        elif isinstance(node, list):
+            for i, v in enumerate(node):
+                self._scan(v, f"{ptr}/{i}", base)
+
+    def get(self, ptr: str) -> Any:
+        node = self.root
+        for tok in ptr.split("/")[1:]:
+            tok = tok.replace("~1", "/").replace("~0", "~")
+            if isinstance(node, list):
+                node = node[int(tok)]
+            else:
+                node = node[tok]
+        return node
+
+    def resolve(self, ref: Any, ptr: str) -> tuple[Any, str]:
+        """(target schema, its JSON pointer) for a `$ref` found in the node at `ptr`."""
+        where = f"{ptr}/$ref"
+        if not isinstance(ref, str):
+            raise self.error("$ref must be a string", where, "$ref")
+        base = self.bases.get(ptr, self.root_doc)
+        full = urllib.parse.urljoin(base, ref) if base else ref
+        doc, frag = urllib.parse.urldefrag(full)
+        if doc == "" or doc == self.root_doc:
+            start = ""
+        elif doc in self.ids:
+            start = self.ids[doc]
+        else:
+            raise self.error(f"remote $ref {ref!r} is not supported (only references inside the schema)", where, "$ref")
+        frag = urllib.parse.unquote(frag)
+        if frag == "" or frag.startswith("/"):
+            tptr = start + frag if frag else start
+            try:
+                for tok in frag.split("/")[1:]:
+                    if tok.lstrip("-").isdigit() and tok.startswith("0") and len(tok) > 1:
+                        raise KeyError(tok)
+                target = self.get(tptr)
+            except (KeyError, IndexError, ValueError, TypeError):
+                raise self.error(f"$ref {ref!r} points nowhere", where, "$ref") from None
+            return target, tptr
+        key = f"{doc}#{frag}"
+        if key not in self.anchors:
+            raise self.error(f"$ref {ref!r} points nowhere (no such $anchor)", where, "$ref")
+        return self.get(self.anchors[key]), self.anchors[key]
+
+    # ------------------------------------------------------------ oneOf
+
+    def _branch(self, s: Any, ptr: str, seen: int = 0) -> Any:
+        while isinstance(s, dict) and "$ref" in s and seen < 32:
+            s, ptr = self.resolve(s["$ref"], ptr)
+            seen += 1
+        return s
+
+    def _types(self, s: Any) -> set[str]:
+        if s is True:
+            return set(ALL_TYPES)
+        if not isinstance(s, dict):
+            return set()
+        if "const" in s:
+            return {value_type(s["const"])}
+        if isinstance(s.get("enum"), list):
+            return {value_type(v) for v in s["enum"]}
+        t = schema_types(s, "", self.error)
+        for sub in s.get("allOf", []) if isinstance(s.get("allOf"), list) else []:
+            t &= _widen(self._types(self._branch(sub, "")))
+        return t
+
+    def _values(self, s: Any) -> Optional[list]:
+        if isinstance(s, dict):
+            if "const" in s:
+                return [s["const"]]
+            if isinstance(s.get("enum"), list):
+                return s["enum"]
+        return None
+
+    def disjoint(self, a: Any, b: Any, rest: dict) -> bool:
+        """True when no instance can satisfy both branches (a sufficient test)."""
+        a, b = self._branch(a, ""), self._branch(b, "")
+        if a is False or b is False:
+            return True
+        ta, tb = _widen(self._types(a)), _widen(self._types(b))
+        if not (ta & tb & _widen(schema_types(rest, "", self.error))):
+            return True
+        va, vb = self._values(a), self._values(b)
+        if va is not None and vb is not None and not any(_json_eq(x, y) for x in va for y in vb):
+            return True
+        if isinstance(a, dict) and isinstance(b, dict):
+            pa, pb = a.get("properties") or {}, b.get("properties") or {}
+            ra = set(a.get("required") or []) | set(rest.get("required") or [])
+            rb = set(b.get("required") or []) | set(rest.get("required") or [])
+            for p in set(pa) & set(pb) & ra & rb:
+                xa, xb = self._values(self._branch(pa[p], "")), self._values(self._branch(pb[p], ""))
+                if xa is not None and xb is not None and not any(_json_eq(x, y) for x in xa for y in xb):
+                    return True
+        return False
+
+
+def _widen(t: set[str]) -> set[str]:
+    """Type set where "integer" instances also count as "number" ones."""
+    t = set(t)
+    if "number" in t:
+        t.add("integer")
+    if "integer" in t:
+        t.add("number")
+    return t
+
+
+def _json_eq(x: Any, y: Any) -> bool:
+    if isinstance(x, bool) or isinstance(y, bool):
+        return type(x) is type(y) and x == y
+    if isinstance(x, (int, float)) and isinstance(y, (int, float)):
+        return x == y
+    if isinstance(x, list) and isinstance(y, list):
+        return len(x) == len(y) and all(_json_eq(a, b) for a, b in zip(x, y))
+    if isinstance(x, dict) and isinstance(y, dict):
+        return x.keys() == y.keys() and all(_json_eq(x[k], y[k]) for k in x)
+    return type(x) is type(y) and x == y
+
+
+# ------------------------------------------------------------ allOf merging
+
+_MAXES = {"minimum", "exclusiveMinimum", "minLength", "minItems", "minProperties"}
+_MINS = {"maximum", "exclusiveMaximum", "maxLength", "maxItems", "maxProperties"}
+_SCHEMA_VALUED = {"propertyNames", "contains", "additionalItems", "unevaluatedItems", "unevaluatedProperties", "not"}
+_OBJECT_SHAPE = ("properties", "additionalProperties", "patternProperties")
+_ARRAY_SHAPE = ("prefixItems", "items", "additionalItems")
+_SKIP = {"title", "description", "default", "examples", "$comment", "$schema", "$id", "$anchor", "$defs",
+         "definitions", "deprecated", "readOnly", "writeOnly", "$vocabulary", "example"}
+
+
+def _flatten(schema: Any, ptr: str, resolver: Resolver, chain: tuple[str, ...], out: list) -> None:
+    if schema is True:
+        return
+    if schema is False or not isinstance(schema, dict):
+        out.append((schema, ptr))
+        return
+    own = {k: v for k, v in schema.items() if k not in ("allOf", "$ref")}
+    out.append((own, ptr))
+    if "$ref" in schema:
+        target, tptr = resolver.resolve(schema["$ref"], ptr)
+        if tptr in chain:
+            raise MergeError(f"$ref {schema['$ref']!r} recurses into itself inside allOf/$ref siblings", f"{ptr}/$ref", "$ref")
+        _flatten(target, tptr, resolver, chain + (tptr,), out)
+    if "allOf" in schema:
+        subs = schema["allOf"]
+        if not isinstance(subs, list) or not subs:
+            raise MergeError("allOf must be a non-empty array", f"{ptr}/allOf", "allOf")
+        for i, s in enumerate(subs):
+            _flatten(s, f"{ptr}/allOf/{i}", resolver, chain, out)
+
+
+def merge_all(schema: dict, ptr: str, resolver: Resolver) -> dict:
+    """One schema object equivalent to `schema` with its `allOf` and `$ref` folded in."""
+    if "allOf" not in schema and "$ref" not in schema:
+        return schema
+    parts: list = []
+    _flatten(schema, ptr, resolver, (), parts)
+    for p, pptr in parts:
+        if p is False:
+            return {"enum": []}
+        if not isinstance(p, dict):
+            raise MergeError(f"a schema must be an object or a boolean, not {type(p).__name__}", pptr)
+    parts = [(p, q) for p, q in parts if any(k not in _SKIP for k in p)]
+    if not parts:
+        return {}
+    if len(parts) == 1:
+        return parts[0][0]
+    out: dict = {}
+    for p, pptr in parts:
+        for k, v in p.items():
+            if k in _SKIP or k in _OBJECT_SHAPE or k in _ARRAY_SHAPE:
+                continue
+            out[k] = v if k not in out else _combine(k, out[k], v, pptr)
+    shape = [(p, q) for p, q in parts if any(k in p for k in _OBJECT_SHAPE)]
+    if len(shape) == 1:
+        for k in _OBJECT_SHAPE:
+            if k in shape[0][0]:
+                out[k] = shape[0][0][k]
+    elif shape:
+        out.update(_merge_shapes(shape))
+    arrays = [(p, q) for p, q in parts if any(k in p for k in _ARRAY_SHAPE)]
+    if len(arrays) == 1:
+        out.update({k: arrays[0][0][k] for k in _ARRAY_SHAPE if k in arrays[0][0]})
+    elif arrays:
+        out.update(_merge_arrays(arrays))
+    return out
+
+
+def _merge_arrays(parts: list) -> dict:
+    """Exact merge of prefixItems / items: position i gets every part's schema for i."""
+    for p, q in parts:
+        if isinstance(p.get("items"), list) or "additionalItems" in p:
+            raise MergeError("allOf: cannot merge array forms of items", q, "items")
+        if not isinstance(p.get("prefixItems", []), list):
+            raise MergeError("prefixItems must be an array", f"{q}/prefixItems", "prefixItems")
+    n = max(len(p.get("prefixItems", [])) for p, _ in parts)
+    prefix = []
+    for i in range(n):
+        subs = [p["prefixItems"][i] if i < len(p.get("prefixItems", [])) else p.get("items", True) for p, _ in parts]
+        subs = [x for x in subs if x is not True]
+        prefix.append(True if not subs else subs[0] if len(subs) == 1 else {"allOf": subs})
+    items = [p.get("items", True) for p, _ in parts if p.get("items", True) is not True]
+    out: dict = {"items": True if not items else items[0] if len(items) == 1 else {"allOf": items}}
+    if prefix:
+        out["prefixItems"] = prefix
+    return out
+
+
+def _lcm(a: Any, b: Any, ptr: str) -> Any:
+    if all(isinstance(x, int) or (isinstance(x, float) and x.is_integer()) for x in (a, b)):
+        a, b = int(a), int(b)
+        return a * b // math.gcd(a, b)
+    raise MergeError("allOf: cannot merge non-integer multipleOf values", f"{ptr}/multipleOf", "multipleOf")
+
+
+def _combine(k: str, a: Any, b: Any, ptr: str) -> Any:
+    if k == "type":
+        ta = {a} if isinstance(a, str) else set(a)
+        tb = {b} if isinstance(b, str) else set(b)
+        both = ta & tb
+        if "number" in ta and "integer" in tb or "integer" in ta and "number" in tb:
+            both.add("integer")
+        return sorted(both)
+    if k == "required":
+        return list(dict.fromkeys(list(a) + list(b)))
+    if k in _MAXES:
+        return max(a, b)
+    if k in _MINS:
+        return min(a, b)
+    if k == "enum":
+        return [x for x in a if any(_json_eq(x, y) for y in b)]
+    if k == "const":
+        return a if _json_eq(a, b) else _Empty.marker()
+    if k == "multipleOf":
+        return _lcm(a, b, ptr)
+    if k == "uniqueItems":
+        return bool(a) or bool(b)
+    if k in _SCHEMA_VALUED:
+        return {"allOf": [a, b]}
+    if k == "anyOf":
+        if len(a) * len(b) > MAX_PRODUCT:
+            raise MergeError("allOf: several anyOf lists with too many combinations", f"{ptr}/anyOf", "anyOf")
+        return [{"allOf": [x, y]} for x in a for y in b]
+    if k == "prefixItems" and len(a) == len(b):
+        return [{"allOf": [x, y]} for x, y in zip(a, b)]
+    if _json_eq(a, b):
+        return a
+    raise MergeError(f"allOf: cannot merge two different '{k}' values exactly", f"{ptr}/{k}", k)
+
+
+class _Empty:
+    @staticmethod
+    def marker() -> list:
+        raise MergeError("allOf: two different const values: no instance is valid", "", "const")
+
+
+def _merge_shapes(shape: list) -> dict:
+    """Exact merge of properties / additionalProperties / patternProperties of several parts."""
+    with_pp = [p for p, _ in shape if p.get("patternProperties")]
+    strict_ap = [p for p, _ in shape if p.get("additionalProperties", True) is not True]
+    if len(with_pp) > 1 and strict_ap:
+        raise MergeError("allOf: patternProperties in several parts with additionalProperties", shape[0][1], "patternProperties")
+    names: list[str] = []
+    for p, _ in shape:
+        names += [n for n in (p.get("properties") or {}) if n not in names]
+    props: dict = {}
+    for n in names:
+        subs = []
+        for p, q in shape:
+            pp = p.get("properties") or {}
+            if n in pp:
+                subs.append(pp[n])
+                continue
+            matched = [s for pat, s in (p.get("patternProperties") or {}).items() if _search(pat, n, q)]
+            subs += matched if matched else [p.get("additionalProperties", True)]
+        subs = [s for s in subs if s is not True]
+        props[n] = True if not subs else subs[0] if len(subs) == 1 else {"allOf": subs}
+    out: dict = {"properties": props}
+    aps = [p.get("additionalProperties", True) for p, _ in shape]
+    aps = [a for a in aps if a is not True]
+    out["additionalProperties"] = True if not aps else aps[0] if len(aps) == 1 else {"allOf": aps}
+    pps: dict = {}
+    for p, _ in shape:
+        for pat, s in (p.get("patternProperties") or {}).items():
+            others = [o.get("additionalProperties", True) for o, _ in shape if o is not p]
+            others = [o for o in others if o is not True]
+            pps[pat] = s if not others else {"allOf": [s] + others}
+    if pps:
+        out["patternProperties"] = pps
+    return out
+
+
+def _search(pattern: str, name: str, ptr: str) -> bool:
+    try:
+        return re.search(pattern, name) is not None
+    except re.error:
+        raise MergeError(f"invalid pattern {pattern!r}", f"{ptr}/patternProperties", "patternProperties") from None

@@ -1,0 +1,334 @@
+"""Objects and arrays for the JSON Schema front end.
+
+Objects: listed properties in `properties` order (required ones must appear), then
+required names not listed, then additional properties; a small state machine over
+(position, members so far) makes minProperties/maxProperties exact.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any, Optional
+
+from .ir import EMPTY, CharClass, Expr, Literal, Repeat, RuleRef, alt, seq
+from .schema_formats import ANY_STRING, STRING_UNIT, encode_chars, encode_class, string_literal
+from .schema_merge import MergeError, Resolver, escape_token, merge_all
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .jsonschema import _Compiler
+
+NOTHING = CharClass(())
+MAX_OBJECT_STATES = 4000
+
+
+def _dead(e: Optional[Expr]) -> bool:
+    return e is None or e == NOTHING
+
+
+def _int_kw(c: "_Compiler", node: dict, k: str, ptr: str, default: Optional[int]) -> Optional[int]:
+    if k not in node:
+        return default
+    x = node[k]
+    if isinstance(x, float) and x.is_integer():
+        x = int(x)
+    if isinstance(x, bool) or not isinstance(x, int) or x < 0:
+        raise c.error(f"{k} must be a non-negative integer", f"{ptr}/{k}", k)
+    return x
+
+
+# ------------------------------------------------------------ keys
+
+
+def not_in_names(names: list[str]) -> Expr:
+    """JSON string texts (any escapes) whose decoded value is not one of the names."""
+    trie: dict = {}
+    for n in names:
+        t = trie
+        for ch in n:
+            t = t.setdefault(ch, {})
+        t[None] = True
+
+    free = Repeat(STRING_UNIT, 0, None)
+
+    def build(t: dict) -> Expr:
+        kids = sorted(k for k in t if k is not None)
+        opts: list[Expr] = [] if None in t else [EMPTY]
+        excluded = [(ord(k), ord(k)) for k in kids]
+        other = _minus(CharClass((), negated=True), excluded)
+        if other is not None:
+            opts.append(seq(encode_class(other), free))
+        for k in kids:
+            opts.append(seq(encode_chars(Literal(k)), build(t[k])))
+        return alt(*opts) if opts else NOTHING
+
+    if not names:
+        return ANY_STRING
+    return seq(Literal('"'), build(trie), Literal('"'))
+
+
+def _minus(cls: CharClass, excluded: list[tuple[int, int]]) -> Optional[CharClass]:
+    rs = cls.code_point_ranges()
+    out = []
+    for a, b in rs:
+        cur = a
+        for x, _ in sorted(excluded):
+            if x < cur or x > b:
+                continue
+            if x > cur:
+                out.append((cur, x - 1))
+            cur = x + 1
+        if cur <= b:
+            out.append((cur, b))
+    return CharClass(tuple(out)) if out else None
+
+
+# ------------------------------------------------------------ objects
+
+
+def object_expr(c: "_Compiler", node: dict, ptr: str, depth: int) -> Expr:
+    props = node.get("properties", {})
+    if not isinstance(props, dict):
+        raise c.error("properties must be an object", f"{ptr}/properties", "properties")
+    required = node.get("required", [])
+    if not isinstance(required, list) or not all(isinstance(r, str) for r in required):
+        raise c.error("required must be an array of strings", f"{ptr}/required", "required")
+    ap = node.get("additionalProperties", True)
+    pp = node.get("patternProperties", {}) or {}
+    if not isinstance(pp, dict):
+        raise c.error("patternProperties must be an object", f"{ptr}/patternProperties", "patternProperties")
+    pn = node.get("propertyNames", True)
+    min_p = _int_kw(c, node, "minProperties", ptr, 0) or 0
+    max_p = _int_kw(c, node, "maxProperties", ptr, None)
+    pn_validator = c.validator.evolve(schema=pn) if pn is not True else None
+
+    names = list(props) + [r for r in dict.fromkeys(required) if r not in props]
+    entries: list[tuple[Expr, bool]] = []
+    for n in names:
+        req = n in required
+        subs = [props[n]] if n in props else []
+        for pat, s in pp.items():
+            try:
+                hit = re.search(pat, n) is not None
+            except re.error:
+                raise c.error(f"invalid pattern {pat!r}", f"{ptr}/patternProperties", "patternProperties") from None
+            if hit:
+                subs.append(s)
+        if n not in props and len(subs) == 0:
+            subs.append(ap)
+        if pn_validator is not None and not pn_validator.is_valid(n):
+            subs = [False]
+        subs = [s for s in subs if s is not True]
+        schema: Any = True if not subs else subs[0] if len(subs) == 1 else {"allOf": subs}
+        where = f"{ptr}/properties/{escape_token(n)}" if n in props else f"{ptr}/required"
+        val = c.value(schema, where, depth + 1)
+        if _dead(val):
+            if req:
+                return NOTHING
+            continue
+        entries.append((seq(string_literal(n), c.colon(), val), req))
+
+    kvx = _extras(c, node, ptr, depth, names, ap, pp, pn)
+    return _members(c, entries, kvx, min_p, max_p, ptr, depth)
+
+
+def _extras(c: "_Compiler", node: dict, ptr: str, depth: int, names: list[str], ap: Any, pp: dict, pn: Any) -> Optional[Expr]:
+    """One additional `"key": value` member (a rule), or None when none are allowed."""
+    if pn is False:
+        return None
+    if pp and not (ap is True and all(s is True for s in pp.values())):
+        if ap is not False:
+            c.unsupported("patternProperties", ptr, "with additionalProperties other than false is not enforced")
+            return None
+        schemas = list(pp.values())
+        if any(s != schemas[0] for s in schemas[1:]):
+            c.unsupported("patternProperties", ptr, "with several patterns of different schemas is not enforced")
+            return None
+        for n in names:
+            if any(re.search(p, n) for p in pp):
+                c.unsupported("patternProperties", ptr, f"matching the listed property {n!r} is not enforced for other keys")
+                return None
+        if pn is not True:
+            c.unsupported("propertyNames", ptr, "together with patternProperties is not enforced")
+            return None
+        key = alt(*[c.value({"type": "string", "pattern": p}, f"{ptr}/patternProperties", 0) for p in pp])
+        val = c.value(schemas[0], f"{ptr}/patternProperties/{escape_token(next(iter(pp)))}", depth + 1)
+    elif ap is False:
+        return None
+    else:
+        if pn is not True:
+            pv = c.validator.evolve(schema=pn)
+            if any(pv.is_valid(n) for n in names):
+                c.unsupported("propertyNames", ptr, "together with listed properties it allows is not enforced")
+                return None
+            key = c.value({"allOf": [pn, {"type": "string"}]}, f"{ptr}/propertyNames", 0)
+        else:
+            key = not_in_names(names)
+        val = c.value(ap, f"{ptr}/additionalProperties", depth + 1)
+    if _dead(key) or _dead(val):
+        return None
+    return c.rule(f"kv{ptr}", seq(key, c.colon(), val))
+
+
+def _members(c: "_Compiler", entries: list, kvx: Optional[Expr], min_p: int, max_p: Optional[int], ptr: str, depth: int) -> Expr:
+    n = len(entries)
+    sat = max(min_p, (max_p + 1) if max_p is not None else 0, 1)
+    if (n + 1) * (sat + 1) > MAX_OBJECT_STATES:
+        c.unsupported("maxProperties" if max_p is not None else "minProperties", ptr, "is too large to count exactly here")
+        min_p, max_p, sat = 0, None, 1
+    # reachable states and how often each is referenced
+    refs: dict[tuple[int, int], int] = {(0, 0): 1}
+    order = [(0, 0)]
+    for i in range(n):
+        for cnt in range(sat + 1):
+            if (i, cnt) not in refs:
+                continue
+            nxt = []
+            if max_p is None or cnt + 1 <= max_p:
+                nxt.append((i + 1, min(cnt + 1, sat)))
+            if not entries[i][1]:
+                nxt.append((i + 1, cnt))
+            for s in nxt:
+                if s not in refs:
+                    refs[s] = 0
+                    order.append(s)
+                refs[s] += 1
+    built: dict[tuple[int, int], Expr] = {}
+    for i, cnt in sorted(refs, reverse=True):
+        if i == n:
+            body = _tail(c, kvx, cnt, min_p, max_p, depth)
+        else:
+            kv, req = entries[i]
+            opts = []
+            if max_p is None or cnt + 1 <= max_p:
+                nxt = built[(i + 1, min(cnt + 1, sat))]
+                sep = c.open_(depth) if cnt == 0 else c.comma(depth)
+                opts.append(None if _dead(nxt) else seq(sep, kv, nxt))
+            if not req:
+                opts.append(built[(i + 1, cnt)])
+            live = [o for o in opts if not _dead(o)]
+            body = alt(*live) if live else NOTHING
+        if refs[(i, cnt)] > 1 and not _dead(body) and not isinstance(body, (Literal, RuleRef)):
+            body = c.rule(f"obj{ptr}-{i}-{cnt}", body)
+        built[(i, cnt)] = body
+    inner = built[(0, 0)]
+    return NOTHING if _dead(inner) else seq(Literal("{"), inner, Literal("}"))
+
+
+def _tail(c: "_Compiler", kvx: Optional[Expr], cnt: int, min_p: int, max_p: Optional[int], depth: int) -> Expr:
+    lo = max(0, min_p - cnt)
+    hi = None if max_p is None else max_p - cnt
+    if hi is not None and hi < 0:
+        return NOTHING
+    end = c.empty_inside() if cnt == 0 else c.close(depth)
+    if kvx is None or hi == 0:
+        return end if lo == 0 else NOTHING
+    more = Repeat(seq(c.comma(depth), kvx), max(lo - 1, 0) if cnt == 0 else lo, None if hi is None else (hi - 1 if cnt == 0 else hi))
+    if cnt > 0:
+        return seq(more, end)
+    some = seq(c.open_(depth), kvx, more, c.close(depth))
+    return alt(end, some) if lo == 0 else some
+
+
+# ------------------------------------------------------------ arrays
+
+
+def array_expr(c: "_Compiler", node: dict, ptr: str, depth: int) -> Expr:
+    prefix = node.get("prefixItems", [])
+    items = node.get("items", True)
+    pkw = "prefixItems"
+    if isinstance(items, list):  # draft-07 tuple form
+        prefix, items, pkw = items, node.get("additionalItems", True), "items"
+    if not isinstance(prefix, list):
+        raise c.error("prefixItems must be an array", f"{ptr}/prefixItems", "prefixItems")
+    min_i = _int_kw(c, node, "minItems", ptr, 0) or 0
+    max_i = _int_kw(c, node, "maxItems", ptr, None)
+    elems: list[Expr] = []
+    for i, s in enumerate(prefix):
+        e = c.value(s, f"{ptr}/{pkw}/{i}", depth + 1)
+        if _dead(e):
+            max_i = i if max_i is None else min(max_i, i)
+            break
+        elems.append(e)
+    k = len(elems)
+    tail = NOTHING if items is False else c.value(items, f"{ptr}/items" if pkw == "prefixItems" else f"{ptr}/additionalItems", depth + 1)
+    if len(elems) < len(prefix):
+        tail = NOTHING
+    if max_i is not None and max_i < min_i:
+        return NOTHING
+    # state(k): tail elements
+    lo_t = max(0, min_i - k)
+    hi_t = None if max_i is None else max_i - k
+    end_k = c.empty_inside() if k == 0 else c.close(depth)
+    if _dead(tail) or hi_t is not None and hi_t <= 0:
+        state: Expr = end_k if lo_t == 0 and (hi_t is None or hi_t >= 0) else NOTHING
+    elif k == 0:
+        some = seq(c.open_(depth), tail, Repeat(seq(c.comma(depth), tail), max(lo_t - 1, 0), None if hi_t is None else hi_t - 1), c.close(depth))
+        state = alt(end_k, some) if lo_t == 0 else some
+    else:
+        state = seq(Repeat(seq(c.comma(depth), tail), lo_t, hi_t), end_k)
+    for i in range(k - 1, -1, -1):
+        opts: list[Expr] = []
+        if i >= min_i:
+            opts.append(c.empty_inside() if i == 0 else c.close(depth))
+        if (max_i is None or i < max_i) and not _dead(state):
+            opts.append(seq(c.open_(depth) if i == 0 else c.comma(depth), elems[i], state))
+        state = alt(*opts) if opts else NOTHING
+    return NOTHING if _dead(state) else seq(Literal("["), state, Literal("]"))
+
+
+# ------------------------------------------------------------ canonical order
+
+
+def reorder(value: Any, schema: Any, resolver: Resolver, ptr: str, _depth: int = 0) -> Any:
+    """`value` with object keys in the order the grammar generates them."""
+    if not isinstance(schema, dict) or _depth > 64 or not isinstance(value, (dict, list)):
+        return value
+    try:
+        node = merge_all(schema, ptr, resolver)
+        while set(node) - {"$defs", "definitions", "title", "description"} == {"$ref"}:
+            node, ptr = resolver.resolve(node["$ref"], ptr)
+            if not isinstance(node, dict):
+                return value
+            node = merge_all(node, ptr, resolver)
+    except Exception:
+        return value
+    for kw in ("anyOf", "oneOf"):
+        if isinstance(node.get(kw), list):
+            from jsonschema import Draft202012Validator
+
+            v = Draft202012Validator(resolver.root)
+            rest = {k: x for k, x in node.items() if k != kw}
+            for sub in node[kw]:
+                cand = {"allOf": [rest, sub]}
+                try:
+                    ok = v.evolve(schema=cand).is_valid(value)
+                except Exception:
+                    ok = False
+                if ok:
+                    return reorder(value, cand, resolver, ptr, _depth + 1)
+            return value
+    if isinstance(value, list):
+        prefix = node.get("prefixItems", [])
+        items = node.get("items", True)
+        if isinstance(items, list):
+            prefix, items = items, node.get("additionalItems", True)
+        return [reorder(x, prefix[i] if i < len(prefix) else items, resolver, ptr, _depth + 1) for i, x in enumerate(value)]
+    props = node.get("properties") or {}
+    required = [r for r in node.get("required") or [] if isinstance(r, str)]
+    order = list(props) + [r for r in dict.fromkeys(required) if r not in props]
+    out: dict = {}
+    for k in order + [k for k in value if k not in order]:
+        if k in value and k not in out:
+            sub = props.get(k)
+            if sub is None:
+                matched = [s for p, s in (node.get("patternProperties") or {}).items() if _safe_search(p, k)]
+                sub = matched[0] if matched else node.get("additionalProperties", True)
+            out[k] = reorder(value[k], sub, resolver, ptr, _depth + 1)
+    return out
+
+
+def _safe_search(p: str, k: str) -> bool:
+    try:
+        return re.search(p, k) is not None
+    except re.error:
+        return False

@@ -1,0 +1,82 @@
+"""Rich rendering at a fixed width against golden files (scripts/regen_golden.py writes them)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from ministruct.diagnostics.render import (
+    ROW_STYLES,
+    escape_token,
+    fmt_prob,
+    render_text,
+    row_style,
+    step_table,
+)
+
+GOLDEN = Path(__file__).resolve().parents[1] / "golden"
+
+
+def _cases():
+    spec = importlib.util.spec_from_file_location("ministruct_golden_cases_test", GOLDEN / "cases.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+CASES = _cases()
+
+
+@pytest.mark.parametrize("name", sorted(CASES.CASES))
+def test_matches_golden_file(name):
+    path = GOLDEN / f"{name}.txt"
+    assert path.exists(), f"missing {path}: run scripts/regen_golden.py"
+    got = render_text(CASES.CASES[name](), width=CASES.WIDTH)
+    assert got == path.read_text(encoding="utf-8"), f"{name}: output changed; if intended, run scripts/regen_golden.py"
+
+
+@pytest.mark.parametrize("name", sorted(CASES.CASES))
+def test_fits_the_width(name):
+    for width in (60, 100):
+        text = render_text(CASES.CASES[name](), width=width)
+        assert max(len(line) for line in text.splitlines()) <= width
+
+
+def test_escapes_are_visible():
+    assert escape_token(" a\n\t\r\\") == "\u2423a\\n\\t\\r\\\\"
+    assert escape_token("\x00\x7f") == "\\x00\\x7f"
+    assert escape_token("\ufffd", b"\xe2\x80") == "\\xe2\\x80"
+    assert escape_token("", b"\xc3\xa9\xff") == "\u00e9\\xff"
+    assert escape_token("é") == "é"
+
+
+def test_markup_is_not_interpreted():
+    rec = CASES.RECORDS[4]
+    assert "[bold]" in rec.token
+    assert "[bold]Ada" in render_text(step_table([rec]), width=100)
+
+
+def test_probabilities_format():
+    assert fmt_prob(1.0) == "1.0000"
+    assert fmt_prob(0.00042) == "4.2e-04"
+    assert fmt_prob(0.0) == "0.0000"
+
+
+def test_row_styles_follow_the_tag():
+    by_step = {r.step: r for r in CASES.RECORDS}
+    assert row_style(by_step[0]) == ROW_STYLES["forced"]
+    assert row_style(by_step[4]) == ROW_STYLES["collapsed"]
+    assert row_style(by_step[2]) == ROW_STYLES["changed"]
+    assert row_style(by_step[5]) == ROW_STYLES["free"]
+    assert len({ROW_STYLES[k] for k in ("forced", "collapsed", "changed", "free")}) == 4
+
+
+def test_regen_script_check_passes():
+    spec = importlib.util.spec_from_file_location(
+        "regen_golden", Path(__file__).resolve().parents[2] / "scripts" / "regen_golden.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.main(["--check"]) == 0

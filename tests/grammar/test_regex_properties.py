@@ -1,0 +1,124 @@
+"""Differential tests: random regexes and near-miss strings, ministruct vs re / regex.
+
+Full match: accepts(parse_regex(p), s) == re.fullmatch(p, s).
+Prefix:     accepts_prefix(parse_regex(p), s) == regex.fullmatch(p, s, partial=True).
+Round trip: re.fullmatch(grammar_to_regex(parse_regex(p)), s) == re.fullmatch(p, s).
+"""
+
+from __future__ import annotations
+
+import re
+
+import regex
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from ministruct.engine.automaton import accepts, accepts_prefix
+from ministruct.grammar.regex import grammar_to_regex, parse_regex
+
+LEAVES = st.one_of(
+    st.sampled_from(list("abc")),
+    st.sampled_from(["\\.", "\\n", "-", "\\d", "\\w", "\\s", "\\D", "\\W", ".", "\\x41", "é"]),
+    st.sampled_from(["[ab]", "[^a]", "[a-c]", "[a-]", "[]b]", "[\\d_]", "[^\\w\\n]", "[.a-b]"]),
+)
+ANCHORS = st.sampled_from(["^", "$", "\\A", "\\Z"])
+
+
+def _quantified(inner: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
+    quant = st.one_of(
+        st.sampled_from(["*", "+", "?"]),
+        st.tuples(st.integers(0, 3), st.integers(0, 2)).map(lambda t: f"{{{t[0]},{t[0] + t[1]}}}"),
+        st.integers(0, 3).map(lambda m: f"{{{m}}}"),
+        st.integers(0, 2).map(lambda m: f"{{{m},}}"),
+        st.integers(1, 3).map(lambda n: f"{{,{n}}}"),
+    )
+    lazy = st.sampled_from(["", "", "?"])
+    return st.tuples(inner, quant, lazy).map(lambda t: f"(?:{t[0]}){t[1]}{t[2]}")
+
+
+def _combine(inner: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
+    return st.one_of(
+        st.lists(inner, min_size=2, max_size=3).map("".join),
+        st.lists(inner, min_size=2, max_size=3).map(lambda xs: "(?:" + "|".join(xs) + ")"),
+        inner.map(lambda x: f"({x})"),
+        _quantified(inner),
+    )
+
+
+PATTERNS = st.one_of(
+    st.recursive(LEAVES, _combine, max_leaves=8),
+    st.recursive(LEAVES, _combine, max_leaves=6).map(lambda x: f"(?P<top>{x})x?"),
+)
+PATTERNS_WITH_ANCHORS = st.recursive(st.one_of(LEAVES, LEAVES, ANCHORS), _combine, max_leaves=8)
+
+
+def _mutate(s: str, data: st.DataObject) -> str:
+    if not s or data.draw(st.booleans()):
+        i = data.draw(st.integers(0, len(s)))
+        return s[:i] + data.draw(st.sampled_from(list("ab-\n1é "))) + s[i:]
+    i = data.draw(st.integers(0, len(s) - 1))
+    if data.draw(st.booleans()):
+        return s[:i] + s[i + 1 :]
+    return s[:i] + data.draw(st.sampled_from(list("abc\n1_ "))) + s[i + 1 :]
+
+
+def _texts(pattern: str, data: st.DataObject) -> list[str]:
+    """Strings near the language: matches (when any exist), their prefixes, and mutations."""
+    out = [""]
+    try:
+        m = data.draw(st.from_regex(re.compile(pattern), fullmatch=True))
+    except Exception:  # an empty language has nothing to draw
+        m = None
+    if m is not None:
+        out += [m, m[: len(m) // 2], _mutate(m, data), _mutate(_mutate(m, data), data)]
+    out.append(data.draw(st.text(alphabet="abc1-\n. é", max_size=6)))
+    return [s for s in out if not any(0xD800 <= ord(c) <= 0xDFFF for c in s)]
+
+
+def _same_classes(c: str) -> bool:
+    return all((re.fullmatch(k, c) is None) == (regex.fullmatch(k, c) is None) for k in ("\\w", "\\s", "\\d"))
+
+
+def _check(pattern: str, data: st.DataObject, exact_prefix_oracle: bool = True) -> None:
+    g = parse_regex(pattern)
+    printed = re.compile(grammar_to_regex(g))
+    for s in _texts(pattern, data):
+        want = re.fullmatch(pattern, s) is not None
+        assert accepts(g, s) == want, (pattern, s, g.to_gbnf())
+        assert (printed.fullmatch(s) is not None) == want, (pattern, s, printed.pattern)
+        # the `regex` package is the prefix oracle; skip strings holding a code point
+        # on which its \w, \s or \d differ from re's (e.g. combining marks are \w there)
+        if all(_same_classes(c) for c in s):
+            want_prefix = regex.fullmatch(pattern, s, partial=True) is not None
+            got_prefix = accepts_prefix(g, s)
+            if exact_prefix_oracle:
+                assert got_prefix == want_prefix, (pattern, s, g.to_gbnf())
+            else:  # regex over-approximates: a$b is "partial" on "a", yet nothing completes it
+                assert not got_prefix or want_prefix, (pattern, s, g.to_gbnf())
+                assert got_prefix or not want, (pattern, s, g.to_gbnf())
+
+
+SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                          HealthCheck.filter_too_much])
+
+
+@SETTINGS
+@given(PATTERNS, st.data())
+def test_random_regexes_agree_with_re_and_regex(pattern: str, data: st.DataObject) -> None:
+    _check(pattern, data)
+
+
+@SETTINGS
+@given(PATTERNS_WITH_ANCHORS, st.data())
+def test_random_regexes_with_anchors_anywhere(pattern: str, data: st.DataObject) -> None:
+    try:
+        re.compile(pattern)
+    except re.error:  # e.g. a quantifier right after an anchor
+        assume(False)
+    _check(pattern, data, exact_prefix_oracle=False)
+
+
+@settings(max_examples=100, deadline=None)
+@given(PATTERNS, st.sampled_from(["(?i)", "(?s)", "(?x)", "(?a)", "(?is)"]), st.data())
+def test_random_regexes_under_flags(pattern: str, flags: str, data: st.DataObject) -> None:
+    _check(flags + pattern, data)
