@@ -27,6 +27,7 @@ sys.path.insert(0, str(REPO / "src"))
 
 from ministruct.constraints import load_constraint  # noqa: E402
 from ministruct.engine.bench import RESET, TimeStats, prepare_vocabulary, random_walk  # noqa: E402
+from ministruct.engine.automaton import Automaton  # noqa: E402
 from ministruct.engine.compile import compile_grammar  # noqa: E402
 from ministruct.engine.matcher import Matcher  # noqa: E402
 from ministruct.errors import MinistructError  # noqa: E402
@@ -49,10 +50,21 @@ def _status_kb(field_name: str) -> int:
     return int(m.group(1)) if m else 0
 
 
+def _trim() -> None:
+    """Hand freed heap pages back to the OS (glibc), so a later peak is not hidden by reuse."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
 def measure_peak_mb(fn: Callable[[], Any]) -> float | None:
     """Extra peak RSS (MiB) while fn runs: resets the kernel's high-water mark first
     (/proc/self/clear_refs, Linux >= 4.0); None where that is not possible."""
     gc.collect()
+    _trim()
     try:
         Path("/proc/self/clear_refs").write_text("5")
     except OSError:
@@ -231,7 +243,7 @@ def schema_sample(n: int, tokenizer, notes: list[str]) -> list[Spec]:
         spec = Spec(f.stem, "schema", text, None, group="jsonschemabench")
         try:
             spec.path = str(_schema_file(f, schema))
-            spec.ours()
+            Automaton(spec.ours())  # size limits are checked here, before any vocabulary
         except MinistructError as e:
             refused["ours"] += 1
             first_error = first_error or f"{f.stem}: {e}"

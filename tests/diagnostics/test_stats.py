@@ -228,3 +228,18 @@ def test_cheap_on_a_262k_vocabulary():
         stats.compute(z, mask)
         best = min(best, time.perf_counter() - t0)
     assert best < 0.010, f"{best * 1e3:.2f} ms per step"
+
+
+@pytest.mark.parametrize("t", [0.3, 1.0])
+def test_ties_at_the_nucleus_boundary(t):
+    # 69 equal legal logits, top_p = 1/3: the cumulative mass lands on top_p up to rounding
+    z = np.full(78, -1.0, np.float32)
+    z[0] = 0.0
+    mask = np.zeros(78, bool)
+    mask[9:] = True
+    params = SamplingParams(temperature=t, top_p=1 / 3)
+    rec = StepStats(params).compute(z, mask)
+    ref = ref_stats(z, mask, t, 1 / 3)
+    assert rec.nucleus_masked == len(ref["masked"])
+    ids, _ = Sampler(params).distribution(z, mask)
+    assert set(ids.tolist()) == ref["masked"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
@@ -127,7 +128,7 @@ def _table(r: dict[str, Any], *, first_mask_us: float, resets: int, cold: bool) 
     t.add_column("what", style="bold")
     t.add_column("value")
     con = r["constraint"]
-    t.add_row("model", f"{r['model']} ({r['n_vocab']:,} tokens)")
+    t.add_row("model", f"{Path(r['model']).name} ({r['n_vocab']:,} tokens)")
     t.add_row("constraint", f"{con['kind']} {con['source'] if con['kind'] == 'grammar' else con['text'][:60]}")
     t.add_row("compile", f"{r['compile_ms']:.1f} ms ({'cold' if cold else 'warm'} cache)")
     m = r["mask_us"]

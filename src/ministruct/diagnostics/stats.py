@@ -17,6 +17,14 @@ Definitions, beyond diagnostics.md:
 - `collapsed` = a free step (|L| >= 2) with top_p < 1 whose masked nucleus has one
   token; at top_p = 1 no step is collapsed, by definition.
 - `top_changed` compares argmax ids (ties: lowest id), which do not depend on T.
+- Precision: probabilities at T are computed as the sampler does (softmax of z[L] / T
+  relative to its own maximum), so nucleus boundaries agree to the last bit. The
+  T = 1 masked sum for kl may reuse the full row's exp terms unless they are near
+  underflow. kl stays exact even when Z underflows to 0.0 (kl > ~745 nats).
+
+Cost: a few full passes over the row (one exp at T = 1, one more at T != 1); only the
+entries within a cut-off of the maximum are sorted (about 1-2 ms per step on Gemma's
+262k rows).
 """
 
 from __future__ import annotations
@@ -130,7 +138,7 @@ def log_sum_exp(z: np.ndarray) -> float:
     return m + math.log(float(np.sum(np.exp(z - m))))
 
 
-def nucleus_of(ex: _Exp, top_p: float, ids: np.ndarray | None = None) -> np.ndarray:
+def _nucleus_of(ex: _Exp, top_p: float, ids: np.ndarray | None = None) -> np.ndarray:
     """Ids (ascending) of the top-p nucleus of probabilities ex.e / ex.s.
 
     Only the entries above a cut-off are sorted: the first cut whose mass reaches
@@ -172,7 +180,7 @@ def _nucleus(ex: _Exp, w: np.ndarray, top_p: float, greedy: bool, ids: np.ndarra
         return name(np.flatnonzero(np.isfinite(w)))
     if greedy:
         return name(np.asarray([int(np.argmax(w))]))
-    return nucleus_of(ex, top_p, ids)
+    return _nucleus_of(ex, top_p, ids)
 
 
 class StepStats:
@@ -239,12 +247,11 @@ class StepStats:
             else:
                 zl = z[legal]
                 wl = zl if t in (0, 1) else w[legal]
-                sub1 = _subset(raw1, zl, legal)
+                # the masked softmax at T exactly as the sampler computes it (relative to
+                # the legal maximum), so nucleus boundaries agree to the last bit
+                ml = _exp(wl) if sampled else raw1
+                sub1 = ml if (sampled and t == 1) else _subset(raw1, zl, legal)
                 kl = max(raw1.lse - sub1.lse, 0.0)
-                if not sampled or raw_t is raw1:
-                    ml = sub1
-                else:
-                    ml = _subset(raw_t, wl, legal)
                 masked_nucleus = _nucleus(ml, wl, top_p, t == 0, legal)
                 masked_top = int(legal[int(np.argmax(zl))])
         tag = FORCED if legal_count == 1 else FREE

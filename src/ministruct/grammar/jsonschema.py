@@ -100,6 +100,7 @@ class _Compiler:
         self._ref_rules: dict[tuple[str, int], str] = {}
         self._any_rules: dict[int, str] = {}
         self._validator = None
+        self._shared: dict[str, str] = {}
 
     # ------------------------------------------------------------ plumbing
 
@@ -140,8 +141,17 @@ class _Compiler:
 
     # ------------------------------------------------------------ whitespace
 
+    def shared(self, name: str, body: Expr) -> RuleRef:
+        """A named helper rule defined once (whitespace, strings, numbers, formats)."""
+        if name not in self._shared:
+            self._shared[name] = self.fresh(name)
+            self.define(self._shared[name], body)
+        return RuleRef(self._shared[name])
+
     def _ws(self) -> Expr:
-        return Repeat(CharClass(((9, 10), (13, 13), (32, 32))), 0, WS_BOUND) if self.ws == "flexible" else EMPTY
+        if self.ws != "flexible":
+            return EMPTY
+        return self.shared("ws", Repeat(CharClass(((9, 10), (13, 13), (32, 32))), 0, WS_BOUND))
 
     def colon(self) -> Expr:
         return {"compact": Literal(":"), "pretty": Literal(": ")}.get(self.ws) or seq(self._ws(), Literal(":"), self._ws())
@@ -180,10 +190,10 @@ class _Compiler:
         name = self.fresh("value" if self.ws != "pretty" else f"value-d{depth}")
         self._any_rules[depth] = name
         ref = RuleRef(name)
-        scalars = [Literal("null"), Literal("true"), Literal("false"), ANY_STRING, self.any_number()]
+        scalars = [Literal("null"), Literal("true"), Literal("false"), self.shared("string", ANY_STRING), self.shared("number", self.any_number())]
         if self._depth_ok(depth + 1):
             child = self.any_value(depth + 1)
-            kv = seq(ANY_STRING, self.colon(), child)
+            kv = seq(self.shared("string", ANY_STRING), self.colon(), child)
             members = seq(kv, Repeat(seq(self.comma(depth), kv), 0, None))
             items = seq(child, Repeat(seq(self.comma(depth), child), 0, None))
             obj = alt(seq(Literal("{"), self.empty_inside(), Literal("}")), seq(Literal("{"), self.open_(depth), members, self.close(depth), Literal("}")))
@@ -353,7 +363,7 @@ class _Compiler:
                 except ValueError as e:
                     self.unsupported("multipleOf", ptr, f"cannot be enforced exactly here: {e}")
         if not b:
-            return self.int_syntax() if integer else self.any_number()
+            return self.shared("integer", self.int_syntax()) if integer else self.shared("number", self.any_number())
         ints = num.int_range(lo, hi)
         if integer:
             return ints or NOTHING
@@ -397,15 +407,14 @@ class _Compiler:
                 return _seq(Literal('"'), self.pattern(node["pattern"], f"{ptr}/pattern", lo, hi), Literal('"'))
         if decoded is None:
             if lo == 0 and hi is None:
-                return ANY_STRING
-            if "char" not in self._any_rules.values():
-                self.define(self.fresh("char"), COUNTED_CHAR)
-                self._any_rules[-1] = "char"
-            return seq(Literal('"'), Repeat(RuleRef("char"), lo, hi), Literal('"'))
+                return self.shared("string", ANY_STRING)
+            return seq(Literal('"'), Repeat(self.shared("char", COUNTED_CHAR), lo, hi), Literal('"'))
         try:
             r = restrict_length(decoded, lo, hi)
         except LookupError:
             return NOTHING
+        if r is decoded:
+            return self.shared(f"format-{fmt}", seq(Literal('"'), encode_chars(r), Literal('"')))
         if r is None:
             self.unsupported("maxLength" if hi is not None else "minLength", ptr, f"together with format '{fmt}' is not enforced")
             r = decoded
@@ -534,7 +543,12 @@ def schema_to_grammar(
         raise SchemaError(f"a schema must be an object or a boolean, not {type(schema).__name__}", pointer="/", source=source)
     c = _Compiler(schema, whitespace, lenient, source, oneof_as_anyof)
     c.rules["root"] = NOTHING
-    body = c.value(schema, "", 0)
+    try:
+        body = c.value(schema, "", 0)
+    except RecursionError:
+        raise SchemaError(
+            "schema nests too deeply, or recurses through a $ref that has sibling keywords", pointer="/", source=source
+        ) from None
     if _dead(body):
         raise SchemaError("the schema accepts no value at all", pointer="/", source=source)
     c.rules["root"] = body

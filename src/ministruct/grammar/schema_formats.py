@@ -105,8 +105,13 @@ def _sub(ranges, lo: int, hi: int):
     return [(max(a, lo), min(b, hi)) for a, b in ranges if max(a, lo) <= min(b, hi)]
 
 
+MAX_ESCAPED_RANGES = 8
+
+
+@lru_cache(maxsize=4096)
 def encode_class(c: CharClass) -> Expr:
-    """JSON text for one code point from the class."""
+    """JSON text for one code point from the class (\\u escapes of non-ASCII characters
+    only for classes of at most MAX_ESCAPED_RANGES ranges)."""
     if c.negated and not c.ranges:
         return COUNTED_CHAR
     rs = c.code_point_ranges()
@@ -118,9 +123,14 @@ def encode_class(c: CharClass) -> Expr:
         for cp, esc in _SHORT.items():
             if a <= cp <= b:
                 opts.append(L(esc))
-    for a, b in _sub(rs, 0, 0x1F) + _sub(rs, 0x22, 0x22) + _sub(rs, 0x5C, 0x5C) + _sub(rs, 0x80, 0xD7FF) + _sub(rs, 0xE000, 0xFFFF):
+    low = _sub(rs, 0, 0x1F) + _sub(rs, 0x22, 0x22) + _sub(rs, 0x5C, 0x5C)
+    high = _sub(rs, 0x80, 0xD7FF) + _sub(rs, 0xE000, 0xFFFF)
+    astral = _sub(rs, 0x10000, MAX_CODE_POINT)
+    if len(high) + len(astral) > MAX_ESCAPED_RANGES:  # keep grammars small: raw form only
+        high, astral = [], []
+    for a, b in low + high:
         opts.append(u_escape(a, b))
-    for a, b in _sub(rs, 0x10000, MAX_CODE_POINT):
+    for a, b in astral:
         opts.append(_pair_escapes(a, b))
     return alt(*opts) if opts else CharClass(())
 

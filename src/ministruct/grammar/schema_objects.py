@@ -11,7 +11,7 @@ import re
 from typing import TYPE_CHECKING, Any, Optional
 
 from .ir import EMPTY, CharClass, Expr, Literal, Repeat, RuleRef, alt, seq
-from .schema_formats import ANY_STRING, STRING_UNIT, encode_chars, encode_class, string_literal
+from .schema_formats import ANY_HEX, ANY_STRING, RAW_OK, STRING_UNIT, _SHORT, encode_chars, string_literal
 from .schema_merge import MergeError, Resolver, escape_token, merge_all
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -19,6 +19,13 @@ if TYPE_CHECKING:  # pragma: no cover
 
 NOTHING = CharClass(())
 MAX_OBJECT_STATES = 4000
+_HEXNZ = CharClass(((49, 57), (65, 70), (97, 102)))
+# `\uXXXX` for any value >= 0x80 (lone surrogates included): never an ASCII character
+NON_ASCII_ESCAPE = seq(Literal("\\u"), alt(
+    seq(_HEXNZ, Repeat(ANY_HEX, 3, 3)),
+    seq(Literal("0"), _HEXNZ, Repeat(ANY_HEX, 2, 2)),
+    seq(Literal("00"), CharClass(((56, 57), (65, 70), (97, 102))), ANY_HEX),
+))
 
 
 def _dead(e: Optional[Expr]) -> bool:
@@ -40,7 +47,9 @@ def _int_kw(c: "_Compiler", node: dict, k: str, ptr: str, default: Optional[int]
 
 
 def not_in_names(names: list[str]) -> Expr:
-    """JSON string texts (any escapes) whose decoded value is not one of the names."""
+    """JSON string texts whose decoded value is not one of the names (exact; at the
+    positions still inside a name, only raw characters, short escapes and non-ASCII
+    `\\uXXXX` escapes are written)."""
     trie: dict = {}
     for n in names:
         t = trie
@@ -54,9 +63,14 @@ def not_in_names(names: list[str]) -> Expr:
         kids = sorted(k for k in t if k is not None)
         opts: list[Expr] = [] if None in t else [EMPTY]
         excluded = [(ord(k), ord(k)) for k in kids]
-        other = _minus(CharClass((), negated=True), excluded)
+        other = _minus(RAW_OK, excluded)
         if other is not None:
-            opts.append(seq(encode_class(other), free))
+            opts.append(seq(other, free))
+        shorts = [e for cp, e in _SHORT.items() if chr(cp) not in t]
+        if shorts:
+            opts.append(seq(alt(*[Literal(e) for e in shorts]), free))
+        if all(k < "\x80" for k in kids):
+            opts.append(seq(NON_ASCII_ESCAPE, free))
         for k in kids:
             opts.append(seq(encode_chars(Literal(k)), build(t[k])))
         return alt(*opts) if opts else NOTHING
