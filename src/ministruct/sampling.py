@@ -16,7 +16,7 @@ import numpy as np
 from ministruct.errors import NoLegalContinuation, UsageError
 
 # Partial-sort sizes tried before a full sort when looking for a nucleus / top-k.
-_PARTIAL_SIZES = (64, 1024)
+_CANDIDATE_RATIOS = (1e-2, 1e-4, 1e-8)  # candidate cut-offs relative to the top probability
 
 
 @dataclass(frozen=True)
@@ -83,20 +83,20 @@ def softmax(z: np.ndarray) -> np.ndarray:
 def _top_sorted(probs: np.ndarray, enough) -> np.ndarray:
     """Ids of positive-probability tokens, most probable first (ties: lowest id).
 
-    Sorts only a prefix when `enough(sorted_probs)` says it already suffices.
+    Sorts only the tokens within a factor of the maximum when `enough(sorted_probs)`
+    says they suffice: every token left out is less probable than every token kept,
+    so the kept ones are exactly the head of the full order.
     """
     n = probs.shape[0]
-    for k in _PARTIAL_SIZES:
-        if k >= n:
-            break
-        part = np.argpartition(probs, n - k)[n - k :]
-        thresh = probs[part].min()
-        if thresh <= 0:
-            break
-        cand = np.flatnonzero(probs >= thresh)  # includes every tie at the boundary
-        order = cand[np.lexsort((cand, -probs[cand]))]
-        if enough(probs[order]):
-            return order
+    pmax = float(probs.max()) if n else 0.0
+    if pmax > 0:
+        for ratio in _CANDIDATE_RATIOS:
+            cand = np.flatnonzero(probs >= pmax * ratio)
+            if cand.size == n:
+                break
+            order = cand[np.lexsort((cand, -probs[cand]))]
+            if enough(probs[order]):
+                return order
     cand = np.flatnonzero(probs > 0)
     return cand[np.lexsort((cand, -probs[cand]))]
 
@@ -145,6 +145,17 @@ def apply_repeat_penalty(z: np.ndarray, history: Sequence[int], penalty: float) 
     return z
 
 
+def _positions(ids: np.ndarray, history: Sequence[int]) -> list[int]:
+    """Positions in the ascending array `ids` of the history's ids that are in it."""
+    if not len(history):
+        return []
+    h = np.asarray(history, dtype=np.int64)
+    pos = np.searchsorted(ids, h)
+    ok = pos < ids.shape[0]
+    ok[ok] = ids[pos[ok]] == h[ok]
+    return pos[ok].tolist()
+
+
 # -- the sampler ------------------------------------------------------------
 
 
@@ -164,30 +175,37 @@ class Sampler:
     ) -> tuple[np.ndarray, np.ndarray]:
         """(ids, probabilities) the draw picks from: after every step but the draw."""
         p = self.params
-        z = masked_logits(logits, legal_mask)
-        if legal_mask is not None and not np.any(legal_mask):
-            raise NoLegalContinuation(step=-1)
+        z_all = np.asarray(logits)
+        if legal_mask is None:
+            ids = np.arange(z_all.shape[0])
+        else:
+            mask = np.asarray(legal_mask, dtype=bool)
+            if mask.shape != z_all.shape:
+                raise ValueError(f"mask has shape {mask.shape}, logits {z_all.shape}")
+            ids = np.flatnonzero(mask)  # work on the legal tokens only (ascending ids)
+            if ids.size == 0:
+                raise NoLegalContinuation(step=-1)
+        z = z_all[ids].astype(np.float64)
         z[np.isnan(z)] = -np.inf
         if not (z > -np.inf).any():
-            # every legal token has logit -inf: uniform over the legal set, never NaN
-            legal = np.ones(z.shape, bool) if legal_mask is None else np.asarray(legal_mask, bool)
-            z = np.where(legal, 0.0, -np.inf)
+            z[:] = 0.0  # every legal token has logit -inf: uniform over the legal set, never NaN
         recent = list(history)[-p.repeat_last_n :] if p.repeat_last_n else []
+        where = _positions(ids, recent)
         if p.temperature == 0:
-            z = apply_repeat_penalty(z, recent, p.repeat_penalty)
+            z = apply_repeat_penalty(z, where, p.repeat_penalty)
             best = int(np.argmax(z))  # first maximum: the lowest id
-            return np.array([best]), np.array([1.0])
+            return ids[best : best + 1], np.array([1.0])
         z = z / p.temperature
-        z = apply_repeat_penalty(z, recent, p.repeat_penalty)
+        z = apply_repeat_penalty(z, where, p.repeat_penalty)
         probs = softmax(z)
         if p.top_k and p.top_k < probs.shape[0]:
             keep = top_k_ids(probs, p.top_k)
             cut = np.zeros_like(probs)
             cut[keep] = probs[keep]
             probs = cut / cut.sum()
-        ids = nucleus(probs, p.top_p)
-        kept = probs[ids]
-        return ids, kept / kept.sum()
+        pos = nucleus(probs, p.top_p)
+        kept = probs[pos]
+        return ids[pos], kept / kept.sum()
 
     def sample(
         self, logits: np.ndarray, legal_mask: np.ndarray | None = None, history: Sequence[int] = ()
