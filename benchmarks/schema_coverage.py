@@ -68,8 +68,8 @@ def llguidance_compiles(schema) -> bool | None:
         return None
     try:
         grm = llguidance.LLMatcher.grammar_from_json_schema(schema)
-        ok, _ = llguidance.LLMatcher.validate_grammar(grm)[:2] if isinstance(llguidance.LLMatcher.validate_grammar(grm), tuple) else (True, None)
-        return bool(ok)
+        res = llguidance.LLMatcher.validate_grammar(grm)  # error text, "" when the grammar is fine
+        return bool(res[0]) if isinstance(res, tuple) else res == ""
     except Exception:  # noqa: BLE001
         return False
 

@@ -98,6 +98,3 @@ def main() -> None:
         print(f"ministruct: internal error: {type(e).__name__}: {e} (set MINISTRUCT_DEBUG=1 for the traceback)", file=sys.stderr)
         sys.exit(3)
 
-
-if __name__ == "__main__":
-    main()
