@@ -227,3 +227,24 @@ def test_nested_repeat_simplification_keeps_the_minimum():
     assert m.is_accepting()
     star = Matcher(compile_grammar(Grammar({"root": Repeat(Repeat(Literal("1"), 0, None), 2, 3)}), v))
     assert star.is_accepting()
+
+
+long_repeats = st.tuples(
+    # simple items only: nested quantifiers make the `regex` oracle backtrack for minutes
+    st.one_of(
+        literals.filter(lambda x: x.text != ""),
+        classes,
+        st.lists(literals.filter(lambda x: x.text != "") | classes, min_size=2, max_size=3).map(lambda xs: Alt(tuple(xs))),
+    ),
+    st.integers(0, 12),
+    st.integers(0, 12) | st.none(),
+).map(lambda t: Repeat(t[0], t[1], None if t[2] is None else t[1] + t[2]))
+
+
+@settings(max_examples=int(__import__("os").environ.get("MINISTRUCT_HYPOTHESIS_EXAMPLES", "150")), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(rep=long_repeats, tail=literals, walk=st.lists(st.integers(0, 10_000), min_size=5, max_size=25))
+def test_long_repeats_share_masks_exactly(rep, tail, walk):
+    """Copies far from a repeat's bounds share one mask; it must stay exact near the bounds."""
+    expr = Seq((rep, tail))
+    test_mask_equals_partial_match_oracle.hypothesis.inner_test(expr, walk)

@@ -32,6 +32,7 @@ from .utf8 import utf8_sequences
 MAX_NFA_STATES = 2_000_000
 MAX_STACKS = 4_096
 MAX_LOCAL_DEPTH = 512
+SHARE_ITEM_STATES = 6  # a repeated item this big is built once, as a rule, and called per copy
 
 Stack = tuple[int, ...]
 Config = frozenset  # frozenset[Stack]
@@ -66,8 +67,10 @@ def estimate_size(e: Expr, cache: dict | None = None) -> int:
         s = _simplify_repeat(e)
         if not isinstance(s, Repeat):
             return estimate_size(s)
-        copies = max(s.min, 1) if s.max is None else max(s.max, 1)
+        copies = s.min + 1 if s.max is None else max(s.max, 1)
         inner = estimate_size(s.item)
+        if copies >= 2 and inner >= SHARE_ITEM_STATES:
+            return inner + 2 * copies + 2  # one shared rule, called once per copy
         if inner * copies > MAX_NFA_STATES:
             return MAX_NFA_STATES + 1
         return inner * copies + 2
@@ -101,6 +104,13 @@ class Automaton:
                 f"{grammar.source}: grammar too large to compile (about {total:,} automaton states; "
                 f"the limit is {MAX_NFA_STATES:,}); reduce repetition bounds"
             )
+        self._shared: dict[Expr, str] = {}
+        # per bounded repeat: (first state of each copy's block, end, min, max, item nullable)
+        self.repeat_blocks: list[tuple[list[int], int, int, int | None, bool]] = []
+        from ..grammar.analysis import _nullable, nullable_rules
+
+        self._nullable_rules = nullable_rules(grammar)
+        self._expr_nullable = _nullable
         for name in grammar.rules:
             self.start[name] = self._new()
         for name, body in grammar.rules.items():
@@ -113,7 +123,7 @@ class Automaton:
                     raise GrammarError(f"rule '{ref}' is used in '{name}' but never defined", source=grammar.source, rule=ref)
         self._trim()
         self._local: dict[int, tuple[tuple[Stack, ...], bool]] = {}
-        self._byte_table: dict[int, list[tuple[int, ...]]] = {}
+        self._target_cache: dict[int, tuple[int, ...]] = {}
         self._closure_cache: OrderedDict[Stack, frozenset] = OrderedDict()
         self.initial: Config = self.closure((self.start[grammar.root],))
         self.has_token_edges = any(self.token_edges)
@@ -185,25 +195,104 @@ class Automaton:
         if not isinstance(e, Repeat):
             self._build(e, s, t)
             return
+        copies = e.min + 1 if e.max is None else e.max
+        item_rule = None
+        if copies >= 2 and estimate_size(e.item) >= SHARE_ITEM_STATES:
+            item_rule = self._shared_rule(e.item)
+
+        def build_item(a: int, b: int) -> None:
+            if item_rule is None:
+                self._build(e.item, a, b)
+            else:
+                self.calls[a].append((item_rule, b))
+
         cur = s
+        blocks: list[int] = []
         for _ in range(e.min):
             nxt = self._new()
-            self._build(e.item, cur, nxt)
+            blocks.append(nxt)
+            build_item(cur, nxt)
             cur = nxt
         if e.max is None:
             loop_in, loop_out = self._new(), self._new()
+            self._register_blocks(blocks, e, item_rule)
             self.eps[cur].append(loop_in)
-            self._build(e.item, loop_in, loop_out)
+            build_item(loop_in, loop_out)
             self.eps[loop_out].append(loop_in)
             self.eps[loop_out].append(t)
             self.eps[cur].append(t)
             return
         for _ in range(e.max - e.min):
             nxt = self._new()
+            blocks.append(nxt)
             self.eps[cur].append(t)
-            self._build(e.item, cur, nxt)
+            build_item(cur, nxt)
             cur = nxt
+        self._register_blocks(blocks, e, item_rule)
         self.eps[cur].append(t)
+
+    def _shared_rule(self, item: Expr) -> str:
+        """A hidden rule for a repeated item, built once however often it is used."""
+        name = self._shared.get(item)
+        if name is None:
+            name = f"\x00item{len(self._shared)}"
+            self._shared[item] = name
+            self.start[name] = self._new()
+            end = self._new()
+            self.final.add(end)
+            self._build(item, self.start[name], end)
+        return name
+
+    def _register_blocks(self, blocks: list[int], e: Repeat, item_rule: str | None) -> None:
+        if len(blocks) > 2:
+            nullable = self._expr_nullable(e.item, self._nullable_rules)
+            self.repeat_blocks.append((blocks, len(self.eps), e.min, e.max, nullable))
+
+    def canonical_states(self, max_token_len: int) -> dict[int, int]:
+        """Map states of a repeat's copies to a representative copy with the same mask.
+
+        With more than L copies (L = the longest token, in bytes) still to go before
+        the repeat's minimum, or before its maximum, no single token can reach that
+        bound, so every such copy allows exactly the same tokens. Items that can be
+        empty are left alone (their copies can be crossed without input).
+        """
+        L = max_token_len
+        maps: list[dict[int, int]] = []
+        for blocks, end, m, n, nullable in self.repeat_blocks:
+            if nullable:
+                continue
+            bounds = blocks + [end]
+            sizes = {bounds[i + 1] - bounds[i] for i in range(len(blocks) - 1)}
+            if len(sizes) != 1:
+                continue
+            size = sizes.pop()
+            if bounds[-1] - bounds[-2] < size:
+                continue
+            f: dict[int, int] = {}
+            far_mandatory = [k for k in range(min(m, len(blocks))) if m - k - 1 > L]
+            far_optional = [k for k in range(m, len(blocks)) if n is not None and n - k - 1 > L]
+            for ks in (far_mandatory, far_optional):
+                if len(ks) < 2:
+                    continue
+                rep = blocks[max(ks)]
+                for k in ks:
+                    if blocks[k] != rep:
+                        for off in range(size):
+                            f[blocks[k] + off] = rep + off
+            if f:
+                maps.append(f)
+        if not maps:
+            return {}
+        out: dict[int, int] = {}
+        keys = set().union(*maps)
+        ordered = maps[::-1]  # outer repeats were registered after the ones inside them
+        for q in keys:
+            x = q
+            for f in ordered:
+                x = f.get(x, x)
+            if x != q:
+                out[q] = x
+        return out
 
     def _trim(self) -> None:
         """Drop edges into states that can never finish their rule, so every live stack completes."""
@@ -245,7 +334,7 @@ class Automaton:
                     todo.append(q)
         if not live[self.start[self.grammar.root]]:
             raise GrammarError(
-                f"rule '{self.grammar.root}' matches no finite string (its recursion never ends)",
+                f"rule '{self.grammar.root}' matches no string: its language is empty (or its recursion never ends)",
                 source=self.grammar.source,
                 rule=self.grammar.root,
             )
@@ -341,16 +430,13 @@ class Automaton:
 
     # ------------------------------------------------------------ stepping
 
-    def _targets(self, q: int) -> list[tuple[int, ...]]:
-        table = self._byte_table.get(q)
-        if table is None:
-            acc: list[list[int]] = [[] for _ in range(256)]
-            for lo, hi, t in self.byte_edges[q]:
-                for b in range(lo, hi + 1):
-                    acc[b].append(t)
-            table = [tuple(sorted(set(x))) for x in acc]
-            self._byte_table[q] = table
-        return table
+    def _targets(self, q: int, byte: int) -> tuple[int, ...]:
+        key = (q << 8) | byte
+        hit = self._target_cache.get(key)
+        if hit is None:
+            hit = tuple(sorted({t for lo, hi, t in self.byte_edges[q] if lo <= byte <= hi}))
+            self._target_cache[key] = hit
+        return hit
 
     def step(self, config: Config, byte: int) -> Config:
         """The configuration after one more byte (empty when the byte is not allowed)."""
@@ -358,7 +444,7 @@ class Automaton:
         for st in config:
             if not st:
                 continue
-            for t in self._targets(st[-1])[byte]:
+            for t in self._targets(st[-1], byte):
                 out |= self.closure(st[:-1] + (t,))
         if len(out) > MAX_STACKS:
             raise CompileLimitError(

@@ -48,6 +48,8 @@ class CompiledGrammar:
         self._mask_bytes = 0
         self.eog = np.asarray(sorted(vocab.eog_ids), dtype=np.int64)
         self._named_tokens = self._resolve_token_names()
+        self._canon = self.automaton.canonical_states(self.trie.max_len)
+        self._mask_keys: dict[int, int] = {}
         self.initial = self.intern(self.automaton.initial)
         self._saved_size = (1, 0)
         self.compile_s = time.perf_counter() - t0
@@ -164,11 +166,26 @@ class CompiledGrammar:
 
     # ------------------------------------------------------------ masks
 
+    def mask_key(self, cid: int) -> int:
+        """The configuration whose mask stands for `cid`'s (itself, or a copy of it that
+        sits elsewhere in a long repeat but allows exactly the same tokens)."""
+        if not self._canon:
+            return cid
+        key = self._mask_keys.get(cid)
+        if key is None:
+            config = self.configs[cid]
+            get = self._canon.get
+            image = frozenset(tuple(get(q, q) for q in st) for st in config)
+            key = cid if image == config else self.intern(image)
+            self._mask_keys[cid] = key
+        return key
+
     def has_mask(self, cid: int) -> bool:
-        return cid in self._masks
+        return self.mask_key(cid) in self._masks
 
     def mask(self, cid: int) -> np.ndarray:
         """Read-only bool array (n_logits): the legal tokens in configuration `cid`."""
+        cid = self.mask_key(cid)
         hit = self._masks.get(cid)
         if hit is not None:
             self._masks.move_to_end(cid)

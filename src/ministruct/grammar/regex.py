@@ -451,7 +451,7 @@ class _ToIR(Transformer):
 
     def char_class(self, c):
         negate = c[0].payload
-        text, fl = c[-1].payload
+        _, fl = c[-1].payload
         items: list[_ClassItem] = []
         for it in c[1:-1]:
             if it.re_text.startswith("\\") and it.re_text[1:] in ("d", "D", "s", "S", "w", "W"):
