@@ -23,7 +23,6 @@ from ..engine.matcher import Matcher
 from ..generate import Decoder
 from ..model import Model
 from ..pipeline import GenerationJob
-from ..sampling import SamplingParams
 from . import options as o
 from .app import app, warn
 
@@ -31,26 +30,12 @@ DEFAULT_PROMPT = "Write a short answer."
 
 
 @app.command()
+@o.constraint_flags
+@o.run_flags(max_tokens=64)
 def bench(
-    regex: o.Regex = None,
-    grammar: o.GrammarOpt = None,
-    schema: o.Schema = None,
-    choice: o.Choice = None,
-    lark: o.LarkOpt = None,
-    root: o.Root = None,
-    whitespace: o.Whitespace = "compact",
-    lenient: o.Lenient = False,
-    oneof_as_anyof: o.OneOfAsAnyOf = False,
-    model: o.Model = None,
-    max_tokens: o.MaxTokens = 64,
-    temperature: o.Temperature = 0.7,
-    top_p: o.TopP = 0.9,
-    top_k: o.TopK = 0,
-    repeat_penalty: o.RepeatPenalty = 1.0,
-    seed: o.Seed = 0,
-    chat: o.Chat = True,
-    system: o.System = None,
-    show_schema: o.ShowSchema = True,
+    *,
+    constraint: o.ConstraintFlags,
+    run: o.RunFlags,
     prompt: Annotated[str, typer.Option("--prompt", help="Prompt for the tokens/s measurement.")] = DEFAULT_PROMPT,
     steps: Annotated[int, typer.Option("--steps", min=1, help="Random-walk steps (random legal tokens, seeded by --seed).")] = 200,
     no_generate: Annotated[bool, typer.Option("--no-generate", help="Measure masks only (loads the vocabulary, not the weights).")] = False,
@@ -60,25 +45,25 @@ def bench(
 ) -> None:
     """Time masks along a seeded random walk, compile time, and tokens/s constrained vs unconstrained."""
     t0 = time.perf_counter()
-    c = o.constraint_from_flags(regex, grammar, schema, choice, lark, root, whitespace, lenient, oneof_as_anyof)
+    c = constraint.load()
     parse_ms = (time.perf_counter() - t0) * 1000
     for w in c.warnings:
         warn(w)
-    llm = Model.load(model, vocab_only=no_generate)
+    llm = Model.load(run.model, vocab_only=no_generate)
     vocab = llm.vocabulary
     prepare_vocabulary(vocab)
     t1 = time.perf_counter()
     compiled = compile_grammar(c.grammar, vocab, use_cache=not cold)
     compile_ms = parse_ms + (time.perf_counter() - t1) * 1000
-    walk = random_walk(compiled, steps, seed=seed)
+    walk = random_walk(compiled, steps, seed=run.params.seed)
     if not cold:
         compiled.persist()
     rates: dict[str, float] | None = None
     if not no_generate:
-        params = SamplingParams(
-            temperature=temperature, top_p=top_p, top_k=top_k, repeat_penalty=repeat_penalty, seed=seed
+        job = GenerationJob(
+            llm, c, run.params, max_tokens=run.max_tokens, chat=run.chat, system=run.system,
+            show_schema=run.show_schema,
         )
-        job = GenerationJob(llm, c, params, max_tokens=max_tokens, chat=chat, system=system, show_schema=show_schema)
         rates = _rates(job, prompt, rounds, cold)
     report = {
         "v": 1,

@@ -16,20 +16,14 @@ from .app import app, warn
 
 
 @app.command()
+@o.constraint_flags
 def check(
     text: Annotated[Optional[str], typer.Argument(help="The text to check (or use --input).")] = None,
     input: Annotated[Optional[str], typer.Option("--input", help="JSONL records with 'text' (and 'id'), or plain lines; '-' for stdin.")] = None,
     format: Annotated[Optional[str], typer.Option("--format", help="text or jsonl (jsonl is the default with --input).")] = None,
     prefix: Annotated[bool, typer.Option("--prefix", help="Ask whether the text can still be completed instead.")] = False,
-    regex: o.Regex = None,
-    grammar: o.GrammarOpt = None,
-    schema: o.Schema = None,
-    choice: o.Choice = None,
-    lark: o.LarkOpt = None,
-    root: o.Root = None,
-    whitespace: o.Whitespace = "compact",
-    lenient: o.Lenient = False,
-    oneof_as_anyof: o.OneOfAsAnyOf = False,
+    *,
+    constraint: o.ConstraintFlags,
 ) -> None:
     """Check TEXT against the constraint; exit 1 on rejection, saying where and what was expected."""
     if (text is None) == (input is None):
@@ -37,7 +31,7 @@ def check(
     fmt = format or ("jsonl" if input is not None else "text")
     if fmt not in ("text", "jsonl"):
         raise UsageError(f"--format must be text or jsonl, got {fmt!r}")
-    c = o.constraint_from_flags(regex, grammar, schema, choice, lark, root, whitespace, lenient, oneof_as_anyof)
+    c = constraint.load()
     for w in c.warnings:
         warn(w)
     if text is not None:

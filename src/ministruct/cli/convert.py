@@ -12,20 +12,14 @@ from .app import app, warn
 
 
 @app.command()
+@o.constraint_flags
 def convert(
     to: Annotated[str, typer.Option("--to", help="gbnf or regex.")] = "gbnf",
-    regex: o.Regex = None,
-    grammar: o.GrammarOpt = None,
-    schema: o.Schema = None,
-    choice: o.Choice = None,
-    lark: o.LarkOpt = None,
-    root: o.Root = None,
-    whitespace: o.Whitespace = "compact",
-    lenient: o.Lenient = False,
-    oneof_as_anyof: o.OneOfAsAnyOf = False,
+    *,
+    constraint: o.ConstraintFlags,
 ) -> None:
     """Print the constraint converted to another notation."""
-    c = o.constraint_from_flags(regex, grammar, schema, choice, lark, root, whitespace, lenient, oneof_as_anyof)
+    c = constraint.load()
     for w in c.warnings:
         warn(w)
     if to == "gbnf":

@@ -12,34 +12,19 @@ from ..errors import UsageError
 from ..model import Model
 from ..pipeline import GenerationJob, GenResult
 from ..records import InputRecord, read_records, write_record
-from ..sampling import SamplingParams
 from . import options as o
 from .app import app, warn
 from .progress import Progress
 
 
 @app.command()
+@o.constraint_flags
+@o.run_flags(max_tokens=256)
 def gen(
     prompt: Annotated[Optional[str], typer.Argument(help="The prompt (or use --input).")] = None,
-    regex: o.Regex = None,
-    grammar: o.GrammarOpt = None,
-    schema: o.Schema = None,
-    choice: o.Choice = None,
-    lark: o.LarkOpt = None,
-    root: o.Root = None,
-    whitespace: o.Whitespace = "compact",
-    lenient: o.Lenient = False,
-    oneof_as_anyof: o.OneOfAsAnyOf = False,
-    model: o.Model = None,
-    max_tokens: o.MaxTokens = 256,
-    temperature: o.Temperature = 0.7,
-    top_p: o.TopP = 0.9,
-    top_k: o.TopK = 0,
-    repeat_penalty: o.RepeatPenalty = 1.0,
-    seed: o.Seed = 0,
-    chat: o.Chat = True,
-    system: o.System = None,
-    show_schema: o.ShowSchema = True,
+    *,
+    constraint: o.ConstraintFlags,
+    run: o.RunFlags,
     n: Annotated[int, typer.Option("--n", min=1, help="Samples per prompt (seeds seed, seed+1, ...).")] = 1,
     input: Annotated[Optional[str], typer.Option("--input", help="JSONL records with 'prompt' (and 'id'), or plain lines; '-' for stdin.")] = None,
     format: Annotated[Optional[str], typer.Option("--format", help="text, json or jsonl (jsonl is the default with --input).")] = None,
@@ -55,16 +40,13 @@ def gen(
         raise UsageError(f"--format must be text, json or jsonl, got {fmt!r}")
     if trace_legal and trace is None:
         raise UsageError("--trace-legal needs --trace FILE")
-    params = SamplingParams(
-        temperature=temperature, top_p=top_p, top_k=top_k, repeat_penalty=repeat_penalty, seed=seed
-    )
-    c = o.constraint_from_flags(regex, grammar, schema, choice, lark, root, whitespace, lenient, oneof_as_anyof)
+    c = constraint.load()
     for w in c.warnings:
         warn(w)
     records = _records(prompt, input)
-    llm = Model.load(model)
+    llm = Model.load(run.model)
     job = GenerationJob(
-        llm, c, params, max_tokens=max_tokens, chat=chat, system=system, show_schema=show_schema
+        llm, c, run.params, max_tokens=run.max_tokens, chat=run.chat, system=run.system, show_schema=run.show_schema
     )
     tracer = None
     if trace is not None:
@@ -81,7 +63,7 @@ def gen(
                     status = 2
                     continue
                 for k in range(n):
-                    res = _run_one(job, rec, seed + k, tracer)
+                    res = _run_one(job, rec, run.params.seed + k, tracer)
                     _emit(res, fmt)
                     if res.error is not None and res.stop_reason == "error":
                         status = 2

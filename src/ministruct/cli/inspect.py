@@ -23,34 +23,19 @@ from ..engine.compile import compile_grammar
 from ..model import Model
 from ..pipeline import GenerationJob
 from ..records import RECORD_VERSION
-from ..sampling import SamplingParams
 from . import options as o
 from .app import app
 from .progress import Progress
 
 
 @app.command()
+@o.constraint_flags
+@o.run_flags(max_tokens=64)
 def inspect(
     prompt: Annotated[Optional[str], typer.Argument(help="Run one generation and show every token (omit for the grammar report).")] = None,
-    regex: o.Regex = None,
-    grammar: o.GrammarOpt = None,
-    schema: o.Schema = None,
-    choice: o.Choice = None,
-    lark: o.LarkOpt = None,
-    root: o.Root = None,
-    whitespace: o.Whitespace = "compact",
-    lenient: o.Lenient = False,
-    oneof_as_anyof: o.OneOfAsAnyOf = False,
-    model: o.Model = None,
-    max_tokens: o.MaxTokens = 64,
-    temperature: o.Temperature = 0.7,
-    top_p: o.TopP = 0.9,
-    top_k: o.TopK = 0,
-    repeat_penalty: o.RepeatPenalty = 1.0,
-    seed: o.Seed = 0,
-    chat: o.Chat = True,
-    system: o.System = None,
-    show_schema: o.ShowSchema = True,
+    *,
+    constraint: o.ConstraintFlags,
+    run: o.RunFlags,
     walks: Annotated[int, typer.Option("--walks", min=0, help="Random walks for legal-set sizes and samples (no PROMPT).")] = 5,
     walk_steps: Annotated[int, typer.Option("--walk-steps", min=1, help="Tokens per random walk at most.")] = 32,
     width: Annotated[Optional[int], typer.Option("--width", min=40, help="Output width (default: the terminal, or $COLUMNS).")] = None,
@@ -58,17 +43,14 @@ def inspect(
     no_progress: o.NoProgress = False,
 ) -> None:
     """Show what the constraint is, or how it shaped one generation token by token."""
-    params = SamplingParams(
-        temperature=temperature, top_p=top_p, top_k=top_k, repeat_penalty=repeat_penalty, seed=seed
-    )
-    c = o.constraint_from_flags(regex, grammar, schema, choice, lark, root, whitespace, lenient, oneof_as_anyof)
+    c = constraint.load()
     console = Console(width=width) if width else Console()
     if prompt is None:
-        _grammar_report(c, model, seed, walks, walk_steps, console, as_json, no_progress)
+        _grammar_report(c, run.model, run.params.seed, walks, walk_steps, console, as_json, no_progress)
         return
     status = _generation_report(
-        c, model, params, prompt, max_tokens=max_tokens, chat=chat, system=system,
-        show_schema=show_schema, console=console, as_json=as_json, no_progress=no_progress,
+        c, run.model, run.params, prompt, max_tokens=run.max_tokens, chat=run.chat, system=run.system,
+        show_schema=run.show_schema, console=console, as_json=as_json, no_progress=no_progress,
     )
     raise typer.Exit(status)
 

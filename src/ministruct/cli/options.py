@@ -47,3 +47,99 @@ def constraint_from_flags(
         regex=regex, grammar=grammar, schema=schema, choice=choice, lark=lark, root=root,
         whitespace=whitespace, lenient=lenient, oneof_as_anyof=oneof_as_anyof,
     )
+
+
+# ---------------------------------------------------------------- shared flag groups
+
+import functools
+import inspect as _inspect
+import typing
+from dataclasses import dataclass
+
+from ..sampling import SamplingParams
+
+
+@dataclass
+class ConstraintFlags:
+    """The constraint flags as given; `load()` builds the one Constraint they name."""
+
+    regex: str | None
+    grammar: str | None
+    schema: str | None
+    choice: list[str] | None
+    lark: str | None
+    root: str | None
+    whitespace: str
+    lenient: bool
+    oneof_as_anyof: bool
+
+    def load(self) -> Constraint:
+        return constraint_from_flags(
+            self.regex, self.grammar, self.schema, self.choice, self.lark, self.root,
+            self.whitespace, self.lenient, self.oneof_as_anyof,
+        )
+
+
+@dataclass
+class RunFlags:
+    """The model and sampling flags; `params` is validated on construction."""
+
+    model: str | None
+    max_tokens: int
+    params: SamplingParams
+    chat: bool
+    system: str | None
+    show_schema: bool
+
+
+_CONSTRAINT_PARAMS = (
+    ("regex", Regex, None), ("grammar", GrammarOpt, None), ("schema", Schema, None),
+    ("choice", Choice, None), ("lark", LarkOpt, None), ("root", Root, None),
+    ("whitespace", Whitespace, "compact"), ("lenient", Lenient, False), ("oneof_as_anyof", OneOfAsAnyOf, False),
+)
+
+
+def _run_params(max_tokens: int) -> tuple:
+    return (
+        ("model", Model, None), ("max_tokens", MaxTokens, max_tokens), ("temperature", Temperature, 0.7),
+        ("top_p", TopP, 0.9), ("top_k", TopK, 0), ("repeat_penalty", RepeatPenalty, 1.0), ("seed", Seed, 0),
+        ("chat", Chat, True), ("system", System, None), ("show_schema", ShowSchema, True),
+    )
+
+
+def _with_flags(fn, target: str, specs: tuple, pack):
+    """Replace `fn`'s parameter `target` by the flags in `specs`, packed by `pack(dict)`."""
+    hints = typing.get_type_hints(fn, include_extras=True)
+    sig = _inspect.signature(fn)
+    params = [p.replace(annotation=hints.get(p.name, p.annotation)) for p in sig.parameters.values() if p.name != target]
+    kind = _inspect.Parameter.KEYWORD_ONLY
+    extra = [_inspect.Parameter(name, kind, annotation=ann, default=default) for name, ann, default in specs]
+    ordered = [p for p in params if p.kind != kind] + extra + [p for p in params if p.kind == kind]
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        kwargs[target] = pack({name: kwargs.pop(name) for name, _, _ in specs})
+        return fn(*args, **kwargs)
+
+    wrapper.__signature__ = sig.replace(parameters=ordered, return_annotation=None)
+    wrapper.__annotations__ = {p.name: p.annotation for p in ordered}
+    del wrapper.__wrapped__  # Typer must see the new signature, not fn's
+    return wrapper
+
+
+def constraint_flags(fn):
+    """Give a command the constraint flags (cli.md); it receives `constraint: ConstraintFlags`."""
+    return _with_flags(fn, "constraint", _CONSTRAINT_PARAMS, lambda d: ConstraintFlags(**d))
+
+
+def run_flags(max_tokens: int = 256):
+    """Give a command the model and sampling flags; it receives `run: RunFlags`."""
+
+    def pack(d: dict) -> RunFlags:
+        params = SamplingParams(
+            temperature=d["temperature"], top_p=d["top_p"], top_k=d["top_k"],
+            repeat_penalty=d["repeat_penalty"], seed=d["seed"],
+        )
+        return RunFlags(d["model"], d["max_tokens"], params, d["chat"], d["system"], d["show_schema"])
+
+    return lambda fn: _with_flags(fn, "run", _run_params(max_tokens), pack)

@@ -71,17 +71,7 @@ class TokenTrie:
             nxt = np.zeros(n, dtype=np.int64)
             nxt[active] = node_of
             prev_node_of = nxt
-        child_start, child_count = [], []
-        for d in range(L + 1):
-            n_here = len(node_byte[d])
-            if d < L:
-                par = parents[d + 1]
-                start = np.searchsorted(par, np.arange(n_here), side="left")
-                stop = np.searchsorted(par, np.arange(n_here), side="right")
-            else:
-                start = stop = np.zeros(n_here, dtype=np.int64)
-            child_start.append(start.astype(np.int64))
-            child_count.append((stop - start).astype(np.int64))
+        child_start, child_count = _child_ranges(parents, [len(b) for b in node_byte])
         return cls(
             node_byte=node_byte,
             parent=parents,
@@ -92,6 +82,22 @@ class TokenTrie:
             n_nodes=sum(len(b) for b in node_byte),
             max_len=L,
         )
+
+
+def _child_ranges(parent: list[np.ndarray], sizes: list[int]) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Per level, each node's first child and child count (children are contiguous
+    because `parent[d + 1]` is sorted)."""
+    starts, counts = [], []
+    for d, n_here in enumerate(sizes):
+        if d + 1 < len(sizes):
+            par = parent[d + 1]
+            start = np.searchsorted(par, np.arange(n_here), side="left")
+            stop = np.searchsorted(par, np.arange(n_here), side="right")
+        else:
+            start = stop = np.zeros(n_here, dtype=np.int64)
+        starts.append(start.astype(np.int64))
+        counts.append((stop - start).astype(np.int64))
+    return starts, counts
 
 
 def expand_children(start: np.ndarray, count: np.ndarray) -> np.ndarray:
@@ -152,17 +158,7 @@ class ClassTrie:
             parent.append(uniq // n_classes)
             end_node.append(inv[trie.end_node[d]])
             prev = inv
-        child_start, child_count = [], []
-        for d in range(trie.max_len + 1):
-            n_here = len(node_class[d])
-            if d < trie.max_len:
-                par = parent[d + 1]
-                start = np.searchsorted(par, np.arange(n_here), side="left")
-                stop = np.searchsorted(par, np.arange(n_here), side="right")
-            else:
-                start = stop = np.zeros(n_here, dtype=np.int64)
-            child_start.append(start.astype(np.int64))
-            child_count.append((stop - start).astype(np.int64))
+        child_start, child_count = _child_ranges(parent, [len(c) for c in node_class])
         return cls(
             node_class=node_class,
             parent=parent,
