@@ -317,9 +317,10 @@ def test_greedy_real_model_is_argmax(model, chat_prompt):
 @pytest.mark.model
 def test_with_the_engine_matcher(model, vocab):
     """End to end with the real engine: every output is in the language."""
-    compile_mod = pytest.importorskip("ministruct.engine.compile")
-    matcher_mod = pytest.importorskip("ministruct.engine.matcher")
-    gbnf = pytest.importorskip("ministruct.grammar.gbnf")
+    import ministruct.engine.compile as compile_mod
+    import ministruct.engine.matcher as matcher_mod
+    import ministruct.grammar.gbnf as gbnf
+
     grammar = gbnf.parse_gbnf('root ::= "{\\"age\\": " [1-9] [0-9]{0,2} ", \\"ok\\": " ("true" | "false") "}"')
     matcher = matcher_mod.Matcher(compile_mod.compile_grammar(grammar, vocab))
     prompt = model.tokenize(

@@ -44,14 +44,11 @@ PLAN = [(name, 3, 40) for name in ("json", "arithmetic", "json_arr", "list", "c"
 @pytest.fixture(scope="module")
 def llama_side():
     """(llama vocab pointer, n_tokens, our Vocabulary) from one vocabulary-only load."""
-    llama_cpp = pytest.importorskip("llama_cpp")
-    from ministruct.errors import ModelError
+    import llama_cpp
+
     from ministruct.model import Model, bundled_model_path
 
-    try:
-        model = Model.load(bundled_model_path(), vocab_only=True)
-    except ModelError as e:
-        pytest.skip(f"bundled model unavailable: {e}")
+    model = Model.load(bundled_model_path(), vocab_only=True)  # a required dependency: no skip
     llm = llama_cpp.Llama(str(model.path), vocab_only=True, verbose=False)
     vocab_p = llama_cpp.llama_model_get_vocab(llm.model)
     n = int(llama_cpp.llama_vocab_n_tokens(vocab_p))
@@ -106,8 +103,7 @@ def test_legal_sets_equal_llamacpp_along_random_walks(llama_side, name, walks, s
         pytest.skip(f"{path} is missing (the llama.cpp suite is not checked out next to the repo)")
     vocab_p, n, vocab = llama_side
     text = path.read_text(encoding="utf-8")
-    if not LlamaGrammarOracle.accepts_grammar(vocab_p, text):
-        pytest.skip(f"llama.cpp refuses {name}.gbnf")
+    assert LlamaGrammarOracle.accepts_grammar(vocab_p, text), f"llama.cpp refuses {name}.gbnf"
     assert vocab.n_logits == n
     keep = comparable_ids(vocab, n)
     assert (~keep[: vocab.n_tokens]).sum() <= len(vocab.control_ids) + 8

@@ -11,7 +11,7 @@ import re
 import numpy as np
 import pytest
 import regex
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given, reject, settings
 from hypothesis import strategies as st
 
 from ministruct.engine.compile import compile_grammar
@@ -206,9 +206,12 @@ def test_mask_equals_partial_match_oracle(expr, walk):
     for choice in walk + [None]:
         mask = m.mask()
         for tid, tok in enumerate(TOKENS):
-            want = bool(tok) and pattern.fullmatch(out + tok, partial=True) is not None
+            try:
+                want = bool(tok) and pattern.fullmatch(out + tok, partial=True, timeout=2.0) is not None
+            except TimeoutError:
+                reject()  # the oracle backtracks exponentially on this pattern: not a verdict
             assert mask[tid] == want, (out, tok)
-        assert mask[len(TOKENS)] == (pattern.fullmatch(out) is not None)
+        assert mask[len(TOKENS)] == (pattern.fullmatch(out, timeout=2.0) is not None)
         legal = [t for t in np.nonzero(mask)[0].tolist() if t != len(TOKENS)]
         if choice is None or not legal:
             break
@@ -231,11 +234,7 @@ def test_nested_repeat_simplification_keeps_the_minimum():
 
 long_repeats = st.tuples(
     # simple items only: nested quantifiers make the `regex` oracle backtrack for minutes
-    st.one_of(
-        literals.filter(lambda x: x.text != ""),
-        classes,
-        st.lists(literals.filter(lambda x: x.text != "") | classes, min_size=2, max_size=3).map(lambda xs: Alt(tuple(xs))),
-    ),
+    st.one_of(literals.filter(lambda x: x.text != ""), classes),
     st.integers(0, 12),
     st.integers(0, 12) | st.none(),
 ).map(lambda t: Repeat(t[0], t[1], None if t[2] is None else t[1] + t[2]))

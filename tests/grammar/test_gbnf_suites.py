@@ -35,7 +35,9 @@ SIZE_REFUSAL = "parser_01_reject"
 
 
 def _engine():
-    return pytest.importorskip("ministruct.engine.automaton", reason="engine (ministruct.engine.automaton) not there yet")
+    import ministruct.engine.automaton as automaton
+
+    return automaton
 
 
 @pytest.mark.parametrize("case", [c for c in PARSER_CASES if c["name"] != SIZE_REFUSAL], ids=lambda c: c["name"])
@@ -148,8 +150,9 @@ def _walk(matcher, ids) -> bool:
 
 @pytest.mark.parametrize("case", [c for c in GBNF_CASES if c.get("has_token_inputs")], ids=lambda c: c["name"])
 def test_integration_token_cases(case):
-    compile_mod = pytest.importorskip("ministruct.engine.compile", reason="engine not there yet")
-    matcher_mod = pytest.importorskip("ministruct.engine.matcher", reason="engine not there yet")
+    import ministruct.engine.compile as compile_mod
+    import ministruct.engine.matcher as matcher_mod
+
     vocab, first_char = _token_vocab()
     compiled = compile_mod.compile_grammar(parse_gbnf(case["grammar"]), vocab)
     assert case["pass_parts"] and case["fail_parts"]

@@ -32,6 +32,7 @@ from .utf8 import utf8_sequences
 MAX_NFA_STATES = 2_000_000
 MAX_STACKS = 4_096
 MAX_LOCAL_DEPTH = 512
+MAX_LOCAL_STACKS = 100_000
 SHARE_ITEM_STATES = 6  # a repeated item this big is built once, as a rule, and called per copy
 
 Stack = tuple[int, ...]
@@ -41,14 +42,14 @@ ACCEPT: Stack = ()
 
 def _simplify_repeat(r: Repeat) -> Expr:
     """(x*){m,n} is x*; (x+){m,n} is x{m,}: keeps nested stars small."""
-    inner = r.item
+    inner = _simplify_repeat(r.item) if isinstance(r.item, Repeat) else r.item
     if r.max == 0:
         return Literal("")
     if isinstance(inner, Repeat) and inner.max is None and inner.min <= 1:
         if inner.min == 0:
             return Repeat(inner.item, 0, None)
         return Repeat(inner.item, r.min, None)
-    return r
+    return r if inner is r.item else Repeat(inner, r.min, r.max)
 
 
 def estimate_size(e: Expr, cache: dict | None = None) -> int:
@@ -386,6 +387,11 @@ class Automaton:
             if rel in seen:
                 continue
             seen.add(rel)
+            if len(seen) > MAX_LOCAL_STACKS:
+                raise CompileLimitError(
+                    f"{self.grammar.source}: grammar too ambiguous: more than {MAX_LOCAL_STACKS:,} ways "
+                    "to reach the next input without consuming any (nested repeats of empty-able items?)"
+                )
             if len(rel) > MAX_LOCAL_DEPTH:
                 raise GrammarError(
                     "left recursion: a rule can reach itself without consuming input",
