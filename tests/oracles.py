@@ -13,6 +13,15 @@ import numpy as np
 _TOKEN_DATA = np.dtype([("id", np.int32), ("logit", np.float32), ("p", np.float32)])
 
 
+def single_byte_tokens(vocab) -> dict[int, int]:
+    """byte -> the id of a token made of exactly that byte (where the vocabulary has one)."""
+    out: dict[int, int] = {}
+    for i, t in enumerate(vocab.tokens):
+        if len(t) == 1 and i not in vocab.control_ids and t[0] not in out:
+            out[t[0]] = i
+    return out
+
+
 class LlamaGrammarOracle:
     """Legal token ids according to llama.cpp's grammar sampler."""
 
@@ -52,6 +61,26 @@ class LlamaGrammarOracle:
         ok = np.isfinite(self._buf["logit"])
         out[self._buf["id"][ok]] = True
         return out
+
+    def allows(self, token_id: int) -> bool:
+        """Does llama.cpp allow this one token next? (a one-candidate apply: fast)"""
+        lc = self._llama_cpp
+        one = np.zeros(1, dtype=_TOKEN_DATA)
+        one["id"] = token_id
+        arr = lc.llama_token_data_array(one.ctypes.data_as(ctypes.POINTER(lc.llama_token_data)), 1, -1, False)
+        lc.llama_sampler_apply(self._sampler, ctypes.byref(arr))
+        return bool(np.isfinite(one["logit"][0]))
+
+    def accepts_text(self, data: bytes, byte_token: dict[int, int], eog: int) -> bool:
+        """llama.cpp's verdict on a whole text fed one byte at a time, each as its
+        single-byte token (so llama.cpp's own partial-UTF-8 handling is used), then
+        end-of-generation. Use a fresh oracle per text."""
+        for b in data:
+            tok = byte_token[b]
+            if not self.allows(tok):
+                return False
+            self.accept(tok)
+        return self.allows(eog)
 
     def accept(self, token_id: int) -> None:
         self._llama_cpp.llama_sampler_accept(self._sampler, token_id)

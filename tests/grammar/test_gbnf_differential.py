@@ -9,10 +9,8 @@ allowed and end-of-generation is allowed after the last one.
 
 from __future__ import annotations
 
-import ctypes
 import random
 
-import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -21,11 +19,12 @@ from ministruct.engine.automaton import accepts
 from ministruct.errors import MinistructError
 from ministruct.grammar.gbnf import parse_gbnf
 
+from oracles import LlamaGrammarOracle, single_byte_tokens  # tests/ is on sys.path
+
 from .helpers import sample_strings
 
 pytestmark = pytest.mark.model
 
-_TOKEN_DATA = np.dtype([("id", np.int32), ("logit", np.float32), ("p", np.float32)])
 ALPHABET = ["a", "b", "1", "é", " "]
 
 
@@ -37,40 +36,23 @@ def llama():
 
     model = Model.load(bundled_model_path(), vocab_only=True)
     vocab = model.vocabulary
-    byte_token = {}
-    for i, t in enumerate(vocab.tokens):
-        if len(t) == 1 and i not in vocab.control_ids and t[0] not in byte_token:
-            byte_token[t[0]] = i
     llm = llama_cpp.Llama(str(model.path), vocab_only=True, verbose=False)
     vocab_p = llama_cpp.llama_model_get_vocab(llm.model)
-    eos = min(vocab.eog_ids)
-    yield llama_cpp, vocab_p, byte_token, eos
+    yield vocab_p, len(vocab), single_byte_tokens(vocab), min(vocab.eog_ids)
     llm.close()
 
 
 def llama_accepts(llama, gbnf: str, text: str) -> bool | None:
     """llama.cpp's verdict on the whole text (None when llama.cpp refuses the grammar)."""
-    lc, vocab_p, byte_token, eos = llama
-    sampler = lc.llama_sampler_init_grammar(vocab_p, gbnf.encode(), b"root")
-    if not sampler:
+    vocab_p, n, byte_token, eog = llama
+    try:
+        oracle = LlamaGrammarOracle(vocab_p, n, gbnf)
+    except ValueError:
         return None
     try:
-        buf = np.zeros(1, dtype=_TOKEN_DATA)
-
-        def allowed(tok: int) -> bool:
-            buf["id"], buf["logit"], buf["p"] = tok, 0.0, 0.0
-            arr = lc.llama_token_data_array(buf.ctypes.data_as(ctypes.POINTER(lc.llama_token_data)), 1, -1, False)
-            lc.llama_sampler_apply(sampler, ctypes.byref(arr))
-            return bool(np.isfinite(buf["logit"][0]))
-
-        for b in text.encode("utf-8"):
-            tok = byte_token[b]
-            if not allowed(tok):
-                return False
-            lc.llama_sampler_accept(sampler, tok)
-        return allowed(eos)
+        return oracle.accepts_text(text.encode("utf-8"), byte_token, eog)
     finally:
-        lc.llama_sampler_free(sampler)
+        oracle.close()
 
 
 # ---------------------------------------------------------------- random grammars
