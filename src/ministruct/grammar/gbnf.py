@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Iterator
 
 from lark import Lark, Token, Transformer
-from lark.exceptions import LarkError, UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
+from lark.exceptions import LarkError, UnexpectedCharacters, UnexpectedInput, UnexpectedToken
 
 from ..errors import GrammarSyntaxError, MinistructError
 from .analysis import check_grammar

@@ -26,7 +26,6 @@ from __future__ import annotations
 import json
 import math
 import re
-import urllib.parse
 from typing import Any, Optional
 
 from ..errors import GrammarSyntaxError, SchemaError
@@ -36,8 +35,6 @@ from .schema_formats import (
     ANY_STRING,
     COUNTED_CHAR,
     KNOWN_UNSUPPORTED,
-    RAW_OK,
-    STRING_UNIT,
     SUPPORTED_FORMATS,
     encode_chars,
     format_expr,

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 from .ir import EMPTY, CharClass, Expr, Literal, Repeat, RuleRef, alt, seq
 from .schema_formats import ANY_HEX, ANY_STRING, RAW_OK, STRING_UNIT, _SHORT, encode_chars, string_literal
-from .schema_merge import MergeError, Resolver, escape_token, merge_all
+from .schema_merge import Resolver, escape_token, merge_all
 
 if TYPE_CHECKING:  # pragma: no cover
     from .jsonschema import _Compiler
