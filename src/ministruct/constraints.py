@@ -91,6 +91,9 @@ def load_constraint(
             path = str(BUNDLED_GRAMMARS / f"{grammar}.gbnf")
             text, source = read_text(path, "grammar")
             source = f"{grammar} (bundled)"
+        elif not Path(grammar).exists() and "/" not in grammar and not grammar.endswith(".gbnf"):
+            names = ", ".join(bundled_grammar_names())
+            raise InputError(f"{grammar}: no such grammar file or bundled grammar (bundled: {names})")
         else:
             text, source = read_text(grammar, "grammar")
         g = parse_gbnf(text, source=source, root=root or "root")

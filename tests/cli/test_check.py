@@ -62,3 +62,9 @@ def test_convert_choice_to_gbnf(run_cli):
     p = run_cli("convert", "--choice", "yes", "--choice", 'say "no"', "--to", "gbnf")
     assert p.returncode == 0
     assert p.stdout == 'root ::= "yes" | "say \\"no\\""\n'
+
+
+def test_bundled_grammar_by_name_and_unknown_name(run_cli):
+    assert run_cli("check", "--grammar", "digits", "2024").returncode == 0
+    assert run_cli("check", "--grammar", "digits", "20a4").returncode == 1
+    assert_one_line_error(run_cli("check", "--grammar", "nosuch", "1"), "nosuch", "bundled: arithmetic, digits, json")
