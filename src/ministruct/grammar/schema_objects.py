@@ -150,10 +150,14 @@ def _extras(c: "_Compiler", node: dict, ptr: str, depth: int, names: list[str], 
     if pn is False:
         return None
     if pp and not (ap is True and all(s is True for s in pp.values())):
+        schemas = list(pp.values())
+        simple = ap is False and all(s == schemas[0] for s in schemas[1:]) and not any(re.search(p, n) for p in pp for n in names)
+        pn_pat = _name_pattern(pn)
+        if (not simple and pn is True) or (pn is not True and pn_pat is not None):
+            return _pattern_extras(c, ptr, depth, names, ap, pp, pn_pat)
         if ap is not False:
             c.unsupported("patternProperties", ptr, "with additionalProperties other than false is not enforced")
             return None
-        schemas = list(pp.values())
         if any(s != schemas[0] for s in schemas[1:]):
             c.unsupported("patternProperties", ptr, "with several patterns of different schemas is not enforced")
             return None
@@ -181,6 +185,93 @@ def _extras(c: "_Compiler", node: dict, ptr: str, depth: int, names: list[str], 
     if _dead(key) or _dead(val):
         return None
     return c.rule(f"kv{ptr}", seq(key, c.colon(), val))
+
+
+MAX_PATTERNS = 8
+_NAME_ANNOTATIONS = {"title", "description", "$comment", "examples", "default"}
+
+
+def _name_pattern(pn: Any) -> Optional[str]:
+    """The regex of a propertyNames schema that is only `pattern` (and type string)."""
+    if not isinstance(pn, dict) or not isinstance(pn.get("pattern"), str):
+        return None
+    if set(pn) - _NAME_ANNOTATIONS - {"pattern", "type"} or pn.get("type", "string") != "string":
+        return None
+    return pn["pattern"]
+
+
+def _pattern_extras(c: "_Compiler", ptr: str, depth: int, names: list[str], ap: Any, pp: dict, pn_pat: Optional[str] = None) -> Optional[Expr]:
+    """Additional members under patternProperties, exactly: one DFA over the decoded key
+    sorts it into "matches exactly the patterns M" (M possibly empty) or "is a listed
+    name" (excluded: listed names are members of their own); the value must satisfy
+    allOf(pattern schemas of M), or additionalProperties when M is empty. A
+    propertyNames pattern is one more component every additional key must match."""
+    from ..errors import GrammarSyntaxError, SchemaError
+    from .regex import parse_regex
+    from .regex_complement import ComplementError, build_dfa, inline_rules, live_states
+
+    why = "with additionalProperties other than false is not enforced"
+    pats = list(pp)
+    if len(pats) > MAX_PATTERNS:
+        c.unsupported("patternProperties", ptr, f"with more than {MAX_PATTERNS} patterns is not enforced")
+        return None
+    try:
+        comps = []
+        for p in pats:
+            if not isinstance(p, str):
+                raise ComplementError("pattern is not a string")
+            comps.append(inline_rules(parse_regex(f"[\\s\\S]*(?:{p})[\\s\\S]*", source=f"{c.source}#{ptr}/patternProperties")))
+        comps.append(alt(*[Literal(n) for n in names]) if names else NOTHING)
+        if pn_pat is not None:
+            comps.append(inline_rules(parse_regex(f"[\\s\\S]*(?:{pn_pat})[\\s\\S]*", source=f"{c.source}#{ptr}/propertyNames")))
+        dfa = build_dfa(comps)
+    except (GrammarSyntaxError, ComplementError, RecursionError):
+        c.unsupported("patternProperties", ptr, why)
+        return None
+    excluded = len(pats)  # component index of the listed names
+    values: dict[frozenset, Expr] = {}
+
+    def value_for(m: frozenset) -> Expr:
+        if m not in values:
+            if not m:
+                v = c.value(ap, f"{ptr}/additionalProperties", depth + 1)
+            elif len(m) == 1:
+                (i,) = m
+                v = c.value(pp[pats[i]], f"{ptr}/patternProperties/{escape_token(pats[i])}", depth + 1)
+            else:
+                subs = [pp[pats[i]] for i in sorted(m)]
+                try:
+                    v = c.value({"allOf": subs}, f"{ptr}/patternProperties", depth + 1)
+                except SchemaError:
+                    c.unsupported("patternProperties", ptr, why)
+                    v = NOTHING
+            if not _dead(v) and not isinstance(v, (Literal, RuleRef)):
+                v = c.rule(f"pval{ptr}", v)
+            values[m] = v
+        return values[m]
+
+    def allowed(lab: frozenset) -> bool:
+        return excluded not in lab and (pn_pat is None or excluded + 1 in lab)
+
+    accepting = {s for s, lab in enumerate(dfa.labels) if allowed(lab) and not _dead(value_for(lab - {excluded + 1}))}
+    live = live_states(dfa, accepting)
+    if 0 not in live:
+        return None
+    refs = {s: RuleRef(c.fresh(f"pkey{ptr}")) for s in sorted(live)}
+    close = seq(Literal('"'), c.colon())
+    for s in sorted(live):
+        opts: list[Expr] = []
+        if s in accepting:
+            opts.append(seq(close, values[dfa.labels[s] - {excluded + 1}]))
+        if s == dfa.free:
+            body = seq(Repeat(STRING_UNIT, 0, None), *opts)
+        else:
+            for rs, t in dfa.states[s]:
+                if t in live:
+                    opts.append(seq(encode_chars(CharClass(rs)), refs[t]))
+            body = alt(*opts)
+        c.define(refs[s].name, body)
+    return c.rule(f"kv{ptr}", seq(Literal('"'), refs[0]))
 
 
 def _members(c: "_Compiler", entries: list, kvx: Optional[Expr], min_p: int, max_p: Optional[int], ptr: str, depth: int) -> Expr:
@@ -336,7 +427,7 @@ def reorder(value: Any, schema: Any, resolver: Resolver, ptr: str, _depth: int =
             sub = props.get(k)
             if sub is None:
                 matched = [s for p, s in (node.get("patternProperties") or {}).items() if _safe_search(p, k)]
-                sub = matched[0] if matched else node.get("additionalProperties", True)
+                sub = (matched[0] if len(matched) == 1 else {"allOf": matched}) if matched else node.get("additionalProperties", True)
             out[k] = reorder(value[k], sub, resolver, ptr, _depth + 1)
     return out
 
