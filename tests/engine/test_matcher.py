@@ -115,6 +115,7 @@ def test_advance_rejects_illegal_and_rollback_fork():
         m.advance(1)
     with pytest.raises(TokenRejected):
         m.advance(v.n_tokens - 1)  # eog before complete
+    assert m.is_legal(0) and not m.is_legal(1) and not m.is_legal(v.n_tokens - 1)
     m.advance(0)
     f = m.fork()
     f.advance(0)

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..errors import CompileLimitError, GrammarError
 from ..grammar.ir import Grammar
-from .automaton import Automaton, Config, TokenEdge, token_matches
+from .automaton import Automaton, Config, TokenEdge
 from .trie import ClassTrie, TokenTrie, expand_children, trie_for
 from .vocab import Vocabulary
 
@@ -270,7 +270,7 @@ class CompiledGrammar:
                 # any ordinary token but `want`
                 keep = bool(want is not None and 0 <= want < len(legal) and legal[want])
                 legal[self.vocab.text_ids] = True
-                if want is not None and 0 <= want < len(legal) and want in self._text_id_set:
+                if want in self._text_id_set:
                     legal[want] = keep
 
     @property
@@ -327,4 +327,4 @@ def compile_grammar(grammar: Grammar, vocab: Vocabulary, *, use_cache: bool = Tr
     return compiled
 
 
-__all__ = ["CompiledGrammar", "compile_grammar", "DEAD", "token_matches"]
+__all__ = ["CompiledGrammar", "compile_grammar", "DEAD"]

@@ -77,14 +77,6 @@ class Matcher:
             )
         self._history.append(nxt)
 
-    def advance_bytes(self, data: bytes) -> bool:
-        """Accept raw bytes (forced text); False (and no change) if they do not fit."""
-        nxt = self.compiled.step_bytes(self.state, data)
-        if nxt == DEAD:
-            return False
-        self._history.append(nxt)
-        return True
-
     def rollback(self, n: int) -> None:
         """Undo the last n accepted tokens."""
         if n < 0 or n > self.n_tokens:

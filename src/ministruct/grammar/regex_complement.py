@@ -17,7 +17,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from .ir import Alt, CharClass, Expr, Grammar, Literal, Repeat, RuleRef, Seq, TokenRef, normalize_ranges
+from ..errors import GrammarError
+from .ir import Alt, CharClass, Expr, Grammar, Literal, Repeat, Seq, normalize_ranges
+from .regex_print import inline_root
 
 MAX_NFA_STATES = 50_000
 MAX_DFA_STATES = 5_000
@@ -29,28 +31,10 @@ class ComplementError(ValueError):
 
 def inline_rules(g: Grammar) -> Expr:
     """The root expression of a non-recursive grammar with every RuleRef replaced."""
-    busy: set[str] = set()
-
-    def go(e: Expr) -> Expr:
-        if isinstance(e, RuleRef):
-            if e.name in busy or e.name not in g.rules:
-                raise ComplementError(f"rule {e.name!r} is recursive or undefined")
-            busy.add(e.name)
-            try:
-                return go(g.rules[e.name])
-            finally:
-                busy.discard(e.name)
-        if isinstance(e, TokenRef):
-            raise ComplementError("token references have no code-point language")
-        if isinstance(e, Seq):
-            return Seq(tuple(go(x) for x in e.items))
-        if isinstance(e, Alt):
-            return Alt(tuple(go(x) for x in e.options))
-        if isinstance(e, Repeat):
-            return Repeat(go(e.item), e.min, e.max)
-        return e
-
-    return go(g.rules[g.root])
+    try:
+        return inline_root(g)
+    except GrammarError as e:
+        raise ComplementError(str(e)) from None
 
 
 class _NFA:

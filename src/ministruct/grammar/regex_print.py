@@ -97,6 +97,12 @@ def _inline(grammar: Grammar, name: str, path: tuple[str, ...], done: dict[str, 
     return done[name]
 
 
+def inline_root(grammar: Grammar) -> Expr:
+    """The root expression with every rule reference replaced by its body; GrammarError
+    for recursion, undefined rules and token references."""
+    return _inline(grammar, grammar.root, (), {})
+
+
 def grammar_to_regex(grammar: Grammar) -> str:
     """A Python regex for a non-recursive grammar (rules inlined); GrammarError otherwise."""
-    return _fmt(_inline(grammar, grammar.root, (), {}), "alt")
+    return _fmt(inline_root(grammar), "alt")
