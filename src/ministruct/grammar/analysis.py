@@ -13,65 +13,78 @@ from .ir import Alt, CharClass, Expr, Grammar, Literal, Repeat, RuleRef, Seq, To
 
 
 def _nullable(e: Expr, nullable: set[str]) -> bool:
-    if isinstance(e, Literal):
-        return e.text == ""
-    if isinstance(e, (CharClass, TokenRef)):
+    t = type(e)
+    if t is RuleRef:
+        return e.name in nullable  # type: ignore[union-attr]
+    if t is Literal:
+        return e.text == ""  # type: ignore[union-attr]
+    if t is CharClass or t is TokenRef:
         return False
-    if isinstance(e, RuleRef):
-        return e.name in nullable
-    if isinstance(e, Seq):
-        return all(_nullable(x, nullable) for x in e.items)
-    if isinstance(e, Alt):
-        return any(_nullable(x, nullable) for x in e.options)
-    if isinstance(e, Repeat):
-        return e.min == 0 or _nullable(e.item, nullable)
+    if t is Seq:
+        for x in e.items:  # type: ignore[union-attr]
+            if not _nullable(x, nullable):
+                return False
+        return True
+    if t is Alt:
+        for x in e.options:  # type: ignore[union-attr]
+            if _nullable(x, nullable):
+                return True
+        return False
+    if t is Repeat:
+        return e.min == 0 or _nullable(e.item, nullable)  # type: ignore[union-attr]
     raise TypeError(f"not an expression: {e!r}")
 
 
-def nullable_rules(grammar: Grammar) -> set[str]:
+def nullable_rules(grammar: Grammar, refs: "dict[str, list[str]] | None" = None) -> set[str]:
     """Names of the rules that can match the empty string (undefined rules count as not)."""
+    if refs is None:
+        refs = {n: _ordered_refs(e) for n, e in grammar.rules.items()}
+    users: dict[str, list[str]] = {}
+    for name, used in refs.items():
+        for r in used:
+            users.setdefault(r, []).append(name)
     out: set[str] = set()
-    changed = True
-    while changed:
-        changed = False
-        for name, expr in grammar.rules.items():
-            if name not in out and _nullable(expr, out):
-                out.add(name)
-                changed = True
+    todo = list(grammar.rules)
+    todo.reverse()
+    while todo:  # a rule is looked at again only when a rule it uses turns out nullable
+        name = todo.pop()
+        if name not in out and _nullable(grammar.rules[name], out):
+            out.add(name)
+            todo.extend(u for u in users.get(name, ()) if u not in out)
     return out
 
 
-def _left_refs(e: Expr, nullable: set[str], out: list[str]) -> None:
-    """Append the rules `e` can start with (after a nullable prefix), in order of appearance."""
-    if isinstance(e, RuleRef):
-        if e.name not in out:
-            out.append(e.name)
-    elif isinstance(e, Seq):
-        for x in e.items:
+def _left_refs(e: Expr, nullable: set[str], out: dict[str, None]) -> None:
+    """Add the rules `e` can start with (after a nullable prefix), in order of appearance."""
+    t = type(e)
+    if t is RuleRef:
+        out[e.name] = None  # type: ignore[union-attr]
+    elif t is Seq:
+        for x in e.items:  # type: ignore[union-attr]
             _left_refs(x, nullable, out)
             if not _nullable(x, nullable):
                 break
-    elif isinstance(e, Alt):
-        for x in e.options:
+    elif t is Alt:
+        for x in e.options:  # type: ignore[union-attr]
             _left_refs(x, nullable, out)
-    elif isinstance(e, Repeat) and e.max != 0:
-        _left_refs(e.item, nullable, out)
+    elif t is Repeat and e.max != 0:  # type: ignore[union-attr]
+        _left_refs(e.item, nullable, out)  # type: ignore[union-attr]
 
 
-def left_corner_graph(grammar: Grammar) -> dict[str, list[str]]:
+def left_corner_graph(grammar: Grammar, refs: "dict[str, list[str]] | None" = None) -> dict[str, list[str]]:
     """For each rule, the rules that can be expanded first without consuming input."""
-    nullable = nullable_rules(grammar)
+    nullable = nullable_rules(grammar, refs)
     graph: dict[str, list[str]] = {}
     for name, expr in grammar.rules.items():
-        refs: list[str] = []
+        refs: dict[str, None] = {}
         _left_refs(expr, nullable, refs)
         graph[name] = [r for r in refs if r in grammar.rules]
     return graph
 
 
-def find_left_recursion(grammar: Grammar) -> list[str] | None:
+def find_left_recursion(grammar: Grammar, refs: "dict[str, list[str]] | None" = None) -> list[str] | None:
     """A left-recursive cycle as a list of rule names (first == last), or None."""
-    graph = left_corner_graph(grammar)
+    graph = left_corner_graph(grammar, refs)
     state: dict[str, int] = {}  # 1 = on the current path, 2 = done
     for start in graph:
         if start in state:
@@ -123,7 +136,7 @@ def check_grammar(grammar: Grammar) -> Grammar:
                     raise GrammarError(f"undefined rule '{r}' (used in rule '{name}')", source=src, rule=name)
         if grammar.root not in grammar.rules:
             raise GrammarError(f"no rule named '{grammar.root}' (the start rule)", source=src, rule=grammar.root)
-        cycle = find_left_recursion(grammar)
+        cycle = find_left_recursion(grammar, refs)
         if cycle is not None:
             raise GrammarError(
                 "left recursion: " + " -> ".join(cycle) + " (llama.cpp rejects it too; use repetition instead)",
@@ -144,17 +157,17 @@ def check_grammar(grammar: Grammar) -> Grammar:
 
 def _ordered_refs(e: Expr) -> list[str]:
     """Rule names referenced by `e`, left to right, without duplicates."""
-    out: list[str] = []
+    out: dict[str, None] = {}
     stack = [e]
     while stack:
         x = stack.pop()
-        if isinstance(x, RuleRef):
-            if x.name not in out:
-                out.append(x.name)
-        elif isinstance(x, Seq):
-            stack.extend(reversed(x.items))
-        elif isinstance(x, Alt):
-            stack.extend(reversed(x.options))
-        elif isinstance(x, Repeat):
-            stack.append(x.item)
-    return out
+        t = type(x)
+        if t is RuleRef:
+            out[x.name] = None  # type: ignore[union-attr]
+        elif t is Seq:
+            stack.extend(x.items[::-1])  # type: ignore[union-attr]
+        elif t is Alt:
+            stack.extend(x.options[::-1])  # type: ignore[union-attr]
+        elif t is Repeat:
+            stack.append(x.item)  # type: ignore[union-attr]
+    return list(out)

@@ -1,7 +1,8 @@
 """GBNF (llama.cpp's dialect) -> Grammar IR.
 
-Lark (LALR, contextual lexer, gbnf.lark) parses the text; callbacks build the IR
-while parsing; analysis.check_grammar validates the result. Semantics follow
+Lark builds the LALR(1) table of gbnf.lark; gbnf_lexer's lexer and driver run it over
+the text, and the callbacks here build the IR at each reduction;
+analysis.check_grammar validates the result. Semantics follow
 llama.cpp's src/llama-grammar.cpp: names are `[a-zA-Z0-9-]+`, a rule ends at the
 end of its line unless inside parentheses or right after `::=` or `|`, `""` and
 `[]` match the empty string, quantifiers stack (`"a"*?`), a rule defined twice
@@ -11,17 +12,19 @@ keeps its last definition, `{,n}` is an error, and a repetition minimum above
 
 from __future__ import annotations
 
+import gc
 import re
 import threading
+from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
 from typing import Iterator
-
 from lark import Lark, Token, Transformer
-from lark.exceptions import LarkError, UnexpectedCharacters, UnexpectedInput, UnexpectedToken
+from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
 
-from ..errors import GrammarSyntaxError, MinistructError
+from ..errors import GrammarSyntaxError
 from .analysis import check_grammar
+from .gbnf_lexer import GbnfLexer, LalrDriver, ParenDepthError
 from .ir import (
     EMPTY,
     MAX_CODE_POINT,
@@ -35,11 +38,9 @@ from .ir import (
     TokenRef,
     alt,
     normalize_ranges,
-    seq,
 )
 
 MAX_REPETITION = 2000  # llama.cpp's MAX_REPETITION_THRESHOLD
-MAX_PAREN_DEPTH = 200
 MAX_EXPR_DEPTH = 400
 MAX_TOKEN_ID = 2**31 - 1
 
@@ -48,43 +49,6 @@ _ESCAPE = re.compile(r"\\(?:x([0-9a-fA-F]{2})|u([0-9a-fA-F]{4})|U([0-9a-fA-F]{8}
 
 
 # ---------------------------------------------------------------- lexing helpers
-
-
-class _NewlineFilter:
-    """Post-lexer: keep only the newlines that end a rule (llama.cpp's parse_space rules)."""
-
-    always_accept = ("NL",)
-    _NESTERS = frozenset({"LPAR", "STAR", "PLUS", "QMARK", "LBRACE"})
-
-    def __init__(self) -> None:
-        self.nesters = 0  # '(' and quantifiers in the current rule: bounds its IR depth
-
-    def process(self, stream: Iterator[Token]) -> Iterator[Token]:
-        depth = 0
-        prev = None
-        pending = None
-        self.nesters = 0
-        nesters = self._NESTERS
-        for tok in stream:
-            t = tok.type
-            if t == "NL":
-                if depth == 0 and prev is not None and prev != "VBAR" and prev != "DEFINE" and pending is None:
-                    pending = tok
-                continue
-            if pending is not None:
-                yield pending  # the parser finishes the rule (and reads self.nesters) here
-                pending = None
-                self.nesters = 0
-            if t in nesters:
-                self.nesters += 1
-            if t == "LPAR":
-                depth += 1
-                if depth > MAX_PAREN_DEPTH:
-                    raise _error(f"parentheses nested more than {MAX_PAREN_DEPTH} deep", tok.line, tok.column)
-            elif t == "RPAR" and depth:
-                depth -= 1
-            prev = t
-            yield tok
 
 
 class _SyntaxProblem(Exception):
@@ -156,6 +120,13 @@ def _decode_class(tok: Token, warnings: list[str]) -> tuple[tuple[tuple[int, int
     return normalize_ranges(ranges), negated
 
 
+def _sequence(items: list) -> Expr:
+    """The IR of a sequence already flattened by seq_add."""
+    if not items:
+        return EMPTY
+    return items[0] if len(items) == 1 else Seq(tuple(items))
+
+
 class _Empty:
     """An empty `""` or `[]`: matches the empty string but cannot take a quantifier."""
 
@@ -186,10 +157,15 @@ def _depth(e: Expr) -> int:
 class _Builder(Transformer):
     """Lark LALR callbacks: each reduction of gbnf.lark builds IR directly (no parse tree)."""
 
-    def __init__(self, postlex: _NewlineFilter) -> None:
+    def __init__(self) -> None:
+        self.lexer: "GbnfLexer | None" = None
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget the previous parse (its warnings and interned IR)."""
         self.warnings: list[str] = []
-        self.postlex = postlex
         self._classes: dict[str, CharClass] = {}  # class text -> IR (big grammars repeat classes)
+        self._refs: dict[str, RuleRef] = {}
 
     # items
     def literal(self, c: list) -> object:
@@ -210,13 +186,15 @@ class _Builder(Transformer):
         if not cls.code_point_ranges():
             cls = CharClass(())  # one canonical form for a class that matches no character
         if len(self.warnings) == n_warnings:  # cache only what re-decoding would not warn about
-            if len(self._classes) > 50_000:
-                self._classes.clear()
             self._classes[tok.value] = cls
         return cls
 
     def rule_ref(self, c: list) -> Expr:
-        return RuleRef(c[0].value)
+        name = c[0].value
+        ref = self._refs.get(name)
+        if ref is None:
+            ref = self._refs[name] = RuleRef(name)
+        return ref
 
     def token_id(self, c: list) -> Expr:
         tok = c[0]
@@ -242,7 +220,7 @@ class _Builder(Transformer):
         if isinstance(item, _Empty):
             what = "string literal" if item.tok.value.startswith('"') else "character class"
             raise _error(f"'{tok.value}' has nothing to repeat: the {what} before it is empty", tok.line, tok.column)
-        return item if item == EMPTY else Repeat(item, lo, hi)  # type: ignore[arg-type]
+        return item if item is EMPTY else Repeat(item, lo, hi)  # type: ignore[arg-type]
 
     def star(self, c: list) -> Expr:
         return self._repeat(c[0], 0, None, c[1])
@@ -285,28 +263,42 @@ class _Builder(Transformer):
         return self._repeat(c[0], lo, hi, brace)
 
     # sequences and alternatives: plain lists until the rule or group is complete
-    def seq_empty(self, c: list) -> list:
-        return []
+    def seq_first(self, c: list) -> list:
+        return self.seq_add([[], c[0]])
 
     def seq_add(self, c: list) -> list:
         items, x = c
-        if isinstance(x, Seq):
-            items.extend(x.items)  # flattened here so adjacent literals always merge
-        elif not isinstance(x, _Empty):
+        t = type(x)
+        if t is Literal:
+            if items and type(items[-1]) is Literal:  # adjacent literals merge
+                items[-1] = Literal(items[-1].text + x.text)
+            else:
+                items.append(x)
+        elif t is Seq:
+            for y in x.items:
+                self.seq_add([items, y])
+        elif t is not _Empty:
             items.append(x)
         return items
 
     def alts_first(self, c: list) -> list:
-        return [seq(*c[0]) if c[0] else EMPTY]
+        return [_sequence(c[0])]
+
+    def alts_empty(self, c: list) -> list:
+        return [EMPTY]
 
     def alts_add(self, c: list) -> list:
-        c[0].append(seq(*c[2]) if c[2] else EMPTY)
+        c[0].append(_sequence(c[2]))
+        return c[0]
+
+    def alts_add_empty(self, c: list) -> list:
+        c[0].append(EMPTY)
         return c[0]
 
     def rule(self, c: list) -> tuple:
         name, expr = c[0], alt(*c[2])
         # IR depth <= 2 per '(' + 1 per quantifier + 3: only walk rules that could be too deep
-        if 2 * self.postlex.nesters + 3 > MAX_EXPR_DEPTH and _depth(expr) > MAX_EXPR_DEPTH:
+        if 2 * self.lexer.nesters + 3 > MAX_EXPR_DEPTH and _depth(expr) > MAX_EXPR_DEPTH:
             raise _error(f"rule '{name}' is nested more than {MAX_EXPR_DEPTH} levels deep", name.line, name.column)
         return (name, expr)
 
@@ -508,19 +500,19 @@ def _translate(e: UnexpectedInput, text: str, source: str) -> GrammarSyntaxError
 
 
 @lru_cache(maxsize=1)
-def _parser() -> tuple[Lark, _Builder]:
-    postlex = _NewlineFilter()
-    builder = _Builder(postlex)
+def _parser() -> tuple[Lark, GbnfLexer, LalrDriver, _Builder]:
+    """Lark's parser for gbnf.lark (IR built in its callbacks), its lexer, our driver of its table, the builder."""
+    builder = _Builder()
     lark = Lark(
         (Path(__file__).with_name("gbnf.lark")).read_text(encoding="utf-8"),
         parser="lalr",
-        lexer="contextual",
-        postlex=postlex,
+        lexer=GbnfLexer,
         propagate_positions=False,
         maybe_placeholders=False,
         transformer=builder,
     )
-    return lark, builder
+    builder.lexer = lark.parser.lexer
+    return lark, builder.lexer, LalrDriver(lark, builder), builder
 
 
 _LOCK = threading.Lock()
@@ -528,13 +520,24 @@ _LOCK = threading.Lock()
 
 def parse_gbnf(text: str, *, source: str = "<grammar>", root: str = "root") -> Grammar:
     """Parse llama.cpp GBNF into a checked Grammar (start rule `root`)."""
+    return _parse(text, source, root)
+
+
+def _parse(text: str, source: str, root: str, lark_loop: bool = False) -> Grammar:
+    """parse_gbnf; `lark_loop` runs the table with Lark's own parser loop instead of LalrDriver (tests)."""
     if not isinstance(text, str):
         raise GrammarSyntaxError("grammar text must be a string", source=source)
-    lark, builder = _parser()
-    with _LOCK:
-        builder.warnings = []
+    lark, lexer, driver, builder = _parser()
+    with _LOCK, _gc_paused():
+        builder.reset()
+        stack: list = []
         try:
-            rules = lark.parse(text)
+            if lark_loop:
+                rules = lark.parse(text)
+            else:
+                rules = driver.parse(lexer.tokens(text, lambda: driver.expected(stack[-1])), stack)
+        except ParenDepthError as e:
+            raise GrammarSyntaxError(str(e), source=source, text=text, line=e.line, column=e.column) from None
         except _SyntaxProblem as p:
             raise GrammarSyntaxError(p.reason, source=source, text=text, line=p.line, column=p.column,
                                      expected=p.expected) from None
@@ -542,10 +545,18 @@ def parse_gbnf(text: str, *, source: str = "<grammar>", root: str = "root") -> G
             raise _translate(e, text, source) from None
         except RecursionError:
             raise GrammarSyntaxError("grammar nested too deeply", source=source, text=text) from None
-        except MinistructError:
-            raise
-        except LarkError as e:  # pragma: no cover - defensive
-            raise GrammarSyntaxError(f"cannot parse grammar: {e}", source=source, text=text) from None
         warnings = builder.warnings
-    grammar = Grammar(rules=rules, root=root, source=source, warnings=list(warnings))
-    return check_grammar(grammar)
+        grammar = Grammar(rules=rules, root=root, source=source, warnings=list(warnings))
+        return check_grammar(grammar)
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """No cyclic GC while building a large IR: its passes over the new objects find nothing to free."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()

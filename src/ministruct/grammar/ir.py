@@ -162,14 +162,13 @@ def seq(*items: Expr) -> Expr:
 
 def alt(*options: Expr) -> Expr:
     """An alternation with nested alternations flattened and duplicates removed."""
-    flat: list[Expr] = []
+    flat: dict[Expr, None] = {}  # ordered and O(1) to test: alternations may have 100k options
     for o in options:
         for x in o.options if isinstance(o, Alt) else (o,):
-            if x not in flat:
-                flat.append(x)
+            flat[x] = None
     if not flat:
         raise ValueError("alt() needs at least one option")
-    return flat[0] if len(flat) == 1 else Alt(tuple(flat))
+    return next(iter(flat)) if len(flat) == 1 else Alt(tuple(flat))
 
 
 # ---------------------------------------------------------------- printing
