@@ -11,7 +11,7 @@ from typing import Any
 from .errors import InputError, SchemaError, UsageError
 from .grammar.ir import Grammar, Literal, alt
 
-BUNDLED_GRAMMARS = Path(__file__).resolve().parents[2] / "grammars"
+BUNDLED_GRAMMARS = Path(__file__).resolve().parent / "grammars"
 
 
 @dataclass

@@ -11,6 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ministruct.errors import GrammarError, GrammarSyntaxError, MinistructError
+from ministruct.grammar import gbnf
+from ministruct.grammar.analysis import _ordered_refs
 from ministruct.grammar.gbnf import parse_gbnf
 from ministruct.grammar.ir import EMPTY, Alt, CharClass, Literal, Repeat, RuleRef, Seq, TokenRef
 
@@ -257,6 +259,18 @@ def test_round_trip_random(a, b):
     except GrammarError:
         return  # e.g. left recursion through r1 | r2 -- not what this test is about
     roundtrip(g)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(gbnf_expr(), gbnf_expr())
+def test_references_read_while_parsing_equal_a_walk_of_the_ir(a, b):
+    # r2 is defined twice: the references of its last definition count
+    text = f'root ::= {a} r1 r2\nr2 ::= "z"\nr1 ::= "x" ({b}) r2 | {a}\nr2 ::= "y" {b}\n'
+    try:
+        g = parse_gbnf(text)
+    except GrammarError:
+        return  # left recursion through r1 or r2
+    assert gbnf._parser()[3].references == {n: _ordered_refs(e) for n, e in g.rules.items()}
 
 
 def test_bundled_grammars_round_trip_and_are_clean():

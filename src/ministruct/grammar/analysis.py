@@ -123,13 +123,17 @@ def reachable_rules(grammar: Grammar, refs: dict[str, list[str]] | None = None) 
     return seen
 
 
-def check_grammar(grammar: Grammar) -> Grammar:
-    """Raise GrammarError for an unusable grammar; append warnings for unreachable rules."""
+def check_grammar(grammar: Grammar, refs: "dict[str, list[str]] | None" = None) -> Grammar:
+    """Raise GrammarError for an unusable grammar; append warnings for unreachable rules.
+
+    `refs` (each rule's references, in order, without repeats) saves a walk when known.
+    """
     src = grammar.source
     try:
         if not grammar.rules:
             raise GrammarError("the grammar defines no rules", source=src)
-        refs = {name: _ordered_refs(expr) for name, expr in grammar.rules.items()}
+        if refs is None:
+            refs = {name: _ordered_refs(expr) for name, expr in grammar.rules.items()}
         for name, used in refs.items():
             for r in used:
                 if r not in grammar.rules:

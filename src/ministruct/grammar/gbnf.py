@@ -166,6 +166,8 @@ class _Builder(Transformer):
         self.warnings: list[str] = []
         self._classes: dict[str, CharClass] = {}  # class text -> IR (big grammars repeat classes)
         self._refs: dict[str, RuleRef] = {}
+        self._used: dict[str, None] = {}  # rules referenced by the rule being read, in order
+        self.references: dict[str, list[str]] = {}  # per rule, as analysis.check_grammar wants
 
     # items
     def literal(self, c: list) -> object:
@@ -191,6 +193,7 @@ class _Builder(Transformer):
 
     def rule_ref(self, c: list) -> Expr:
         name = c[0].value
+        self._used[name] = None
         ref = self._refs.get(name)
         if ref is None:
             ref = self._refs[name] = RuleRef(name)
@@ -300,7 +303,8 @@ class _Builder(Transformer):
         # IR depth <= 2 per '(' + 1 per quantifier + 3: only walk rules that could be too deep
         if 2 * self.lexer.nesters + 3 > MAX_EXPR_DEPTH and _depth(expr) > MAX_EXPR_DEPTH:
             raise _error(f"rule '{name}' is nested more than {MAX_EXPR_DEPTH} levels deep", name.line, name.column)
-        return (name, expr)
+        used, self._used = list(self._used), {}
+        return (name, expr, used)
 
     def rules_first(self, c: list) -> list:
         return c
@@ -315,7 +319,7 @@ class _Builder(Transformer):
     def start(self, c: list) -> dict[str, Expr]:
         rules: dict[str, Expr] = {}
         lines: dict[str, int] = {}
-        for name, expr in c[0]:
+        for name, expr, used in c[0]:
             key = name.value
             if key in rules:
                 self.warnings.append(
@@ -324,6 +328,7 @@ class _Builder(Transformer):
                 )
             rules[key] = expr
             lines[key] = name.line
+            self.references[key] = used
         return rules
 
 
@@ -545,9 +550,8 @@ def _parse(text: str, source: str, root: str, lark_loop: bool = False) -> Gramma
             raise _translate(e, text, source) from None
         except RecursionError:
             raise GrammarSyntaxError("grammar nested too deeply", source=source, text=text) from None
-        warnings = builder.warnings
-        grammar = Grammar(rules=rules, root=root, source=source, warnings=list(warnings))
-        return check_grammar(grammar)
+        grammar = Grammar(rules=rules, root=root, source=source, warnings=list(builder.warnings))
+        return check_grammar(grammar, builder.references)
 
 
 @contextmanager

@@ -151,6 +151,17 @@ class GbnfLexer(Lexer):
             yield tok
 
 
+def _then_end(tokens: Iterator[Token]) -> Iterator[Token]:
+    """The tokens, then Lark's `$END` placed where the last token ends."""
+    tok = None
+    for tok in tokens:
+        yield tok
+    if tok is None:
+        yield _token("$END", "", 0, 0, 1, 1, 1, 1)
+    else:
+        yield _token("$END", "", tok.end_pos, tok.end_pos, tok.end_line, tok.end_column, tok.end_line, tok.end_column)
+
+
 class LalrDriver:
     """Runs Lark's LALR(1) table for a grammar, calling `builder.<alias>(children)` per reduction."""
 
@@ -197,17 +208,19 @@ class LalrDriver:
         """Feed every token, then end of input; return the start rule's value."""
         actions, gotos = self.actions, self.gotos
         values: list = []
-        stack.append(self.start_state)
-        tok = None
-        for tok in tokens:
+        push_state, push_value = stack.append, values.append
+        state = self.start_state
+        push_state(state)
+        for tok in _then_end(tokens):
             kind = tok.type
             while True:
-                act = actions[stack[-1]].get(kind)
+                act = actions[state].get(kind)
                 if act is None:
                     raise self._unexpected(tok, stack)
                 if act[0]:
-                    stack.append(act[1])
-                    values.append(tok)
+                    state = act[1]
+                    push_state(state)
+                    push_value(tok)
                     break
                 size = act[1]
                 if size:
@@ -216,26 +229,13 @@ class LalrDriver:
                     del stack[-size:]
                 else:
                     children = []
-                values.append(act[2](children))
-                stack.append(gotos[stack[-1]][act[3]])
-        if tok is None:
-            end = _token("$END", "", 0, 0, 1, 1, 1, 1)
-        else:
-            end = _token("$END", "", tok.end_pos, tok.end_pos, tok.end_line, tok.end_column, tok.end_line, tok.end_column)
-        while True:
-            act = actions[stack[-1]].get("$END")
-            if act is None:
-                raise self._unexpected(end, stack)
-            size = act[1]
-            children = values[-size:] if size else []
-            if size:
-                del values[-size:]
-                del stack[-size:]
-            value = act[2](children)
-            if act[3] == "start":
-                return value
-            values.append(value)
-            stack.append(gotos[stack[-1]][act[3]])
+                value = act[2](children)
+                if act[3] == "start":  # only ever reduced at the end of input
+                    return value
+                state = gotos[stack[-1]][act[3]]
+                push_state(state)
+                push_value(value)
+        raise AssertionError("the LALR table ended without reducing the start rule")
 
     def _unexpected(self, tok: Token, stack: list) -> UnexpectedToken:
         return UnexpectedToken(tok, self.accepts(stack))
