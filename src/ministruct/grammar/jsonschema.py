@@ -43,7 +43,9 @@ from .schema_formats import (
     search_with_length,
     string_literal,
 )
+from .schema_disjoint import Disjointness
 from .schema_merge import MergeError, Resolver, merge_all, schema_types
+from .schema_patterns import PatternTooLarge, pattern_with_length
 
 __all__ = ["schema_to_grammar", "canonical_order", "SchemaError"]
 
@@ -62,6 +64,15 @@ UNSUPPORTED = {
     "dependentSchemas", "dependentRequired", "dependencies", "unevaluatedItems",
     "unevaluatedProperties", "$dynamicRef", "$dynamicAnchor", "$recursiveRef", "$recursiveAnchor",
 }
+
+
+_GLOBAL_FLAGS = re.compile(r"(?:\(\?[aiLmsux]+\))*")
+
+
+def _searched(pattern: str) -> str:
+    """A regex whose full matches are the strings `pattern` finds a match in (re.search)."""
+    flags = _GLOBAL_FLAGS.match(pattern).group(0)  # type: ignore[union-attr]  # they must stay in front
+    return f"{flags}[\\s\\S]*(?:{pattern[len(flags):]})[\\s\\S]*"
 
 
 def _dead(e: Optional[Expr]) -> bool:
@@ -92,12 +103,14 @@ class _Compiler:
             raise SchemaError(f"whitespace must be compact, flexible or pretty, not {whitespace!r}", source=source)
         self.ws, self.lenient, self.source, self.oneof_as_anyof = whitespace, lenient, source, oneof_as_anyof
         self.resolver = Resolver(root, self.error)
+        self.disjointness = Disjointness(self.resolver, lambda: self.validator)
         self.rules: dict[str, Expr] = {}
         self.warnings: list[str] = []
         self._ref_rules: dict[tuple[str, int], str] = {}
         self._any_rules: dict[int, str] = {}
         self._validator = None
         self._shared: dict[str, str] = {}
+        self._next_suffix: dict[str, int] = {}  # per name hint: where fresh() resumes counting
 
     # ------------------------------------------------------------ plumbing
 
@@ -114,9 +127,10 @@ class _Compiler:
 
     def fresh(self, hint: str) -> str:
         base = re.sub(r"[^a-zA-Z0-9-]+", "-", hint).strip("-").lower() or "r"
-        name, i = base, 2
+        name, i = base, self._next_suffix.get(base, 2)
         while name in self.rules:
             name, i = f"{base}-{i}", i + 1
+        self._next_suffix[base] = i
         self.rules[name] = NOTHING
         return name
 
@@ -292,7 +306,7 @@ class _Compiler:
         if kw == "oneOf" and not self.oneof_as_anyof:
             for i in range(len(subs)):
                 for j in range(i + 1, len(subs)):
-                    if not self.resolver.disjoint(subs[i], subs[j], rest):
+                    if not self.disjointness.disjoint(subs[i], subs[j], rest):
                         raise self.error(
                             f"oneOf branches {i} and {j} may overlap; exactly-one cannot be enforced"
                             " (pass oneof_as_anyof to accept any branch)", f"{ptr}/oneOf", "oneOf")
@@ -433,13 +447,12 @@ class _Compiler:
             return g.rules[g.root]
 
         if lo == 0 and hi is None:
-            return encode_chars(parse(f"[\\s\\S]*(?:{pattern})[\\s\\S]*"))
+            return encode_chars(parse(_searched(pattern)))
         left = pattern.startswith("^")
         right = pattern.endswith("$") and (len(pattern) - len(pattern[:-1].rstrip("\\")) - 1) % 2 == 0
         core_text = pattern[1 if left else 0 : len(pattern) - 1 if right else len(pattern)]
         if _top_level_bar(core_text) or "^" in core_text.replace("[^", "") or "$" in core_text:
-            self.unsupported("pattern", ptr.rsplit("/", 1)[0], "combined with minLength/maxLength is not enforced for this pattern")
-            return self.pattern(pattern, ptr, 0, None)
+            return self.pattern_by_dfa(pattern, parse(_searched(pattern)), ptr, lo, hi)
         core = parse(core_text)
         try:
             if left and right:  # `$` also matches before a final newline
@@ -460,10 +473,18 @@ class _Compiler:
                 raise ValueError
             return encode_chars(r)
         except ValueError:
-            self.unsupported("pattern", ptr.rsplit("/", 1)[0], "combined with minLength/maxLength is not enforced for this pattern")
-            return self.pattern(pattern, ptr, 0, None)
+            return self.pattern_by_dfa(pattern, parse(_searched(pattern)), ptr, lo, hi)
         except LookupError:
             return NOTHING
+
+    def pattern_by_dfa(self, pattern: str, searched: Expr, ptr: str, lo: int, hi: Optional[int]) -> Expr:
+        """`pattern` with length bounds through a DFA x length product (see schema_patterns)."""
+        try:
+            r = pattern_with_length(searched, lo, hi, self.fresh, self.define)
+        except PatternTooLarge as e:
+            self.unsupported("pattern", ptr.rsplit("/", 1)[0], f"combined with minLength/maxLength is too large to enforce ({e})")
+            return self.pattern(pattern, ptr, 0, None)
+        return NOTHING if r is None else r
 
     # ------------------------------------------------------------ containers
 

@@ -1,6 +1,5 @@
 """JSON Schema plumbing for the schema front end: `$ref` resolution (JSON pointers,
-`$id`, `$anchor`), exact `allOf`/`$ref`-with-siblings merging, type sets, and the
-disjointness test behind exact `oneOf`.
+`$id`, `$anchor`), exact `allOf`/`$ref`-with-siblings merging, and type sets.
 """
 
 from __future__ import annotations
@@ -126,67 +125,6 @@ class Resolver:
             raise self.error(f"$ref {ref!r} points nowhere (no such $anchor)", where, "$ref")
         return self.get(self.anchors[key]), self.anchors[key]
 
-    # ------------------------------------------------------------ oneOf
-
-    def _branch(self, s: Any, ptr: str, seen: int = 0) -> Any:
-        while isinstance(s, dict) and "$ref" in s and seen < 32:
-            s, ptr = self.resolve(s["$ref"], ptr)
-            seen += 1
-        return s
-
-    def _types(self, s: Any) -> set[str]:
-        if s is True:
-            return set(ALL_TYPES)
-        if not isinstance(s, dict):
-            return set()
-        if "const" in s:
-            return {value_type(s["const"])}
-        if isinstance(s.get("enum"), list):
-            return {value_type(v) for v in s["enum"]}
-        t = schema_types(s, "", self.error)
-        for sub in s.get("allOf", []) if isinstance(s.get("allOf"), list) else []:
-            t &= _widen(self._types(self._branch(sub, "")))
-        return t
-
-    def _values(self, s: Any) -> Optional[list]:
-        if isinstance(s, dict):
-            if "const" in s:
-                return [s["const"]]
-            if isinstance(s.get("enum"), list):
-                return s["enum"]
-        return None
-
-    def disjoint(self, a: Any, b: Any, rest: dict) -> bool:
-        """True when no instance can satisfy both branches (a sufficient test)."""
-        a, b = self._branch(a, ""), self._branch(b, "")
-        if a is False or b is False:
-            return True
-        ta, tb = _widen(self._types(a)), _widen(self._types(b))
-        if not (ta & tb & _widen(schema_types(rest, "", self.error))):
-            return True
-        va, vb = self._values(a), self._values(b)
-        if va is not None and vb is not None and not any(_json_eq(x, y) for x in va for y in vb):
-            return True
-        if isinstance(a, dict) and isinstance(b, dict):
-            pa, pb = a.get("properties") or {}, b.get("properties") or {}
-            ra = set(a.get("required") or []) | set(rest.get("required") or [])
-            rb = set(b.get("required") or []) | set(rest.get("required") or [])
-            for p in set(pa) & set(pb) & ra & rb:
-                xa, xb = self._values(self._branch(pa[p], "")), self._values(self._branch(pb[p], ""))
-                if xa is not None and xb is not None and not any(_json_eq(x, y) for x in xa for y in xb):
-                    return True
-        return False
-
-
-def _widen(t: set[str]) -> set[str]:
-    """Type set where "integer" instances also count as "number" ones."""
-    t = set(t)
-    if "number" in t:
-        t.add("integer")
-    if "integer" in t:
-        t.add("number")
-    return t
-
 
 def _json_eq(x: Any, y: Any) -> bool:
     if isinstance(x, bool) or isinstance(y, bool):
@@ -207,6 +145,15 @@ _MINS = {"maximum", "exclusiveMaximum", "maxLength", "maxItems", "maxProperties"
 _SCHEMA_VALUED = {"propertyNames", "contains", "additionalItems", "unevaluatedItems", "unevaluatedProperties", "not"}
 _OBJECT_SHAPE = ("properties", "additionalProperties", "patternProperties")
 _ARRAY_SHAPE = ("prefixItems", "items", "additionalItems")
+# Keywords that constrain instances (draft 2020-12 and the draft 4-7 forms ministruct reads).
+_ASSERTING = {
+    "type", "enum", "const", "multipleOf", "maximum", "exclusiveMaximum", "minimum", "exclusiveMinimum",
+    "maxLength", "minLength", "pattern", "format", "maxItems", "minItems", "uniqueItems", "maxContains",
+    "minContains", "maxProperties", "minProperties", "required", "dependentRequired", "dependencies",
+    "allOf", "anyOf", "oneOf", "not", "if", "then", "else", "dependentSchemas", "prefixItems", "items",
+    "additionalItems", "contains", "properties", "patternProperties", "additionalProperties",
+    "propertyNames", "unevaluatedItems", "unevaluatedProperties", "$ref", "$dynamicRef", "$recursiveRef",
+}
 _SKIP = {"title", "description", "default", "examples", "$comment", "$schema", "$id", "$anchor", "$defs",
          "definitions", "deprecated", "readOnly", "writeOnly", "$vocabulary", "example"}
 
@@ -326,8 +273,8 @@ def _combine(k: str, a: Any, b: Any, ptr: str) -> Any:
         return [{"allOf": [x, y]} for x in a for y in b]
     if k == "prefixItems" and len(a) == len(b):
         return [{"allOf": [x, y]} for x, y in zip(a, b)]
-    if _json_eq(a, b):
-        return a
+    if _json_eq(a, b) or k not in _ASSERTING:
+        return a  # unknown keywords assert nothing (JSON Schema ignores them): either value will do
     raise MergeError(f"allOf: cannot merge two different '{k}' values exactly", f"{ptr}/{k}", k)
 
 
