@@ -231,3 +231,19 @@ def test_conj_sample():
     assert not accepts(g, dump({**good, "form": "x" * 41}, "compact"))
     assert not accepts(g, dump({**good, "extra": 1}, "compact"))
     assert len(schema["properties"]["verb"]["enum"]) == 20
+
+
+def test_large_schemas_compile_in_linear_passes():
+    # an enum of 20,000 strings (each value is checked once, not against the whole list)
+    g = schema_to_grammar({"type": "string", "enum": [f"value-{i}" for i in range(20_000)]})
+    assert accepts(g, '"value-19999"') and not accepts(g, '"value-20000"')
+    # 2,000 optional properties and no minProperties/maxProperties: nothing to count
+    g = schema_to_grammar({"type": "object", "properties": {f"p{i}": {"type": "integer"} for i in range(2000)}})
+    assert accepts(g, '{"p3":1,"p1999":2}') and not accepts(g, '{"p1999":2,"p3":1}')
+
+
+def test_const_with_enum_keeps_both_checks():
+    g = schema_to_grammar({"const": "a", "enum": ["a", "b"]})
+    assert accepts(g, '"a"') and not accepts(g, '"b"')
+    with pytest.raises(SchemaError, match="accepts no value"):
+        schema_to_grammar({"const": "c", "enum": ["a", "b"]})

@@ -142,3 +142,21 @@ def test_a_proof_of_disjointness_is_never_contradicted(a, b, rest, values):
     both = Draft202012Validator({"allOf": [rest, a, b]}, format_checker=Draft202012Validator.FORMAT_CHECKER)
     for v in _POOL + values:
         assert not both.is_valid(v), (a, b, rest, v)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(st.builds(lambda v: {"const": v}, _SCALARS),
+                          st.builds(lambda vs: {"enum": vs}, st.lists(_SCALARS, min_size=1, max_size=3))),
+                min_size=2, max_size=6))
+def test_value_only_branches_take_the_one_pass_path_with_the_same_answer(branches):
+    root: dict = {}
+    validator = Draft202012Validator(root)
+    d = Disjointness(Resolver(root, lambda msg, ptr, kw=None: SchemaError(msg, pointer=ptr, keyword=kw)), lambda: validator)
+    pairwise = all(d.disjoint(a, b, {}) for i, a in enumerate(branches) for b in branches[i + 1:])
+    assert (d.first_overlap(branches, {}) is None) == pairwise
+
+
+def test_many_listed_branches_compile():
+    schema_to_grammar({"oneOf": [{"const": f"v{i}", "title": f"value {i}"} for i in range(3000)]})
+    with pytest.raises(SchemaError, match="branches 0 and 2 may overlap"):
+        schema_to_grammar({"oneOf": [{"const": 1}, {"const": 2}, {"enum": [3, 1.0]}]})

@@ -52,6 +52,17 @@ def _simplify_repeat(r: Repeat) -> Expr:
     return r if inner is r.item else Repeat(inner, r.min, r.max)
 
 
+def _leading_atoms(e: Expr) -> list:
+    """The items of a sequence in order, literals split into their UTF-8 bytes."""
+    out: list = []
+    for x in e.items if isinstance(e, Seq) else (e,):
+        if isinstance(x, Literal):
+            out.extend(x.text.encode("utf-8", "surrogatepass"))
+        else:
+            out.append(x)
+    return out
+
+
 def estimate_size(e: Expr, cache: dict | None = None) -> int:
     """Upper estimate of NFA states an expression needs (to refuse huge grammars early)."""
     if isinstance(e, Literal):
@@ -166,11 +177,7 @@ class Automaton:
             if not e.items:
                 self.eps[s].append(t)
         elif isinstance(e, Alt):
-            for o in e.options:
-                a, b = self._new(), self._new()
-                self.eps[s].append(a)
-                self._build(o, a, b)
-                self.eps[b].append(t)
+            self._build_alt(e, s, t)
         elif isinstance(e, Repeat):
             self._build_repeat(e, s, t)
         elif isinstance(e, RuleRef):
@@ -179,6 +186,26 @@ class Automaton:
             self.token_edges[s].append(TokenEdge(e.token_id, e.name, e.negated, t))
         else:
             raise TypeError(f"not an expression: {e!r}")
+
+    def _build_alt(self, e: Alt, s: int, t: int) -> None:
+        # options share the path of their common leading items (literal bytes, equal
+        # sub-expressions): 20,000 alternative words leave one parse alive, not 20,000
+        shared: dict[tuple[int, object], int] = {}
+        for o in e.options:
+            cur = s
+            for atom in _leading_atoms(o):
+                nxt = shared.get((cur, atom))
+                if nxt is None:
+                    nxt = self._new()
+                    if isinstance(atom, int):
+                        self.byte_edges[cur].append((atom, atom, nxt))
+                    else:  # a private entry state: what `atom` builds cannot leak into other options
+                        a = self._new()
+                        self.eps[cur].append(a)
+                        self._build(atom, a, nxt)
+                    shared[(cur, atom)] = nxt
+                cur = nxt
+            self.eps[cur].append(t)
 
     def _build_class(self, c: CharClass, s: int, t: int) -> None:
         # share prefixes of the byte-range sequences so each state has few edges

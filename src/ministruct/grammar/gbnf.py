@@ -12,13 +12,10 @@ keeps its last definition, `{,n}` is an error, and a repetition minimum above
 
 from __future__ import annotations
 
-import gc
 import re
 import threading
-from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterator
 from lark import Lark, Token, Transformer
 from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
 
@@ -37,6 +34,7 @@ from .ir import (
     Seq,
     TokenRef,
     alt,
+    gc_paused,
     normalize_ranges,
 )
 
@@ -533,7 +531,7 @@ def _parse(text: str, source: str, root: str, lark_loop: bool = False) -> Gramma
     if not isinstance(text, str):
         raise GrammarSyntaxError("grammar text must be a string", source=source)
     lark, lexer, driver, builder = _parser()
-    with _LOCK, _gc_paused():
+    with _LOCK, gc_paused():
         builder.reset()
         stack: list = []
         try:
@@ -552,15 +550,3 @@ def _parse(text: str, source: str, root: str, lark_loop: bool = False) -> Gramma
             raise GrammarSyntaxError("grammar nested too deeply", source=source, text=text) from None
         grammar = Grammar(rules=rules, root=root, source=source, warnings=list(builder.warnings))
         return check_grammar(grammar, builder.references)
-
-
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    """No cyclic GC while building a large IR: its passes over the new objects find nothing to free."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()

@@ -9,6 +9,8 @@ A Grammar prints as canonical GBNF; parsing that text gives back an equal Gramma
 
 from __future__ import annotations
 
+import gc
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Iterator, Union
 
@@ -111,6 +113,18 @@ class Grammar:
 
 
 # ---------------------------------------------------------------- helpers
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """No cyclic GC while a front end builds a large IR: its passes over the new objects free nothing."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def normalize_ranges(ranges: "tuple[tuple[int, int], ...] | list[tuple[int, int]]") -> tuple[tuple[int, int], ...]:

@@ -265,6 +265,9 @@ class _Compiler:
         values = [node["const"]] if "const" in node else node["enum"]
         if not isinstance(values, list):
             raise self.error("enum must be an array", ptr + "/enum", "enum")
+        if isinstance(schema, dict):  # each value is in the list it came from: check the other keywords
+            listed = "const" if "const" in node else "enum"
+            schema = {k: x for k, x in schema.items() if k != listed}
         v = self.validator.evolve(schema=schema)
         opts = []
         for val in values:
@@ -304,12 +307,11 @@ class _Compiler:
             raise self.error(f"{kw} must be a non-empty array", f"{ptr}/{kw}", kw)
         rest = {k: v for k, v in node.items() if k != kw}
         if kw == "oneOf" and not self.oneof_as_anyof:
-            for i in range(len(subs)):
-                for j in range(i + 1, len(subs)):
-                    if not self.disjointness.disjoint(subs[i], subs[j], rest):
-                        raise self.error(
-                            f"oneOf branches {i} and {j} may overlap; exactly-one cannot be enforced"
-                            " (pass oneof_as_anyof to accept any branch)", f"{ptr}/oneOf", "oneOf")
+            overlap = self.disjointness.first_overlap(subs, rest)
+            if overlap is not None:
+                raise self.error(
+                    f"oneOf branches {overlap[0]} and {overlap[1]} may overlap; exactly-one cannot be enforced"
+                    " (pass oneof_as_anyof to accept any branch)", f"{ptr}/oneOf", "oneOf")
         opts = []
         for i, sub in enumerate(subs):
             sptr = f"{ptr}/{kw}/{i}"

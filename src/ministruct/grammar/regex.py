@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 import unicodedata
 import warnings
+from bisect import bisect_left
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -24,7 +25,7 @@ from lark.exceptions import UnexpectedInput, VisitError
 from lark.lexer import Lexer
 
 from ..errors import GrammarSyntaxError
-from .ir import MAX_CODE_POINT, CharClass, Expr, Grammar, Literal, Repeat, alt, normalize_ranges, seq
+from .ir import MAX_CODE_POINT, CharClass, Expr, Grammar, Literal, Repeat, alt, gc_paused, normalize_ranges, seq
 from .regex_anchors import Assert, eliminate_assertions, has_assertions
 from .regex_print import grammar_to_regex
 
@@ -116,9 +117,16 @@ class _Tok(Token):
     payload: Any = None
 
 
+@lru_cache(maxsize=4)
+def _newlines(pattern: str) -> list[int]:
+    return [i for i, c in enumerate(pattern) if c == "\n"]
+
+
 def _tok(kind: str, text: str, pos: int, pattern: str, payload: Any = None) -> _Tok:
-    line = pattern.count("\n", 0, pos) + 1
-    col = pos - (pattern.rfind("\n", 0, pos) + 1) + 1
+    newlines = _newlines(pattern)
+    before = bisect_left(newlines, pos)  # newlines before pos
+    line = before + 1
+    col = pos - (newlines[before - 1] + 1 if before else 0) + 1
     t = _Tok(kind, text, start_pos=pos, line=line, column=col, end_pos=pos + len(text))
     t.payload = payload
     return t
@@ -541,8 +549,9 @@ def _build(pattern: str, source: str, notes: list[str]) -> Grammar:
             f"{u.what} at column {col} {u.why}", source=source, text=pattern, line=line, column=col
         ) from None
     try:
-        tree = _parser().parse(tokens)
-        expr: Expr = _ToIR().transform(tree)
+        with gc_paused():
+            tree = _parser().parse(tokens)
+            expr: Expr = _ToIR().transform(tree)
     except UnexpectedInput as e:  # the scanner and re disagree: report, never crash
         raise GrammarSyntaxError(
             f"regex structure not understood at column {getattr(e, 'column', '?')}",

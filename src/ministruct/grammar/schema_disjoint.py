@@ -11,6 +11,7 @@ Values listed by `enum`/`const` are checked against the other branch with the
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any, Callable, Optional
 
@@ -27,6 +28,19 @@ class Disjointness:
     def __init__(self, resolver: Resolver, validator: Callable[[], Any]) -> None:
         self.resolver = resolver
         self._validator = validator  # the document's jsonschema validator, built on first use
+
+    def first_overlap(self, branches: list, rest: dict) -> Optional[tuple[int, int]]:
+        """The first pair (i, j) of branches not proven disjoint, or None when all are."""
+        listed = [_values(b) if isinstance(b, dict) else None for b in branches]
+        if all(v is not None for v in listed):  # values only: one pass shows no value is shared
+            owner: dict[str, int] = {}
+            if all(owner.setdefault(_canonical(v), i) == i for i, values in enumerate(listed) for v in values):
+                return None
+        for i in range(len(branches)):
+            for j in range(i + 1, len(branches)):
+                if not self.disjoint(branches[i], branches[j], rest):
+                    return i, j
+        return None
 
     def disjoint(self, a: Any, b: Any, rest: dict) -> bool:
         """True when no instance satisfies `rest` and both `a` and `b` (False: not proven)."""
@@ -135,6 +149,17 @@ def _values(s: dict) -> Optional[list]:
     if isinstance(s.get("enum"), list):
         return s["enum"]
     return None
+
+
+def _canonical(v: Any) -> str:
+    """One text per JSON value (1 and 1.0 are the same number; true is not 1)."""
+    if isinstance(v, float) and v.is_integer():
+        v = int(v)
+    if isinstance(v, list):
+        return "[" + ",".join(_canonical(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{" + ",".join(json.dumps(k) + ":" + _canonical(v[k]) for k in sorted(v)) + "}"
+    return json.dumps(v)
 
 
 def _number(x: Any) -> bool:

@@ -277,7 +277,7 @@ def _pattern_extras(c: "_Compiler", ptr: str, depth: int, names: list[str], ap: 
 def _members(c: "_Compiler", entries: list, kvx: Optional[Expr], min_p: int, max_p: Optional[int], ptr: str, depth: int) -> Expr:
     n = len(entries)
     sat = max(min_p, (max_p + 1) if max_p is not None else 0, 1)
-    if (n + 1) * (sat + 1) > MAX_OBJECT_STATES:
+    if (min_p or max_p is not None) and (n + 1) * (sat + 1) > MAX_OBJECT_STATES:
         c.unsupported("maxProperties" if max_p is not None else "minProperties", ptr, "is too large to count exactly here")
         min_p, max_p, sat = 0, None, 1
     # reachable states and how often each is referenced
