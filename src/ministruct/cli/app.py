@@ -33,9 +33,9 @@ app = typer.Typer(
 
 
 def _register() -> None:
-    from . import check, convert, gen  # noqa: F401  (each module adds its command to `app`)
+    from . import check, collapse, convert, gen  # noqa: F401  (each module adds its command to `app`)
 
-    for optional in ("inspect", "bench", "collapse"):
+    for optional in ("inspect", "bench"):
         try:
             __import__(f"{__package__}.{optional}")
         except ModuleNotFoundError as e:

@@ -7,10 +7,12 @@ from typing import Annotated, Optional
 import typer
 
 from ..constraints import Constraint, load_constraint
+from ..errors import UsageError
 
 Regex = Annotated[Optional[str], typer.Option("--regex", help="A regular expression the whole output must match.", rich_help_panel="Constraint")]
 GrammarOpt = Annotated[Optional[str], typer.Option("--grammar", help="A GBNF grammar file, or a bundled grammar's name (json, digits, ...).", rich_help_panel="Constraint")]
 Schema = Annotated[Optional[str], typer.Option("--schema", help="A JSON Schema file ('-' for stdin).", rich_help_panel="Constraint")]
+Schemas = Annotated[Optional[list[str]], typer.Option("--schema", help="A JSON Schema file ('-' for stdin); repeat the flag for several.", rich_help_panel="Constraint")]
 Choice = Annotated[Optional[list[str]], typer.Option("--choice", help="One of these strings (repeat the flag).", rich_help_panel="Constraint")]
 LarkOpt = Annotated[Optional[str], typer.Option("--lark", help="A Lark grammar (not supported yet).", rich_help_panel="Constraint", hidden=True)]
 Root = Annotated[Optional[str], typer.Option("--root", help="Start rule of a --grammar.", rich_help_panel="Constraint")]
@@ -65,7 +67,7 @@ class ConstraintFlags:
 
     regex: str | None
     grammar: str | None
-    schema: str | None
+    schema: str | list[str] | None  # a list for commands that take several (constraint_flags(several_schemas=True))
     choice: list[str] | None
     lark: str | None
     root: str | None
@@ -74,8 +76,29 @@ class ConstraintFlags:
     oneof_as_anyof: bool
 
     def load(self) -> Constraint:
+        schemas = self._schemas()
+        if len(schemas) > 1:
+            raise UsageError("give one --schema (this command does not take several)")
+        return self._load(schemas[0] if schemas else None)
+
+    def load_each(self) -> list[Constraint]:
+        """One Constraint per --schema when several are given, else the one the flags name."""
+        schemas = self._schemas()
+        seen = {s for s in schemas if schemas.count(s) > 1}
+        if seen:
+            raise UsageError(f"--schema {sorted(seen)[0]} is given twice")
+        if len(schemas) <= 1:
+            return [self._load(schemas[0] if schemas else None)]
+        return [self._load(s) for s in schemas]
+
+    def _schemas(self) -> list[str]:
+        if self.schema is None:
+            return []
+        return [self.schema] if isinstance(self.schema, str) else list(self.schema)
+
+    def _load(self, schema: str | None) -> Constraint:
         return constraint_from_flags(
-            self.regex, self.grammar, self.schema, self.choice, self.lark, self.root,
+            self.regex, self.grammar, schema, self.choice, self.lark, self.root,
             self.whitespace, self.lenient, self.oneof_as_anyof,
         )
 
@@ -127,9 +150,20 @@ def _with_flags(fn, target: str, specs: tuple, pack):
     return wrapper
 
 
-def constraint_flags(fn):
-    """Give a command the constraint flags (cli.md); it receives `constraint: ConstraintFlags`."""
-    return _with_flags(fn, "constraint", _CONSTRAINT_PARAMS, lambda d: ConstraintFlags(**d))
+def constraint_flags(fn=None, *, several_schemas: bool = False):
+    """Give a command the constraint flags (cli.md); it receives `constraint: ConstraintFlags`.
+
+    Use bare (`@constraint_flags`), or `@constraint_flags(several_schemas=True)` to let
+    --schema repeat (the command then calls `constraint.load_each()`).
+    """
+    specs = _CONSTRAINT_PARAMS
+    if several_schemas:
+        specs = tuple((n, Schemas if n == "schema" else a, d) for n, a, d in specs)
+
+    def deco(f):
+        return _with_flags(f, "constraint", specs, lambda d: ConstraintFlags(**d))
+
+    return deco if fn is None else deco(fn)
 
 
 def run_flags(max_tokens: int = 256):

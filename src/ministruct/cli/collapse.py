@@ -1,0 +1,143 @@
+"""`ministruct collapse`: the collapse study (diagnostics.md); Rich summary on stdout, `--out` JSON."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+
+from ..constraints import read_text
+from ..diagnostics.collapse import CONDITIONS, DEFAULT_TEMPERATURES, DEFAULT_TOP_PS, CollapseStudy, Grid, StudySettings
+from ..errors import InputError, UsageError
+from ..model import Model
+from ..records import read_records
+from . import options as o
+from .app import app, warn
+from .progress import Progress
+
+
+def _csv(values) -> str:
+    return ",".join(str(v) for v in values)
+
+
+@app.command()
+@o.constraint_flags(several_schemas=True)
+@o.run_flags(max_tokens=128)
+def collapse(
+    ctx: typer.Context,
+    prompt: Annotated[Optional[str], typer.Argument(help="A prompt (and/or --input).")] = None,
+    *,
+    constraint: o.ConstraintFlags,
+    run: o.RunFlags,
+    input: Annotated[Optional[str], typer.Option("--input", help="More prompts: JSONL records with 'prompt', or plain lines; '-' for stdin.")] = None,
+    seeds: Annotated[str, typer.Option("--seeds", help="A count N (seeds --seed .. --seed+N-1) or a comma-separated list.")] = "4",
+    temperatures: Annotated[str, typer.Option("--temperatures", help="Grid temperatures, comma-separated.")] = _csv(DEFAULT_TEMPERATURES),
+    top_ps: Annotated[str, typer.Option("--top-ps", help="Grid top_p values, comma-separated.")] = _csv(DEFAULT_TOP_PS),
+    out: Annotated[Optional[str], typer.Option("--out", help="Write the report JSON to this file ('-': stdout, instead of the summary).")] = None,
+    plot: Annotated[Optional[str], typer.Option("--plot", help="Write figures (PNG) to this folder (needs matplotlib).")] = None,
+    width: Annotated[Optional[int], typer.Option("--width", min=40, help="Output width (default: the terminal, or $COLUMNS).")] = None,
+    no_progress: o.NoProgress = False,
+) -> None:
+    """The collapse study: sample each generation once at --temperature/--top-p (the
+    reference setting), with the schema shown and withheld over the same seeds, and
+    re-evaluate every step's logits over the temperature x top_p grid."""
+    grid = Grid(_floats(temperatures, "--temperatures"), _floats(top_ps, "--top-ps"))
+    settings = StudySettings(
+        seeds=_seeds(seeds, run.params.seed), grid=grid, params=run.params, conditions=_conditions(ctx, run),
+        max_tokens=run.max_tokens, chat=run.chat, system=run.system,
+    )
+    prompts = _prompts(prompt, input)
+    constraints = constraint.load_each()
+    for c in constraints:
+        for w in c.warnings:
+            warn(f"{c.source}: {w}")
+    if plot is not None:
+        from ..diagnostics.collapse_render import require_matplotlib
+
+        require_matplotlib()
+    if out not in (None, "-"):
+        _check_writable(out)
+
+    study = CollapseStudy(Model.load(run.model), constraints, prompts, settings)
+    with Progress(enabled=not no_progress, total=study.n_generations, label="collapse study") as progress:
+        report = study.run(on_generation=lambda _: progress.advance())
+
+    if out == "-":
+        sys.stdout.write(report.dumps())
+    else:
+        if out is not None:
+            report.write(out)
+        from ..diagnostics.collapse_render import collapse_summary
+
+        (Console(width=width) if width else Console()).print(collapse_summary(report))
+    if plot is not None:
+        from ..diagnostics.collapse_render import write_figures
+
+        for path in write_figures(report, plot):
+            print(f"ministruct: wrote {path}", file=sys.stderr)
+    if report.incomplete:
+        warn(f"{report.incomplete} of {len(report.generations)} generations did not complete "
+             f"(cut off by --max-tokens {run.max_tokens} or no legal continuation); their steps are counted")
+        raise typer.Exit(1)
+
+
+def _floats(text: str, flag: str) -> tuple[float, ...]:
+    try:
+        return tuple(float(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise UsageError(f"{flag} takes comma-separated numbers, got {text!r}") from None
+
+
+def _seeds(text: str, first: int) -> tuple[int, ...]:
+    """`--seeds N` (N seeds from --seed on) or `--seeds a,b,c`."""
+    try:
+        if "," not in text:
+            n = int(text)
+            if n < 1:
+                raise UsageError(f"--seeds: the count must be >= 1, got {n}")
+            return tuple(range(first, first + n))
+        seeds = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise UsageError(f"--seeds takes a count or comma-separated integers, got {text!r}") from None
+    if any(s < 0 for s in seeds):
+        raise UsageError(f"--seeds: seeds must be >= 0, got {text!r}")
+    return seeds
+
+
+def _conditions(ctx: typer.Context, run: o.RunFlags) -> tuple[str, ...]:
+    """Both conditions, unless --show-schema or --withhold-schema is given explicitly."""
+    source = ctx.get_parameter_source("show_schema")
+    if source is None or source.name == "DEFAULT":
+        return CONDITIONS
+    return ("shown",) if run.show_schema else ("withheld",)
+
+
+def _prompts(prompt: str | None, input: str | None) -> list[str]:
+    """The PROMPT argument, then every --input record; a bad record is an error."""
+    if prompt is None and input is None:
+        raise UsageError("give a PROMPT argument and/or --input FILE")
+    prompts = [] if prompt is None else [prompt]
+    if input is not None:
+        text, source = (sys.stdin.read(), "<stdin>") if input == "-" else read_text(input, "input")
+        for rec in read_records(text.splitlines(keepends=True), "prompt", source):
+            if rec.error is not None:
+                raise InputError(rec.error)
+            prompts.append(rec.value)
+        if len(prompts) == (prompt is not None):
+            raise InputError(f"{source}: no prompts")
+    return prompts
+
+
+def _check_writable(path: str) -> None:
+    """Fail before a long run when the report could not be written."""
+    parent = Path(path).parent
+    if Path(path).is_dir():
+        raise InputError(f"{path}: is a directory, not a report file")
+    if not parent.is_dir():
+        raise InputError(f"{path}: no such folder {str(parent)!r} for the report")
+    if not os.access(parent, os.W_OK):
+        raise InputError(f"{path}: cannot write the report (folder not writable)")
