@@ -45,6 +45,7 @@ from .schema_formats import (
 )
 from .schema_disjoint import Disjointness
 from .schema_merge import MergeError, Resolver, merge_all, schema_types
+from .schema_objects import required_dependencies
 from .schema_patterns import PatternTooLarge, pattern_with_length
 
 __all__ = ["schema_to_grammar", "canonical_order", "SchemaError"]
@@ -347,6 +348,8 @@ class _Compiler:
             return node[k] is False or "array" not in types or (isinstance(node.get("maxItems"), int) and node["maxItems"] <= 1)
         if k in ("contains", "minContains", "maxContains", "unevaluatedItems", "additionalItems"):
             return "array" not in types or (k == "minContains" and "contains" not in node)
+        if k in ("dependentRequired", "dependencies") and required_dependencies(node) is not None:
+            return True  # enforced by the object's member machine (schema_objects)
         if k in ("dependentSchemas", "dependentRequired", "dependencies", "unevaluatedProperties"):
             return "object" not in types or node[k] in ({}, True)
         if k in ("then", "else"):

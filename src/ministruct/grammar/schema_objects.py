@@ -139,10 +139,46 @@ def object_expr(c: "_Compiler", node: dict, ptr: str, depth: int) -> Expr:
             if req:
                 return NOTHING
             continue
-        entries.append((seq(string_literal(n), c.colon(), val), req))
+        entries.append((seq(string_literal(n), c.colon(), val), req, n))
 
     kvx = _extras(c, node, ptr, depth, names, ap, pp, pn)
-    return _members(c, entries, kvx, min_p, max_p, ptr, depth)
+    deps = required_dependencies(node) or {}
+    listed = {e[2] for e in entries}
+    if kvx is not None:
+        outside = [x for t, needed in deps.items() for x in [t, *needed] if x not in listed]
+        if outside:  # an additional property could carry the name
+            c.unsupported("dependentRequired", ptr, f"naming {outside[0]!r}, which only additionalProperties can give, is not enforced")
+            deps = {}
+    changed = True
+    while changed:  # names that never appear: their dependencies hold, or forbid their trigger
+        changed = False
+        for trigger, needed in list(deps.items()):
+            if trigger not in listed:
+                del deps[trigger]
+            elif any(x not in listed for x in needed):
+                if any(e[2] == trigger and e[1] for e in entries):
+                    return NOTHING
+                del deps[trigger]
+                entries = [e for e in entries if e[2] != trigger]
+                listed.discard(trigger)
+                changed = True
+    return _members(c, entries, kvx, min_p, max_p, ptr, depth, deps)
+
+
+def required_dependencies(node: dict) -> "Optional[dict[str, list[str]]]":
+    """`dependentRequired` and the array form of `dependencies`, merged; None when some
+    dependency is a schema (dependentSchemas' form), which is not enforced."""
+    out: dict[str, list[str]] = {}
+    for k in ("dependentRequired", "dependencies"):
+        v = node.get(k, {})
+        if not isinstance(v, dict):
+            return None
+        for trigger, needed in v.items():
+            if not isinstance(needed, list) or not all(isinstance(x, str) for x in needed):
+                return None
+            out.setdefault(trigger, [])
+            out[trigger] += [x for x in needed if x != trigger and x not in out[trigger]]
+    return {t: n for t, n in out.items() if n}
 
 
 def _extras(c: "_Compiler", node: dict, ptr: str, depth: int, names: list[str], ap: Any, pp: dict, pn: Any) -> Optional[Expr]:
@@ -274,48 +310,71 @@ def _pattern_extras(c: "_Compiler", ptr: str, depth: int, names: list[str], ap: 
     return c.rule(f"kv{ptr}", seq(Literal('"'), refs[0]))
 
 
-def _members(c: "_Compiler", entries: list, kvx: Optional[Expr], min_p: int, max_p: Optional[int], ptr: str, depth: int) -> Expr:
+def _members(c: "_Compiler", entries: list, kvx: Optional[Expr], min_p: int, max_p: Optional[int], ptr: str,
+             depth: int, deps: "dict[str, list[str]] | None" = None) -> Expr:
+    """The members of an object, in order: a state machine over (entry, members so far,
+    the present names that later entries' dependencies still look at)."""
     n = len(entries)
     sat = max(min_p, (max_p + 1) if max_p is not None else 0, 1)
     if (min_p or max_p is not None) and (n + 1) * (sat + 1) > MAX_OBJECT_STATES:
         c.unsupported("maxProperties" if max_p is not None else "minProperties", ptr, "is too large to count exactly here")
         min_p, max_p, sat = 0, None, 1
+    deps = deps or {}
+    pos = {e[2]: i for i, e in enumerate(entries)}
+    needs_before = [[d for d in deps.get(e[2], ()) if pos[d] < i] for i, e in enumerate(entries)]
+    needed_by_before = [[t for t, ds in deps.items() if e[2] in ds and pos[t] < i] for i, e in enumerate(entries)]
+    # keep[i]: names before entry i whose presence an entry from i on still checks
+    keep = [frozenset(x for x, j in pos.items() if j < i and any(
+        k >= i for k in [pos[d] for d in deps.get(x, ())] + [pos[t] for t, ds in deps.items() if x in ds]))
+        for i in range(n + 1)]
+
+    def moves(i: int, cnt: int, present: frozenset) -> list[tuple[bool, tuple]]:
+        name, req = entries[i][2], entries[i][1]
+        out = []
+        if (max_p is None or cnt + 1 <= max_p) and all(d in present for d in needs_before[i]):
+            out.append((True, (i + 1, min(cnt + 1, sat), (present | {name}) & keep[i + 1])))
+        if not req and not any(t in present for t in needed_by_before[i]):
+            out.append((False, (i + 1, cnt, present & keep[i + 1])))
+        return out
+
     # reachable states and how often each is referenced
-    refs: dict[tuple[int, int], int] = {(0, 0): 1}
-    order = [(0, 0)]
-    for i in range(n):
-        for cnt in range(sat + 1):
-            if (i, cnt) not in refs:
-                continue
-            nxt = []
-            if max_p is None or cnt + 1 <= max_p:
-                nxt.append((i + 1, min(cnt + 1, sat)))
-            if not entries[i][1]:
-                nxt.append((i + 1, cnt))
-            for s in nxt:
-                if s not in refs:
-                    refs[s] = 0
-                    order.append(s)
-                refs[s] += 1
-    built: dict[tuple[int, int], Expr] = {}
-    for i, cnt in sorted(refs, reverse=True):
+    start = (0, 0, frozenset())
+    refs: dict[tuple, int] = {start: 1}
+    todo = [start]
+    while todo:
+        st = todo.pop()
+        if st[0] == n:
+            continue
+        for _, nxt in moves(*st):
+            if nxt not in refs:
+                refs[nxt] = 0
+                todo.append(nxt)
+                if deps and len(refs) > MAX_OBJECT_STATES:
+                    c.unsupported("dependentRequired", ptr, "has too many combinations to enforce here")
+                    return _members(c, entries, kvx, min_p, max_p, ptr, depth, None)
+            refs[nxt] += 1
+    variants: dict[tuple, int] = {}
+    built: dict[tuple, Expr] = {}
+    for st in sorted(refs, key=lambda x: (-x[0], -x[1], sorted(x[2]))):
+        i, cnt, present = st
         if i == n:
             body = _tail(c, kvx, cnt, min_p, max_p, depth)
         else:
-            kv, req = entries[i]
             opts = []
-            if max_p is None or cnt + 1 <= max_p:
-                nxt = built[(i + 1, min(cnt + 1, sat))]
-                sep = c.open_(depth) if cnt == 0 else c.comma(depth)
-                opts.append(None if _dead(nxt) else seq(sep, kv, nxt))
-            if not req:
-                opts.append(built[(i + 1, cnt)])
+            for taken, nxt in moves(i, cnt, present):
+                after = built[nxt]
+                if not taken:
+                    opts.append(after)
+                elif not _dead(after):
+                    opts.append(seq(c.open_(depth) if cnt == 0 else c.comma(depth), entries[i][0], after))
             live = [o for o in opts if not _dead(o)]
             body = alt(*live) if live else NOTHING
-        if refs[(i, cnt)] > 1 and not _dead(body) and not isinstance(body, (Literal, RuleRef)):
-            body = c.rule(f"obj{ptr}-{i}-{cnt}", body)
-        built[(i, cnt)] = body
-    inner = built[(0, 0)]
+        if refs[st] > 1 and not _dead(body) and not isinstance(body, (Literal, RuleRef)):
+            k = variants.setdefault((i, cnt), 0)
+            variants[(i, cnt)] += 1
+            body = c.rule(f"obj{ptr}-{i}-{cnt}" + (f"-d{k}" if k else ""), body)
+        built[st] = body
+    inner = built[start]
     return NOTHING if _dead(inner) else seq(Literal("{"), inner, Literal("}"))
 
 
