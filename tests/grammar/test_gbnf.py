@@ -333,3 +333,15 @@ def test_deep_nesting_is_an_error_not_a_crash():
         parse_gbnf("root ::= " + "(" * 5000 + '"a"' + ")" * 5000)
     with pytest.raises(GrammarSyntaxError, match="nested"):
         parse_gbnf('root ::= "a"' + "*" * 5000)
+
+
+@pytest.mark.parametrize("with_group, without", [
+    ('root ::= () "a"*', 'root ::= "a"*'),
+    ('root ::= x ()\nx ::= "b"', 'root ::= x\nx ::= "b"'),
+    ('root ::= ()* [a]', "root ::= [a]"),
+    ('root ::= ("a" () "b"+)', 'root ::= "a" "b"+'),
+])
+def test_an_empty_group_adds_nothing_to_a_sequence(with_group, without):
+    g = parse_gbnf(with_group)
+    assert g.rules == parse_gbnf(without).rules
+    roundtrip(g)

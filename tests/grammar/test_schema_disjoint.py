@@ -160,3 +160,18 @@ def test_many_listed_branches_compile():
     schema_to_grammar({"oneOf": [{"const": f"v{i}", "title": f"value {i}"} for i in range(3000)]})
     with pytest.raises(SchemaError, match="branches 0 and 2 may overlap"):
         schema_to_grammar({"oneOf": [{"const": 1}, {"const": 2}, {"enum": [3, 1.0]}]})
+
+
+def test_refs_under_a_nested_id_are_not_read_from_the_wrong_base():
+    # inside "sub", #/$defs/a is sub's own integer definition, not the root's string one
+    schema = {"$defs": {"a": {"type": "string"},
+                        "sub": {"$id": "https://example.com/sub", "$defs": {"a": {"type": "integer"}},
+                                "oneOf": [{"$ref": "#/$defs/a"}, {"type": "integer"}]}},
+              "$ref": "#/$defs/sub"}
+    with pytest.raises(SchemaError, match="may overlap"):
+        schema_to_grammar(schema)
+
+
+def test_bounds_beyond_floats_are_compared_exactly():
+    assert _disjoint({"type": "integer", "minimum": 10**400}, {"type": "integer", "maximum": 10**400 - 1})
+    assert not _disjoint({"type": "integer", "minimum": 10**400}, {"type": "integer", "maximum": 10**400 + 5})

@@ -271,7 +271,9 @@ class _Builder(Transformer):
         items, x = c
         t = type(x)
         if t is Literal:
-            if items and type(items[-1]) is Literal:  # adjacent literals merge
+            if not x.text:  # an empty group, `()`
+                pass
+            elif items and type(items[-1]) is Literal:  # adjacent literals merge
                 items[-1] = Literal(items[-1].text + x.text)
             else:
                 items.append(x)

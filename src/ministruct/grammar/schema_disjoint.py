@@ -28,6 +28,9 @@ class Disjointness:
     def __init__(self, resolver: Resolver, validator: Callable[[], Any]) -> None:
         self.resolver = resolver
         self._validator = validator  # the document's jsonschema validator, built on first use
+        # `$ref`s are followed here from the document's base; with nested `$id`s a ref's
+        # meaning depends on where it sits, so then none is followed (fewer proofs, none wrong)
+        self._one_base = len(set(resolver.bases.values())) <= 1
 
     def first_overlap(self, branches: list, rest: dict) -> Optional[tuple[int, int]]:
         """The first pair (i, j) of branches not proven disjoint, or None when all are."""
@@ -52,7 +55,7 @@ class Disjointness:
 
     def _normal(self, s: Any) -> Any:
         """`s` with `$ref` and `allOf` folded in (unchanged when that cannot be done exactly)."""
-        if isinstance(s, dict) and ("$ref" in s or "allOf" in s):
+        if isinstance(s, dict) and ("$ref" in s or "allOf" in s) and self._one_base:
             try:
                 return merge_all(s, "", self.resolver)
             except (MergeError, MinistructError):  # a failed fold only weakens the test
@@ -89,7 +92,7 @@ class Disjointness:
             t = schema_types(s, "", _raise)
         except _Unknown:
             t = set(ALL_TYPES)
-        if isinstance(s.get("$ref"), str):
+        if isinstance(s.get("$ref"), str) and self._one_base:
             try:
                 t &= self._types(self.resolver.resolve(s["$ref"], "")[0], depth + 1)
             except MinistructError:
@@ -126,6 +129,8 @@ class Disjointness:
 
     def _valid(self, value: Any, schema: dict) -> bool:
         """Does `value` satisfy `schema`? (True when the validator cannot tell.)"""
+        if not self._one_base:
+            return True
         try:
             return bool(self._validator().evolve(schema=schema).is_valid(value))
         except Exception:  # noqa: BLE001 - an unreadable schema proves nothing
@@ -185,7 +190,7 @@ def _empty_interval(a: tuple, b: tuple, integers: bool) -> bool:
     hi, hi_x = min((a[2], a[3]), (b[2], b[3]), key=lambda p: (p[0], not p[1]))
     if lo > hi or (lo == hi and (lo_x or hi_x)):
         return True
-    if not integers or not (math.isfinite(lo) and math.isfinite(hi)):
+    if not integers or math.inf in (abs(lo), abs(hi)):  # (math.isfinite fails on huge ints)
         return False
     first = math.floor(lo) + 1 if lo_x or lo != math.floor(lo) else lo  # the smallest integer inside
     last = math.ceil(hi) - 1 if hi_x or hi != math.ceil(hi) else hi  # the largest
