@@ -175,3 +175,24 @@ def test_refs_under_a_nested_id_are_not_read_from_the_wrong_base():
 def test_bounds_beyond_floats_are_compared_exactly():
     assert _disjoint({"type": "integer", "minimum": 10**400}, {"type": "integer", "maximum": 10**400 - 1})
     assert not _disjoint({"type": "integer", "minimum": 10**400}, {"type": "integer", "maximum": 10**400 + 5})
+
+
+_BRANCHES = st.one_of(
+    st.builds(lambda v: {"const": v}, _SCALARS),
+    st.sampled_from([{"type": "string"}, {"type": "integer", "minimum": 2}, {"type": "array"}]),
+    st.builds(lambda vals, extra: {"type": "object", "required": ["a"], "properties": {"a": {"enum": vals}, **extra}},
+              st.lists(_SCALARS, min_size=1, max_size=2), st.sampled_from([{}, {"b": {"type": "integer"}}])),
+)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_BRANCHES, min_size=2, max_size=6))
+def test_first_overlap_none_means_no_instance_fits_two_branches(branches):
+    root: dict = {}
+    validator = Draft202012Validator(root)
+    d = Disjointness(Resolver(root, lambda msg, ptr, kw=None: SchemaError(msg, pointer=ptr, keyword=kw)), lambda: validator)
+    if d.first_overlap(branches, {}) is not None:
+        return
+    checks = [Draft202012Validator(b) for b in branches]
+    for v in _POOL:
+        assert sum(c.is_valid(v) for c in checks) <= 1, (branches, v)

@@ -33,17 +33,51 @@ class Disjointness:
         self._one_base = len(set(resolver.bases.values())) <= 1
 
     def first_overlap(self, branches: list, rest: dict) -> Optional[tuple[int, int]]:
-        """The first pair (i, j) of branches not proven disjoint, or None when all are."""
-        listed = [_values(b) if isinstance(b, dict) else None for b in branches]
-        if all(v is not None for v in listed):  # values only: one pass shows no value is shared
-            owner: dict[str, int] = {}
-            if all(owner.setdefault(_canonical(v), i) == i for i, values in enumerate(listed) for v in values):
-                return None
+        """The first pair (i, j) of branches not proven disjoint, or None when all are.
+
+        Branches that list their values (`const`/`enum`), and object branches that all
+        require one property with listed values (a discriminator), are told apart in one
+        pass; only the remaining pairs are compared one by one.
+        """
+        apart: set[tuple[int, int]] = set()
+        for group in (self._by_values(branches), self._by_discriminator(branches, rest)):
+            apart |= {(i, j) for i in group for j in group if i < j}
         for i in range(len(branches)):
             for j in range(i + 1, len(branches)):
-                if not self.disjoint(branches[i], branches[j], rest):
+                if (i, j) not in apart and not self.disjoint(branches[i], branches[j], rest):
                     return i, j
         return None
+
+    def _by_values(self, branches: list) -> list[int]:
+        """Branches listing their values, when no value is listed by two of them."""
+        idx = [i for i, b in enumerate(branches) if isinstance(b, dict) and _values(b) is not None]
+        owner: dict[str, int] = {}
+        ok = all(owner.setdefault(_canonical(v), i) == i for i in idx for v in _values(branches[i]) or ())
+        return idx if ok and len(idx) > 1 else []
+
+    def _by_discriminator(self, branches: list, rest: dict) -> list[int]:
+        """Object-only branches that require one shared property with distinct listed values."""
+        tags: dict[int, dict[str, list]] = {}
+        for i, b in enumerate(branches):
+            b = self._normal(b)
+            if not isinstance(b, dict) or self._types(b, 0) - {"object"}:
+                continue
+            props = b.get("properties") if isinstance(b.get("properties"), dict) else {}
+            found = {}
+            for p in _required(b) | _required(rest):
+                sub = self._normal(props.get(p))
+                vals = _values(sub) if isinstance(sub, dict) else None
+                if vals is not None:
+                    found[p] = vals
+            if found:
+                tags[i] = found
+        if len(tags) < 2:
+            return []
+        for p in set.intersection(*(set(t) for t in tags.values())):
+            owner: dict[str, int] = {}
+            if all(owner.setdefault(_canonical(v), i) == i for i, t in tags.items() for v in t[p]):
+                return list(tags)
+        return []
 
     def disjoint(self, a: Any, b: Any, rest: dict) -> bool:
         """True when no instance satisfies `rest` and both `a` and `b` (False: not proven)."""

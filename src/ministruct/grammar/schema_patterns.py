@@ -3,8 +3,10 @@
 The strings a pattern accepts (`re.search` semantics, anchors included) become one DFA over
 code points; its product with a character counter (0..maxLength, or 0..minLength when
 there is no maximum, the last count standing for "minLength or more") is written as one
-grammar rule per live (DFA state, count) pair. Each edge's characters are JSON-encoded,
-so every escape form of each character is accepted.
+grammar rule per live (DFA state, count) pair. Each edge's characters are JSON-encoded
+as everywhere in the schema front end (schema_formats.encode_class): short escapes and
+`\\u` escapes of ASCII always; `\\u` escapes of non-ASCII characters only when the edge's
+class has at most MAX_ESCAPED_RANGES ranges (else those characters are written raw).
 """
 
 from __future__ import annotations
