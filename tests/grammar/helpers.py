@@ -105,3 +105,27 @@ def sample_strings(grammar: Grammar, rng: random.Random, max_depth: int = 12, co
         gen(RuleRef(grammar.root), 0, out)
         result.append("".join(out))
     return result
+
+
+def check_strings_against_jsonschema(schema: dict, texts: list[str]) -> None:
+    """The schema's grammar accepts each text (raw and \\u-escaped JSON) exactly when the
+    jsonschema validator does; a schema refused as accepting no value accepts none of them."""
+    import json
+
+    from jsonschema import Draft202012Validator
+
+    from ministruct.engine.automaton import accepts
+    from ministruct.errors import SchemaError
+    from ministruct.grammar.jsonschema import schema_to_grammar
+
+    validator = Draft202012Validator(schema)
+    try:
+        g = schema_to_grammar(schema)
+    except SchemaError as e:
+        assert "accepts no value" in str(e), e
+        assert not any(validator.is_valid(t) for t in texts), schema
+        return
+    for t in texts:
+        expected = validator.is_valid(t)
+        assert accepts(g, json.dumps(t, ensure_ascii=False)) == expected, (schema, t)
+        assert accepts(g, json.dumps(t)) == expected, (schema, t)

@@ -70,6 +70,17 @@ UNSUPPORTED = {
 _GLOBAL_FLAGS = re.compile(r"(?:\(\?[aiLmsux]+\))*")
 
 
+def negated_pattern(node: dict) -> Optional[str]:
+    """Q when `not` is {"pattern": Q} (optionally with "type": "string"): strings must avoid Q."""
+    sub = node.get("not")
+    if not isinstance(sub, dict) or not isinstance(sub.get("pattern"), str):
+        return None
+    rest = {k for k in sub if k not in ANNOTATIONS and k != "pattern"}
+    if rest - {"type"} or sub.get("type", "string") != "string":
+        return None
+    return sub["pattern"]
+
+
 def _searched(pattern: str) -> str:
     """A regex whose full matches are the strings `pattern` finds a match in (re.search)."""
     flags = _GLOBAL_FLAGS.match(pattern).group(0)  # type: ignore[union-attr]  # they must stay in front
@@ -354,6 +365,8 @@ class _Compiler:
             return "object" not in types or node[k] in ({}, True)
         if k in ("then", "else"):
             return "if" not in node
+        if k == "not":
+            return negated_pattern(node) is not None  # enforced on strings, no effect on the rest
         return False
 
     # ------------------------------------------------------------ scalars
@@ -416,6 +429,12 @@ class _Compiler:
                 msg = f"{self.source}: at {ptr}/format: unknown format {fmt!r} is an annotation only"
                 if msg not in self.warnings:
                     self.warnings.append(msg)
+        avoided = negated_pattern(node)
+        if avoided is not None:
+            if decoded is not None:
+                self.unsupported("not", ptr, "(a pattern to avoid) together with format is not enforced")
+            else:
+                return _seq(Literal('"'), self.pattern_avoiding(node.get("pattern"), avoided, ptr, lo, hi), Literal('"'))
         if "pattern" in node:
             if decoded is not None:
                 self.unsupported("pattern", ptr, "together with format is not enforced")
@@ -481,6 +500,30 @@ class _Compiler:
             return self.pattern_by_dfa(pattern, parse(_searched(pattern)), ptr, lo, hi)
         except LookupError:
             return NOTHING
+
+    def pattern_avoiding(self, pattern: Any, avoided: str, ptr: str, lo: int, hi: Optional[int]) -> Expr:
+        """Strings that match `pattern` (when given) and not `avoided`, with lo..hi characters."""
+        from .regex import parse_regex
+
+        langs = []
+        for p, where in ((pattern, f"{ptr}/pattern"), (avoided, f"{ptr}/not/pattern")):
+            if p is None:
+                langs.append(parse_regex("[\\s\\S]*").rules["root"])
+                continue
+            if not isinstance(p, str):
+                raise self.error("pattern must be a string", where, "pattern")
+            try:
+                langs.append(parse_regex(_searched(p), source=f"{self.source}#{where}").rules["root"])
+            except GrammarSyntaxError as e:
+                raise self.error(f"pattern {p!r} cannot be enforced: {e.reason}", where, "pattern") from None
+        try:
+            r = pattern_with_length(langs, lo, hi, self.fresh, self.define, accept=lambda label: label == {0})
+        except PatternTooLarge as e:
+            self.unsupported("not", ptr, f"(a pattern to avoid) is too large to enforce ({e})")
+            if pattern is not None:
+                return self.pattern(pattern, f"{ptr}/pattern", lo, hi)
+            return Repeat(self.shared("char", COUNTED_CHAR), lo, hi)
+        return NOTHING if r is None else r
 
     def pattern_by_dfa(self, pattern: str, searched: Expr, ptr: str, lo: int, hi: Optional[int]) -> Expr:
         """`pattern` with length bounds through a DFA x length product (see schema_patterns)."""

@@ -109,9 +109,10 @@ MAX_ESCAPED_RANGES = 8
 
 
 @lru_cache(maxsize=4096)
-def encode_class(c: CharClass) -> Expr:
+def encode_class(c: CharClass, max_escaped: int = MAX_ESCAPED_RANGES) -> Expr:
     """JSON text for one code point from the class (\\u escapes of non-ASCII characters
-    only for classes of at most MAX_ESCAPED_RANGES ranges)."""
+    only for classes of at most `max_escaped` ranges: callers that define the result once
+    as a shared rule may allow more)."""
     if c.negated and not c.ranges:
         return COUNTED_CHAR
     rs = c.code_point_ranges()
@@ -126,7 +127,7 @@ def encode_class(c: CharClass) -> Expr:
     low = _sub(rs, 0, 0x1F) + _sub(rs, 0x22, 0x22) + _sub(rs, 0x5C, 0x5C)
     high = _sub(rs, 0x80, 0xD7FF) + _sub(rs, 0xE000, 0xFFFF)
     astral = _sub(rs, 0x10000, MAX_CODE_POINT)
-    if len(high) + len(astral) > MAX_ESCAPED_RANGES:  # keep grammars small: raw form only
+    if len(high) + len(astral) > max_escaped:  # keep grammars small: raw form only
         high, astral = [], []
     for a, b in low + high:
         opts.append(u_escape(a, b))

@@ -265,6 +265,8 @@ def _combine(k: str, a: Any, b: Any, ptr: str) -> Any:
         return _lcm(a, b, ptr)
     if k == "uniqueItems":
         return bool(a) or bool(b)
+    if k == "not":  # not a and not b: not (a or b)
+        return {"anyOf": [a, b]}
     if k in _SCHEMA_VALUED:
         return {"allOf": [a, b]}
     if k == "anyOf":

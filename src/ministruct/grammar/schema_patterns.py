@@ -3,10 +3,9 @@
 The strings a pattern accepts (`re.search` semantics, anchors included) become one DFA over
 code points; its product with a character counter (0..maxLength, or 0..minLength when
 there is no maximum, the last count standing for "minLength or more") is written as one
-grammar rule per live (DFA state, count) pair. Each edge's characters are JSON-encoded
-as everywhere in the schema front end (schema_formats.encode_class): short escapes and
-`\\u` escapes of ASCII always; `\\u` escapes of non-ASCII characters only when the edge's
-class has at most MAX_ESCAPED_RANGES ranges (else those characters are written raw).
+grammar rule per live (DFA state, count) pair. Each edge's characters are one shared rule,
+JSON-encoded with every escape form (schema_formats.encode_class), up to
+MAX_SHARED_ESCAPED_RANGES ranges of non-ASCII characters per edge.
 """
 
 from __future__ import annotations
@@ -15,9 +14,10 @@ from typing import Callable, Optional
 
 from .ir import EMPTY, CharClass, Expr, Literal, RuleRef, alt, seq
 from .regex_complement import ComplementError, build_dfa
-from .schema_formats import encode_chars
+from .schema_formats import encode_class
 
 MAX_PRODUCT_RULES = 20_000
+MAX_SHARED_ESCAPED_RANGES = 256  # each edge class is one shared rule: escapes stay affordable
 
 
 class PatternTooLarge(ValueError):
@@ -25,22 +25,24 @@ class PatternTooLarge(ValueError):
 
 
 def pattern_with_length(
-    searched: Expr, lo: int, hi: Optional[int], fresh: Callable[[str], str], define: Callable[[str, Expr], None]
+    searched: "Expr | list[Expr]", lo: int, hi: Optional[int], fresh: Callable[[str], str],
+    define: Callable[[str, Expr], None], accept: Optional[Callable[[frozenset[int]], bool]] = None,
 ) -> Optional[Expr]:
     """JSON string content (no quotes) whose decoded text is in `searched` (a full-match
     language) and has `lo` to `hi` characters; None when no string qualifies.
 
+    With several languages, `accept(indices of those that match)` decides (default: any).
     `fresh(hint)` reserves a new rule name, `define(name, body)` sets its body.
     """
     try:
-        dfa = build_dfa([searched])
+        dfa = build_dfa(searched if isinstance(searched, list) else [searched])
     except ComplementError as e:
         raise PatternTooLarge(str(e)) from None
     top = hi if hi is not None else lo
     n_states = len(dfa.states)
     if n_states * (top + 1) > MAX_PRODUCT_RULES:
         raise PatternTooLarge(f"{n_states} DFA states x {top + 1} lengths")
-    accepting = [bool(label) for label in dfa.labels]
+    accepting = [(accept or bool)(label) for label in dfa.labels]
 
     def after(n: int) -> int:
         return n + 1 if n < top else top  # past `top` only when hi is None: the count saturates
@@ -70,7 +72,7 @@ def pattern_with_length(
     def encoded(ranges: tuple) -> Expr:
         """The JSON text of one character in `ranges`: a rule of its own unless it is one literal."""
         if ranges not in chars:
-            body = encode_chars(CharClass(ranges))
+            body = encode_class(CharClass(ranges), max_escaped=MAX_SHARED_ESCAPED_RANGES)
             if isinstance(body, Literal):
                 chars[ranges] = body
             else:
