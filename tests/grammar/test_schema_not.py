@@ -38,3 +38,12 @@ def test_other_types_are_untouched_and_other_nots_stay_refused():
         schema_to_grammar({"not": {"type": "string", "minLength": 2}})
     with pytest.raises(SchemaError, match="'not'"):  # not a and not b is not (a or b): refused, never merged wrong
         schema_to_grammar({"allOf": [{"not": {"pattern": "x"}}, {"not": {"pattern": "y"}}]})
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "string", "pattern": 5, "not": {"pattern": "x"}},
+    {"type": "string", "pattern": 5, "maxLength": 3},
+])
+def test_a_pattern_that_is_not_a_string_is_a_schema_error(schema):
+    with pytest.raises(SchemaError, match="at /pattern: pattern must be a string"):
+        schema_to_grammar(schema)

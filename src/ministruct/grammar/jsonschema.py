@@ -455,28 +455,40 @@ class _Compiler:
             r = decoded
         return seq(Literal('"'), encode_chars(r), Literal('"'))
 
-    def pattern(self, pattern: Any, ptr: str, lo: int, hi: Optional[int]) -> Expr:
+    def regex_language(self, pattern: Any, text: str, ptr: str) -> Expr:
+        """The IR of `text`, a regex made from the schema's `pattern` at `ptr`."""
         from .regex import parse_regex
 
         if not isinstance(pattern, str):
             raise self.error("pattern must be a string", ptr, "pattern")
+        try:
+            g = parse_regex(text, source=f"{self.source}#{ptr}")
+        except GrammarSyntaxError as e:
+            raise self.error(f"pattern {pattern!r} cannot be enforced: {e.reason}", ptr, "pattern") from None
+        if len(g.rules) != 1:
+            raise self.error(f"pattern {pattern!r}: unexpected multi-rule regex grammar", ptr, "pattern")
+        return g.rules[g.root]
+
+    def searched_language(self, pattern: Any, ptr: str) -> Expr:
+        """The strings the schema's `pattern` at `ptr` is found in (re.search), as IR."""
+        if not isinstance(pattern, str):
+            raise self.error("pattern must be a string", ptr, "pattern")
+        return self.regex_language(pattern, _searched(pattern), ptr)
+
+    def pattern(self, pattern: Any, ptr: str, lo: int, hi: Optional[int]) -> Expr:
+        if lo == 0 and hi is None:
+            return encode_chars(self.searched_language(pattern, ptr))
+        if not isinstance(pattern, str):
+            raise self.error("pattern must be a string", ptr, "pattern")
 
         def parse(text: str) -> Expr:
-            try:
-                g = parse_regex(text, source=f"{self.source}#{ptr}")
-            except GrammarSyntaxError as e:
-                raise self.error(f"pattern {pattern!r} cannot be enforced: {e.reason}", ptr, "pattern") from None
-            if len(g.rules) != 1:
-                raise self.error(f"pattern {pattern!r}: unexpected multi-rule regex grammar", ptr, "pattern")
-            return g.rules[g.root]
+            return self.regex_language(pattern, text, ptr)
 
-        if lo == 0 and hi is None:
-            return encode_chars(parse(_searched(pattern)))
         left = pattern.startswith("^")
         right = pattern.endswith("$") and (len(pattern) - len(pattern[:-1].rstrip("\\")) - 1) % 2 == 0
         core_text = pattern[1 if left else 0 : len(pattern) - 1 if right else len(pattern)]
         if _top_level_bar(core_text) or "^" in core_text.replace("[^", "") or "$" in core_text:
-            return self.pattern_by_dfa(pattern, parse(_searched(pattern)), ptr, lo, hi)
+            return self.pattern_by_dfa(pattern, ptr, lo, hi)
         core = parse(core_text)
         try:
             if left and right:  # `$` also matches before a final newline
@@ -497,25 +509,14 @@ class _Compiler:
                 raise ValueError
             return encode_chars(r)
         except ValueError:
-            return self.pattern_by_dfa(pattern, parse(_searched(pattern)), ptr, lo, hi)
+            return self.pattern_by_dfa(pattern, ptr, lo, hi)
         except LookupError:
             return NOTHING
 
     def pattern_avoiding(self, pattern: Any, avoided: str, ptr: str, lo: int, hi: Optional[int]) -> Expr:
         """Strings that match `pattern` (when given) and not `avoided`, with lo..hi characters."""
-        from .regex import parse_regex
-
-        langs = []
-        for p, where in ((pattern, f"{ptr}/pattern"), (avoided, f"{ptr}/not/pattern")):
-            if p is None:
-                langs.append(parse_regex("[\\s\\S]*").rules["root"])
-                continue
-            if not isinstance(p, str):
-                raise self.error("pattern must be a string", where, "pattern")
-            try:
-                langs.append(parse_regex(_searched(p), source=f"{self.source}#{where}").rules["root"])
-            except GrammarSyntaxError as e:
-                raise self.error(f"pattern {p!r} cannot be enforced: {e.reason}", where, "pattern") from None
+        langs = [self.searched_language("" if pattern is None else pattern, f"{ptr}/pattern"),  # "": every string
+                 self.searched_language(avoided, f"{ptr}/not/pattern")]
         try:
             r = pattern_with_length(langs, lo, hi, self.fresh, self.define, accept=lambda label: label == {0})
         except PatternTooLarge as e:
@@ -525,10 +526,10 @@ class _Compiler:
             return Repeat(self.shared("char", COUNTED_CHAR), lo, hi)
         return NOTHING if r is None else r
 
-    def pattern_by_dfa(self, pattern: str, searched: Expr, ptr: str, lo: int, hi: Optional[int]) -> Expr:
+    def pattern_by_dfa(self, pattern: str, ptr: str, lo: int, hi: Optional[int]) -> Expr:
         """`pattern` with length bounds through a DFA x length product (see schema_patterns)."""
         try:
-            r = pattern_with_length(searched, lo, hi, self.fresh, self.define)
+            r = pattern_with_length(self.searched_language(pattern, ptr), lo, hi, self.fresh, self.define)
         except PatternTooLarge as e:
             self.unsupported("pattern", ptr.rsplit("/", 1)[0], f"combined with minLength/maxLength is too large to enforce ({e})")
             return self.pattern(pattern, ptr, 0, None)

@@ -122,11 +122,15 @@ def _newlines(pattern: str) -> list[int]:
     return [i for i, c in enumerate(pattern) if c == "\n"]
 
 
-def _tok(kind: str, text: str, pos: int, pattern: str, payload: Any = None) -> _Tok:
+def _line_col(pattern: str, pos: int) -> tuple[int, int]:
+    """1-based line and column of character `pos` (verbose patterns span lines)."""
     newlines = _newlines(pattern)
     before = bisect_left(newlines, pos)  # newlines before pos
-    line = before + 1
-    col = pos - (newlines[before - 1] + 1 if before else 0) + 1
+    return before + 1, pos - (newlines[before - 1] + 1 if before else 0) + 1
+
+
+def _tok(kind: str, text: str, pos: int, pattern: str, payload: Any = None) -> _Tok:
+    line, col = _line_col(pattern, pos)
     t = _Tok(kind, text, start_pos=pos, line=line, column=col, end_pos=pos + len(text))
     t.payload = payload
     return t
@@ -543,8 +547,7 @@ def _build(pattern: str, source: str, notes: list[str]) -> Grammar:
     try:
         tokens = _Scanner(pattern).run()
     except _Unsupported as u:
-        line = pattern.count("\n", 0, u.pos) + 1
-        col = u.pos - (pattern.rfind("\n", 0, u.pos) + 1) + 1
+        line, col = _line_col(pattern, u.pos)
         raise GrammarSyntaxError(
             f"{u.what} at column {col} {u.why}", source=source, text=pattern, line=line, column=col
         ) from None

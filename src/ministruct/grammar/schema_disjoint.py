@@ -97,14 +97,10 @@ class Disjointness:
         return s
 
     def _disjoint(self, a: Any, b: Any, depth: int) -> bool:
+        a, b = self._normal(a), self._normal(b)  # (booleans pass through unchanged)
         if a is False or b is False:
             return True
         if depth > MAX_DEPTH or not isinstance(a, dict) or not isinstance(b, dict):
-            return False
-        a, b = self._normal(a), self._normal(b)
-        if a is False or b is False:
-            return True
-        if not isinstance(a, dict) or not isinstance(b, dict):
             return False
         va, vb = _values(a), _values(b)
         if va is not None and not any(self._valid(v, b) for v in va):

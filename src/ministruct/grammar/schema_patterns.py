@@ -70,10 +70,11 @@ def pattern_with_length(
     chars: dict[tuple, Expr] = {}
 
     def encoded(ranges: tuple) -> Expr:
-        """The JSON text of one character in `ranges`: a rule of its own unless it is one literal."""
+        """The JSON text of one character in `ranges`: a rule of its own unless it is one class
+        (raw characters only) or one literal."""
         if ranges not in chars:
             body = encode_class(CharClass(ranges), max_escaped=MAX_SHARED_ESCAPED_RANGES)
-            if isinstance(body, Literal):
+            if isinstance(body, (CharClass, Literal)):
                 chars[ranges] = body
             else:
                 name = fresh("pattern-char")
