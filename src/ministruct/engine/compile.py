@@ -203,6 +203,25 @@ class CompiledGrammar:
         legal = np.zeros(self.vocab.n_logits, dtype=bool)
         if cid == DEAD:
             return legal
+        self._walk(cid, legal, None)
+        config = self.configs[cid]
+        if Automaton.is_accepting(config) and len(self.eog):
+            legal[self.eog] = True
+        if self.automaton.has_token_edges:
+            self._add_token_edges(config, legal)
+        return legal
+
+    def token_targets(self, cid: int) -> np.ndarray:
+        """int32 per logits row: the configuration each ordinary (byte-spelled) token leads
+        to from `cid`, DEAD where it is not legal. End-of-generation and `<[N]>` token edges
+        are not included (see `step_token`)."""
+        targets = np.zeros(self.vocab.n_logits, dtype=np.int32)
+        if cid != DEAD:
+            self._walk(cid, None, targets)
+        return targets
+
+    def _walk(self, cid: int, legal: np.ndarray | None, targets: np.ndarray | None) -> None:
+        """Walk the class trie from `cid`; mark legal tokens and/or record their end configurations."""
         trie = self.class_trie
         nodes = np.zeros(1, dtype=np.int64)
         states = np.asarray([cid], dtype=np.int64)
@@ -243,18 +262,17 @@ class CompiledGrammar:
             if len(states):
                 uniform = bool(states.min() == states.max())
             if len(trie.end_ids[d]):
-                alive = np.zeros(len(trie.node_class[d]), dtype=bool)
-                alive[nodes] = True
                 ends = trie.end_ids[d]
-                legal[ends[alive[trie.end_node[d]]]] = True
+                if targets is not None:
+                    at = np.zeros(len(trie.node_class[d]), dtype=np.int32)
+                    at[nodes] = states
+                    targets[ends] = at[trie.end_node[d]]
+                else:
+                    alive = np.zeros(len(trie.node_class[d]), dtype=bool)
+                    alive[nodes] = True
+                    legal[ends[alive[trie.end_node[d]]]] = True
             if not len(nodes):
                 break
-        config = self.configs[cid]
-        if Automaton.is_accepting(config) and len(self.eog):
-            legal[self.eog] = True
-        if self.automaton.has_token_edges:
-            self._add_token_edges(config, legal)
-        return legal
 
     def _add_token_edges(self, config: Config, legal: np.ndarray) -> None:
         """OR into `legal` the tokens that whole-token edges (`<[N]>`, `!<[N]>`) allow."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import MinistructError
+from .budget import INF, budget_for
 from .compile import DEAD, CompiledGrammar
 
 
@@ -44,15 +45,35 @@ class Matcher:
         m._ended = self._ended
         return m
 
-    def mask(self) -> np.ndarray:
-        """Read-only bool array over the logits rows: True where the token is legal next."""
+    def mask(self, remaining: int | None = None) -> np.ndarray:
+        """Read-only bool array over the logits rows: True where the token is legal next.
+
+        With `remaining` (tokens left, this one included), only tokens after which a
+        completion is guaranteed to fit in the rest (engine/budget.py).
+        """
         if self._ended:
             return np.zeros(self.compiled.vocab.n_logits, dtype=bool)
-        return self.compiled.mask(self.state)
+        mask = self.compiled.mask(self.state)
+        if remaining is None:
+            return mask
+        return budget_for(self.compiled).narrow(self.state, mask, remaining)
 
-    def mask_ready(self) -> bool:
+    def mask_ready(self, remaining: int | None = None) -> bool:
         """Is the next mask already computed (so mask() is a lookup)?"""
-        return self._ended or self.compiled.has_mask(self.state)
+        if self._ended:
+            return True
+        ready = self.compiled.has_mask(self.state)
+        if remaining is not None and ready:
+            ready = budget_for(self.compiled).has_need(self.state)
+        return ready
+
+    def min_tokens_to_complete(self) -> int | None:
+        """An upper bound on the fewest tokens that complete the output from here
+        (one token per byte); None when it cannot be completed."""
+        if self._ended:
+            return 0
+        cost = budget_for(self.compiled).config_cost(self.state)
+        return None if cost >= INF else cost
 
     def is_legal(self, token_id: int) -> bool:
         if self._ended:

@@ -1,0 +1,190 @@
+"""Token budgets: the fewest tokens that can still finish the grammar, and the legal set
+narrowed to tokens after which a completion is guaranteed to fit.
+
+The bound is sound, not a guess. Every NFA state q gets `fin[q]`, the fewest steps from q
+to the end of its rule, where a step is one byte that the vocabulary has as a one-byte
+token, or one whole-token edge (`<[N]>`), and a call costs the called rule's own fewest
+steps. A parser stack (return points, then the current state) can be finished in the sum
+of `fin` over its frames, a configuration in the least such sum over its stacks: that
+many one-byte tokens always complete the output. `fin` is a shortest-derivation problem
+(Knuth's generalisation of Dijkstra): states are settled in order of cost from the rule
+ends backwards, and a call edge is relaxed once both its return point and the called
+rule's start are settled.
+
+The bound counts one token per byte, so it over-estimates what a real tokenizer needs
+(`"}` is often one token): narrowing starts a little early, never too late.
+"""
+
+from __future__ import annotations
+
+import heapq
+import threading
+from collections import OrderedDict
+
+import numpy as np
+
+from .automaton import Config
+from .compile import DEAD, CompiledGrammar
+
+INF = np.iinfo(np.int32).max // 4
+NEED_CACHE_BYTES = 64 * 1024 * 1024
+
+
+def _one_byte_tokens(compiled: CompiledGrammar) -> np.ndarray:
+    """bool[256]: the bytes some ordinary one-byte token spells."""
+    have = np.zeros(256, dtype=bool)
+    vocab = compiled.vocab
+    for t in vocab.text_ids.tolist():
+        data = vocab.tokens[t]
+        if len(data) == 1:
+            have[data[0]] = True
+    return have
+
+
+def state_costs(compiled: CompiledGrammar) -> list[int]:
+    """fin[q] for every NFA state: fewest tokens from q to the end of q's rule (INF: none)."""
+    a = compiled.automaton
+    n = len(a.eps)
+    have = _one_byte_tokens(compiled)
+    have_sum = np.concatenate(([0], np.cumsum(have)))
+    rev: list[list[tuple[int, int]]] = [[] for _ in range(n)]  # target -> (source, cost)
+    by_ret: list[list[tuple[int, str]]] = [[] for _ in range(n)]  # return point -> (caller, rule)
+    by_start: dict[int, list[tuple[int, int]]] = {}  # rule start -> (caller, return point)
+    for q in range(n):
+        for t in a.eps[q]:
+            rev[t].append((q, 0))
+        for lo, hi, t in a.byte_edges[q]:
+            if have_sum[hi + 1] - have_sum[lo] > 0:
+                rev[t].append((q, 1))
+        for e in a.token_edges[q]:
+            rev[e.target].append((q, 1))
+        for name, ret in a.calls[q]:
+            by_ret[ret].append((q, name))
+            by_start.setdefault(a.start[name], []).append((q, ret))
+    fin = [INF] * n
+    heap = [(0, q) for q in a.final]
+    heapq.heapify(heap)
+    done = [False] * n
+
+    def relax(q: int, d: int) -> None:
+        if d < fin[q]:
+            fin[q] = d
+            heapq.heappush(heap, (d, q))
+
+    for q in a.final:
+        fin[q] = 0
+    while heap:
+        d, x = heapq.heappop(heap)
+        if done[x] or d > fin[x]:
+            continue
+        done[x] = True
+        for q, w in rev[x]:
+            relax(q, d + w)
+        for q, name in by_ret[x]:
+            s = a.start[name]
+            if done[s]:
+                relax(q, d + fin[s])
+        for q, ret in by_start.get(x, ()):
+            if done[ret]:
+                relax(q, d + fin[ret])
+    return fin
+
+
+class Budget:
+    """Completion costs for one CompiledGrammar; safe to share between threads."""
+
+    def __init__(self, compiled: CompiledGrammar) -> None:
+        self.compiled = compiled
+        self.fin = state_costs(compiled)
+        self._config_cost: dict[int, int] = {}
+        self._need: OrderedDict[int, tuple[np.ndarray, int]] = OrderedDict()
+        self._need_bytes = 0
+        self._lock = threading.RLock()
+
+    def config_cost(self, cid: int) -> int:
+        """Fewest tokens that complete the output from configuration `cid` (INF: none)."""
+        hit = self._config_cost.get(cid)
+        if hit is None:
+            hit = self._cost_of(self.compiled.configs[cid]) if cid != DEAD else INF
+            self._config_cost[cid] = hit
+        return hit
+
+    def _cost_of(self, config: Config) -> int:
+        fin = self.fin
+        best = INF
+        for st in config:
+            c = 0
+            for q in st:
+                c += fin[q]
+                if c >= best:
+                    break
+            best = min(best, c)
+        return best
+
+    def need(self, cid: int) -> tuple[np.ndarray, int]:
+        """(int32 per logits row: tokens to finish if that token is taken now, INF where it is
+        not legal; the largest finite value) for the legal ordinary tokens of `cid`."""
+        with self._lock:
+            hit = self._need.get(cid)
+            if hit is not None:
+                self._need.move_to_end(cid)
+                return hit
+            targets = self.compiled.token_targets(cid)
+            need = np.full(targets.shape, INF, dtype=np.int32)
+            live = np.flatnonzero(targets != DEAD)
+            if len(live):
+                uniq, inv = np.unique(targets[live], return_inverse=True)
+                costs = np.fromiter((self.config_cost(int(u)) for u in uniq), dtype=np.int64, count=len(uniq))
+                need[live] = np.minimum(costs[inv] + 1, INF).astype(np.int32)
+            finite = need[need < INF]
+            hit = (need, int(finite.max()) if len(finite) else 0)
+            self._need[cid] = hit
+            self._need_bytes += need.nbytes
+            while self._need_bytes > NEED_CACHE_BYTES and len(self._need) > 1:
+                _, (old, _) = self._need.popitem(last=False)
+                self._need_bytes -= old.nbytes
+            return hit
+
+    def has_need(self, cid: int) -> bool:
+        """Is `need(cid)` already computed?"""
+        return cid in self._need
+
+    def narrow(self, cid: int, mask: np.ndarray, remaining: int) -> np.ndarray:
+        """`mask` less the tokens after which no completion fits in `remaining - 1` more tokens.
+
+        Returns `mask` itself when nothing is removed. End-of-generation tokens are kept
+        (they finish the output); `<[N]>` token edges are checked one by one.
+        """
+        need, worst = self.need(cid)
+        if worst <= remaining:
+            if not self.compiled.automaton.has_token_edges:
+                return mask
+        fits = need <= remaining
+        narrowed = mask & fits
+        eog = self.compiled.eog
+        if len(eog):
+            narrowed[eog] = mask[eog]
+        if self.compiled.automaton.has_token_edges:
+            ordinary = need < INF
+            for t in np.flatnonzero(mask & ~ordinary & ~np.isin(np.arange(len(mask)), eog)).tolist():
+                nxt = self.compiled.step_token(cid, t)
+                narrowed[t] = nxt != DEAD and 1 + self.config_cost(nxt) <= remaining
+        if np.array_equal(narrowed, mask):
+            return mask
+        narrowed.setflags(write=False)
+        return narrowed
+
+
+_BUDGETS_LOCK = threading.Lock()
+
+
+def budget_for(compiled: CompiledGrammar) -> Budget:
+    """The Budget of a CompiledGrammar, built on first use and kept with it."""
+    b = getattr(compiled, "_budget", None)
+    if b is None:
+        with _BUDGETS_LOCK:
+            b = getattr(compiled, "_budget", None)
+            if b is None:
+                b = Budget(compiled)
+                compiled._budget = b  # type: ignore[attr-defined]
+    return b
