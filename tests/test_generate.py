@@ -319,7 +319,7 @@ def test_with_the_engine_matcher(model, vocab):
     """End to end with the real engine: every output is in the language."""
     import ministruct.engine.compile as compile_mod
     import ministruct.engine.matcher as matcher_mod
-    import ministruct.grammar.gbnf as gbnf
+    import ministruct.grammar.gbnf.parse as gbnf
 
     grammar = gbnf.parse_gbnf('root ::= "{\\"age\\": " [1-9] [0-9]{0,2} ", \\"ok\\": " ("true" | "false") "}"')
     matcher = matcher_mod.Matcher(compile_mod.compile_grammar(grammar, vocab))

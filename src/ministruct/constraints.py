@@ -99,7 +99,7 @@ def load_constraint(
         g = parse_gbnf(text, source=source, root=root or "root")
         return Constraint("grammar", g, source, text, warnings=list(g.warnings))
     if schema is not None:
-        from .grammar.jsonschema import schema_to_grammar
+        from .grammar.schema import schema_to_grammar
 
         text, source = read_text(schema, "schema")
         value = load_schema_text(text, source)
