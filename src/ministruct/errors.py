@@ -30,6 +30,16 @@ class InputError(MinistructError):
     """An input file or record that cannot be read."""
 
 
+class OutputError(MinistructError):
+    """An output (stdout, a trace or report file) that cannot be written: a full disk, an I/O error."""
+
+
+class OutputClosed(MinistructError):
+    """The reader of stdout went away (`| head -1`): a quiet end, exit 0, as other Unix tools."""
+
+    exit_code = 0
+
+
 class GrammarSyntaxError(MinistructError):
     """A grammar or regex that does not parse; knows where and what was expected."""
 

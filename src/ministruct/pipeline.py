@@ -31,7 +31,7 @@ class GenResult:
     prompt: str
     output: str
     complete: bool
-    stop_reason: str
+    stop_reason: str | None  # None for an error record (the input could not be run)
     n_tokens: int
     json_value: Any = None
     has_json: bool = False
@@ -48,9 +48,9 @@ class GenResult:
         return rec
 
     @classmethod
-    def failed(cls, rid: Any, prompt: str, error: str) -> "GenResult":
+    def failed(cls, rid: Any, prompt: str | None, error: str) -> "GenResult":
         """The record for an input that could not be run (it keeps its place in the batch)."""
-        return cls(rid, prompt, "", False, "error", 0, error=error)
+        return cls(rid, prompt, "", False, None, 0, error=error)
 
 
 class GenerationJob:

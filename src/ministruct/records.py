@@ -1,51 +1,173 @@
-"""Reading input records (JSONL or plain lines) and writing versioned JSONL records."""
+"""Reading input records (JSONL or plain lines) and writing versioned JSONL records.
+
+Input lines are split on `\\n` only (never on U+2028, U+0085 or a lone `\\r`), read as
+bytes and streamed one at a time, from a file or stdin alike. A UTF-8 BOM before the
+first line is skipped, a `\\r` before the `\\n` is dropped, and blank lines are skipped
+(line numbers, the default ids, still count them). A line that is not UTF-8 is an error
+record. A line starting with `{` or `[` must be a JSON object carrying the value field
+(`prompt` for gen, `text` for check); any other line is the value itself.
+"""
 
 from __future__ import annotations
 
+import errno
 import json
 import sys
-from dataclasses import dataclass
-from typing import IO, Any, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any, Collection, Iterable, Iterator
+
+from .errors import InputError, OutputClosed, OutputError
 
 RECORD_VERSION = 1
+BOM = b"\xef\xbb\xbf"
 
 
 @dataclass
 class InputRecord:
-    """One input line: its value for `field`, its id, or the error that makes it unusable."""
+    """One input line: its value for `field`, its id, per-record settings and extra fields,
+    or the error that makes it unusable."""
 
     index: int  # 1-based line number
     id: Any
     value: str | None
     error: str | None = None
+    settings: dict[str, Any] = field(default_factory=dict)  # allowed per-record fields (seed, schema, ...)
+    extra: dict[str, Any] = field(default_factory=dict)  # other fields, kept with --allow-extra-fields
+    where: str = ""  # "source:line", for messages about this record
 
 
-def read_records(stream: IO[str], field: str, source: str = "<input>") -> Iterator[InputRecord]:
-    """Yield one record per non-empty line.
+@contextmanager
+def open_lines(path: str, stdin: IO | None = None) -> Iterator[tuple[Iterator[bytes], str]]:
+    """(lines as bytes, display name) of a file, or of stdin for '-'; InputError when unreadable."""
+    if path == "-":
+        stream = stdin if stdin is not None else sys.stdin
+        yield iter(getattr(stream, "buffer", stream)), "<stdin>"
+        return
+    p = Path(path)
+    try:
+        f = open(p, "rb")
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such input file") from None
+    except IsADirectoryError:
+        raise InputError(f"{path}: is a directory, not an input file") from None
+    except OSError as e:
+        raise InputError(f"{path}: cannot read input file: {e.strerror}") from None
+    with f:
+        yield _read_errors_named(f, path), str(path)
 
-    A line that is a JSON object with `field` or `id` is a record (and an error when
-    `field` is missing or not a string); any other line is the value itself.
+
+def _read_errors_named(f: IO[bytes], path: str) -> Iterator[bytes]:
+    try:
+        yield from f
+    except OSError as e:
+        raise InputError(f"{path}: cannot read input file: {e.strerror or e}") from None
+
+
+def count_lines(path: str) -> int | None:
+    """The number of lines of a file, read in chunks (None for stdin or when unreadable)."""
+    if path == "-":
+        return None
+    n, last = 0, b"\n"
+    try:
+        with open(path, "rb") as f:
+            while chunk := f.read(1 << 20):
+                n += chunk.count(b"\n")
+                last = chunk[-1:]
+    except OSError:
+        return None
+    return n + (last != b"\n")
+
+
+def split_lines(lines: Iterable[bytes | str]) -> Iterator[tuple[int, str | None, str | None]]:
+    """(line number, text, error) per input line: split on \\n only, BOM and \\r\\n handled.
+
+    Lines given as bytes are decoded here (a line that is not UTF-8 gives an error); lines
+    given as str are split again on \\n only (so a caller's str.splitlines cannot cut records).
     """
-    for n, raw in enumerate(stream, start=1):
-        line = raw.rstrip("\r\n")
+    n = 0
+    for chunk in lines:
+        pieces = [chunk] if isinstance(chunk, bytes) else chunk.split("\n")
+        if isinstance(chunk, str) and pieces and pieces[-1] == "":
+            pieces.pop()
+        for raw in pieces:
+            n += 1
+            if isinstance(raw, bytes):
+                if n == 1 and raw.startswith(BOM):
+                    raw = raw[len(BOM):]
+                raw = raw[:-1] if raw.endswith(b"\n") else raw
+                raw = raw[:-1] if raw.endswith(b"\r") else raw
+                try:
+                    text = raw.decode("utf-8")
+                except UnicodeDecodeError as e:
+                    yield n, None, f"not UTF-8 text (byte {e.start + 1} of the line is {raw[e.start]:#04x})"
+                    continue
+            else:
+                text = raw[1:] if n == 1 and raw.startswith("\ufeff") else raw
+                text = text[:-1] if text.endswith("\r") else text
+            yield n, text, None
+
+
+def read_records(
+    stream: Iterable[bytes | str],
+    field: str,
+    source: str = "<input>",
+    *,
+    settings: Collection[str] = (),
+    allow_extra: bool = False,
+) -> Iterator[InputRecord]:
+    """Yield one record per non-blank line (see the module docstring for the rules).
+
+    A JSON line may carry `id`, `field` and the names in `settings`; any other field is an
+    error naming it, unless `allow_extra` (then it is kept in `extra`).
+    """
+    for n, line, err in split_lines(stream):
+        where = f"{source}:{n}"
+        if err is not None:
+            yield InputRecord(n, n, None, f"{where}: {err}", where=where)
+            continue
+        assert line is not None
         if not line.strip():
             continue
-        obj = None
-        if line.lstrip().startswith("{"):
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError:
-                obj = None
-        if isinstance(obj, dict) and (field in obj or "id" in obj):
-            rid = obj.get("id", n)
-            val = obj.get(field)
-            if not isinstance(val, str):
-                what = "missing" if field not in obj else f"not a string ({type(val).__name__})"
-                yield InputRecord(n, rid, None, f"{source}:{n}: \"{field}\" is {what}")
-                continue
-            yield InputRecord(n, rid, val)
-        else:
-            yield InputRecord(n, n, line)
+        if not line.lstrip().startswith(("{", "[")):
+            yield InputRecord(n, n, line, where=where)
+            continue
+        rec = _json_record(n, line, field, where, settings, allow_extra)
+        rec.where = where
+        yield rec
+
+
+def _json_record(n: int, line: str, field: str, where: str, settings: Collection[str], allow_extra: bool) -> InputRecord:
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as e:
+        return InputRecord(n, n, None, f"{where}: not valid JSON: {e.msg} (column {e.colno})")
+    except RecursionError:
+        return InputRecord(n, n, None, f"{where}: not usable JSON: nested too deeply")
+    if not isinstance(obj, dict):
+        return InputRecord(n, n, None, f"{where}: a JSON line must be an object with \"{field}\", not an array")
+    rid = obj.get("id", n)
+    val = obj.get(field)
+    value = val if isinstance(val, str) else None
+    known = {k: v for k, v in obj.items() if k in settings}
+    extra = {k: v for k, v in obj.items() if k not in settings and k not in (field, "id")}
+    rec = InputRecord(n, rid, value, settings=known, extra=extra if allow_extra else {})
+    if field not in obj:
+        rec.error = f"{where}: no \"{field}\" field"
+    elif value is None:
+        rec.error = f"{where}: \"{field}\" is not a string ({_json_type(val)})"
+    elif extra and not allow_extra:
+        names = ", ".join(f'"{k}"' for k in extra)
+        allowed = ", ".join(f'"{k}"' for k in ("id", field, *settings))
+        s = "s" if len(extra) > 1 else ""
+        rec.error = f"{where}: unknown field{s} {names} (allowed: {allowed}; --allow-extra-fields passes others through)"
+    return rec
+
+
+def _json_type(v: Any) -> str:
+    return {dict: "an object", list: "an array", bool: "a boolean", int: "a number", float: "a number",
+            type(None): "null"}.get(type(v), type(v).__name__)
 
 
 def dumps_record(obj: dict) -> str:
@@ -53,7 +175,19 @@ def dumps_record(obj: dict) -> str:
     return json.dumps({"v": RECORD_VERSION, **obj}, ensure_ascii=False)
 
 
-def write_record(obj: dict, stream: IO[str] | None = None) -> None:
+def write_line(text: str, stream: IO[str] | None = None, name: str = "<stdout>") -> None:
+    """Write one line and flush it. OutputClosed when the reader left (a closed pipe: a
+    quiet end); OutputError naming the output for any other failure (a full disk)."""
     out = stream or sys.stdout
-    out.write(dumps_record(obj) + "\n")
-    out.flush()
+    try:
+        out.write(text + "\n")
+        out.flush()
+    except OSError as e:
+        if isinstance(e, BrokenPipeError) or e.errno == errno.EPIPE:
+            raise OutputClosed(f"{name}: the reader closed the pipe") from None
+        raise OutputError(f"{name}: cannot write: {e.strerror or e}") from None
+
+
+def write_record(obj: dict, stream: IO[str] | None = None) -> None:
+    """One versioned JSONL record, flushed."""
+    write_line(dumps_record(obj), stream)

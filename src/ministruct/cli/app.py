@@ -20,7 +20,7 @@ _UsageErr = tuple(m.UsageError for m in _CLICK)
 _ClickErr = tuple(m.ClickException for m in _CLICK)
 _Abort = tuple(getattr(m, "Abort") for m in _CLICK if hasattr(m, "Abort"))
 
-from ..errors import GrammarSyntaxError, MinistructError
+from ..errors import GrammarSyntaxError, MinistructError, OutputClosed, OutputError
 
 app = typer.Typer(
     name="ministruct",
@@ -58,6 +58,17 @@ def warn(message: str) -> None:
     print(f"ministruct: warning: {message}", file=sys.stderr)
 
 
+def silence_stdout() -> None:
+    """Point stdout at /dev/null, so the flush at exit cannot fail again (no "Exception
+    ignored" noise after a closed pipe or a full disk)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # no real stdout (tests' runners)
+        pass
+
+
 def main() -> None:
     """Console entry point: run the app, map errors to messages and exit codes."""
     _register()
@@ -78,9 +89,14 @@ def main() -> None:
     except _Abort:
         print("ministruct: interrupted", file=sys.stderr)
         sys.exit(130)
+    except OutputClosed:
+        silence_stdout()
+        sys.exit(0)
     except MinistructError as e:
         if debug:
             raise
+        if isinstance(e, OutputError):
+            silence_stdout()  # what stdout still buffers could not be written either
         print(error_text(e), file=sys.stderr)
         sys.exit(e.exit_code)
     except KeyboardInterrupt:
@@ -88,10 +104,8 @@ def main() -> None:
         sys.exit(130)
     except BrokenPipeError:
         # downstream closed the pipe (| head): quiet exit, as other Unix tools
-        try:
-            sys.stdout = open(os.devnull, "w")
-        finally:
-            sys.exit(0)
+        silence_stdout()
+        sys.exit(0)
     except Exception as e:  # a bug: say so in one line unless debugging
         if debug:
             raise

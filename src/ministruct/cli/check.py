@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import sys
-from typing import Annotated, Optional
+from dataclasses import asdict
+from typing import Annotated, Iterator, Optional
 
 import typer
 
-from ..constraints import read_text
+from ..batch import CHECK_LABELS, CHECK_SETTINGS, ConstraintCache, Resume, record_constraint, run_batch, stderr_report, validated
+from ..constraints import Constraint
 from ..engine.check import check_text
-from ..errors import UsageError
-from ..records import read_records, write_record
+from ..errors import MinistructError, UsageError
+from ..records import InputRecord, open_lines, read_records, write_line, write_record
 from . import options as o
 from .app import app, warn
 
@@ -22,6 +24,8 @@ def check(
     input: Annotated[Optional[str], typer.Option("--input", help="JSONL records with 'text' (and 'id'), or plain lines; '-' for stdin.")] = None,
     format: Annotated[Optional[str], typer.Option("--format", help="text or jsonl (jsonl is the default with --input).")] = None,
     prefix: Annotated[bool, typer.Option("--prefix", help="Ask whether the text can still be completed instead.")] = False,
+    allow_extra_fields: o.AllowExtraFields = False,
+    resume: o.ResumeFile = None,
     *,
     constraint: o.ConstraintFlags,
 ) -> None:
@@ -35,31 +39,50 @@ def check(
     for w in c.warnings:
         warn(w)
     if text is not None:
-        records = [(1, 1, text, None)]
-    else:
-        if input == "-":
-            stream, source = sys.stdin, "<stdin>"
-        else:
-            body, source = read_text(input, "input")
-            stream = body.splitlines(keepends=True)
-        records = ((r.index, r.id, r.value, r.error) for r in read_records(stream, "text", source))
-    status = 0
-    for index, rid, value, err in records:
-        if err is not None:
-            status = 2
-            if fmt == "jsonl":
-                write_record({"index": index, "id": rid, "accepted": None, "error": err})
-            else:
-                print(f"ministruct: error: {err}", file=sys.stderr)
-            continue
-        res = check_text(c.grammar, value, prefix=prefix)
-        if not res.accepted:
-            status = max(status, 1)
+        if resume is not None or allow_extra_fields:
+            raise UsageError("--resume and --allow-extra-fields apply to --input")
+        res = check_text(c.grammar, text, prefix=prefix)
         if fmt == "jsonl":
-            write_record({"index": index, "id": rid, "accepted": res.accepted, "error": res.message()})
-        elif res.accepted:
-            print("ok" if text is not None else f"{rid}: ok")
+            write_record({"index": 1, "id": 1, "accepted": res.accepted, "error": res.message()})
         else:
-            label = "" if text is not None else f"{rid}: "
-            print(f"{label}rejected at {res.message()}")
+            write_line("ok" if res.accepted else f"rejected at {res.message()}")
+        raise typer.Exit(0 if res.accepted else 1)
+    cache = ConstraintCache(asdict(constraint), on_load=lambda k: [warn(w) for w in k.warnings])
+    resumed = Resume.load(resume)
+    with open_lines(input) as (lines, source):
+        records = read_records(lines, "text", source, settings=CHECK_SETTINGS, allow_extra=allow_extra_fields)
+        process = _checker(c, cache, fmt, prefix)
+        status = run_batch(validated(records), process, labels=CHECK_LABELS, resume=resumed, report=stderr_report)
     raise typer.Exit(status)
+
+
+def _checker(c: Constraint, cache: ConstraintCache, fmt: str, prefix: bool):
+    """The per-record step of run_batch: check one record, write its result, yield its status."""
+
+    def emit(rec: InputRecord, accepted: bool | None, error: str | None) -> None:
+        if fmt == "jsonl":
+            out = {"index": rec.index, "id": rec.id, "accepted": accepted, "error": error}
+            for k, v in rec.extra.items():
+                out.setdefault(k, v)
+            write_record(out)
+        elif accepted is None:
+            print(f"ministruct: error: {error}", file=sys.stderr)
+        else:
+            write_line(f"{rec.id}: ok" if accepted else f"{rec.id}: rejected at {error}")
+
+    def process(rec: InputRecord, done: int) -> Iterator[str]:
+        if rec.error is not None:
+            emit(rec, None, rec.error)
+            yield "failed"
+            return
+        try:
+            own = record_constraint(rec.settings)
+            res = check_text((cache.get(*own) if own else c).grammar, rec.value, prefix=prefix)
+        except MinistructError as e:
+            emit(rec, None, f"{rec.where}: {e}")
+            yield "failed"
+            return
+        emit(rec, res.accepted, res.message())
+        yield "accepted" if res.accepted else "rejected"
+
+    return process

@@ -10,11 +10,10 @@ from typing import Annotated, Optional
 import typer
 from rich.console import Console
 
-from ..constraints import read_text
 from ..diagnostics.collapse import CONDITIONS, DEFAULT_TEMPERATURES, DEFAULT_TOP_PS, CollapseStudy, Grid, StudySettings
 from ..errors import InputError, UsageError
 from ..model import Model
-from ..records import read_records
+from ..records import open_lines, read_records
 from . import options as o
 from .app import app, warn
 from .progress import Progress
@@ -122,11 +121,11 @@ def _prompts(prompt: str | None, input: str | None) -> list[str]:
         raise UsageError("give a PROMPT argument and/or --input FILE")
     prompts = [] if prompt is None else [prompt]
     if input is not None:
-        text, source = (sys.stdin.read(), "<stdin>") if input == "-" else read_text(input, "input")
-        for rec in read_records(text.splitlines(keepends=True), "prompt", source):
-            if rec.error is not None:
-                raise InputError(rec.error)
-            prompts.append(rec.value)
+        with open_lines(input) as (lines, source):
+            for rec in read_records(lines, "prompt", source):
+                if rec.error is not None:
+                    raise InputError(rec.error)
+                prompts.append(rec.value)
         if len(prompts) == (prompt is not None):
             raise InputError(f"{source}: no prompts")
     return prompts

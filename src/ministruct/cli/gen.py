@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import sys
+from dataclasses import asdict
 from typing import Annotated, Optional
 
 import typer
 
-from ..constraints import read_text
+from ..batch import GEN_SETTINGS, ConstraintCache, Resume, run_batch, stderr_report, validated
 from ..errors import UsageError
+from ..gen_batch import GenBatch, JobPool, status_of
 from ..model import Model
 from ..pipeline import GenerationJob, GenResult
-from ..records import InputRecord, read_records, write_record
+from ..records import InputRecord, count_lines, open_lines, read_records, write_line, write_record
 from . import options as o
 from .app import app, warn
 from .progress import Progress
@@ -31,6 +33,8 @@ def gen(
     trace: Annotated[Optional[str], typer.Option("--trace", help="Write per-step JSONL records to this file.")] = None,
     trace_legal: Annotated[bool, typer.Option("--trace-legal", help="Add each step's legal token ids to the trace.")] = False,
     no_progress: o.NoProgress = False,
+    allow_extra_fields: o.AllowExtraFields = False,
+    resume: o.ResumeFile = None,
 ) -> None:
     """Generate text that satisfies the constraint. The output alone goes to stdout."""
     if (prompt is None) == (input is None):
@@ -40,10 +44,12 @@ def gen(
         raise UsageError(f"--format must be text, json or jsonl, got {fmt!r}")
     if trace_legal and trace is None:
         raise UsageError("--trace-legal needs --trace FILE")
+    if input is None and (resume is not None or allow_extra_fields):
+        raise UsageError("--resume and --allow-extra-fields apply to --input")
     c = constraint.load()
     for w in c.warnings:
         warn(w)
-    records = _records(prompt, input)
+    resumed = Resume.load(resume) if input is not None else None
     llm = Model.load(run.model)
     job = GenerationJob(
         llm, c, run.params, max_tokens=run.max_tokens, chat=run.chat, system=run.system, show_schema=run.show_schema
@@ -53,51 +59,51 @@ def gen(
         from ..diagnostics.trace import TraceWriter
 
         tracer = TraceWriter.open(trace, job, legal=trace_legal)
-    status = 0
-    progress = Progress(enabled=not no_progress, total=None if input is not None else n, label="generating")
+    pool = JobPool(job, ConstraintCache(asdict(constraint), on_load=_warn_once))
+    batch = GenBatch(pool, n=n, seed=run.params.seed, emit=lambda res, extra: _emit(res, fmt, extra), tracer=tracer)
     try:
-        with progress:
-            for rec in records:
-                if rec.error is not None:
-                    _emit(GenResult.failed(rec.id, "", rec.error), fmt)
-                    status = 2
-                    continue
-                for k in range(n):
-                    res = _run_one(job, rec, run.params.seed + k, tracer)
-                    _emit(res, fmt)
-                    if res.error is not None and res.stop_reason == "error":
-                        status = 2
-                    elif not res.complete:
-                        status = max(status, 1)
-                    progress.advance()
+        if input is None:
+            status = _single(batch, prompt, n, no_progress)
+        else:
+            with open_lines(input) as (lines, source):
+                progress = Progress(enabled=not no_progress, total=count_lines(input), label="generating")
+                records = read_records(lines, "prompt", source, settings=GEN_SETTINGS, allow_extra=allow_extra_fields)
+                with progress:
+                    status = run_batch(validated(records), batch, resume=resumed, per_record=n,
+                                       progress=progress, report=stderr_report)
     finally:
         if tracer is not None:
             tracer.close()
-        job.persist()
+        pool.persist()
     raise typer.Exit(status)
 
 
-def _records(prompt: str | None, input: str | None):
-    if prompt is not None:
-        return [InputRecord(1, 1, prompt)]
-    if input == "-":
-        return read_records(sys.stdin, "prompt", "<stdin>")
-    text, source = read_text(input, "input")
-    return read_records(text.splitlines(keepends=True), "prompt", source)
+def _single(batch: GenBatch, prompt: str, n: int, no_progress: bool) -> int:
+    """The PROMPT argument: n samples; an error (a prompt too long...) is bad usage, exit 2."""
+    job, status = batch.pool.base, 0
+    with Progress(enabled=not no_progress, total=n, label="generating") as progress:
+        for k in range(n):
+            res = batch.run_one(job, InputRecord(1, 1, prompt), batch.seed + k)
+            batch.emit(res, {})
+            if status_of(res) != "ok":
+                status = 1
+            progress.advance()
+    return status
 
 
-def _run_one(job: GenerationJob, rec: InputRecord, seed: int, tracer) -> GenResult:
-    if tracer is None:
-        return job.run(rec.value, rid=rec.id, seed=seed)
-    return tracer.run(rec.value, rid=rec.id, seed=seed)
+def _warn_once(c) -> None:
+    for w in c.warnings:
+        warn(w)
 
 
-def _emit(res: GenResult, fmt: str) -> None:
+def _emit(res: GenResult, fmt: str, extra: dict) -> None:
     if fmt == "text":
-        if res.stop_reason == "error":
+        if res.stop_reason is None and res.error is not None:
             print(f"ministruct: error: {res.error}", file=sys.stderr)
             return
-        sys.stdout.write(res.output + "\n")
-        sys.stdout.flush()
+        write_line(res.output)
     else:
-        write_record(res.to_record())
+        rec = res.to_record()
+        for k, v in extra.items():
+            rec.setdefault(k, v)
+        write_record(rec)

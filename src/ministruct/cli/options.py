@@ -31,6 +31,8 @@ Chat = Annotated[bool, typer.Option("--chat/--raw", help="Apply the model's chat
 System = Annotated[Optional[str], typer.Option("--system", help="System message (with --chat).", rich_help_panel="Model and sampling")]
 ShowSchema = Annotated[bool, typer.Option("--show-schema/--withhold-schema", help="Put the schema text in the user message, or not.", rich_help_panel="Model and sampling")]
 NoProgress = Annotated[bool, typer.Option("--no-progress", help="No progress display on stderr.")]
+AllowExtraFields = Annotated[bool, typer.Option("--allow-extra-fields", help="Pass unknown fields of --input records through into the results (else they are error records).")]
+ResumeFile = Annotated[Optional[str], typer.Option("--resume", metavar="OUT", help="Skip --input records whose ids already have results in OUT.")]
 
 
 def constraint_from_flags(

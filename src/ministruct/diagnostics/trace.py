@@ -12,12 +12,13 @@ so the groups can be told apart without counting. Every record has `"v": 1`.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import replace
-from typing import IO, TYPE_CHECKING, Any, Callable
+from typing import IO, TYPE_CHECKING, Any, Callable, Iterator
 
 import numpy as np
 
-from ..errors import InputError, UsageError
+from ..errors import InputError, OutputError, UsageError
 from ..records import dumps_record
 from .stats import StepRecord, StepStats, Summary, summarize
 
@@ -61,7 +62,22 @@ class TraceWriter:
 
     def _write(self, obj: dict) -> None:
         if self.stream is not None:
-            self.stream.write(dumps_record(obj) + "\n")
+            with self._named_errors():
+                self.stream.write(dumps_record(obj) + "\n")
+
+    @contextmanager
+    def _named_errors(self) -> Iterator[None]:
+        """A failed write (a full disk) is an OutputError naming the trace file."""
+        try:
+            yield
+        except OSError as e:
+            stream, self.stream = self.stream, None
+            if self._owned and stream is not None:
+                try:
+                    stream.close()
+                except OSError:
+                    pass
+            raise OutputError(f"{self.path or '<trace>'}: cannot write the trace file: {e.strerror or e}") from None
 
     def header_record(self, prompt: str, rid: Any, prompt_ids: list[int], seed: int | None) -> dict:
         """The header object of one generation (without "v")."""
@@ -122,7 +138,8 @@ class TraceWriter:
             }
         )
         if self.stream is not None:
-            self.stream.flush()
+            with self._named_errors():
+                self.stream.flush()
         self.count += 1
         return result
 
@@ -135,9 +152,10 @@ class TraceWriter:
     def close(self) -> None:
         """Close the file (if this writer opened it)."""
         if self.stream is not None:
-            self.stream.flush()
-            if self._owned:
-                self.stream.close()
+            with self._named_errors():
+                self.stream.flush()
+                if self._owned:
+                    self.stream.close()
             self.stream = None
 
 
