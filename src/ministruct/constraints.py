@@ -25,6 +25,11 @@ class Constraint:
     schema: Any = None
     warnings: list[str] = field(default_factory=list)
 
+    def __post_init__(self) -> None:
+        from .grammar.limits import bounded
+
+        self.grammar = bounded(self.grammar)  # deep or shared parts as rules; refused when too large
+
     def describe(self) -> dict:
         """A JSON-ready summary for trace headers and reports."""
         return {"kind": self.kind, "source": self.source, "text": self.text}
@@ -52,10 +57,20 @@ def read_text(path: str, what: str) -> tuple[str, str]:
 
 
 def load_schema_text(text: str, source: str) -> Any:
+    """The parsed schema; SchemaError naming the file when it is not JSON or nests too deeply to read."""
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:
-        raise SchemaError(f"not valid JSON: {e.msg} (line {e.lineno}, column {e.colno})", pointer=None, source=source) from None
+        raise SchemaError(
+            f"{source}: not valid JSON: {e.msg} (line {e.lineno}, column {e.colno})", pointer=None, source=source
+        ) from None
+    except RecursionError:
+        from .grammar.limits import MAX_JSON_NESTING, short_pointer, text_nesting_pointer
+
+        ptr = text_nesting_pointer(text) or "/"
+        raise SchemaError(
+            f"the schema nests deeper than {MAX_JSON_NESTING} levels", pointer=short_pointer(ptr), source=source
+        ) from None
 
 
 def load_constraint(

@@ -50,23 +50,47 @@ class CharClass:
         return tuple(out)
 
 
+class _HashOnce:
+    """Composite expressions share sub-expressions (a DAG), so a hash recomputed from the
+    children at every use is exponential in the nesting: compute it once per object."""
+
+    def _hash_once(self, key: tuple) -> int:
+        h = self.__dict__.get("_hash")
+        if h is None:
+            h = hash(key)
+            object.__setattr__(self, "_hash", h)
+        return h
+
+    def __getstate__(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if k != "_hash"}  # str hashes differ per process
+
+
 @dataclass(frozen=True)
-class Seq:
+class Seq(_HashOnce):
     items: tuple["Expr", ...]
 
+    def __hash__(self) -> int:
+        return self._hash_once((Seq, self.items))
+
 
 @dataclass(frozen=True)
-class Alt:
+class Alt(_HashOnce):
     options: tuple["Expr", ...]
 
+    def __hash__(self) -> int:
+        return self._hash_once((Alt, self.options))
+
 
 @dataclass(frozen=True)
-class Repeat:
+class Repeat(_HashOnce):
     """`item` between `min` and `max` times; `max=None` means unbounded."""
 
     item: "Expr"
     min: int
     max: int | None
+
+    def __hash__(self) -> int:
+        return self._hash_once((Repeat, self.item, self.min, self.max))
 
 
 @dataclass(frozen=True)

@@ -47,6 +47,7 @@ from .disjoint import Disjointness
 from .merge import MergeError, Resolver, merge_all, schema_types
 from .objects import required_dependencies
 from .patterns import PatternTooLarge, pattern_with_length
+from ..limits import MAX_JSON_NESTING, MAX_REPEAT, nesting_error, reshape, short_pointer
 
 __all__ = ["schema_to_grammar", "canonical_order", "SchemaError"]
 
@@ -132,10 +133,17 @@ class _Compiler:
     def unsupported(self, keyword: str, ptr: str, why: str = "is not enforced") -> None:
         where = f"{ptr}/{keyword}" if ptr != "/" else f"/{keyword}"
         if not self.lenient:
-            raise self.error(f"keyword '{keyword}' {why} (use lenient to ignore it)", where, keyword)
+            raise self.error(f"keyword '{keyword}' {why} (lenient=True, or --lenient, ignores it)", where, keyword)
         msg = f"{self.source}: at {where}: keyword '{keyword}' {why}; ignored (lenient)"
         if msg not in self.warnings:
             self.warnings.append(msg)
+
+    def bounded_count(self, keyword: str, x: int, ptr: str) -> int | None:
+        """x, or None when it is beyond the repetition limit (refused; ignored with lenient)."""
+        if x <= MAX_REPEAT:
+            return x
+        self.unsupported(keyword, ptr, f"({x:,}) is beyond the compile limit of {MAX_REPEAT:,}")
+        return None
 
     def fresh(self, hint: str) -> str:
         base = re.sub(r"[^a-zA-Z0-9-]+", "-", hint).strip("-").lower() or "r"
@@ -240,6 +248,7 @@ class _Compiler:
 
     def value(self, schema: Any, ptr: str, depth: int) -> Expr:
         """The JSON text of values valid against `schema` (at JSON pointer ptr)."""
+        self.at = ptr  # the deepest place reached, for "nests too deeply" messages
         if schema is True:
             return self.any_value(depth)
         if schema is False:
@@ -323,7 +332,7 @@ class _Compiler:
             if overlap is not None:
                 raise self.error(
                     f"oneOf branches {overlap[0]} and {overlap[1]} may overlap; exactly-one cannot be enforced"
-                    " (pass oneof_as_anyof to accept any branch)", f"{ptr}/oneOf", "oneOf")
+                    " (oneof_as_anyof=True, or --oneof-as-anyof, accepts any branch)", f"{ptr}/oneOf", "oneOf")
         opts = []
         for i, sub in enumerate(subs):
             sptr = f"{ptr}/{kw}/{i}"
@@ -413,9 +422,9 @@ class _Compiler:
                 if isinstance(x, bool) or not isinstance(x, int) or x < 0:
                     raise self.error(f"{k} must be a non-negative integer", f"{ptr}/{k}", k)
                 if k == "minLength":
-                    lo = x
+                    lo = self.bounded_count(k, x, ptr) or 0
                 else:
-                    hi = x
+                    hi = self.bounded_count(k, x, ptr)
         if hi is not None and hi < lo:
             return NOTHING
         decoded: Optional[Expr] = None
@@ -608,17 +617,24 @@ def schema_to_grammar(
     """A grammar whose strings are JSON texts of instances valid against `schema`."""
     if not isinstance(schema, (dict, bool)):
         raise SchemaError(f"a schema must be an object or a boolean, not {type(schema).__name__}", pointer="/", source=source)
+    deep = nesting_error(schema)
+    if deep is not None:
+        raise SchemaError(f"the schema nests deeper than {MAX_JSON_NESTING} levels", pointer=short_pointer(deep), source=source)
     c = _Compiler(schema, whitespace, lenient, source, oneof_as_anyof)
     c.rules["root"] = NOTHING
+    c.at = "/"
     try:
         body = c.value(schema, "", 0)
     except RecursionError:
         raise SchemaError(
-            "schema nests too deeply, or recurses through a $ref that has sibling keywords", pointer="/", source=source
+            "schema nests too deeply, or recurses through a $ref that has sibling keywords",
+            pointer=short_pointer(c.at or "/"), source=source,
         ) from None
     if _dead(body):
         raise SchemaError("the schema accepts no value at all", pointer="/", source=source)
     c.rules["root"] = body
+    c.rules = reshape(c.rules, c.fresh)  # shared and deep expressions as rules: linear to compile
+    body = c.rules["root"]
     if "root" not in _productive(c.rules):
         raise SchemaError("the schema accepts no finite value (its recursion never ends)", pointer="/", source=source)
     rules = {"root": body, **{k: v for k, v in c.rules.items() if k != "root"}}

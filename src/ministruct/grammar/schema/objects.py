@@ -404,8 +404,9 @@ def array_expr(c: "_Compiler", node: dict, ptr: str, depth: int) -> Expr:
         prefix, items, pkw = items, node.get("additionalItems", True), "items"
     if not isinstance(prefix, list):
         raise c.error("prefixItems must be an array", f"{ptr}/prefixItems", "prefixItems")
-    min_i = _int_kw(c, node, "minItems", ptr, 0) or 0
+    min_i = c.bounded_count("minItems", _int_kw(c, node, "minItems", ptr, 0) or 0, ptr) or 0
     max_i = _int_kw(c, node, "maxItems", ptr, None)
+    max_i = None if max_i is None else c.bounded_count("maxItems", max_i, ptr)
     elems: list[Expr] = []
     for i, s in enumerate(prefix):
         e = c.value(s, f"{ptr}/{pkw}/{i}", depth + 1)

@@ -1,0 +1,259 @@
+"""Bounded work for every grammar: refuse what is too large before building anything,
+and reshape what is merely deep or shared so that compiling it stays linear.
+
+- `nesting_error(value)`: the JSON pointer where a parsed JSON value nests deeper than
+  MAX_JSON_NESTING (the schema compiler and the engine recurse per level);
+  `text_nesting_pointer(text)` finds it in JSON text too deep for `json.loads`.
+- `bounded(grammar)`: the same language with (1) sub-expressions used more than once
+  and large hoisted into rules of their own (the engine inlines an expression at every
+  use, so a nested-array schema, whose item appears twice per level, would otherwise
+  grow as 2^depth) and (2) expressions nested deeper than MAX_HEIGHT cut into rules (the
+  engine's builders recurse per level). It then refuses, as a CompileLimitError naming
+  the place, a repetition count above MAX_REPEAT or an automaton estimated above
+  MAX_STATES.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Callable
+
+from ..errors import CompileLimitError
+from .ir import Alt, CharClass, Expr, Grammar, Literal, Repeat, RuleRef, Seq, TokenRef, format_expr
+
+MAX_REPEAT = 100_000  # the largest count of a repetition (a{n}, maxLength, maxItems)
+MAX_STATES = 2_000_000  # the engine's own ceiling (engine.automaton.MAX_NFA_STATES)
+MAX_JSON_NESTING = 128  # JSON containers inside each other in a schema
+MAX_HEIGHT = 48  # expression levels inside one rule before the rest becomes a rule
+SHARE_MIN_STATES = 24  # a shared expression at least this large becomes a rule ...
+SHARE_WHEN_TOTAL = 20_000  # ... once the grammar, fully inlined, is estimated this large
+SHARED_ITEM_STATES = 6  # the engine calls (not copies) a repeated item this large
+
+
+# ---------------------------------------------------------------- JSON nesting
+
+
+def nesting_error(value: Any, limit: int = MAX_JSON_NESTING) -> str | None:
+    """The JSON pointer of the first container nested deeper than `limit`, else None."""
+    stack: list[tuple[Any, str, int]] = [(value, "", 0)]
+    while stack:
+        v, ptr, depth = stack.pop()
+        if isinstance(v, dict):
+            items = ((str(k), x) for k, x in v.items())
+        elif isinstance(v, list):
+            items = ((str(i), x) for i, x in enumerate(v))
+        else:
+            continue
+        if depth >= limit:
+            return ptr or "/"
+        for k, x in items:
+            if isinstance(x, (dict, list)):
+                stack.append((x, f"{ptr}/{_escape(k)}", depth + 1))
+    return None
+
+
+def _escape(token: str) -> str:
+    return token.replace("~", "~0").replace("/", "~1")
+
+
+_JSON_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[{}\[\],:]', re.S)
+
+
+def text_nesting_pointer(text: str, limit: int = MAX_JSON_NESTING) -> str | None:
+    """Like `nesting_error`, on JSON text (for texts `json.loads` cannot nest into)."""
+    stack: list[list] = []  # per open container: [is_object, key or index, expecting a key]
+    for m in _JSON_TOKEN.finditer(text):
+        tok = m.group(0)
+        if tok[0] == '"':
+            if stack and stack[-1][0] and stack[-1][2]:
+                try:
+                    stack[-1][1] = json.loads(tok)
+                except ValueError:
+                    return None
+                stack[-1][2] = False
+        elif tok in "{[":
+            if len(stack) >= limit:
+                return "".join(f"/{_escape(str(f[1]))}" for f in stack) or "/"
+            stack.append([tok == "{", None if tok == "{" else 0, tok == "{"])
+        elif tok in "}]":
+            if not stack:
+                return None
+            stack.pop()
+        elif tok == "," and stack:
+            if stack[-1][0]:
+                stack[-1][2] = True
+            else:
+                stack[-1][1] += 1
+    return None
+
+
+def short_pointer(ptr: str, keep: int = 6) -> str:
+    """A long pointer with its middle elided, for one-line messages."""
+    parts = ptr.split("/")
+    if len(parts) <= 2 * keep + 1:
+        return ptr
+    return "/".join(parts[: keep + 1] + [f"...({len(parts) - 2 * keep - 1} more)..."] + parts[-keep:])
+
+
+# ---------------------------------------------------------------- grammar size and shape
+
+
+def _children(e: Expr) -> tuple[Expr, ...]:
+    if isinstance(e, Seq):
+        return e.items
+    if isinstance(e, Alt):
+        return e.options
+    if isinstance(e, Repeat):
+        return (e.item,)
+    return ()
+
+
+def _leaf_states(e: Expr) -> int:
+    if isinstance(e, Literal):
+        return len(e.text.encode("utf-8", "surrogatepass")) + 1
+    if isinstance(e, CharClass):
+        return 4 * max(1, len(e.ranges)) + 2
+    return 2  # RuleRef, TokenRef
+
+
+def _combine(e: Expr, kids: list[int]) -> int:
+    """Estimated automaton states of `e` from its children's (as the engine builds it)."""
+    if isinstance(e, Seq):
+        return sum(kids) + 1
+    if isinstance(e, Alt):
+        return sum(kids) + 2
+    if isinstance(e, Repeat):
+        copies = e.min + 1 if e.max is None else max(e.max, 1)
+        inner = kids[0]
+        if copies >= 2 and inner >= SHARED_ITEM_STATES:
+            return inner + 2 * copies + 2
+        return inner * copies + 2
+    return _leaf_states(e)
+
+
+def _postorder(roots: list[Expr]) -> list[Expr]:
+    """Every distinct (by identity) expression below `roots`, children before parents."""
+    order: list[Expr] = []
+    seen: set[int] = set()
+    stack: list[tuple[Expr, bool]] = [(r, False) for r in reversed(roots)]
+    while stack:
+        e, expanded = stack.pop()
+        if expanded:
+            order.append(e)
+            continue
+        if id(e) in seen:
+            continue
+        seen.add(id(e))
+        stack.append((e, True))
+        stack.extend((c, False) for c in reversed(_children(e)) if id(c) not in seen)
+    return order
+
+
+def estimated_states(rules: dict[str, Expr]) -> int:
+    """The engine's estimate of automaton states, every expression counted at each use."""
+    size: dict[int, int] = {}
+    for e in _postorder(list(rules.values())):
+        size[id(e)] = _combine(e, [size[id(c)] for c in _children(e)])
+    return sum(size[id(b)] for b in rules.values())
+
+
+def reshape(rules: dict[str, Expr], fresh: Callable[[str], str]) -> dict[str, Expr]:
+    """`rules` with large shared expressions and over-deep ones moved into new rules
+    (named by `fresh(hint)`); the language is unchanged. Returns the new rules dict."""
+    original = list(rules.items())  # `fresh` may add names to `rules` itself
+    share = estimated_states(rules) > SHARE_WHEN_TOTAL
+    uses: dict[int, int] = {}
+    order = _postorder([b for _, b in original])
+    for e in order:
+        for c in _children(e):
+            uses[id(c)] = uses.get(id(c), 0) + 1
+    new: dict[int, Expr] = {}
+    height: dict[int, int] = {}
+    states: dict[int, int] = {}
+    hoisted: dict[str, Expr] = {}
+    for e in order:
+        kids = _children(e)
+        if not kids:
+            new[id(e)], height[id(e)], states[id(e)] = e, 1, _leaf_states(e)
+            continue
+        nk = [new[id(c)] for c in kids]
+        ne = e if all(a is b for a, b in zip(nk, kids)) else _rebuild(e, nk)
+        h = 1 + max(height[id(c)] for c in kids)
+        st = _combine(e, [states[id(c)] for c in kids])
+        if h > MAX_HEIGHT or (share and uses.get(id(e), 0) > 1 and st >= SHARE_MIN_STATES):
+            name = fresh("nested" if h > MAX_HEIGHT else "shared")
+            hoisted[name] = ne
+            ne, h, st = RuleRef(name), 1, 2
+        new[id(e)], height[id(e)], states[id(e)] = ne, h, st
+    out = {name: new[id(body)] for name, body in original}
+    out.update(hoisted)
+    return out
+
+
+def _rebuild(e: Expr, kids: list[Expr]) -> Expr:
+    if isinstance(e, Seq):
+        return Seq(tuple(kids))
+    if isinstance(e, Alt):
+        return Alt(tuple(kids))
+    assert isinstance(e, Repeat)
+    return Repeat(kids[0], e.min, e.max)
+
+
+def fresh_namer(rules: dict[str, Expr]) -> Callable[[str], str]:
+    """A `fresh(hint)` giving names not in `rules` (nor given before)."""
+    taken = set(rules)
+    counter = [0]
+
+    def fresh(hint: str) -> str:
+        while True:
+            counter[0] += 1
+            name = f"{hint}-{counter[0]}"
+            if name not in taken:
+                taken.add(name)
+                return name
+
+    return fresh
+
+
+def check_limits(grammar: Grammar) -> None:
+    """CompileLimitError naming the place when a repetition count or the whole automaton
+    is beyond the limits (nothing is built)."""
+    for name, body in grammar.rules.items():
+        for e in _postorder([body]):
+            if isinstance(e, Repeat) and max(e.min, e.max or 0) > MAX_REPEAT:
+                count = max(e.min, e.max or 0)
+                what = _snippet(e)
+                raise CompileLimitError(
+                    f"{grammar.source}: rule '{name}': repetition {what} counts {count:,}, beyond the limit "
+                    f"of {MAX_REPEAT:,}"
+                )
+    total = estimated_states(grammar.rules)
+    if total > MAX_STATES:
+        size = {n: estimated_states({n: b}) for n, b in grammar.rules.items()}
+        big = max(size, key=size.__getitem__)
+        raise CompileLimitError(
+            f"{grammar.source}: grammar too large to compile (about {total:,} automaton states, the limit is "
+            f"{MAX_STATES:,}); the largest rule is '{big}' (about {size[big]:,})"
+        )
+
+
+def _snippet(e: Expr, width: int = 40) -> str:
+    try:
+        text = format_expr(e)
+    except (ValueError, RecursionError):
+        return "(...)"
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def bounded(grammar: Grammar) -> Grammar:
+    """The grammar reshaped (see `reshape`) and checked (see `check_limits`)."""
+    rules = reshape(grammar.rules, fresh_namer(grammar.rules))
+    same = len(rules) == len(grammar.rules) and all(rules[n] is b for n, b in grammar.rules.items())
+    g = grammar if same else Grammar(rules, root=grammar.root, source=grammar.source, warnings=grammar.warnings)
+    check_limits(g)
+    return g
+
+
+__all__ = ["bounded", "check_limits", "estimated_states", "nesting_error", "reshape", "text_nesting_pointer",
+           "short_pointer", "MAX_REPEAT", "MAX_STATES", "MAX_JSON_NESTING"]
