@@ -11,6 +11,7 @@ finishes, every finished record is written, the exit status is 130/143).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -20,12 +21,13 @@ import threading
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Protocol
+from typing import Any, Callable, Generic, Iterable, Iterator, Protocol, TypeVar
 
 from .constraints import Constraint, load_constraint
 from .errors import InputError, MinistructError
 from .records import InputRecord, split_lines
 
+T = TypeVar("T")
 CONSTRAINT_FIELDS = ("schema", "grammar", "regex", "choice")
 CONSTRAINT_KINDS = (*CONSTRAINT_FIELDS, "lark")  # the load_constraint parameters that pick the constraint
 GEN_SETTINGS = (*CONSTRAINT_FIELDS, "seed", "max_tokens", "temperature", "top_p", "system")
@@ -88,45 +90,56 @@ def record_constraint(settings: dict[str, Any]) -> tuple[str, Any] | None:
     return None
 
 
-class ConstraintCache:
-    """Constraints for records, loaded once per distinct content through `load_constraint`.
+def with_constraint(flags: T, kind: str, value: Any) -> T:
+    """A copy of a constraint-flags dataclass (cli.options.ConstraintFlags) naming only the
+    record's constraint; every other option (whitespace, lenient, ...) is kept, and `root`
+    only for a grammar."""
+    blank: dict[str, Any] = {k: None for k in CONSTRAINT_KINDS if hasattr(flags, k)}
+    if kind != "grammar" and hasattr(flags, "root"):
+        blank["root"] = None
+    return dataclasses.replace(flags, **{**blank, kind: value})  # type: ignore[type-var]
 
-    `options` are the command's constraint options (whitespace, lenient, ...: whatever
-    load_constraint takes besides the constraint itself); a record's constraint is loaded
-    with them. Failures are remembered too, so a bad schema is refused once per batch.
+
+class ConstraintCache(Generic[T]):
+    """What a record's own constraint loads to, once per distinct content.
+
+    `load(kind, value)` builds it (for gen: `with_constraint(flags, kind, value).load()`,
+    which goes through load_constraint, so every option of the command applies).
+    Failures are remembered too, so a bad schema is refused once per batch.
     """
 
-    def __init__(
-        self,
-        options: dict[str, Any],
-        *,
-        load: Callable[..., Constraint] = load_constraint,
-        on_load: Callable[[Constraint], None] | None = None,
-    ) -> None:
-        self.options = {k: v for k, v in options.items() if k not in CONSTRAINT_KINDS}
+    def __init__(self, load: Callable[[str, Any], T], *, on_load: Callable[[T], None] | None = None) -> None:
         self.loads = 0
         self._load = load
         self._on_load = on_load
-        self._memo: dict[tuple, Constraint | MinistructError] = {}
+        self._memo: dict[tuple, Any] = {}
 
-    def get(self, kind: str, value: Any) -> Constraint:
-        """The Constraint for one record's `kind` (schema, grammar, regex, choice) and value."""
+    @classmethod
+    def of_options(cls, options: dict[str, Any], **kw: Any) -> "ConstraintCache[Constraint]":
+        """A cache loading with `load_constraint(**options, kind=value)` (the library's way)."""
+        base = {k: v for k, v in options.items() if k not in CONSTRAINT_KINDS}
+
+        def load(kind: str, value: Any) -> Constraint:
+            opts = {k: v for k, v in base.items() if k != "root" or kind == "grammar"}
+            return load_constraint(**opts, **{kind: value})
+
+        return cls(load, **kw)  # type: ignore[return-value]
+
+    def get(self, kind: str, value: Any) -> T:
+        """What `load(kind, value)` gives for one record's constraint (its error, raised again)."""
         key = self._key(kind, value)
-        got = self._memo.get(key)
-        if got is None:
+        if key not in self._memo:
             self.loads += 1
-            opts = dict(self.options)
-            if kind != "grammar":
-                opts.pop("root", None)
             try:
-                got = self._load(**opts, **{kind: value})
+                got: Any = self._load(kind, value)
             except MinistructError as e:
                 got = e
             except RecursionError:
                 got = InputError(f"{value if kind != 'regex' else '<regex>'}: the {kind} nests too deeply")
             self._memo[key] = got
-            if isinstance(got, Constraint) and self._on_load is not None:
+            if not isinstance(got, MinistructError) and self._on_load is not None:
                 self._on_load(got)
+        got = self._memo[key]
         if isinstance(got, MinistructError):
             raise got
         return got

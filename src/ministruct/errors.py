@@ -122,5 +122,22 @@ class NoLegalContinuation(MinistructError):
         super().__init__(f"no legal continuation at step {step} after {text!r}")
 
 
+class BudgetTooSmall(MinistructError):
+    """Not even the shortest complete output fits in the token budget."""
+
+    exit_code = 1
+
+    def __init__(self, max_tokens: int, least: int) -> None:
+        self.max_tokens = max_tokens
+        self.least = least
+        super().__init__(
+            f"max_tokens={max_tokens} is too small: a complete output may need up to {least} tokens"
+        )
+
+
+class TokenRejected(MinistructError):
+    """Matcher.advance() was given a token the grammar does not allow."""
+
+
 class ModelError(MinistructError):
     """A model file that is missing, unreadable or not a GGUF model."""

@@ -6,7 +6,6 @@ import os
 import sys
 
 import click
-import typer
 
 try:  # typer >= 0.29 carries its own copy of click
     from typer._click import exceptions as _tcx
@@ -22,14 +21,7 @@ _Abort = tuple(getattr(m, "Abort") for m in _CLICK if hasattr(m, "Abort"))
 
 from ..errors import GrammarSyntaxError, MinistructError, OutputClosed, OutputError
 
-app = typer.Typer(
-    name="ministruct",
-    help="Grammar-constrained generation with local GGUF models, and the numbers behind every step.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
+from .base import app
 
 
 def _register() -> None:
@@ -51,11 +43,6 @@ def error_text(e: MinistructError) -> str:
         if excerpt:
             text += "\n" + excerpt
     return text
-
-
-def warn(message: str) -> None:
-    """One warning line on stderr."""
-    print(f"ministruct: warning: {message}", file=sys.stderr)
 
 
 def silence_stdout() -> None:

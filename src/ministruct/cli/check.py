@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 import sys
-from dataclasses import asdict
-from typing import Annotated, Iterator, Optional
+from typing import Annotated, Any, Callable, Iterator, Optional
 
 import typer
 
-from ..batch import CHECK_LABELS, CHECK_SETTINGS, ConstraintCache, Resume, record_constraint, run_batch, stderr_report, validated
-from ..constraints import Constraint
+from ..batch import CHECK_LABELS, CHECK_SETTINGS, ConstraintCache, Resume, record_constraint, run_batch, stderr_report, validated, with_constraint
+from ..constraints import load_schema_text, read_text
 from ..engine.check import check_text
 from ..errors import MinistructError, UsageError
+from ..instance import InstanceChecker
 from ..records import InputRecord, open_lines, read_records, write_line, write_record
 from . import options as o
-from .app import app, warn
+from .base import app, warn
 
 
 @app.command()
@@ -24,40 +24,43 @@ def check(
     input: Annotated[Optional[str], typer.Option("--input", help="JSONL records with 'text' (and 'id'), or plain lines; '-' for stdin.")] = None,
     format: Annotated[Optional[str], typer.Option("--format", help="text or jsonl (jsonl is the default with --input).")] = None,
     prefix: Annotated[bool, typer.Option("--prefix", help="Ask whether the text can still be completed instead.")] = False,
+    as_generated: Annotated[bool, typer.Option("--as-generated", help="With --schema: ask whether ministruct could have generated TEXT (its key order, whitespace and properties), not whether TEXT is a valid instance.")] = False,
     allow_extra_fields: o.AllowExtraFields = False,
     resume: o.ResumeFile = None,
     *,
     constraint: o.ConstraintFlags,
 ) -> None:
-    """Check TEXT against the constraint; exit 1 on rejection, saying where and what was expected."""
+    """Check TEXT against the constraint; exit 1 on rejection, saying where and what was expected.
+
+    With --schema: is TEXT a valid instance (any key order and whitespace)? A rejection
+    names the JSON pointer and keyword. --as-generated or --prefix ask the grammar instead.
+    """
     if (text is None) == (input is None):
         raise UsageError("give either a TEXT argument or --input FILE")
     fmt = format or ("jsonl" if input is not None else "text")
     if fmt not in ("text", "jsonl"):
         raise UsageError(f"--format must be text or jsonl, got {fmt!r}")
-    c = constraint.load()
-    for w in c.warnings:
-        warn(w)
+    verdict = _verdict(constraint, prefix, as_generated)
     if text is not None:
         if resume is not None or allow_extra_fields:
             raise UsageError("--resume and --allow-extra-fields apply to --input")
-        res = check_text(c.grammar, text, prefix=prefix)
+        res = verdict(text)
         if fmt == "jsonl":
             write_record({"index": 1, "id": 1, "accepted": res.accepted, "error": res.message()})
         else:
             write_line("ok" if res.accepted else f"rejected at {res.message()}")
         raise typer.Exit(0 if res.accepted else 1)
-    cache = ConstraintCache(asdict(constraint), on_load=lambda k: [warn(w) for w in k.warnings])
-    resumed = Resume.load(resume)
+    cache = ConstraintCache(lambda kind, value: _verdict(with_constraint(constraint, kind, value), prefix, as_generated))
     with open_lines(input) as (lines, source):
         records = read_records(lines, "text", source, settings=CHECK_SETTINGS, allow_extra=allow_extra_fields)
-        process = _checker(c, cache, fmt, prefix)
-        status = run_batch(validated(records), process, labels=CHECK_LABELS, resume=resumed, report=stderr_report)
+        status = run_batch(validated(records), _checker(verdict, cache, fmt), labels=CHECK_LABELS,
+                           resume=Resume.load(resume), report=stderr_report)
     raise typer.Exit(status)
 
 
-def _checker(c: Constraint, cache: ConstraintCache, fmt: str, prefix: bool):
-    """The per-record step of run_batch: check one record, write its result, yield its status."""
+def _checker(verdict: Callable[[str], Any], cache: ConstraintCache, fmt: str) -> Callable[[InputRecord, int], Iterator[str]]:
+    """The per-record step of run_batch: check one record (with its own constraint, if it
+    names one), write its result, yield its status."""
 
     def emit(rec: InputRecord, accepted: bool | None, error: str | None) -> None:
         if fmt == "jsonl":
@@ -77,7 +80,7 @@ def _checker(c: Constraint, cache: ConstraintCache, fmt: str, prefix: bool):
             return
         try:
             own = record_constraint(rec.settings)
-            res = check_text((cache.get(*own) if own else c).grammar, rec.value, prefix=prefix)
+            res = (cache.get(*own) if own else verdict)(rec.value)
         except MinistructError as e:
             emit(rec, None, f"{rec.where}: {e}")
             yield "failed"
@@ -86,3 +89,18 @@ def _checker(c: Constraint, cache: ConstraintCache, fmt: str, prefix: bool):
         yield "accepted" if res.accepted else "rejected"
 
     return process
+
+
+def _verdict(constraint: o.ConstraintFlags, prefix: bool, as_generated: bool) -> Callable[[str], Any]:
+    """text -> result with `.accepted` and `.message()`, for the question the flags ask."""
+    if constraint.schema is not None and not (prefix or as_generated):
+        if constraint.extra_properties == "explicit":
+            raise UsageError("--extra-properties explicit asks about generated text: add --as-generated")
+        text, source = read_text(constraint.schema, "schema")
+        return InstanceChecker(load_schema_text(text, source), source=source).check
+    if as_generated and constraint.schema is None:
+        raise UsageError("--as-generated applies to --schema")
+    c = constraint.load()
+    for w in c.warnings:
+        warn(w)
+    return lambda value: check_text(c.grammar, value, prefix=prefix)

@@ -3,19 +3,18 @@
 from __future__ import annotations
 
 import sys
-from dataclasses import asdict
 from typing import Annotated, Optional
 
 import typer
 
-from ..batch import GEN_SETTINGS, ConstraintCache, Resume, run_batch, stderr_report, validated
+from ..batch import GEN_SETTINGS, ConstraintCache, Resume, run_batch, stderr_report, validated, with_constraint
 from ..errors import UsageError
 from ..gen_batch import GenBatch, JobPool, status_of
 from ..model import Model
 from ..pipeline import GenerationJob, GenResult
 from ..records import InputRecord, count_lines, open_lines, read_records, write_line, write_record
 from . import options as o
-from .app import app, warn
+from .base import app, warn
 from .progress import Progress
 
 
@@ -32,6 +31,8 @@ def gen(
     format: Annotated[Optional[str], typer.Option("--format", help="text, json or jsonl (jsonl is the default with --input).")] = None,
     trace: Annotated[Optional[str], typer.Option("--trace", help="Write per-step JSONL records to this file.")] = None,
     trace_legal: Annotated[bool, typer.Option("--trace-legal", help="Add each step's legal token ids to the trace.")] = False,
+    hard_cut: o.HardCut = False,
+    quiet: o.Quiet = False,
     no_progress: o.NoProgress = False,
     allow_extra_fields: o.AllowExtraFields = False,
     resume: o.ResumeFile = None,
@@ -52,15 +53,17 @@ def gen(
     resumed = Resume.load(resume) if input is not None else None
     llm = Model.load(run.model)
     job = GenerationJob(
-        llm, c, run.params, max_tokens=run.max_tokens, chat=run.chat, system=run.system, show_schema=run.show_schema
+        llm, c, run.params, max_tokens=run.max_tokens, chat=run.chat, system=run.system,
+        show_schema=run.show_schema, budget_aware=not hard_cut,
     )
     tracer = None
     if trace is not None:
         from ..diagnostics.trace import TraceWriter
 
         tracer = TraceWriter.open(trace, job, legal=trace_legal)
-    pool = JobPool(job, ConstraintCache(asdict(constraint), on_load=_warn_once))
-    batch = GenBatch(pool, n=n, seed=run.params.seed, emit=lambda res, extra: _emit(res, fmt, extra), tracer=tracer)
+    pool = JobPool(job, ConstraintCache(lambda kind, value: with_constraint(constraint, kind, value).load(), on_load=_warn_once))
+    label = input is not None or n > 1
+    batch = GenBatch(pool, n=n, seed=run.params.seed, emit=lambda res, extra: _emit(res, fmt, extra, quiet, label), tracer=tracer)
     try:
         if input is None:
             status = _single(batch, prompt, n, no_progress)
@@ -96,7 +99,15 @@ def _warn_once(c) -> None:
         warn(w)
 
 
-def _emit(res: GenResult, fmt: str, extra: dict) -> None:
+def _emit(res: GenResult, fmt: str, extra: dict, quiet: bool, label: bool) -> None:
+    """Write one result (text or a record with the extra fields after its own), then its warnings."""
+    _write(res, fmt, extra)
+    if not quiet:
+        for w in res.warnings:
+            warn((f"record {res.id}: " if label else "") + w)
+
+
+def _write(res: GenResult, fmt: str, extra: dict) -> None:
     if fmt == "text":
         if res.stop_reason is None and res.error is not None:
             print(f"ministruct: error: {res.error}", file=sys.stderr)

@@ -108,7 +108,7 @@ CASES = [(name, ws) for name in SCHEMAS for ws in ("compact", "flexible", "prett
 @pytest.mark.parametrize("name,ws", CASES)
 def test_keyword_against_validator(name, ws):
     schema = SCHEMAS[name]
-    grammar = schema_to_grammar(schema, whitespace=ws)
+    grammar = schema_to_grammar(schema, whitespace=ws, extra_properties="spec")
     validator = Draft202012Validator(schema, format_checker=FORMATS)
 
     @settings(max_examples=25, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
@@ -146,7 +146,7 @@ def test_hand_picked_valid_instances_accepted(name):
     schema = SCHEMAS[name]
     validator = Draft202012Validator(schema, format_checker=FORMATS)
     for ws in ("compact", "flexible", "pretty"):
-        g = schema_to_grammar(schema, whitespace=ws)
+        g = schema_to_grammar(schema, whitespace=ws, extra_properties="spec")
         for v in VALID_EXAMPLES[name]:
             assert validator.is_valid(v), v
             assert accepts(g, dump(canonical_order(v, schema), ws)), (ws, v)
@@ -170,7 +170,7 @@ def test_whitespace_layouts():
 
 def test_property_order_and_duplicates():
     schema = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}}}
-    g = schema_to_grammar(schema)
+    g = schema_to_grammar(schema, extra_properties="spec")
     assert accepts(g, '{"a":1,"b":"x","c":true}')
     assert not accepts(g, '{"b":"x","a":1}')  # listed properties come in schema order
     assert not accepts(g, '{"a":1,"b":1}')

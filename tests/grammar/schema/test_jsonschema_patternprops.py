@@ -62,7 +62,7 @@ _grammars: dict[int, object] = {}
 
 def _grammar(i: int):
     if i not in _grammars:
-        _grammars[i] = schema_to_grammar(SCHEMAS[i], whitespace="flexible")
+        _grammars[i] = schema_to_grammar(SCHEMAS[i], whitespace="flexible", extra_properties="spec")
     return _grammars[i]
 
 
@@ -119,4 +119,4 @@ def test_state_limit_refuses():
         build_dfa(comps, max_states=500)
     schema = {"type": "object", "patternProperties": {"a[\\s\\S]{14}$": {"type": "integer"}}}
     with pytest.raises(SchemaError, match="patternProperties"):
-        schema_to_grammar(schema)
+        schema_to_grammar(schema, extra_properties="spec")

@@ -63,7 +63,7 @@ def _run(stem: str):
     false_accepts, false_rejects = [], []
     for case in cases:
         try:
-            g = schema_to_grammar(case["schema"], whitespace="flexible")
+            g = schema_to_grammar(case["schema"], whitespace="flexible", extra_properties="spec")
         except SchemaError as e:
             assert "\n" not in str(e) and " at /" in str(e), str(e)
             refused += 1

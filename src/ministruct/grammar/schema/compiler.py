@@ -110,11 +110,19 @@ def _json_text(value: Any, ws: str, depth: int) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
+EXTRA_PROPERTIES = ("explicit", "spec")
+
+
 class _Compiler:
-    def __init__(self, root: Any, whitespace: str, lenient: bool, source: str, oneof_as_anyof: bool) -> None:
+    def __init__(
+        self, root: Any, whitespace: str, lenient: bool, source: str, oneof_as_anyof: bool, extra_properties: str
+    ) -> None:
         if whitespace not in ("compact", "flexible", "pretty"):
             raise SchemaError(f"whitespace must be compact, flexible or pretty, not {whitespace!r}", source=source)
+        if extra_properties not in EXTRA_PROPERTIES:
+            raise SchemaError(f"extra_properties must be explicit or spec, not {extra_properties!r}", source=source)
         self.ws, self.lenient, self.source, self.oneof_as_anyof = whitespace, lenient, source, oneof_as_anyof
+        self.explicit = extra_properties == "explicit"
         self.resolver = Resolver(root, self.error)
         self.disjointness = Disjointness(self.resolver, lambda: self.validator)
         self.rules: dict[str, Expr] = {}
@@ -362,6 +370,22 @@ class _Compiler:
             opts.append(self.obj(node, ptr, depth))
         return _alt(*opts)
 
+    def _all_evaluated(self, node: dict) -> bool:
+        """Does every property generated for this object node get evaluated by its own
+        `properties`, `patternProperties` or `additionalProperties`?"""
+        if "additionalProperties" in node:
+            return True
+        props, pp = node.get("properties") or {}, node.get("patternProperties") or {}
+        required = node.get("required") or []
+        if not (props or required or pp) or not isinstance(required, list):
+            return False  # unnamed properties are generated under JSON Schema's meaning
+        if isinstance(node.get("minProperties"), int) and node["minProperties"] > len(props):
+            return False
+        try:
+            return all(r in props or any(re.search(p, str(r)) for p in pp) for r in required)
+        except re.error:
+            return False
+
     def _harmless(self, k: str, node: dict) -> bool:
         types = schema_types(node, "", self.error)
         if k in ("uniqueItems",):
@@ -370,6 +394,10 @@ class _Compiler:
             return "array" not in types or (k == "minContains" and "contains" not in node)
         if k in ("dependentRequired", "dependencies") and required_dependencies(node) is not None:
             return True  # enforced by the object's member machine (schema_objects)
+        if k == "unevaluatedProperties" and node[k] is False and self.explicit:
+            return self._all_evaluated(node)
+        if k == "unevaluatedItems" and node[k] is False and self.explicit:
+            return "prefixItems" in node and "items" not in node and not node.get("contains")
         if k in ("dependentSchemas", "dependentRequired", "dependencies", "unevaluatedProperties"):
             return "object" not in types or node[k] in ({}, True)
         if k in ("then", "else"):
@@ -429,6 +457,8 @@ class _Compiler:
             return NOTHING
         decoded: Optional[Expr] = None
         fmt = node.get("format")
+        if fmt is not None and not isinstance(fmt, str):
+            raise self.error("format must be a string", f"{ptr}/format", "format")
         if fmt is not None:
             if fmt in SUPPORTED_FORMATS:
                 decoded = format_expr(fmt)
@@ -613,14 +643,23 @@ def schema_to_grammar(
     lenient: bool = False,
     source: str = "<schema>",
     oneof_as_anyof: bool = False,
+    extra_properties: str = "explicit",
 ) -> Grammar:
-    """A grammar whose strings are JSON texts of instances valid against `schema`."""
+    """A grammar whose strings are JSON texts of instances valid against `schema`.
+
+    `extra_properties="explicit"` (the generation language): objects carry only the
+    properties the schema names, plus those `additionalProperties` or
+    `patternProperties` allow where the schema states them; an array with
+    `prefixItems` and no `items` has no further items. `"spec"`: JSON Schema's own
+    meaning (unstated `additionalProperties` and `items` allow anything). Either way
+    every string of the grammar is a valid instance.
+    """
     if not isinstance(schema, (dict, bool)):
         raise SchemaError(f"a schema must be an object or a boolean, not {type(schema).__name__}", pointer="/", source=source)
     deep = nesting_error(schema)
     if deep is not None:
         raise SchemaError(f"the schema nests deeper than {MAX_JSON_NESTING} levels", pointer=short_pointer(deep), source=source)
-    c = _Compiler(schema, whitespace, lenient, source, oneof_as_anyof)
+    c = _Compiler(schema, whitespace, lenient, source, oneof_as_anyof, extra_properties)
     c.rules["root"] = NOTHING
     c.at = "/"
     try:

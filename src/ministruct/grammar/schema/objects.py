@@ -108,6 +108,12 @@ def object_expr(c: "_Compiler", node: dict, ptr: str, depth: int) -> Expr:
         raise c.error("required must be an array of strings", f"{ptr}/required", "required")
     ap = node.get("additionalProperties", True)
     pp = node.get("patternProperties", {}) or {}
+    if c.explicit and "additionalProperties" not in node and (props or required or pp):
+        # the generation language: no unnamed properties unless the schema states them
+        # (a schema naming nothing, `{"type": "object"}`, keeps JSON Schema's meaning)
+        ap_extra: Any = False
+    else:
+        ap_extra = ap
     if not isinstance(pp, dict):
         raise c.error("patternProperties must be an object", f"{ptr}/patternProperties", "patternProperties")
     pn = node.get("propertyNames", True)
@@ -141,7 +147,9 @@ def object_expr(c: "_Compiler", node: dict, ptr: str, depth: int) -> Expr:
             continue
         entries.append((seq(string_literal(n), c.colon(), val), req, n))
 
-    kvx = _extras(c, node, ptr, depth, names, ap, pp, pn)
+    kvx = _extras(c, node, ptr, depth, names, ap_extra, pp, pn)
+    if kvx is None and ap_extra is not ap and max(min_p, 0) > len(entries):
+        kvx = _extras(c, node, ptr, depth, names, ap, pp, pn)  # minProperties needs more than the names
     deps = required_dependencies(node) or {}
     listed = {e[2] for e in entries}
     if kvx is not None:
@@ -400,8 +408,11 @@ def array_expr(c: "_Compiler", node: dict, ptr: str, depth: int) -> Expr:
     prefix = node.get("prefixItems", [])
     items = node.get("items", True)
     pkw = "prefixItems"
+    more = "items"
     if isinstance(items, list):  # draft-07 tuple form
-        prefix, items, pkw = items, node.get("additionalItems", True), "items"
+        prefix, items, pkw, more = items, node.get("additionalItems", True), "items", "additionalItems"
+    if c.explicit and prefix and more not in node and not (isinstance(node.get("minItems"), int) and node["minItems"] > len(prefix)):
+        items = False  # the generation language: a tuple has no further items unless stated
     if not isinstance(prefix, list):
         raise c.error("prefixItems must be an array", f"{ptr}/prefixItems", "prefixItems")
     min_i = c.bounded_count("minItems", _int_kw(c, node, "minItems", ptr, 0) or 0, ptr) or 0
