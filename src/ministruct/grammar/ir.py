@@ -64,6 +64,38 @@ class _HashOnce:
     def __getstate__(self) -> dict:
         return {k: v for k, v in self.__dict__.items() if k != "_hash"}  # str hashes differ per process
 
+    def _dag_eq(self, other: object) -> bool:
+        """Structural equality visiting each pair of shared nodes once (not once per path)."""
+        if self is other:
+            return True
+        if type(other) is not type(self):
+            return NotImplemented  # type: ignore[return-value]
+        seen: set[tuple[int, int]] = set()
+        stack: list[tuple[object, object]] = [(self, other)]
+        while stack:
+            a, b = stack.pop()
+            if a is b or (id(a), id(b)) in seen:
+                continue
+            if type(a) is not type(b):
+                return False
+            if not isinstance(a, _HashOnce):
+                if a != b:
+                    return False
+                continue
+            if hash(a) != hash(b):
+                return False
+            seen.add((id(a), id(b)))
+            if isinstance(a, Repeat):
+                if (a.min, a.max) != (b.min, b.max):  # type: ignore[attr-defined]
+                    return False
+                stack.append((a.item, b.item))  # type: ignore[attr-defined]
+                continue
+            xs, ys = (a.items, b.items) if isinstance(a, Seq) else (a.options, b.options)  # type: ignore[attr-defined]
+            if len(xs) != len(ys):
+                return False
+            stack.extend(zip(xs, ys))
+        return True
+
 
 @dataclass(frozen=True)
 class Seq(_HashOnce):
@@ -72,6 +104,8 @@ class Seq(_HashOnce):
     def __hash__(self) -> int:
         return self._hash_once((Seq, self.items))
 
+    __eq__ = _HashOnce._dag_eq
+
 
 @dataclass(frozen=True)
 class Alt(_HashOnce):
@@ -79,6 +113,8 @@ class Alt(_HashOnce):
 
     def __hash__(self) -> int:
         return self._hash_once((Alt, self.options))
+
+    __eq__ = _HashOnce._dag_eq
 
 
 @dataclass(frozen=True)
@@ -91,6 +127,8 @@ class Repeat(_HashOnce):
 
     def __hash__(self) -> int:
         return self._hash_once((Repeat, self.item, self.min, self.max))
+
+    __eq__ = _HashOnce._dag_eq
 
 
 @dataclass(frozen=True)
