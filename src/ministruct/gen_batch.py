@@ -95,6 +95,9 @@ class GenBatch:
         if rec.error is not None:
             yield from self._failed(rec, rec.error, done)
             return
+        if rec.value is not None and not rec.value.strip():
+            yield from self._failed(rec, f"{rec.where}: the prompt is empty", done)
+            return
         try:
             job = self.pool.job_for(rec.settings)
         except MinistructError as e:
