@@ -6,7 +6,23 @@ import sys
 import time
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress as RichProgress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn, MofNCompleteColumn, Progress as RichProgress, ProgressColumn, Task, TextColumn, TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.text import Text
+
+
+class RateColumn(ProgressColumn):
+    """Items per second (records/s for batches)."""
+
+    def __init__(self, unit: str = "records") -> None:
+        super().__init__()
+        self.unit = unit
+
+    def render(self, task: Task) -> Text:
+        speed = task.finished_speed or task.speed
+        return Text("" if speed is None else f"{speed:.1f} {self.unit}/s")
 
 
 class Progress:
@@ -27,12 +43,17 @@ class Progress:
         return self
 
     def _start(self) -> None:
-        self._bar = RichProgress(
-            TextColumn(f"[bold]{self.label}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-            console=Console(stderr=True), transient=True,
-        )
+        self._bar = RichProgress(*self.columns(), console=Console(stderr=True), transient=True)
         self._bar.start()
         self._task = self._bar.add_task(self.label, total=self.total, completed=self._done)
+
+    def columns(self) -> list[ProgressColumn]:
+        """Label, bar, done/total, rate, elapsed, and the ETA when the total is known."""
+        cols: list[ProgressColumn] = [TextColumn(f"[bold]{self.label}"), BarColumn(), MofNCompleteColumn(),
+                                      RateColumn(), TimeElapsedColumn()]
+        if self.total is not None:
+            cols.append(TimeRemainingColumn())
+        return cols
 
     def advance(self, n: int = 1) -> None:
         self._done += n

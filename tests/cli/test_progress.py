@@ -1,0 +1,39 @@
+"""Batch progress: records/s and an ETA, on stderr only when it is a terminal."""
+
+from __future__ import annotations
+
+import io
+
+from rich.progress import Progress as RichProgress, TimeRemainingColumn
+
+from ministruct.cli.progress import Progress, RateColumn
+
+
+class _Tty(io.StringIO):
+    def __init__(self, tty: bool) -> None:
+        super().__init__()
+        self.tty = tty
+
+    def isatty(self) -> bool:
+        return self.tty
+
+
+def test_quiet_unless_stderr_is_a_terminal(monkeypatch):
+    for tty in (False, True):
+        monkeypatch.setattr("sys.stderr", _Tty(tty))
+        assert Progress(total=10).enabled is tty
+        assert Progress(total=10, enabled=False).enabled is False
+
+
+def test_rate_and_eta_columns():
+    cols = Progress(total=100, label="generating").columns()
+    assert any(isinstance(c, RateColumn) for c in cols) and any(isinstance(c, TimeRemainingColumn) for c in cols)
+    assert not any(isinstance(c, TimeRemainingColumn) for c in Progress(total=None).columns())  # stdin: no total
+    now = [0.0]
+    bar = RichProgress(RateColumn(), auto_refresh=False, get_time=lambda: now[0])
+    task_id = bar.add_task("x", total=10)
+    assert str(RateColumn().render(bar.tasks[0])) == ""
+    for t in (1.0, 2.0, 3.0):
+        now[0] = t
+        bar.advance(task_id, 2)
+    assert str(RateColumn().render(bar.tasks[0])) == "2.0 records/s"
