@@ -7,6 +7,8 @@ import re
 import numpy as np
 import pytest
 
+from ministruct.cli.errors import exit_code
+
 from ministruct.engine.vocab import Vocabulary
 from ministruct.errors import ModelError, NoLegalContinuation, UsageError
 from ministruct.generate import Decoder, Generation, Step, generate
@@ -217,7 +219,7 @@ def test_no_legal_continuation():
     assert len(steps) == 2 and res.stop_reason == "no_legal_continuation"
     assert not res.complete
     assert isinstance(res.error, NoLegalContinuation)
-    assert res.error.step == 2 and res.error.output == b"ab" and res.error.exit_code == 1
+    assert res.error.step == 2 and res.error.output == b"ab" and exit_code(res.error) == 1
 
 
 def test_matcher_reset_between_generations():

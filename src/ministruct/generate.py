@@ -94,7 +94,7 @@ class Decoder:
         budget_aware: bool = True,
     ) -> None:
         if max_tokens < 0:
-            raise UsageError(f"--max-tokens must be >= 0, got {max_tokens}")
+            raise UsageError(f"max_tokens must be >= 0, got {max_tokens}", parameter="max_tokens")
         self.prompt_tokens = [int(t) for t in prompt_tokens]
         if not self.prompt_tokens:
             raise UsageError("the prompt is empty (no tokens to condition on)")
