@@ -49,23 +49,32 @@ def _pointer(path: Any) -> str:
     return "/" + "/".join(parts) if parts else "/"
 
 
+def check_schema(schema: Any, *, source: str = "<schema>") -> Any:
+    """The validator class for `schema` (its `$schema`, else Draft 2020-12), after checking
+    the schema against its metaschema; SchemaError naming the pointer and keyword if not."""
+    from jsonschema import Draft202012Validator, exceptions, validators
+
+    if not isinstance(schema, (dict, bool)):
+        raise SchemaError(
+            f"a schema must be an object or a boolean, not {type(schema).__name__}", pointer="/", source=source
+        )
+    cls = validators.validator_for(schema, default=Draft202012Validator)
+    try:
+        cls.check_schema(schema)
+    except exceptions.SchemaError as e:
+        raise SchemaError(
+            _short(e.message), pointer=_pointer(e.absolute_path), keyword=str(e.validator), source=source
+        ) from None
+    return cls
+
+
 class InstanceChecker:
     """A compiled validator for one schema; `check(text)` per instance."""
 
     def __init__(self, schema: Any, *, source: str = "<schema>") -> None:
-        from jsonschema import Draft202012Validator, exceptions, validators
+        from jsonschema import exceptions
 
-        if not isinstance(schema, (dict, bool)):
-            raise SchemaError(
-                f"a schema must be an object or a boolean, not {type(schema).__name__}", pointer="/", source=source
-            )
-        cls = validators.validator_for(schema, default=Draft202012Validator)
-        try:
-            cls.check_schema(schema)
-        except exceptions.SchemaError as e:
-            raise SchemaError(
-                _short(e.message), pointer=_pointer(e.absolute_path), keyword=str(e.validator), source=source
-            ) from None
+        cls = check_schema(schema, source=source)
         self.source = source
         self.validator = cls(schema)
         self._best_match = exceptions.best_match

@@ -141,7 +141,7 @@ class _Compiler:
     def unsupported(self, keyword: str, ptr: str, why: str = "is not enforced") -> None:
         where = f"{ptr}/{keyword}" if ptr != "/" else f"/{keyword}"
         if not self.lenient:
-            raise self.error(f"keyword '{keyword}' {why} (lenient=True, or --lenient, ignores it)", where, keyword)
+            raise self.error(f"keyword '{keyword}' {why} (lenient=True ignores it)", where, keyword)
         msg = f"{self.source}: at {where}: keyword '{keyword}' {why}; ignored (lenient)"
         if msg not in self.warnings:
             self.warnings.append(msg)
@@ -340,7 +340,7 @@ class _Compiler:
             if overlap is not None:
                 raise self.error(
                     f"oneOf branches {overlap[0]} and {overlap[1]} may overlap; exactly-one cannot be enforced"
-                    " (oneof_as_anyof=True, or --oneof-as-anyof, accepts any branch)", f"{ptr}/oneOf", "oneOf")
+                    " (oneof_as_anyof=True accepts any branch)", f"{ptr}/oneOf", "oneOf")
         opts = []
         for i, sub in enumerate(subs):
             sptr = f"{ptr}/{kw}/{i}"
@@ -669,6 +669,13 @@ def schema_to_grammar(
             "schema nests too deeply, or recurses through a $ref that has sibling keywords",
             pointer=short_pointer(c.at or "/"), source=source,
         ) from None
+    except SchemaError:
+        raise
+    except (TypeError, AttributeError, KeyError, IndexError, ValueError):
+        from ...instance import check_schema
+
+        check_schema(schema, source=source)  # a malformed schema: its metaschema names the pointer
+        raise  # a well-formed schema the compiler cannot handle is a bug
     if _dead(body):
         raise SchemaError("the schema accepts no value at all", pointer="/", source=source)
     c.rules["root"] = body
