@@ -12,9 +12,12 @@ from pathlib import Path
 
 import pytest
 
+from guards import hang_guard  # tests/ is on sys.path
 from .conftest import REPO, assert_one_line_error
 
 LONG = "word " * 2500  # more tokens than the bundled model's context (2048)
+ASK = "Answer:"  # every runnable record has this prompt: its prefill is evaluated once and reused
+RAW = ("--raw", "--withhold-schema", "--quiet")  # short prompts, the same for every constraint
 
 
 def _lines(text: str) -> list[dict]:
@@ -31,9 +34,9 @@ def _mixed(tmp_path: Path) -> tuple[Path, list[bytes]]:
         rec: dict | None = None
         if kind == 0:
             if i % 20 == 0:
-                rows.append(f"Say yes or no ({i}):".encode())
+                rows.append(ASK.encode())
                 continue
-            rec = {"id": rid, "prompt": "Maybe?", "choice": ["maybe", "perhaps"]}
+            rec = {"id": rid, "prompt": ASK, "choice": ["maybe", "perhaps"]}
         elif kind == 1:
             rows.append(b'{"id": "' + rid.encode() + b'", "prompt": "broken json"')
             continue
@@ -46,12 +49,12 @@ def _mixed(tmp_path: Path) -> tuple[Path, list[bytes]]:
         elif kind == 5:
             rec = {"id": rid, "prompt": LONG}
         elif kind == 6:
-            rec = {"id": rid, "prompt": "Yes or no?", "schema": str(yn), "max_tokens": 8}
+            rec = {"id": rid, "prompt": ASK, "schema": str(yn), "max_tokens": 8}
         elif kind == 7:
-            rec = {"id": rid, "prompt": "Pick three letters:", "regex": "[a-z]{3}", "seed": (i // 10) % 2,
+            rec = {"id": rid, "prompt": ASK, "regex": "[a-z]{3}", "seed": (i // 10) % 2,
                    "temperature": 1.0, "max_tokens": 6}
         elif kind == 8:
-            rec = {"id": rid, "prompt": "Write a long word:", "regex": "[a-z]{1,40}", "max_tokens": 2}
+            rec = {"id": rid, "prompt": ASK, "regex": "[a-z]{1,40}", "max_tokens": 2}
         else:
             rows.append(b"not \xff utf-8 " + rid.encode())
             continue
@@ -64,7 +67,7 @@ def _mixed(tmp_path: Path) -> tuple[Path, list[bytes]]:
 @pytest.mark.model
 def test_two_hundred_mixed_records(run_cli, tmp_path):
     path, rows = _mixed(tmp_path)
-    p = run_cli("gen", "--choice", "yes", "--choice", "no", "--input", str(path), "--max-tokens", "16", "--quiet")
+    p = run_cli("gen", "--choice", "yes", "--choice", "no", "--input", str(path), "--max-tokens", "16", *RAW)
     assert p.returncode == 1, p.stderr
     recs = _lines(p.stdout)
     assert len(recs) == 200
@@ -78,7 +81,7 @@ def test_two_hundred_mixed_records(run_cli, tmp_path):
             assert r["stop_reason"] is None and r["output"] == "" and r["n_tokens"] == 0
             assert r["error"].startswith(f"{path}:{i + 1}: "), r["error"]
     for r in by_kind[0]:
-        assert r["error"] is None and r["output"] in (("yes", "no") if r["prompt"].startswith("Say") else ("maybe", "perhaps"))
+        assert r["error"] is None and r["output"] in (("yes", "no") if isinstance(r["id"], int) else ("maybe", "perhaps"))
     assert all("not valid JSON" in r["error"] and r["prompt"] is None for r in by_kind[1])
     assert all("/nonexistent/s" in r["error"] and "no such schema file" in r["error"] and r["prompt"] == "p" for r in by_kind[2])
     assert all('unknown field "colour"' in r["error"] and "colour" not in r for r in by_kind[3])
@@ -96,14 +99,13 @@ def test_two_hundred_mixed_records(run_cli, tmp_path):
         assert r["error"] is None and r["n_tokens"] <= 2
     assert all("not UTF-8" in r["error"] for r in by_kind[9])
     assert "200 results: " in p.stderr and "120 failed" in p.stderr and "Traceback" not in p.stderr
-    one = run_cli("gen", "--regex", "[a-z]{3}", "Pick three letters:", "--seed", "1", "--temperature", "1.0",
-                  "--max-tokens", "6")
+    one = run_cli("gen", "--regex", "[a-z]{3}", ASK, "--seed", "1", "--temperature", "1.0", "--max-tokens", "6", *RAW)
     assert one.stdout.strip() == by_kind[7][1]["output"]  # the record's seed 1 is the command's --seed 1
 
 
 def _big(tmp_path: Path, n: int = 40) -> Path:
     path = tmp_path / "big.jsonl"
-    path.write_text("".join(json.dumps({"id": i, "prompt": f"Say yes ({i})"}) + "\n" for i in range(1, n + 1)))
+    path.write_text("".join(json.dumps({"id": i, "prompt": ASK}) + "\n" for i in range(1, n + 1)))
     return path
 
 
@@ -115,7 +117,7 @@ def _popen(cli_env: dict, *args: str) -> subprocess.Popen:
 @pytest.mark.model
 def test_head_one_ends_quietly(cli_env, tmp_path):
     # finding 6: `| head -1` exited 1
-    p = _popen(cli_env, "gen", "--choice", "yes", "--choice", "no", "--input", str(_big(tmp_path)), "--quiet")
+    p = _popen(cli_env, "gen", "--choice", "yes", "--choice", "no", "--input", str(_big(tmp_path)), *RAW)
     first = p.stdout.readline()
     p.stdout.close()  # what `head -1` does after its line
     err = p.stderr.read()
@@ -128,7 +130,7 @@ def test_head_one_ends_quietly(cli_env, tmp_path):
 @pytest.mark.parametrize("signum, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_signal_then_resume_completes_without_duplicates(cli_env, run_cli, tmp_path, signum, code):
     big = _big(tmp_path)
-    args = ("gen", "--choice", "yes", "--choice", "no", "--input", str(big), "--quiet")
+    args = ("gen", "--choice", "yes", "--choice", "no", "--input", str(big), *RAW)
     p = _popen(cli_env, *args)
     got = [p.stdout.readline() for _ in range(3)]
     p.send_signal(signum)
@@ -150,8 +152,8 @@ def test_signal_then_resume_completes_without_duplicates(cli_env, run_cli, tmp_p
 @pytest.mark.model
 def test_non_utf8_on_stdin_is_one_error_record(run_cli):
     # finding 3: on stdin it ended in "internal error: UnicodeEncodeError", exit 3
-    data = "Say yes\nbad \udcff byte\nSay no\n"
-    p = subprocess.run([sys.executable, "-m", "ministruct", "gen", "--choice", "yes", "--choice", "no", "--input", "-", "--quiet"],
+    data = f"{ASK}\nbad \udcff byte\n{ASK}\n"
+    p = subprocess.run([sys.executable, "-m", "ministruct", "gen", "--choice", "yes", "--choice", "no", "--input", "-", *RAW],
                        input=data.encode("utf-8", "surrogateescape"), capture_output=True, cwd=REPO,
                        env={k: v for k, v in os.environ.items() if k != "MINISTRUCT_DEBUG"}, timeout=300)
     recs = _lines(p.stdout.decode())
@@ -168,7 +170,7 @@ def test_non_utf8_on_stdin_is_one_error_record(run_cli):
 def test_full_disk_names_the_output(cli_env, args, needle):
     # finding 5: `> /dev/full` and `--trace /dev/full` were internal errors (exit 3)
     with open("/dev/full", "w") as full:
-        p = subprocess.run([sys.executable, "-m", "ministruct", "gen", "--choice", "yes", "Say yes", "--quiet", *args],
+        p = subprocess.run([sys.executable, "-m", "ministruct", "gen", "--choice", "yes", ASK, *RAW, *args],
                            stdout=full, stderr=subprocess.PIPE, text=True, cwd=REPO, env=cli_env, timeout=300)
     assert p.returncode == 2 and p.stderr.strip() == needle, p.stderr
 
@@ -203,3 +205,21 @@ def test_check_input_bad_constraint_in_a_record_names_the_line(run_cli, tmp_path
     recs = _lines(p.stdout)
     assert recs[0]["error"].startswith(f"{inp}:1: <regex>: rule 'root': repetition") and recs[1]["accepted"] is True
     assert p.returncode == 1
+
+
+def test_stdin_is_streamed_and_each_result_flushed(cli_env):
+    # finding 6: --input was read whole; a pipeline sees each result as soon as its line is in
+    p = subprocess.Popen([sys.executable, "-m", "ministruct", "check", "--choice", "yes", "--input", "-"],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         cwd=REPO, env=cli_env)
+    try:
+        for i, text in enumerate(["yes", "no", "yes"], start=1):
+            p.stdin.write(json.dumps({"id": i, "text": text}) + "\n")
+            p.stdin.flush()
+            with hang_guard(120, "the result of a line while stdin stays open"):
+                rec = json.loads(p.stdout.readline())
+            assert (rec["id"], rec["accepted"]) == (i, text == "yes")
+        p.stdin.close()
+        assert p.wait(timeout=120) == 1
+    finally:
+        p.kill()
