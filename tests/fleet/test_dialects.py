@@ -29,12 +29,13 @@ def schema_c(tmp_path):
 
 def settings(**kw) -> Settings:
     params = kw.pop("params", SamplingParams(temperature=0.5, top_p=0.8, top_k=7, repeat_penalty=1.2))
+    kw.setdefault("model", "gpt-x")
     return Settings(params, max_tokens=kw.pop("max_tokens", 9), **kw)
 
 
 def test_llama_sends_our_gbnf_and_every_sampling_field():
     c = load_constraint(regex="[0-9]{2}")
-    d = Dialect("llama", c, settings(system="Be brief."))
+    d = Dialect("llama", c, settings(system="Be brief.", model=None))
     b = d.body("Pick:", seed=11, model="m")
     assert d.path == "/v1/chat/completions" and d.field == "grammar"
     assert b["grammar"] == c.grammar.to_gbnf()
@@ -77,7 +78,8 @@ def test_vllm_leaves_off_values_out():
 
 
 def test_openai_response_format(schema_c):
-    b = Dialect("openai", schema_c, settings(params=SamplingParams(temperature=0.2))).body("p", seed=3)
+    b = Dialect("openai", schema_c, settings(params=SamplingParams(temperature=0.2))).body("p", seed=3, model="listed")
+    assert b["model"] == "gpt-x"  # the model the user named wins over the server's list
     assert b["response_format"] == {"type": "json_schema", "json_schema": {"name": "A_point", "schema": SCHEMA, "strict": True}}
     assert "top_k" not in b and "repeat_penalty" not in b and "grammar" not in b
 
@@ -87,6 +89,7 @@ def test_openai_response_format(schema_c):
     ({"params": SamplingParams(repeat_penalty=1.1)}, "repeat_penalty"),
     ({"params": SamplingParams(), "chat": False}, "chat"),
     ({"params": SamplingParams(), "top_logprobs": 21}, "top_logprobs"),
+    ({"params": SamplingParams(), "model": None}, "model"),
 ])
 def test_openai_refuses_what_it_cannot_honour(schema_c, kw, param):
     with pytest.raises(ParameterError) as e:
@@ -202,9 +205,11 @@ def test_cli_flag_errors_name_flags(run_cli, tmp_path):
     schema = tmp_path / "s.json"
     schema.write_text(json.dumps(SCHEMA))
     url = "http://127.0.0.1:9"  # never contacted: the settings are refused first
-    assert_usage_error(run_cli("gen", "--regex", "a", "p", "--server", url, "--server-kind", "openai"), "--regex", "openai")
-    assert_usage_error(run_cli("gen", "--schema", str(schema), "p", "--server", url, "--server-kind", "openai", "--top-k", "4"), "--top-k 4")
-    assert_usage_error(run_cli("gen", "--schema", str(schema), "p", "--server", url, "--server-kind", "openai", "--raw"), "--raw")
+    openai = ("--server", url, "--server-kind", "openai", "--model", "gpt-x")
+    assert_usage_error(run_cli("gen", "--regex", "a", "p", *openai), "--regex", "openai")
+    assert_usage_error(run_cli("gen", "--schema", str(schema), "p", *openai, "--top-k", "4"), "--top-k 4")
+    assert_usage_error(run_cli("gen", "--schema", str(schema), "p", *openai, "--raw"), "--raw")
+    assert_usage_error(run_cli("gen", "--schema", str(schema), "p", *openai[:4]), "--model")
     assert_usage_error(run_cli("gen", "--regex", "a", "p", "--server", url, "--server-kind", "tgi"), "--server-kind must be one of")
     assert_usage_error(run_cli("gen", "--regex", "a", "p", "--server-kind", "vllm"), "need --server URL")
     assert_usage_error(run_cli("gen", "--regex", "a", "p", "--server", "localhost:8080"), "not an http")

@@ -91,7 +91,7 @@ def test_a_schema_is_verified_as_an_instance(fleet_servers, run_cli, tmp_path):
     schema = tmp_path / "s.json"
     schema.write_text(json.dumps({"type": "object", "properties": {"n": {"type": "integer", "minimum": 0, "maximum": 9}}, "required": ["n"], "additionalProperties": False}))
     p = run_cli("gen", "--input", "-", "--schema", str(schema), "--max-tokens", "12", "--server-kind", "llama",
-                *servers_args(fleet_servers), input=batch(4, "Record {i}: give n"))
+                *servers_args(fleet_servers), input=batch(3, "Record {i}: give n"))
     assert p.returncode == 0, p.stderr
     recs = records(p.stdout)
     assert all(r["verified"] and isinstance(r["json"]["n"], int) for r in recs)

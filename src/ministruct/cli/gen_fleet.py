@@ -34,6 +34,7 @@ FLAGS = {
     "grammar": "--grammar",
     "choice": "--choice",
     "top_logprobs": "--trace",
+    "model": "--model",
 }
 
 

@@ -143,6 +143,8 @@ class Dialect:
             raise ParameterError(
                 c.kind, "{param} cannot be sent to a server of kind openai: its response_format takes a JSON Schema only"
             )
+        if not s.model:
+            raise ParameterError("model", "a server of kind openai serves many models: name one with {param}")
         if not s.chat:
             raise ParameterError("chat", "{param}: a server of kind openai takes response_format on the chat endpoint only")
         if s.params.top_k != 0:
