@@ -52,7 +52,9 @@ def _pointer(path: Any) -> str:
 class InstanceChecker:
     """A compiled validator for one schema; `check(text)` per instance."""
 
-    def __init__(self, schema: Any, *, source: str = "<schema>") -> None:
+    def __init__(self, schema: Any, *, source: str = "<schema>", formats: bool = False) -> None:
+        """`formats=True` also asserts `format` (the validator's format checker): for checking
+        what another engine generated, where ministruct's own grammar enforces formats."""
         from jsonschema import Draft202012Validator, exceptions, validators
 
         if not isinstance(schema, (dict, bool)):
@@ -67,7 +69,7 @@ class InstanceChecker:
                 _short(e.message), pointer=_pointer(e.absolute_path), keyword=str(e.validator), source=source
             ) from None
         self.source = source
-        self.validator = cls(schema)
+        self.validator = cls(schema, format_checker=cls.FORMAT_CHECKER) if formats else cls(schema)
         self._best_match = exceptions.best_match
 
     def check(self, text: str) -> InstanceResult:

@@ -160,7 +160,7 @@ def test_schema_verdict_any_whitespace_and_key_order(schema_c):
     bad = v('{"x": 3, "y": "2023-02-29"}')  # the format checker knows 2023 is no leap year
     assert not bad.ok and bad.position == {"pointer": "/y", "keyword": "format"}
     missing = v('{"y": "2024-01-01"}')
-    assert missing.position == {"pointer": "", "keyword": "required"} and "'x' is a required property" in missing.message
+    assert missing.position == {"pointer": "/", "keyword": "required"} and "'x' is a required property" in missing.message
     notjson = v('{"x": 3')
     f = notjson.fields()
     assert f["verified"] is False and f["check_position"]["offset"] == 7 and f["check_expected"] == ["JSON"]

@@ -15,7 +15,7 @@ from ..constraints import Constraint
 from ..errors import UsageError
 from ..fleet import KINDS, FleetBatch, FleetResult, Ignored, ParameterError, Settings, connect, split_servers
 from ..records import InputRecord, write_record
-from .app import warn
+from .base import warn
 from .options import RunFlags
 
 ENV_SERVERS = "MINISTRUCT_SERVERS"

@@ -9,9 +9,10 @@ by its pid. Running this module is running llama-cpp-python's server
 
 takes exactly the arguments of `python -m llama_cpp.server`. The one difference: the
 model is loaded with `use_extra_bufts = False`, so llama.cpp never moves weights into
-its repacked/AMX buffers. A llama-cpp-python built with `-march=native` on a virtual
-machine that advertises AMX without enabling it dies there on the first token
-(SIGILL at `ldtilecfg`); with plain buffers it runs, a little slower.
+its repacked/AMX buffers. A llama-cpp-python built natively (llama.cpp's default
+`GGML_NATIVE=ON`) on a virtual machine that advertises AMX without enabling it dies
+there on the first batch (SIGILL at `ldtilecfg`, or a segfault); with plain buffers it
+runs. The portable build of the README and CI does not need this; it costs nothing there.
 """
 
 from __future__ import annotations

@@ -1,8 +1,10 @@
 """Every output a server returns, checked by our own engine against the original constraint.
 
-- schema: is the text a valid instance? (JSON parse, then `jsonschema`'s Draft 2020-12
-  validator with its format checker: whatever whitespace and key order the server's own
-  grammar allowed.) A rejection names the JSON pointer and keyword.
+- schema: is the text a valid instance? (`instance.InstanceChecker`, `check --schema`'s
+  answer: JSON parse, then `jsonschema`'s validator, Draft 2020-12 unless `$schema` names
+  another, here with its format checker since our own grammar enforces formats: whatever
+  whitespace and key order the server's grammar allowed.) A rejection names the JSON
+  pointer and keyword, or where the JSON syntax breaks.
 - regex, GBNF grammar, choice: an exact match of the whole text (`engine.check.check_text`).
   A rejection names line, column, byte offset and what was expected there.
 
@@ -18,6 +20,7 @@ from typing import Any
 
 from ..constraints import Constraint
 from ..engine.check import check_text
+from ..instance import InstanceChecker
 
 # first characters a JSON text can start with (after whitespace)
 _JSON_STARTS = set('{["-0123456789tfn')
@@ -47,18 +50,16 @@ class Verdict:
 
 
 class Verifier:
-    """Checks outputs against one constraint (the schema validator is built once)."""
+    """Checks outputs against one constraint (a schema's validator is built once)."""
 
     def __init__(self, constraint: Constraint) -> None:
         self.constraint = constraint
-        self._validator = None
+        self._instance: InstanceChecker | None = None
         if constraint.kind == "schema":
-            from jsonschema import Draft202012Validator
-
-            self._validator = Draft202012Validator(constraint.schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
+            self._instance = InstanceChecker(constraint.schema, source=constraint.source, formats=True)
 
     def __call__(self, text: str) -> Verdict:
-        if self._validator is not None:
+        if self._instance is not None:
             return self._schema(text)
         res = check_text(self.constraint.grammar, text)
         if res.accepted:
@@ -71,25 +72,14 @@ class Verifier:
         )
 
     def _schema(self, text: str) -> Verdict:
-        try:
-            value = json.loads(text)
-        except ValueError as e:
-            err: json.JSONDecodeError = e  # type: ignore[assignment]
-            pos = getattr(err, "pos", 0)
-            line, col = getattr(err, "lineno", 1), getattr(err, "colno", 1)
-            offset = len(text[:pos].encode("utf-8", "surrogatepass"))
-            msg = f"line {line}, column {col} (byte {offset}): not JSON: {getattr(err, 'msg', str(e))}"
-            return Verdict(False, msg, {"line": line, "column": col, "offset": offset}, ["JSON"])
-        from jsonschema.exceptions import best_match
-
-        error = best_match(self._validator.iter_errors(value))  # type: ignore[union-attr]
-        if error is None:
-            return Verdict(True, value=value, has_value=True)
-        pointer = "".join(f"/{_escape(p)}" for p in error.absolute_path)
-        keyword = str(error.validator)
-        schema_at = "".join(f"/{_escape(p)}" for p in error.absolute_schema_path)
-        msg = f"at {pointer or '/'}: {error.message} (keyword {keyword} at schema {schema_at or '/'})"
-        return Verdict(False, msg, {"pointer": pointer, "keyword": keyword}, [f"{keyword} at schema {schema_at or '/'}"], value, True)
+        res = self._instance.check(text)  # type: ignore[union-attr]
+        if res.accepted:
+            return Verdict(True, value=json.loads(text), has_value=True)
+        if res.pointer is not None:
+            pos = {"pointer": res.pointer, "keyword": res.keyword}
+            return Verdict(False, res.message(), pos, [f"a value satisfying {res.keyword}"])
+        pos = {"line": res.line, "column": res.column, "offset": res.offset}
+        return Verdict(False, f"not JSON: {res.message()}", pos, ["JSON"])
 
     def looks_unconstrained(self, text: str, finish_reason: str | None) -> str | None:
         """Why a rejected output cannot have come from a server that enforced the constraint, or None.
@@ -98,7 +88,7 @@ class Verifier:
         schema: the text is not JSON at all (it does not start like JSON, or the server
         stopped by itself on something that does not parse).
         """
-        if self._validator is None:
+        if self._instance is None:
             if check_text(self.constraint.grammar, text, prefix=True).accepted:
                 return None
             return "not even a prefix of the constraint's language"
@@ -112,6 +102,3 @@ class Verifier:
                 return "not JSON, though the server stopped by itself"
         return None
 
-
-def _escape(part: object) -> str:
-    return str(part).replace("~", "~0").replace("/", "~1")
