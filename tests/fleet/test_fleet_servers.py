@@ -5,13 +5,14 @@ from __future__ import annotations
 import json
 import re
 import signal
+import socket
 import subprocess
 import sys
 
 import pytest
 
 from ministruct.constraints import load_constraint
-from ministruct.fleet import FleetBatch, Settings, connect
+from ministruct.fleet import FleetBatch, Server, Settings, connect
 from ministruct.fleet.serve import free_port
 from ministruct.records import InputRecord
 from ministruct.sampling import SamplingParams
@@ -100,7 +101,7 @@ def test_a_schema_is_verified_as_an_instance(fleet_servers, run_cli, tmp_path):
 def test_unreachable_server_gets_no_records_and_dead_fleet_gives_error_records(fleet_servers, run_cli):
     dead = f"http://127.0.0.1:{free_port()}"
     p = run_cli("gen", "--input", "-", *TWO_DIGITS, "--server-kind", "llama", "--server", dead,
-                "--server", fleet_servers[1].url, input=batch(3))
+                "--server", fleet_servers[1].url, "--concurrency", "2", input=batch(3))
     assert p.returncode == 0, p.stderr
     assert [r["server"] for r in records(p.stdout)] == [fleet_servers[1].url] * 3
     assert f"server {dead}: not reachable" in p.stderr
@@ -158,3 +159,24 @@ def test_ctrl_c_writes_every_finished_record_and_exits_130(fleet_servers, run_cl
     assert ids == sorted(ids, key=lambda x: int(x[1:]))
     assert all(r["verified"] for r in recs)
     assert "Traceback" not in err
+
+
+def test_a_server_that_never_answers_times_out_and_its_records_go_elsewhere(fleet_servers):
+    hung = socket.socket()
+    hung.bind(("127.0.0.1", 0))
+    hung.listen(16)  # connections are accepted by the kernel; no answer ever comes
+    try:
+        c = load_constraint(regex="[0-9]{2}")
+        settings = Settings(SamplingParams(temperature=0.7, top_p=0.9), max_tokens=4, chat=False)
+        silent = Server(f"http://127.0.0.1:{hung.getsockname()[1]}", "llama")
+        servers = [silent, Server(fleet_servers[0].url, "llama")]
+        got = []
+        status = FleetBatch(servers, c, settings, timeout=1.0).run(
+            [InputRecord(i + 1, f"r{i}", RAW.format(i=i)) for i in range(6)], got.append
+        )
+    finally:
+        hung.close()
+    assert status == 0
+    assert [r.result.id for r in got] == [f"r{i}" for i in range(6)]
+    assert all(r.verified and r.server == fleet_servers[0].url for r in got)
+    assert silent.faults >= 1 and silent.last_error == "no answer within 1 s"
