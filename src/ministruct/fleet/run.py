@@ -159,8 +159,10 @@ class FleetBatch:
         """Run every record (`n` samples each, seeds seed, seed+1, ...); call `emit` in input order.
 
         Returns the exit status of cli.md: 0 all verified, 1 any unverified or failed
-        record, 2 a bad input record.
+        record, 2 a bad input record. A FleetBatch runs one batch.
         """
+        if self._stop.is_set():
+            raise RuntimeError("this FleetBatch has run its batch; make a new one")
         base = self.settings.params.seed
         self._n = n
         jobs: list[_Job] = []
@@ -192,7 +194,7 @@ class FleetBatch:
                     done[idx] = res
                 except queue.Empty:
                     if self._live_workers() == 0:
-                        self._give_up(jobs, done)
+                        self._give_up(done)
         except KeyboardInterrupt:
             self._stop.set()
             self._drain(done)
@@ -231,7 +233,7 @@ class FleetBatch:
                 return
             done[idx] = res
 
-    def _give_up(self, jobs: list[_Job], done: dict[int, FleetResult]) -> None:
+    def _give_up(self, done: dict[int, FleetResult]) -> None:
         """No worker is left: every unfinished record becomes an error record."""
         self._drain(done)
         last = "; ".join(f"{s.url}: {s.last_error}" for s in self.servers if s.last_error) or "no server"
