@@ -61,6 +61,7 @@ class Server:
     url: str
     kind: str | None = None
     model: str | None = None
+    timeout: float | None = None  # seconds per request for this server (None: the batch's)
     max_faults: int = 3  # consecutive faults before the server is given up
     backoff: float = 0.25  # seconds after the first fault; doubles per further fault
     max_backoff: float = 8.0

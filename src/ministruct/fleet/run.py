@@ -247,7 +247,7 @@ class FleetBatch:
     # -- one worker ----------------------------------------------------------------
 
     def _worker(self, server: Server) -> None:
-        conn = Connection(server.url, self.timeout, self.headers)
+        conn = Connection(server.url, server.timeout or self.timeout, self.headers)
         dialect = self.dialects[server.kind]
         try:
             while not self._stop.is_set() and not server.dead:
