@@ -23,6 +23,7 @@ pytestmark = pytest.mark.model
 
 TWO_DIGITS = ("--regex", "[0-9]{2}", "--max-tokens", "4")
 RAW = "Record {i}. A number:"  # short raw prompts keep the server's prompt evaluation small
+WORDS = "Record {i}: describe the sea in one sentence."  # answered in words when nothing constrains it
 
 
 def servers_args(servers) -> list[str]:
@@ -67,9 +68,8 @@ def test_a_server_killed_mid_batch_loses_and_duplicates_nothing(fleet_servers, s
 
 
 def test_the_dialect_the_server_ignores_is_caught_on_the_first_record(fleet_servers, run_cli):
-    # prompts the model answers in words when nothing constrains it
     p = run_cli("gen", "--input", "-", *TWO_DIGITS, "--server-kind", "vllm", *servers_args(fleet_servers),
-                input=batch(4, "Record {i}: describe the sea in one sentence."))
+                input=batch(4, WORDS))
     assert p.returncode == 1, p.stderr
     recs = records(p.stdout)
     assert [r["id"] for r in recs] == ["r0", "r1", "r2", "r3"]
@@ -86,9 +86,9 @@ def test_the_dialect_the_server_ignores_is_caught_on_the_first_record(fleet_serv
 
 def test_retry_unverified_resends_and_counts(fleet_servers, run_cli):
     p = run_cli("gen", "--input", "-", *TWO_DIGITS, "--server-kind", "vllm", "--retry-unverified", "1",
-                "--server", fleet_servers[0].url, input=batch(2))
+                "--server", fleet_servers[0].url, input=batch(1, WORDS))
     assert p.returncode == 1
-    assert [r["resent"] for r in records(p.stdout)] == [1, 1]
+    assert [(r["resent"], r["verified"]) for r in records(p.stdout)] == [(1, False)]
 
 
 def test_a_schema_is_verified_as_an_instance(fleet_servers, run_cli, tmp_path):
