@@ -118,7 +118,7 @@ def test_unreachable_server_gets_no_records_and_dead_fleet_gives_error_records(f
 
 def test_kind_cannot_be_detected_on_llama_cpp_python(fleet_servers, run_cli):
     p = run_cli("gen", "--regex", "[0-9]{2}", "hi", "--server", fleet_servers[0].url)
-    assert_usage_error(p, "cannot tell what kind of server", "--server-kind")
+    assert_usage_error(p, "--server-kind is not given and server", "does not say what it is")
 
 
 def test_servers_from_the_environment_and_text_output(fleet_servers, run_cli):

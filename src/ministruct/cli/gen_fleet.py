@@ -1,7 +1,7 @@
 """`ministruct gen --server URL`: the batch on a fleet of servers (the library is ministruct.fleet).
 
-This module maps flags to the library's parameters and back (errors name the flag),
-writes result records as they come back in input order, and words the one-line notice
+This module maps flags to the library's parameters (cli/errors.py maps parameters in
+errors back to flags), writes result records as they come back in input order, and words the one-line notice
 for a server that ignored the constraint.
 """
 
@@ -13,7 +13,7 @@ from typing import IO, Iterable
 
 from ..constraints import Constraint
 from ..errors import UsageError
-from ..fleet import KINDS, FleetBatch, FleetResult, Ignored, ParameterError, Settings, connect, split_servers
+from ..fleet import KINDS, FleetBatch, FleetResult, Ignored, Settings, connect, split_servers
 from ..records import InputRecord, write_record
 from .base import warn
 from .options import RunFlags
@@ -21,22 +21,6 @@ from .options import RunFlags
 ENV_SERVERS = "MINISTRUCT_SERVERS"
 ENV_API_KEY = "MINISTRUCT_API_KEY"
 TRACE_TOP_LOGPROBS = 10
-
-# library parameter -> the flag that sets it
-FLAGS = {
-    "kind": "--server-kind",
-    "concurrency": "--concurrency",
-    "retry_unverified": "--retry-unverified",
-    "top_k": "--top-k",
-    "repeat_penalty": "--repeat-penalty",
-    "chat": "--raw",
-    "regex": "--regex",
-    "grammar": "--grammar",
-    "choice": "--choice",
-    "top_logprobs": "--trace",
-    "model": "--model",
-}
-
 
 def servers_requested(flags: list[str] | None) -> bool:
     """Whether gen runs on servers: --server given, or MINISTRUCT_SERVERS set to something."""
@@ -69,14 +53,11 @@ def gen_on_fleet(
     )
     key = os.environ.get(ENV_API_KEY)
     headers = {"Authorization": f"Bearer {key}"} if key else None
-    try:
-        servers = connect(urls, constraint, settings, kind=server_kind, headers=headers, warn=warn)
-        batch = FleetBatch(
-            servers, constraint, settings, concurrency=concurrency, retry_unverified=retry_unverified,
-            headers=headers, on_ignored=lambda e: _say_ignored(e, constraint),
-        )
-    except ParameterError as e:
-        raise UsageError(e.render(FLAGS.get(e.param, e.param))) from None
+    servers = connect(urls, constraint, settings, kind=server_kind, headers=headers, warn=warn)
+    batch = FleetBatch(
+        servers, constraint, settings, concurrency=concurrency, retry_unverified=retry_unverified,
+        headers=headers, on_ignored=lambda e: _say_ignored(e, constraint),
+    )
     trace_out: IO[str] | None = None
     if trace is not None:
         try:

@@ -8,11 +8,11 @@ llama-cpp-python servers.
 """
 
 from .client import Server, split_servers
-from .dialects import KINDS, Dialect, ParameterError, Settings
+from .dialects import KINDS, Dialect, Settings
 from .run import FleetBatch, FleetResult, Ignored, connect
 from .verify import Verdict, Verifier
 
 __all__ = [
-    "KINDS", "Dialect", "FleetBatch", "FleetResult", "Ignored", "ParameterError", "Server", "Settings",
+    "KINDS", "Dialect", "FleetBatch", "FleetResult", "Ignored", "Server", "Settings",
     "Verdict", "Verifier", "connect", "split_servers",
 ]

@@ -38,7 +38,7 @@ def normalize_url(url: str) -> str:
         u = u[:-3]
     parts = urlsplit(u)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise UsageError(f"server {url!r} is not an http:// or https:// URL")
+        raise UsageError(f"server {url!r} is not an http:// or https:// URL", parameter="server")
     return u
 
 

@@ -9,8 +9,8 @@ Three dialects of the OpenAI-compatible API carry a constraint:
 - ``openai``: ``response_format`` ``{"type": "json_schema", "json_schema": {name, schema,
   strict}}``: a schema on the chat endpoint, nothing else.
 
-A setting a kind cannot honour is a `ParameterError` when the `Dialect` is built, before
-any record is sent. Chat requests go to ``/v1/chat/completions`` (the server applies the
+A setting a kind cannot honour is a `UsageError` naming the parameter when the `Dialect`
+is built, before any record is sent. Chat requests go to ``/v1/chat/completions`` (the server applies the
 model's chat template); raw ones to ``/v1/completions`` with the prompt as is.
 """
 
@@ -29,23 +29,6 @@ KINDS = ("llama", "vllm", "openai")
 CHAT_PATH = "/v1/chat/completions"
 COMPLETIONS_PATH = "/v1/completions"
 OPENAI_MAX_TOP_LOGPROBS = 20
-
-
-class ParameterError(UsageError):
-    """A parameter the chosen server kind cannot honour.
-
-    `param` is the parameter's name (``top_k``, ``chat``, ``regex``, ...); the message
-    says ``{param}`` where the name goes, so a caller can put its own word there
-    (`render`); `str()` uses the parameter name.
-    """
-
-    def __init__(self, param: str, template: str) -> None:
-        self.param = param
-        self.template = template
-        super().__init__(template.format(param=param))
-
-    def render(self, name: str) -> str:
-        return self.template.format(param=name)
 
 
 @dataclass(frozen=True)
@@ -89,7 +72,7 @@ class Dialect:
 
     def __init__(self, kind: str, constraint: Constraint, settings: Settings) -> None:
         if kind not in KINDS:
-            raise ParameterError("kind", f"{{param}} must be one of {', '.join(KINDS)}, got {kind!r}")
+            raise UsageError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}", parameter="kind")
         self.kind = kind
         self.constraint = constraint
         self.settings = settings
@@ -140,24 +123,29 @@ class Dialect:
         if kind != "openai":
             return
         if c.kind != "schema":
-            raise ParameterError(
-                c.kind, "{param} cannot be sent to a server of kind openai: its response_format takes a JSON Schema only"
+            raise UsageError(
+                f"{c.kind} cannot be sent to a server of kind openai: its response_format takes a JSON Schema only",
+                parameter=c.kind,
             )
         if not s.model:
-            raise ParameterError("model", "a server of kind openai serves many models: name one with {param}")
+            raise UsageError("model must name the model for a server of kind openai (it serves many)", parameter="model")
         if not s.chat:
-            raise ParameterError("chat", "{param}: a server of kind openai takes response_format on the chat endpoint only")
+            raise UsageError(
+                "a server of kind openai takes response_format on the chat endpoint only: chat=False cannot be honoured",
+                parameter="chat",
+            )
         if s.params.top_k != 0:
-            raise ParameterError("top_k", f"{{param}} {s.params.top_k}: a server of kind openai has no top-k sampling")
+            raise UsageError(f"top_k {s.params.top_k}: a server of kind openai has no top-k sampling", parameter="top_k")
         if s.params.repeat_penalty != 1.0:
-            raise ParameterError(
-                "repeat_penalty",
-                f"{{param}} {s.params.repeat_penalty}: a server of kind openai has no repeat penalty "
+            raise UsageError(
+                f"repeat_penalty {s.params.repeat_penalty}: a server of kind openai has no repeat penalty "
                 "(its frequency/presence penalties are other formulas)",
+                parameter="repeat_penalty",
             )
         if s.top_logprobs is not None and s.top_logprobs > OPENAI_MAX_TOP_LOGPROBS:
-            raise ParameterError(
-                "top_logprobs", f"{{param}} {s.top_logprobs}: a server of kind openai returns at most {OPENAI_MAX_TOP_LOGPROBS}"
+            raise UsageError(
+                f"top_logprobs {s.top_logprobs}: a server of kind openai returns at most {OPENAI_MAX_TOP_LOGPROBS}",
+                parameter="top_logprobs",
             )
 
     def _constraint_part(self) -> dict:

@@ -27,7 +27,8 @@ from ..constraints import Constraint
 from ..pipeline import GenResult
 from ..records import InputRecord
 from .client import Connection, RequestRejected, Server, ServerFault, probe
-from .dialects import BadReply, Dialect, ParameterError, Reply, Settings, parse_reply
+from ..errors import UsageError
+from .dialects import BadReply, Dialect, Reply, Settings, parse_reply
 from .trace import trace_records
 from .verify import Verdict, Verifier
 
@@ -88,7 +89,7 @@ def connect(
     warn: Callable[[str], None] = lambda m: None,
 ) -> list[Server]:
     """Probe each server: its model name and, without `kind`, its kind (llama-server: /props;
-    vLLM: /v1/models). Settings the kind cannot honour raise ParameterError here, before
+    vLLM: /v1/models). Settings the kind cannot honour raise UsageError here, before
     the batch. An unreachable server is reported through `warn` and starts given up."""
     if kind is not None:
         Dialect(kind, constraint, settings)  # raises before any network traffic
@@ -100,10 +101,10 @@ def connect(
             warn(f"server {url}: not reachable ({p.error}); its share goes to the others")
             s.dead, s.last_error = True, p.error
         elif s.kind is None:
-            raise ParameterError(
-                "kind",
-                f"cannot tell what kind of server {url} is (no llama-server /props, and /v1/models "
-                "does not say vllm); give {param} llama, vllm or openai",
+            raise UsageError(
+                f"kind is not given and server {url} does not say what it is (no llama-server /props, "
+                "and /v1/models does not say vllm): llama, vllm or openai?",
+                parameter="kind",
             )
         else:
             Dialect(s.kind, constraint, settings)
@@ -128,11 +129,11 @@ class FleetBatch:
         on_ignored: Callable[[Ignored], None] | None = None,
     ) -> None:
         if concurrency < 1:
-            raise ParameterError("concurrency", f"{{param}} must be >= 1, got {concurrency}")
+            raise UsageError(f"concurrency must be >= 1, got {concurrency}", parameter="concurrency")
         if retry_unverified < 0:
-            raise ParameterError("retry_unverified", f"{{param}} must be >= 0, got {retry_unverified}")
+            raise UsageError(f"retry_unverified must be >= 0, got {retry_unverified}", parameter="retry_unverified")
         if timeout <= 0:
-            raise ParameterError("timeout", f"{{param}} must be > 0 seconds, got {timeout}")
+            raise UsageError(f"timeout must be > 0 seconds, got {timeout}", parameter="timeout")
         self.servers = servers
         self.constraint = constraint
         self.settings = settings
