@@ -1,8 +1,8 @@
 """`ministruct gen --server URL`: the batch on a fleet of servers (the library is ministruct.fleet).
 
-This module maps flags to the library's parameters (cli/errors.py maps parameters in
-errors back to flags), writes result records as they come back in input order, and words the one-line notice
-for a server that ignored the constraint.
+This module maps flags to the library's parameters (cli/errors.py maps the parameters
+that errors name back to flags), writes result records as they come back in input
+order, and words the one-line notice for a server that ignored the constraint.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from .options import RunFlags
 ENV_SERVERS = "MINISTRUCT_SERVERS"
 ENV_API_KEY = "MINISTRUCT_API_KEY"
 TRACE_TOP_LOGPROBS = 10
+
 
 def servers_requested(flags: list[str] | None) -> bool:
     """Whether gen runs on servers: --server given, or MINISTRUCT_SERVERS set to something."""
