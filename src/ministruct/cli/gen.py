@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import sys
-from typing import Annotated, Optional
+from contextlib import contextmanager
+from typing import Annotated, Iterable, Iterator, Optional
 
 import typer
 
@@ -36,6 +37,10 @@ def gen(
     no_progress: o.NoProgress = False,
     allow_extra_fields: o.AllowExtraFields = False,
     resume: o.ResumeFile = None,
+    server: Annotated[Optional[list[str]], typer.Option("--server", help="An OpenAI-compatible server URL to run on instead of the local model (repeat; env MINISTRUCT_SERVERS); every output is checked.", rich_help_panel="Server fleet")] = None,
+    server_kind: Annotated[Optional[str], typer.Option("--server-kind", help="llama, vllm or openai: the servers' constraint dialect (default: detected where a server says).", rich_help_panel="Server fleet")] = None,
+    concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="Requests in flight per server.", rich_help_panel="Server fleet")] = 1,
+    retry_unverified: Annotated[int, typer.Option("--retry-unverified", min=0, help="Resend an output that fails our check up to N times.", rich_help_panel="Server fleet")] = 0,
 ) -> None:
     """Generate text that satisfies the constraint. The output alone goes to stdout."""
     if (prompt is None) == (input is None):
@@ -50,6 +55,18 @@ def gen(
     c = constraint.load()
     for w in c.warnings:
         warn(w)
+    from .gen_fleet import gen_on_fleet, servers_requested
+
+    if servers_requested(server):
+        if resume is not None:
+            raise UsageError("--resume is not supported with --server yet")
+        with _fleet_records(prompt, input, allow_extra_fields) as records:
+            raise typer.Exit(gen_on_fleet(
+                server, c, run, records, n=n, fmt=fmt, trace=trace, trace_legal=trace_legal,
+                server_kind=server_kind, concurrency=concurrency, retry_unverified=retry_unverified,
+            ))
+    if server_kind is not None or concurrency != 1 or retry_unverified:
+        raise UsageError("--server-kind, --concurrency and --retry-unverified need --server URL")
     resumed = Resume.load(resume) if input is not None else None
     llm = Model.load(run.model)
     job = GenerationJob(
@@ -79,6 +96,24 @@ def gen(
             tracer.close()
         pool.persist()
     raise typer.Exit(status)
+
+
+@contextmanager
+def _fleet_records(prompt: str | None, input: str | None, allow_extra: bool) -> Iterator[Iterable[InputRecord]]:
+    """The records for --server: read as for the local model; a record carrying its own
+    settings is an error record there (the fleet runs the command's settings only)."""
+    if prompt is not None:
+        yield [InputRecord(1, 1, prompt)]
+        return
+    with open_lines(input) as (lines, source):
+        def records() -> Iterator[InputRecord]:
+            for rec in validated(read_records(lines, "prompt", source, settings=GEN_SETTINGS, allow_extra=allow_extra)):
+                if rec.error is None and rec.settings:
+                    names = ", ".join(f'"{k}"' for k in rec.settings)
+                    rec.error = f"{rec.where}: per-record settings ({names}) are not supported with --server yet"
+                yield rec
+
+        yield records()
 
 
 def _single(batch: GenBatch, prompt: str, n: int, no_progress: bool) -> int:

@@ -671,7 +671,7 @@ def schema_to_grammar(
         ) from None
     except SchemaError:
         raise
-    except (TypeError, AttributeError, KeyError, IndexError, ValueError):
+    except Exception:  # noqa: BLE001 - re-raised below unless the schema itself is malformed
         from ...instance import check_schema
 
         check_schema(schema, source=source)  # a malformed schema: its metaschema names the pointer
