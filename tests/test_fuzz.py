@@ -144,3 +144,12 @@ def test_cli_errors_are_one_line_for_bad_constraints():
         code, out, err = run("check", *args, "a")
         assert_clean(code, err)
         assert code == 2 and out == "" and err.count("ministruct: error:") == 1, err
+
+
+def test_deeply_nested_texts_are_rejected_cleanly():
+    schema = write("arr.json", '{"type": "array"}')
+    deep = "[" * 5000 + "]" * 5000
+    for args in (("--schema", schema), ("--schema", schema, "--as-generated"), ("--grammar", "json")):
+        code, out, err = run("check", *args, deep)
+        assert_clean(code, err)
+        assert code in (0, 1) and out.strip()

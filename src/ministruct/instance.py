@@ -100,7 +100,12 @@ class InstanceChecker:
             return InstanceResult(False, line=e.lineno, column=e.colno, offset=offset, reason=e.msg)
         except ValueError as e:  # NaN / Infinity
             return InstanceResult(False, line=1, column=1, offset=0, reason=str(e))
-        return self.check_value(value)
+        except RecursionError:
+            return InstanceResult(False, line=1, column=1, offset=0, reason="the text nests too deeply to read")
+        try:
+            return self.check_value(value)
+        except RecursionError:
+            return InstanceResult(False, pointer="/", keyword=None, reason="the value nests too deeply to validate")
 
     def check_value(self, value: Any) -> InstanceResult:
         """Validate an already parsed value."""
