@@ -12,12 +12,21 @@ from dataclasses import dataclass
 import pytest
 
 from ministruct.batch import (
-    CHECK_LABELS, CHECK_SETTINGS, GEN_SETTINGS, ConstraintCache, Resume, Tally, record_constraint, run_batch,
-    settings_error, validated, with_constraint,
+    CHECK_LABELS,
+    CHECK_SETTINGS,
+    GEN_SETTINGS,
+    ConstraintCache,
+    Resume,
+    Tally,
+    record_constraint,
+    run_batch,
+    settings_error,
+    validated,
+    with_constraint,
 )
 from ministruct.engine.check import check_text
 from ministruct.errors import MinistructError
-from ministruct.records import InputRecord, read_records
+from ministruct.records import read_records
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from ministruct.batch import ConstraintCache, run_batch, validated, GEN_SETTINGS, Resume
+from ministruct.batch import GEN_SETTINGS, ConstraintCache, Resume, run_batch, validated
 from ministruct.errors import MinistructError
 from ministruct.gen_batch import GenBatch, JobPool, status_of
 from ministruct.pipeline import GenResult

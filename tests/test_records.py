@@ -29,7 +29,7 @@ def test_only_newline_splits_records(sep):
 
 
 def test_str_lines_are_split_on_newline_only_too():
-    out = list(read_records([f'{{"prompt": "a\u2028b"}}\nplain\u0085x\n'], "prompt"))
+    out = list(read_records(['{"prompt": "a\u2028b"}\nplain\u0085x\n'], "prompt"))
     assert [r.value for r in out] == ["a\u2028b", "plain\u0085x"]
 
 

@@ -115,7 +115,7 @@ class ConstraintCache(Generic[T]):
         self._memo: dict[tuple, Any] = {}
 
     @classmethod
-    def of_options(cls, options: dict[str, Any], **kw: Any) -> "ConstraintCache[Constraint]":
+    def of_options(cls, options: dict[str, Any], **kw: Any) -> ConstraintCache[Constraint]:
         """A cache loading with `load_constraint(**options, kind=value)` (the library's way)."""
         base = {k: v for k, v in options.items() if k not in CONSTRAINT_KINDS}
 
@@ -198,7 +198,7 @@ class Resume:
         self.done = done if done is not None else Counter()
 
     @classmethod
-    def load(cls, path: str | None) -> "Resume":
+    def load(cls, path: str | None) -> Resume:
         """Read OUT (a missing file is an empty one); lines that are not records are ignored."""
         done: Counter = Counter()
         if path is None:
@@ -242,7 +242,7 @@ class Interrupts:
         self.signum: int | None = None
         self._old: dict[int, Any] = {}
 
-    def __enter__(self) -> "Interrupts":
+    def __enter__(self) -> Interrupts:
         if threading.current_thread() is threading.main_thread():
             for s in self.SIGNALS:
                 self._old[s] = signal.signal(s, self._handle)

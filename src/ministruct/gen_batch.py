@@ -87,7 +87,7 @@ class GenBatch:
         n: int,
         seed: int,
         emit: Callable[[GenResult, dict], None],
-        tracer: "TraceWriter | None" = None,
+        tracer: TraceWriter | None = None,
     ) -> None:
         self.pool, self.n, self.seed, self.emit, self.tracer = pool, n, seed, emit, tracer
 

@@ -11,8 +11,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from guards import hang_guard  # tests/ is on sys.path
+
 from .conftest import REPO, assert_one_line_error
 
 LONG = "word " * 2500  # more tokens than the bundled model's context (2048)

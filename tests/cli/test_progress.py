@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import io
 
-from rich.progress import Progress as RichProgress, TimeRemainingColumn
+from rich.progress import Progress as RichProgress
+from rich.progress import TimeRemainingColumn
 
 from ministruct.cli.progress import Progress, RateColumn
 

@@ -6,15 +6,23 @@ from __future__ import annotations
 import json
 
 import pytest
-from hypothesis import given, settings, strategies as st
-
 from guards import hang_guard  # tests/ is on sys.path
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from ministruct.constraints import load_constraint, load_schema_text
 from ministruct.engine.check import check_text
 from ministruct.errors import CompileLimitError, MinistructError, SchemaError
 from ministruct.grammar import limits
-from ministruct.grammar.ir import Alt, Literal, Repeat, Seq, alt, seq
-from ministruct.grammar.limits import MAX_JSON_NESTING, bounded, estimated_states, nesting_error, reshape, text_nesting_pointer
+from ministruct.grammar.ir import Literal, Repeat, Seq, alt, seq
+from ministruct.grammar.limits import (
+    MAX_JSON_NESTING,
+    bounded,
+    estimated_states,
+    nesting_error,
+    reshape,
+    text_nesting_pointer,
+)
 from ministruct.grammar.regex import parse_regex
 from ministruct.grammar.schema import schema_to_grammar
 

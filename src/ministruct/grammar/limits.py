@@ -20,7 +20,7 @@ import re
 from typing import Any, Callable
 
 from ..errors import CompileLimitError
-from .ir import Alt, CharClass, Expr, Grammar, Literal, Repeat, RuleRef, Seq, TokenRef, format_expr
+from .ir import Alt, CharClass, Expr, Grammar, Literal, Repeat, RuleRef, Seq, format_expr
 
 MAX_REPEAT = 100_000  # the largest count of a repetition (a{n}, maxLength, maxItems)
 MAX_STATES = 2_000_000  # the engine's own ceiling (engine.automaton.MAX_NFA_STATES)
