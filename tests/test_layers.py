@@ -17,7 +17,7 @@ LAYERS = [
     {"generate"},
     {"fight"},
     {"pipeline"},
-    {"diagnostics", "batch", "fleet"},
+    {"diagnostics", "batch", "gen_batch", "fleet"},
     {"cli"},
     {"__init__", "__main__"},
 ]

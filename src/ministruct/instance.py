@@ -19,8 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import SchemaError
-
-MAX_REASON = 200
+from .grammar.schema.metaschema import check_schema, json_pointer, short_reason
 
 
 @dataclass
@@ -46,30 +45,6 @@ class InstanceResult:
 
 def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
-
-
-def _pointer(path: Any) -> str:
-    parts = [str(p).replace("~", "~0").replace("/", "~1") for p in path]
-    return "/" + "/".join(parts) if parts else "/"
-
-
-def check_schema(schema: Any, *, source: str = "<schema>") -> Any:
-    """The validator class for `schema` (its `$schema`, else Draft 2020-12), after checking
-    the schema against its metaschema; SchemaError naming the pointer and keyword if not."""
-    from jsonschema import Draft202012Validator, exceptions, validators
-
-    if not isinstance(schema, (dict, bool)):
-        raise SchemaError(
-            f"a schema must be an object or a boolean, not {type(schema).__name__}", pointer="/", source=source
-        )
-    cls = validators.validator_for(schema, default=Draft202012Validator)
-    try:
-        cls.check_schema(schema)
-    except exceptions.SchemaError as e:
-        raise SchemaError(
-            _short(e.message), pointer=_pointer(e.absolute_path), keyword=str(e.validator), source=source
-        ) from None
-    return cls
 
 
 class InstanceChecker:
@@ -117,10 +92,4 @@ class InstanceChecker:
             raise SchemaError(f"cannot resolve a $ref: {e}", pointer="/", keyword="$ref", source=self.source) from None
         if err is None:
             return InstanceResult(True)
-        return InstanceResult(False, pointer=_pointer(err.absolute_path), keyword=str(err.validator), reason=_short(err.message))
-
-
-def _short(message: str) -> str:
-    message = " ".join(message.split())
-    return message if len(message) <= MAX_REASON else message[: MAX_REASON - 3] + "..."
-
+        return InstanceResult(False, pointer=json_pointer(err.absolute_path), keyword=str(err.validator), reason=short_reason(err.message))

@@ -672,7 +672,7 @@ def schema_to_grammar(
     except SchemaError:
         raise
     except Exception:  # noqa: BLE001 - re-raised below unless the schema itself is malformed
-        from ...instance import check_schema
+        from .metaschema import check_schema
 
         check_schema(schema, source=source)  # a malformed schema: its metaschema names the pointer
         raise  # a well-formed schema the compiler cannot handle is a bug
