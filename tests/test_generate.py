@@ -15,7 +15,21 @@ from ministruct.sampling import SamplingParams
 # -- test matchers (the engine's Matcher has the same interface) -------------------
 
 
-class SequenceMatcher:
+class FakeMatcher:
+    """The rest of the decoder's TokenMatcher protocol: no token budget (the decoder then
+    cuts plainly), never terminated before the output is complete, masks always ready."""
+
+    def mask_ready(self, remaining=None) -> bool:
+        return True
+
+    def min_tokens_to_complete(self):
+        return None
+
+    def is_terminated(self) -> bool:
+        return False
+
+
+class SequenceMatcher(FakeMatcher):
     """Allows exactly one token per step: the given sequence, then only EOG."""
 
     def __init__(self, ids, vocab: Vocabulary) -> None:
@@ -26,7 +40,7 @@ class SequenceMatcher:
         self.pos = 0
         self.resets += 1
 
-    def mask(self) -> np.ndarray:
+    def mask(self, remaining=None) -> np.ndarray:
         m = np.zeros(self.vocab.n_logits, bool)
         if self.pos < len(self.ids):
             m[self.ids[self.pos]] = True
@@ -42,7 +56,7 @@ class SequenceMatcher:
         return self.pos == len(self.ids)
 
 
-class DigitsMatcher:
+class DigitsMatcher(FakeMatcher):
     """1..max_len ASCII digits, tokens chosen from the vocabulary's bytes."""
 
     def __init__(self, vocab: Vocabulary, max_len: int, min_len: int = 1) -> None:
@@ -57,7 +71,7 @@ class DigitsMatcher:
     def reset(self) -> None:
         self.out = b""
 
-    def mask(self) -> np.ndarray:
+    def mask(self, remaining=None) -> np.ndarray:
         room = self.max_len - len(self.out)
         m = (self.lengths > 0) & (self.lengths <= room)
         if self.is_accepting():
@@ -73,7 +87,7 @@ class DigitsMatcher:
         return self.min_len <= len(self.out) <= self.max_len
 
 
-class AllowAll:
+class AllowAll(FakeMatcher):
     """Every logits row legal, always complete: the identity mask."""
 
     def __init__(self, n: int) -> None:
@@ -81,7 +95,7 @@ class AllowAll:
 
     def reset(self) -> None: ...
 
-    def mask(self) -> np.ndarray:
+    def mask(self, remaining=None) -> np.ndarray:
         return np.ones(self.n, bool)
 
     def advance(self, token_id: int) -> None: ...
@@ -90,7 +104,7 @@ class AllowAll:
         return True
 
 
-class DeadEnd:
+class DeadEnd(FakeMatcher):
     """Allows `ids` one per step, then nothing, never complete."""
 
     def __init__(self, ids, n: int) -> None:
@@ -99,7 +113,7 @@ class DeadEnd:
     def reset(self) -> None:
         self.pos = 0
 
-    def mask(self) -> np.ndarray:
+    def mask(self, remaining=None) -> np.ndarray:
         m = np.zeros(self.n, bool)
         if self.pos < len(self.ids):
             m[self.ids[self.pos]] = True
@@ -225,7 +239,8 @@ def test_matcher_reset_between_generations():
     matcher = SequenceMatcher([1, 0], FAKE_VOCAB)
     first = generate(m, [3], matcher, SamplingParams(seed=1), max_tokens=5).run()
     second = generate(m, [3], matcher, SamplingParams(seed=1), max_tokens=5).run()
-    assert first.tokens == second.tokens == [1, 0] and matcher.resets == 2
+    # reset before each generation (the budget check may reset once more up front)
+    assert first.tokens == second.tokens == [1, 0] and matcher.resets >= 2
 
 
 def test_decoder_contract():
