@@ -8,13 +8,19 @@ Matcher walked token by token.
 
 from __future__ import annotations
 
+import io
+import json
+from pathlib import Path
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ministruct.constraints import load_constraint
+from ministruct.diagnostics.render import render_text, step_table, summary_panel
 from ministruct.diagnostics.stats import FAST_FORWARD, StepStats, summarize
+from ministruct.diagnostics.trace import TraceWriter
 from ministruct.engine.automaton import accepts, accepts_prefix
 from ministruct.engine.compile import compile_grammar
 from ministruct.engine.matcher import Matcher
@@ -23,6 +29,7 @@ from ministruct.errors import BudgetTooSmall
 from ministruct.fast_forward import plan
 from ministruct.generate import generate
 from ministruct.grammar.ir import Alt, CharClass, Grammar, Literal, Repeat, Seq
+from ministruct.pipeline import GenerationJob
 from ministruct.sampling import SamplingParams
 
 TOKENS = [b"", b"{", b'"', b"a", b"b", b"1", b"2", b'{"', b'":', b'",', b"key", b"ke", b"y", b":", b"}",
@@ -42,11 +49,16 @@ class BatchModel:
 
     vocabulary = VOCAB
     n_ctx = 4096
+    name = "fake"
+    path = Path("/nonexistent/fake.gguf")
 
     def __init__(self, split=None) -> None:
         self.tokens: list[int] = []
         self.calls: list[tuple[str, list[int]]] = []
         self.split = split  # a tokenizer override (bytes -> ids)
+
+    def encode_prompt(self, prompt: str, *, chat: bool, system: str | None = None) -> list[int]:
+        return list(PROMPT)
 
     def prefill(self, ids) -> int:
         self.tokens = list(ids)
@@ -223,6 +235,26 @@ def test_fast_forward_steps_in_the_statistics():
     assert summary.fast_forward == sum(s.fast_forward for s in steps) >= 3
     assert summary.sampled + summary.fast_forward == summary.steps == len(steps)
     assert summary.to_record()["fast_forward"] == summary.fast_forward
+
+
+@pytest.mark.parametrize("fast_forward", [True, False])
+def test_trace_marks_fast_forwarded_steps(fast_forward):
+    job = GenerationJob(BatchModel(), load_constraint(regex=r'\{"key":"[ab]{1,3}"\}'), WARM, max_tokens=30,
+                        chat=False, fast_forward=fast_forward)
+    buf = io.StringIO()
+    tracer = TraceWriter(buf, job)
+    res = tracer.run("a prompt", rid=1, seed=3)
+    recs = [json.loads(line) for line in buf.getvalue().splitlines()]
+    steps, summary = recs[1:-1], recs[-1]
+    tags = [s["tag"] for s in steps]
+    assert (FAST_FORWARD in tags) == fast_forward
+    assert summary["fast_forward"] == tags.count(FAST_FORWARD) == res.generation.n_fast_forward
+    assert summary["sampled"] == tags.count("forced") + tags.count("free") == summary["forced"] + summary["free"]
+    assert summary["sampled"] + summary["fast_forward"] == summary["steps"] == len(steps)
+    assert "".join(s["token"] for s in steps if not s.get("control")) == res.output
+    table = render_text(step_table(tracer.records), width=100)
+    panel = render_text(summary_panel(tracer.summary), width=100)
+    assert ("» ff" in table) == fast_forward and ("fast-forwarded" in panel) == fast_forward
 
 
 # -- random grammars ---------------------------------------------------------------
