@@ -107,7 +107,7 @@ def main() -> None:
 
     import tempfile
 
-    from ministruct.errors import MinistructError
+    from ministruct.errors import BudgetTooSmall, MinistructError
     from ministruct.grammar.schema import schema_to_grammar
     from ministruct.constraints import Constraint
     from ministruct.model import Model
@@ -142,7 +142,7 @@ def main() -> None:
                                       "n_tokens": res.n_tokens, "s": time.perf_counter() - t0,
                                       "budget_limited": res.budget_limited, "warnings": len(res.warnings)}
                 except MinistructError as e:
-                    row["ours"][b] = {"status": "too_small" if e.exit_code == 1 else "error", "why": str(e)[:200]}
+                    row["ours"][b] = {"status": "too_small" if isinstance(e, BudgetTooSmall) else "error", "why": str(e)[:200]}
         if not args.no_llama:
             row["llama"] = {b: run_llama(f"s{i}", schema, b, user, tmp) for b in budgets}
         rows.append(row)

@@ -195,7 +195,7 @@ def test_budget_aware_fast_forward_keeps_a_completion_in_reach():
     regex = r'\{"key":"[ab]{0,8}"\}'
     least = matcher_for(regex).min_tokens_to_complete()
     with pytest.raises(BudgetTooSmall):
-        generate(BatchModel(), PROMPT, matcher_for(regex), GREEDY, max_tokens=least - 1)
+        list(generate(BatchModel(), PROMPT, matcher_for(regex), GREEDY, max_tokens=least - 1))
     for max_tokens in range(least, least + 6):
         for seed in range(3):
             dec = generate(BatchModel(), PROMPT, matcher_for(regex), SamplingParams(temperature=1.5, seed=seed),

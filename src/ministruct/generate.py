@@ -102,7 +102,7 @@ class Decoder:
         fast_forward: bool = True,
     ) -> None:
         if max_tokens < 0:
-            raise UsageError(f"--max-tokens must be >= 0, got {max_tokens}")
+            raise UsageError(f"max_tokens must be >= 0, got {max_tokens}", parameter="max_tokens")
         self.prompt_tokens = [int(t) for t in prompt_tokens]
         if not self.prompt_tokens:
             raise UsageError("the prompt is empty (no tokens to condition on)")
@@ -120,16 +120,6 @@ class Decoder:
         self.budget_aware = budget_aware and matcher is not None
         # fast-forward needs a matcher that knows its forced bytes and a batch-evaluating model
         self.fast_forward = fast_forward and ff.supported(model, matcher)
-        if self.budget_aware:
-            if reset_matcher:
-                matcher.reset()
-            least = matcher.min_tokens_to_complete()
-            if least is None:
-                # no completion one token per byte (a vocabulary missing some bytes): the
-                # bound says nothing, so the budget cannot be kept soundly; cut plainly
-                self.budget_aware = False
-            elif least > max_tokens:
-                raise BudgetTooSmall(max_tokens, least)
         self._result: Generation | None = None
         self._started = False
 
@@ -160,6 +150,14 @@ class Decoder:
         sampler = Sampler(self.params)
         if matcher is not None and self.reset_matcher:
             matcher.reset()
+        if self.budget_aware:
+            least = matcher.min_tokens_to_complete()
+            if least is None:
+                # no completion the bound can count (a vocabulary missing some bytes): the
+                # budget cannot be kept soundly, so cut plainly
+                self.budget_aware = False
+            elif least > self.max_tokens:
+                raise BudgetTooSmall(self.max_tokens, least)  # before anything is evaluated
         history = list(self.prompt_tokens)
         out_ids: list[int] = []
         out = bytearray()

@@ -5,7 +5,6 @@ and `check --schema` answering JSON Schema's own question."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from jsonschema import Draft202012Validator
@@ -64,7 +63,7 @@ def test_a_budget_below_the_shortest_completion_is_refused_before_generating(run
     p = run_cli("gen", "--schema", str(RECIPE), "A recipe for pancakes.", "--max-tokens", "5")
     assert p.returncode == 1 and p.stdout == ""
     (line,) = p.stderr.strip().splitlines()
-    assert "max_tokens=5 is too small" in line and "up to" in line
+    assert "--max-tokens 5 is too small" in line and "up to" in line
 
 
 @pytest.mark.model

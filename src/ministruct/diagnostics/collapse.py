@@ -92,9 +92,9 @@ class CollapseStudy:
         settings: StudySettings,
     ) -> None:
         if not constraints:
-            raise UsageError("the collapse study needs a constraint (--schema)")
+            raise UsageError("the collapse study needs a constraint", parameter="schema")
         if not prompts:
-            raise UsageError("the collapse study needs a prompt (PROMPT or --input)")
+            raise UsageError("the collapse study needs a prompt", parameter="prompt")
         self.model = model
         self.constraints = list(constraints)
         self.prompts = list(prompts)

@@ -37,10 +37,10 @@ class Grid:
                 raise UsageError(f"{name}: {dup[0]:g} is given twice")
         for t in self.temperatures:
             if not (math.isfinite(t) and t >= 0):
-                raise UsageError(f"--temperatures: each value must be >= 0, got {t:g}")
+                raise UsageError(f"temperatures: each value must be >= 0, got {t:g}", parameter="temperatures")
         for p in self.top_ps:
             if not (0 < p <= 1):
-                raise UsageError(f"--top-ps: each value must be in (0, 1], got {p:g}")
+                raise UsageError(f"top_ps: each value must be in (0, 1], got {p:g}", parameter="top_ps")
 
     @property
     def cells(self) -> list[tuple[float, float]]:
@@ -65,9 +65,9 @@ class StudySettings:
 
     def __post_init__(self) -> None:
         if not self.seeds:
-            raise UsageError("--seeds: give at least one seed")
+            raise UsageError("seeds: give at least one seed", parameter="seeds")
         if len(set(self.seeds)) != len(self.seeds):
-            raise UsageError("--seeds: a seed is given twice")
+            raise UsageError("seeds: a seed is given twice", parameter="seeds")
         bad = [c for c in self.conditions if c not in CONDITIONS]
         if bad or not self.conditions:
             raise UsageError(f"conditions must be among {', '.join(CONDITIONS)}, got {list(self.conditions)}")

@@ -51,7 +51,7 @@ class TraceWriter:
     def open(cls, path: str, job: "GenerationJob", *, legal: bool = False) -> "TraceWriter":
         """A writer to a new file at `path` (InputError when it cannot be created)."""
         if path == "-":
-            raise UsageError("--trace needs a file path (stdout carries the output)")
+            raise UsageError("trace needs a file path (stdout carries the output)", parameter="trace")
         try:
             stream = open(path, "w", encoding="utf-8")
         except OSError as e:

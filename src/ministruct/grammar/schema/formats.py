@@ -84,7 +84,7 @@ def u_escape(lo: int, hi: int) -> Expr:
     return seq(L("\\u"), _hex_fixed(f"{lo:04x}", f"{hi:04x}"))
 
 
-_SHORT = {0x22: '\\"', 0x5C: "\\\\", 0x2F: "\\/", 0x08: "\\b", 0x0C: "\\f", 0x0A: "\\n", 0x0D: "\\r", 0x09: "\\t"}
+SHORT_ESCAPES = {0x22: '\\"', 0x5C: "\\\\", 0x2F: "\\/", 0x08: "\\b", 0x0C: "\\f", 0x0A: "\\n", 0x0D: "\\r", 0x09: "\\t"}
 RAW_OK = CharClass(((0, 0x1F), (0x22, 0x22), (0x5C, 0x5C)), negated=True)
 
 # one decoded code point, any way JSON can write it (surrogate pairs count as one)
@@ -121,7 +121,7 @@ def encode_class(c: CharClass, max_escaped: int = MAX_ESCAPED_RANGES) -> Expr:
     if raw:
         opts.append(CharClass(raw))
     for a, b in rs:
-        for cp, esc in _SHORT.items():
+        for cp, esc in SHORT_ESCAPES.items():
             if a <= cp <= b:
                 opts.append(L(esc))
     low = _sub(rs, 0, 0x1F) + _sub(rs, 0x22, 0x22) + _sub(rs, 0x5C, 0x5C)

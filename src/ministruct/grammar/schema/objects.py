@@ -8,14 +8,13 @@ required names not listed, then additional properties; a small state machine ove
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any, Optional
 
 from ..ir import EMPTY, CharClass, Expr, Literal, Repeat, RuleRef, alt, seq
-from .formats import ANY_HEX, ANY_STRING, RAW_OK, STRING_UNIT, _SHORT, encode_chars, string_literal
+from .formats import ANY_HEX, ANY_STRING, RAW_OK, STRING_UNIT, SHORT_ESCAPES, encode_chars, string_literal
 from .merge import Resolver, escape_token, merge_all
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .compiler import _Compiler
+from .context import SchemaContext
 
 NOTHING = CharClass(())
 MAX_OBJECT_STATES = 4000
@@ -32,7 +31,7 @@ def _dead(e: Optional[Expr]) -> bool:
     return e is None or e == NOTHING
 
 
-def _int_kw(c: "_Compiler", node: dict, k: str, ptr: str, default: Optional[int]) -> Optional[int]:
+def _int_kw(c: SchemaContext, node: dict, k: str, ptr: str, default: Optional[int]) -> Optional[int]:
     if k not in node:
         return default
     x = node[k]
@@ -66,7 +65,7 @@ def not_in_names(names: list[str]) -> Expr:
         other = _minus(RAW_OK, excluded)
         if other is not None:
             opts.append(seq(other, free))
-        shorts = [e for cp, e in _SHORT.items() if chr(cp) not in t]
+        shorts = [e for cp, e in SHORT_ESCAPES.items() if chr(cp) not in t]
         if shorts:
             opts.append(seq(alt(*[Literal(e) for e in shorts]), free))
         if all(k < "\x80" for k in kids):
@@ -99,7 +98,7 @@ def _minus(cls: CharClass, excluded: list[tuple[int, int]]) -> Optional[CharClas
 # ------------------------------------------------------------ objects
 
 
-def object_expr(c: "_Compiler", node: dict, ptr: str, depth: int) -> Expr:
+def object_expr(c: SchemaContext, node: dict, ptr: str, depth: int) -> Expr:
     props = node.get("properties", {})
     if not isinstance(props, dict):
         raise c.error("properties must be an object", f"{ptr}/properties", "properties")
@@ -189,7 +188,7 @@ def required_dependencies(node: dict) -> "Optional[dict[str, list[str]]]":
     return {t: n for t, n in out.items() if n}
 
 
-def _extras(c: "_Compiler", node: dict, ptr: str, depth: int, names: list[str], ap: Any, pp: dict, pn: Any) -> Optional[Expr]:
+def _extras(c: SchemaContext, node: dict, ptr: str, depth: int, names: list[str], ap: Any, pp: dict, pn: Any) -> Optional[Expr]:
     """One additional `"key": value` member (a rule), or None when none are allowed."""
     if pn is False:
         return None
@@ -244,7 +243,7 @@ def _name_pattern(pn: Any) -> Optional[str]:
     return pn["pattern"]
 
 
-def _pattern_extras(c: "_Compiler", ptr: str, depth: int, names: list[str], ap: Any, pp: dict, pn_pat: Optional[str] = None) -> Optional[Expr]:
+def _pattern_extras(c: SchemaContext, ptr: str, depth: int, names: list[str], ap: Any, pp: dict, pn_pat: Optional[str] = None) -> Optional[Expr]:
     """Additional members under patternProperties, exactly: one DFA over the decoded key
     sorts it into "matches exactly the patterns M" (M possibly empty) or "is a listed
     name" (excluded: listed names are members of their own); the value must satisfy
@@ -318,7 +317,7 @@ def _pattern_extras(c: "_Compiler", ptr: str, depth: int, names: list[str], ap: 
     return c.rule(f"kv{ptr}", seq(Literal('"'), refs[0]))
 
 
-def _members(c: "_Compiler", entries: list, kvx: Optional[Expr], min_p: int, max_p: Optional[int], ptr: str,
+def _members(c: SchemaContext, entries: list, kvx: Optional[Expr], min_p: int, max_p: Optional[int], ptr: str,
              depth: int, deps: "dict[str, list[str]] | None" = None) -> Expr:
     """The members of an object, in order: a state machine over (entry, members so far,
     the present names that later entries' dependencies still look at)."""
@@ -386,7 +385,7 @@ def _members(c: "_Compiler", entries: list, kvx: Optional[Expr], min_p: int, max
     return NOTHING if _dead(inner) else seq(Literal("{"), inner, Literal("}"))
 
 
-def _tail(c: "_Compiler", kvx: Optional[Expr], cnt: int, min_p: int, max_p: Optional[int], depth: int) -> Expr:
+def _tail(c: SchemaContext, kvx: Optional[Expr], cnt: int, min_p: int, max_p: Optional[int], depth: int) -> Expr:
     lo = max(0, min_p - cnt)
     hi = None if max_p is None else max_p - cnt
     if hi is not None and hi < 0:
@@ -404,7 +403,7 @@ def _tail(c: "_Compiler", kvx: Optional[Expr], cnt: int, min_p: int, max_p: Opti
 # ------------------------------------------------------------ arrays
 
 
-def array_expr(c: "_Compiler", node: dict, ptr: str, depth: int) -> Expr:
+def array_expr(c: SchemaContext, node: dict, ptr: str, depth: int) -> Expr:
     prefix = node.get("prefixItems", [])
     items = node.get("items", True)
     pkw = "prefixItems"
