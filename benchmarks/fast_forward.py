@@ -107,7 +107,8 @@ def logit_diffs(job: GenerationJob, prompts: list[str]) -> dict:
             dec = Decoder(model, ids, Matcher(job.compiled), params, max_tokens=job.max_tokens)
             steps = list(dec.steps())
             gen = dec.result
-            off = Decoder(model, ids, Matcher(job.compiled), params, max_tokens=job.max_tokens, fast_forward=False).run()
+            off = Decoder(model, ids, Matcher(job.compiled), params, max_tokens=job.max_tokens,
+                          fast_forward=False).run()
             runs += 1
             same += off.output == gen.output
             model.reset()

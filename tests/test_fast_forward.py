@@ -205,6 +205,27 @@ def test_budget_aware_fast_forward_keeps_a_completion_in_reach():
             check_against_token_by_token(steps, regex, max_tokens)
 
 
+def test_a_split_longer_than_the_bound_is_cut_to_the_budget():
+    """The budget counts a literal stretch by the longest tokens that spell it ('{"' 'key'
+    '":' ...); a tokenizer that splits it finer must not fast-forward past the budget."""
+    regex = r'\{"key":"[ab]{0,8}"\}'
+
+    def one_byte(data: bytes) -> list[int]:
+        return [TOKENS.index(bytes([b])) for b in data]
+
+    least = matcher_for(regex).min_tokens_to_complete()
+    lens = [len(plan(BatchModel(split=one_byte), matcher_for(regex), least + room, budget_aware=True)[0])
+            for room in range(4)]
+    unbounded, _ = plan(BatchModel(split=one_byte), matcher_for(regex), 100, budget_aware=False)
+    assert len(unbounded) == len(b'{"key":"') - 1  # one short of the free value
+    # no room: not even "{" fits (the bound crosses '{"' in one token); more room, more tokens
+    assert lens[0] == 0 and lens == sorted(lens) and lens[1] < len(unbounded)
+    dec = generate(BatchModel(split=one_byte), PROMPT, matcher_for(regex), GREEDY, max_tokens=least)
+    steps = list(dec)
+    assert dec.result.complete and len(dec.result.tokens) <= least
+    check_against_token_by_token(steps, regex, least)
+
+
 # -- determinism, statistics -------------------------------------------------------
 
 

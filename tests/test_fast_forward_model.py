@@ -114,7 +114,8 @@ def grammars():
 
 
 @pytest.mark.model
-@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(max_examples=6, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(grammar=grammars(), seed=st.integers(0, 100), extra=st.integers(0, 4))
 def test_random_grammars_outputs_are_in_the_language(model, vocab, prompt_ids, grammar, seed, extra):
     matcher = Matcher(compile_grammar(grammar, vocab, use_cache=False))

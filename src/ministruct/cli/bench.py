@@ -99,7 +99,8 @@ def _rates(job: GenerationJob, prompt: str, rounds: int, cold: bool) -> tuple[di
     rates: dict[str, list[float]] = {"constrained": [], "fast_forward": [], "unconstrained": []}
     n_ff = n_out = 0
     for _ in range(rounds):
-        rates["unconstrained"].append(output_rate(Decoder(job.model, ids, None, job.params, max_tokens=job.max_tokens))[0])
+        free = Decoder(job.model, ids, None, job.params, max_tokens=job.max_tokens)
+        rates["unconstrained"].append(output_rate(free)[0])
         for name, ff in (("constrained", False), ("fast_forward", True)):
             compiled = compile_grammar(job.constraint.grammar, job.model.vocabulary, use_cache=not cold)
             dec = Decoder(job.model, ids, Matcher(compiled), job.params, max_tokens=job.max_tokens, fast_forward=ff)
