@@ -1,6 +1,6 @@
 """Benchmark: records/s on 1 vs 2 local llama-cpp-python servers, and what verification costs.
 
-Starts two servers on the bundled model (ministruct.fleet.serve, free ports), warms each
+Starts two servers on the bundled model (llama_cpp.server, free ports), warms each
 with `--warmup` records, then runs the same kind of batch (a regex constraint, raw prompts,
 small max_tokens; a fresh set of prompts per run so no run reuses another's prompt
 cache) on server 1 alone and on both, `--repeat` times each, alternating which goes

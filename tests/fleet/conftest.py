@@ -1,8 +1,7 @@
 """Real llama-cpp-python servers on the bundled model, and the `ministruct` command in a subprocess.
 
-`fleet_servers` starts TWO servers (`python -m ministruct.fleet.serve`, which is
-`python -m llama_cpp.server --model M --host 127.0.0.1 --port P --n_ctx 2048` with
-llama.cpp's AMX/repacked weight buffers off: see ministruct.fleet.serve) on free ports,
+`fleet_servers` starts TWO servers (`python -m llama_cpp.server --model M --host
+127.0.0.1 --port P --n_ctx 2048`) on free ports,
 once per session, waits until /v1/models answers, and kills them by pid at the end.
 Tests skip, saying why, only when the server extra cannot be imported.
 """

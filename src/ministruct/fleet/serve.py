@@ -1,24 +1,15 @@
 """Local llama-cpp-python servers: for tests, benchmarks and trying a fleet on one machine.
 
-`LocalServer.start()` runs `python -m ministruct.fleet.serve --model M --host 127.0.0.1
---port P --n_ctx 2048` on a free port, `wait_ready()` polls /v1/models, `kill()` ends it
-by its pid. Running this module is running llama-cpp-python's server
-(`python -m llama_cpp.server`) with llama.cpp's extra weight buffers off:
+`LocalServer.start()` runs llama-cpp-python's own server,
 
-    python -m ministruct.fleet.serve --model M --host 127.0.0.1 --port P --n_ctx 2048
+    python -m llama_cpp.server --model M --host 127.0.0.1 --port P --n_ctx 2048
 
-takes exactly the arguments of `python -m llama_cpp.server`. The one difference: the
-model is loaded with `use_extra_bufts = False`, so llama.cpp never moves weights into
-its repacked/AMX buffers. A llama-cpp-python built natively (llama.cpp's default
-`GGML_NATIVE=ON`) on a virtual machine that advertises AMX without enabling it dies
-there on the first batch (SIGILL at `ldtilecfg`, or a segfault); with plain buffers it
-runs. The portable build of the README and CI does not need this; it costs nothing there.
+on a free port, `wait_ready()` polls /v1/models, `kill()` ends it by its pid.
 """
 
 from __future__ import annotations
 
 import os
-import runpy
 import signal
 import socket
 import subprocess
@@ -27,22 +18,6 @@ import time
 import urllib.request
 from pathlib import Path
 from typing import IO
-
-
-def _plain_buffers() -> None:
-    import llama_cpp.llama_cpp as lib
-
-    default = lib.llama_model_default_params
-    if getattr(default, "_ministruct_plain", False):
-        return
-
-    def params():  # type: ignore[no-untyped-def]
-        p = default()
-        p.use_extra_bufts = False
-        return p
-
-    params._ministruct_plain = True  # type: ignore[attr-defined]
-    lib.llama_model_default_params = params
 
 
 def free_port() -> int:
@@ -86,13 +61,10 @@ class LocalServer:
         """Start the server (it is not ready yet: call `wait_ready`)."""
         port = port or free_port()
         cmd = [
-            sys.executable, "-m", "ministruct.fleet.serve", "--model", str(Path(model)),
+            sys.executable, "-m", "llama_cpp.server", "--model", str(Path(model)),
             "--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(n_ctx), *(extra_args or []),
         ]
-        env = dict(os.environ)
-        src = str(Path(__file__).resolve().parents[2])  # this ministruct, even when not installed
-        env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env)
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log)
         return cls(proc, port)
 
     def wait_ready(self, timeout: float = 120.0) -> None:
@@ -119,7 +91,3 @@ class LocalServer:
             os.kill(self.process.pid, signal.SIGKILL)
         self.process.wait(timeout=30)
 
-
-if __name__ == "__main__":
-    _plain_buffers()
-    runpy.run_module("llama_cpp.server", run_name="__main__", alter_sys=True)
