@@ -31,6 +31,7 @@ def gen(
     trace: Annotated[Optional[str], typer.Option("--trace", help="Write per-step JSONL records to this file.")] = None,
     trace_legal: Annotated[bool, typer.Option("--trace-legal", help="Add each step's legal token ids to the trace.")] = False,
     hard_cut: o.HardCut = False,
+    no_fast_forward: o.NoFastForward = False,
     quiet: o.Quiet = False,
     no_progress: o.NoProgress = False,
     server: Annotated[Optional[list[str]], typer.Option("--server", help="An OpenAI-compatible server URL to run on instead of the local model (repeat; env MINISTRUCT_SERVERS); every output is checked.", rich_help_panel="Server fleet")] = None,
@@ -62,7 +63,7 @@ def gen(
     llm = Model.load(run.model)
     job = GenerationJob(
         llm, c, run.params, max_tokens=run.max_tokens, chat=run.chat, system=run.system,
-        show_schema=run.show_schema, budget_aware=not hard_cut,
+        show_schema=run.show_schema, budget_aware=not hard_cut, fast_forward=not no_fast_forward,
     )
     tracer = None
     if trace is not None:

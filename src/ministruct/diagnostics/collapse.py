@@ -101,7 +101,8 @@ class CollapseStudy:
         self.settings = settings
         s = settings
         self.jobs = [
-            GenerationJob(model, c, s.params, max_tokens=s.max_tokens, chat=s.chat, system=s.system)
+            # token by token: the study's statistics are about the model's own steps
+            GenerationJob(model, c, s.params, max_tokens=s.max_tokens, chat=s.chat, system=s.system, fast_forward=False)
             for c in self.constraints
         ]
 
