@@ -1,0 +1,84 @@
+"""Vectorized walks of a token trie through the transition table.
+
+A walk starts from a set of trie nodes, all in one configuration, and goes down the
+trie a level of bytes at a time, keeping only nodes whose configuration is alive.
+It reports the tokens that end at a live node and the live nodes where the
+configuration holds ACCEPT (for a relative configuration: its bottom frame can
+return there, so the rest of the token belongs to the frames below; compile.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .table import DEAD, Transitions
+from .trie import TokenTrie, expand_children
+
+_EMPTY_IDS = np.zeros(0, dtype=np.int32)
+_EMPTY_NODES = np.zeros(0, dtype=np.int64)
+
+
+@dataclass(frozen=True)
+class WalkResult:
+    """Tokens a walk found legal, and the live nodes where its bottom frame may return."""
+
+    trie: TokenTrie
+    ids: np.ndarray     # int32 token ids (twins of duplicate tokens not included)
+    exits: np.ndarray   # int64 node ids of `trie`
+
+    @property
+    def nbytes(self) -> int:
+        return self.ids.nbytes + self.exits.nbytes
+
+
+def walk(
+    trie: TokenTrie,
+    byte_class: np.ndarray,
+    tr: Transitions,
+    start_nodes: np.ndarray,
+    state: int,
+    targets: np.ndarray | None = None,
+) -> WalkResult:
+    """Walk below `start_nodes` from configuration `state`.
+
+    With `targets`, also write each legal token's end configuration into it.
+    """
+    found: list[np.ndarray] = []
+    exits: list[np.ndarray] = []
+    nodes = np.asarray(start_nodes, dtype=np.int64)
+    states: np.ndarray | None = None  # None: every node is in `state`
+    child_start, child_count, node_byte, node_token = trie.child_start, trie.child_count, trie.node_byte, trie.node_token
+    accept = tr.accept
+    while len(nodes):
+        counts = child_count[nodes]
+        idx = expand_children(child_start[nodes], counts)
+        if not len(idx):
+            break
+        cls = byte_class[node_byte[idx]]
+        if states is None:
+            nxt = tr.next_from(state, cls)
+        else:
+            nxt = tr.next(np.repeat(states, counts), cls)
+        accept = tr.accept  # the table may have grown
+        live = nxt != DEAD
+        nodes = idx[live]
+        states = nxt[live].astype(np.int64)
+        if not len(nodes):
+            break
+        tok = node_token[nodes]
+        ends = tok >= 0
+        if ends.any():
+            found.append(tok[ends])
+            if targets is not None:
+                targets[tok[ends]] = states[ends]
+        acc = accept[states]
+        if acc.any():
+            exits.append(nodes[acc])
+        first = int(states[0])
+        if (states == first).all():
+            state, states = first, None
+    ids = np.concatenate(found).astype(np.int32, copy=False) if found else _EMPTY_IDS
+    out = np.concatenate(exits) if exits else _EMPTY_NODES
+    return WalkResult(trie, ids, out)
