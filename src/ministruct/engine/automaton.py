@@ -11,6 +11,7 @@ checks and the token-mask engine (compile.py) are built on.
 
 from __future__ import annotations
 
+import gc
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Iterable
@@ -101,6 +102,17 @@ class Automaton:
     """The byte-level pushdown automaton of one grammar."""
 
     def __init__(self, grammar: Grammar) -> None:
+        # building allocates millions of small lists that are never cyclic garbage: with the
+        # cyclic collector running, its full passes over them made big grammars quadratic
+        paused = gc.isenabled()
+        gc.disable()
+        try:
+            self._construct(grammar)
+        finally:
+            if paused:
+                gc.enable()
+
+    def _construct(self, grammar: Grammar) -> None:
         if grammar.root not in grammar.rules:
             raise GrammarError(f"no rule named '{grammar.root}' to start from", source=grammar.source)
         self.grammar = grammar

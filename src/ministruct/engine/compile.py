@@ -29,7 +29,7 @@ import numpy as np
 
 from ..grammar.ir import Grammar
 from .automaton import ACCEPT, Automaton, Config, Stack
-from .slices import INFINITE, SliceChains, index_for
+from .slices import FULL, INFINITE, NOT_IN, SliceChains, index_for, lengths_within
 from .table import DEAD, Transitions
 from .token_edges import TokenEdges
 from .trie import TokenTrie, copy_duplicates
@@ -39,6 +39,9 @@ from .walk import WalkResult, walk
 MASK_CACHE_BYTES = 512 * 1024 * 1024
 WALK_CACHE_BYTES = 256 * 1024 * 1024
 ROOT = -1  # a walk that starts at the trie's root
+# frames kept above a base: with one, a rule called per character (a repeated item) would
+# return after every character, and strings could not be taken by slices
+KEEP_FRAMES = 2
 
 
 @dataclass(frozen=True)
@@ -88,7 +91,8 @@ class CompiledGrammar:
         self._splits: dict[int, tuple[Stack, int]] = {}
         self._returns: dict[Stack, int] = {}
         self._chains: dict[str, SliceChains] = {}
-        self._members: dict[tuple[str, int], np.ndarray] = {}
+        self._members: dict[tuple[str, int, tuple], np.ndarray] = {}
+        self._lengths: dict[tuple[str, tuple], np.ndarray] = {}
         self.eog = np.asarray(sorted(vocab.eog_ids), dtype=np.int64)
         self.token_edges = TokenEdges(self.automaton, vocab, grammar.source)
         self._canon = self.automaton.canonical_states(self.trie.max_len)
@@ -261,8 +265,8 @@ class CompiledGrammar:
         return legal
 
     def _split(self, cid: int) -> tuple[Stack, int]:
-        """(base, relative configuration id): the longest prefix all stacks share (each keeps
-        at least its top), and the stacks above it."""
+        """(base, relative configuration id): the longest prefix all stacks share such that
+        each keeps its top KEEP_FRAMES frames, and the stacks above it."""
         hit = self._splits.get(cid)
         if hit is not None:
             return hit
@@ -272,7 +276,7 @@ class CompiledGrammar:
         else:
             stacks = list(config)
             first = stacks[0]
-            p = min(len(s) for s in stacks) - 1
+            p = max(0, min(len(s) for s in stacks) - KEEP_FRAMES)
             for s in stacks[1:]:
                 k = 0
                 while k < p and s[k] == first[k]:
@@ -319,14 +323,21 @@ class CompiledGrammar:
             chains = self._chains.get(name)
             if chains is None:
                 chains = self._chains[name] = SliceChains(sl, self.transitions, self.byte_class, self.trie.max_len)
-            limit = chains.limit(rel)
-            if limit is None:
+            found = chains.limit(rel)
+            if found is None:
                 continue
-            members = self._members.get((name, limit))
+            limit, alive = found
+            members = self._members.get((name, limit, alive))
             if members is None:
-                members = sl.members(None if limit == INFINITE else limit)
+                if alive == FULL:
+                    length = sl.length
+                else:
+                    length = self._lengths.get((name, alive))
+                    if length is None:
+                        length = self._lengths[(name, alive)] = lengths_within(sl, alive)
+                members = length <= limit if limit != INFINITE else length != NOT_IN
                 members.setflags(write=False)
-                self._members[(name, limit)] = members
+                self._members[(name, limit, alive)] = members
             return members, sl.rest
         return None, self.trie
 

@@ -25,6 +25,7 @@ from .trie import TokenTrie
 from .vocab import Vocabulary
 
 NOT_IN = np.iinfo(np.int16).max
+_SLICE_ARRAYS = ("ascii_ids", "ascii_bits", "wide_ids", "wide_starts", "wide_cps")
 SLICES: dict[str, tuple[tuple[int, int], ...]] = {
     "json-char": ((0x20, 0x21), (0x23, 0x5B), (0x5D, 0x10FFFF)),
 }
@@ -36,6 +37,11 @@ class Slice:
     ranges: tuple[tuple[int, int], ...]  # code points of S
     length: np.ndarray                  # int16 per logits row: characters, NOT_IN outside the slice
     rest: TokenTrie                     # the text tokens outside the slice
+    ascii_ids: np.ndarray               # int32: the slice's all-ASCII tokens ...
+    ascii_bits: np.ndarray              # uint64 (n, 2): ... the set of their characters
+    wide_ids: np.ndarray                # int32: the slice's other tokens ...
+    wide_starts: np.ndarray             # int64: ... where each one's code points start in `wide_cps`
+    wide_cps: np.ndarray                # int32: their code points, token after token
 
     def members(self, max_chars: int | None = None) -> np.ndarray:
         """bool per logits row: the slice's tokens (with at most `max_chars` characters)."""
@@ -51,7 +57,8 @@ class VocabIndex:
 
 
 def slice_lengths(vocab: Vocabulary, ranges: tuple[tuple[int, int], ...]) -> np.ndarray:
-    """int16 per logits row: characters of each token made of whole characters in `ranges`."""
+    """int16 per logits row: characters of each token made of whole characters in `ranges`,
+    NOT_IN for the others."""
     cls = "".join(f"{re.escape(chr(a))}-{re.escape(chr(b))}" for a, b in ranges if not 0xD800 <= a <= 0xDFFF)
     whole = re.compile(f"[{cls}]+")
     out = np.full(vocab.n_logits, NOT_IN, dtype=np.int16)
@@ -60,26 +67,48 @@ def slice_lengths(vocab: Vocabulary, ranges: tuple[tuple[int, int], ...]) -> np.
             text = vocab.tokens[i].decode("utf-8")
         except UnicodeDecodeError:
             continue
-        if whole.fullmatch(text):
-            out[i] = min(len(text), NOT_IN - 1)
+        if whole.fullmatch(text) and len(text) < NOT_IN:
+            out[i] = len(text)
     return out
+
+
+def _slice(vocab: Vocabulary, tokens: list[bytes], name: str, ranges: tuple[tuple[int, int], ...]) -> Slice:
+    length = slice_lengths(vocab, ranges)
+    ids = vocab.text_ids
+    ascii_ids, bits, wide_ids, wide = [], [], [], []
+    for i in ids[length[ids] != NOT_IN].tolist():
+        t = tokens[i]
+        if t.isascii():
+            mask = 0
+            for b in set(t):
+                mask |= 1 << b
+            ascii_ids.append(i)
+            bits.append((mask & (2**64 - 1), mask >> 64))
+        else:
+            wide_ids.append(i)
+            wide.append(t.decode("utf-8").encode("utf-32-le"))
+    counts = np.asarray([len(w) // 4 for w in wide], dtype=np.int64)
+    rest = TokenTrie.build(tokens, ids[length[ids] == NOT_IN])
+    return Slice(
+        name, ranges, length, rest,
+        np.asarray(ascii_ids, dtype=np.int32), np.asarray(bits, dtype=np.uint64).reshape(-1, 2),
+        np.asarray(wide_ids, dtype=np.int32), np.cumsum(counts) - counts,
+        np.frombuffer(b"".join(wide), dtype=np.int32).copy(),
+    )
 
 
 def build_index(vocab: Vocabulary) -> VocabIndex:
     tokens = list(vocab.tokens)
-    ids = vocab.text_ids
-    slices = {}
-    for name, ranges in SLICES.items():
-        length = slice_lengths(vocab, ranges)
-        rest = ids[length[ids] == NOT_IN]
-        slices[name] = Slice(name, ranges, length, TokenTrie.build(tokens, rest))
-    return VocabIndex(TokenTrie.build(tokens, ids), slices)
+    slices = {name: _slice(vocab, tokens, name, ranges) for name, ranges in SLICES.items()}
+    return VocabIndex(TokenTrie.build(tokens, vocab.text_ids), slices)
 
 
 def _to_arrays(index: VocabIndex) -> dict[str, np.ndarray]:
     arrays = index.trie.to_arrays("trie.")
     for name, s in index.slices.items():
         arrays[f"{name}.length"] = s.length
+        for f in _SLICE_ARRAYS:
+            arrays[f"{name}.{f}"] = getattr(s, f)
         arrays.update(s.rest.to_arrays(f"{name}.rest."))
     return arrays
 
@@ -90,7 +119,17 @@ def _from_arrays(arrays: dict[str, np.ndarray], n_logits: int) -> VocabIndex:
         length = arrays[f"{name}.length"]
         if length.shape != (n_logits,) or length.dtype != np.int16:
             raise ValueError("slice of the wrong size")
-        slices[name] = Slice(name, ranges, length, TokenTrie.from_arrays(arrays, f"{name}.rest."))
+        parts = {f: arrays[f"{name}.{f}"] for f in _SLICE_ARRAYS}
+        ids = np.concatenate([parts["ascii_ids"], parts["wide_ids"]])
+        starts = parts["wide_starts"]
+        if len(ids) and (ids.min() < 0 or ids.max() >= n_logits):
+            raise ValueError("slice token ids out of range")
+        if parts["ascii_bits"].shape != (len(parts["ascii_ids"]), 2) or len(starts) != len(parts["wide_ids"]):
+            raise ValueError("slice arrays do not fit together")
+        if len(starts) and (starts.min() < 0 or starts.max() >= len(parts["wide_cps"])):
+            raise ValueError("slice code points do not fit")
+        rest = TokenTrie.from_arrays(arrays, f"{name}.rest.")
+        slices[name] = Slice(name, ranges, length, rest, **parts)
     return VocabIndex(TokenTrie.from_arrays(arrays, "trie."), slices)
 
 
@@ -134,15 +173,19 @@ INFINITE = -1
 
 
 class SliceChains:
-    """Which configurations a slice decides, and up to how many characters.
+    """Which configurations a slice decides, and how.
 
-    A configuration C qualifies when every character of S takes C to one same next
-    configuration C1 (DEAD included), C1 to one C2, and so on, with no C_j holding
-    ACCEPT (the frame could return mid-token and continue below: the walk must see it).
-    A slice token of c characters is then legal from C exactly when C_1..C_c are alive:
-    `limit(C)` is the count of alive steps (INFINITE when the chain cycles or outlasts
-    the longest token), or None when C does not qualify.
+    A configuration C qualifies when the characters of S that C can take (its *alive*
+    set A) all lead to one same next configuration C1, C1's alive set is A again and
+    they lead to one C2, and so on, with no C_j holding ACCEPT (a frame could return
+    mid-token and continue below: the walk must see that). A slice token is then legal
+    from C exactly when all its characters are in A and it has at most r of them, r =
+    the number of alive steps (INFINITE when the chain cycles or outlasts the longest
+    token). `limit(C)` is (r, A) with A = FULL when it is all of S, or None when C does
+    not qualify.
     """
+
+    MAX_PATHS = 512
 
     def __init__(self, sl: Slice, tr, byte_class: np.ndarray, max_chars: int) -> None:
         from .utf8 import utf8_sequences
@@ -150,17 +193,20 @@ class SliceChains:
         self.slice = sl
         self.tr = tr
         self.max_chars = max_chars
-        self.seqs = [
-            tuple(tuple(sorted(set(byte_class[lo:hi + 1].tolist()))) for lo, hi in seq)
-            for seq in utf8_sequences(sl.ranges)
-        ]
-        self._next: dict[int, int | None] = {}
-        self._limit: dict[int, int | None] = {}
+        self.byte_seqs = utf8_sequences(sl.ranges)
+        self.seqs = [tuple(tuple(sorted(set(byte_class[lo:hi + 1].tolist()))) for lo, hi in seq) for seq in self.byte_seqs]
+        bc = byte_class.tolist()
+        self.class_lo = {c: bc.index(c) for c in set(bc)}
+        self.class_hi = {c: 255 - bc[::-1].index(c) for c in set(bc)}
+        firsts = sorted({b for seq in self.byte_seqs for b in range(seq[0][0], seq[0][1] + 1)})
+        self.first_class = byte_class[np.asarray(firsts, dtype=np.int64)]
+        self.first_weight = np.asarray([1 if b < 0x80 else 64 for b in firsts], dtype=np.int64)
+        self.all_classes = np.arange(int(byte_class.max()) + 1, dtype=np.int64)
+        self._next: dict[int, tuple[int, tuple] | None] = {}
+        self._limit: dict[int, tuple[int, tuple] | None] = {}
 
-    def char_step(self, cid: int) -> int | None:
+    def _uniform(self, cid: int) -> int | None:
         """The one configuration every character of S leads `cid` to, None when they differ."""
-        if cid in self._next:
-            return self._next[cid]
         get = self.tr.get
         target: int | None = None
         for seq in self.seqs:
@@ -168,32 +214,149 @@ class SliceChains:
             for classes in seq:
                 cur = {get(s, c) for s in cur for c in classes}
                 if len(cur) > 1:
-                    break
-            if len(cur) != 1 or (target is not None and target not in cur):
-                target = None
-                break
+                    return None
+            if target is not None and target not in cur:
+                return None
             target = next(iter(cur))
-        self._next[cid] = target
         return target
 
-    def limit(self, cid: int) -> int | None:
+    def _alive_paths(self, cid: int) -> tuple[int, tuple] | None:
+        """(the one configuration the alive characters lead to, their class paths), None if several."""
+        tr = self.tr
+        target, alive = DEAD_ID, []
+        for i, seq in enumerate(self.seqs):
+            states = np.asarray([cid], dtype=np.int64)
+            paths = np.zeros((1, 0), dtype=np.int64)
+            for depth, classes in enumerate(seq):
+                cl = np.asarray(classes, dtype=np.int64)
+                s_rep, c_rep = np.repeat(states, len(cl)), np.tile(cl, len(states))
+                t = tr.next(s_rep, c_rep)
+                keep = t != DEAD_ID
+                paths = np.concatenate([np.repeat(paths, len(cl), axis=0), c_rep[:, None]], axis=1)[keep]
+                states = t[keep].astype(np.int64)
+                if len(states) > self.MAX_PATHS or (depth + 1 < len(seq) and tr.accept[states].any()):
+                    return None  # too many, or a frame could end inside a character
+                if not len(states):
+                    break
+            if len(states):
+                ends = set(states.tolist())
+                if len(ends) > 1 or (target != DEAD_ID and target not in ends):
+                    return None
+                target = ends.pop()
+                alive.extend((i, tuple(p)) for p in paths.tolist())
+        return target, tuple(alive)
+
+    def ranges(self, alive: tuple) -> tuple[tuple[int, int], ...] | None:
+        """The code points spelled by alive class paths, as merged ranges (None: too many)."""
+        out: list[tuple[int, int]] = []
+        for i, path in alive:
+            ivs = [(max(lo, self.class_lo[c]), min(hi, self.class_hi[c])) for (lo, hi), c in zip(self.byte_seqs[i], path)]
+            got = _interval_code_points(ivs)
+            if got is None:
+                return None
+            out.extend(got)
+        out.sort()
+        merged: list[list[int]] = []
+        for a, b in out:
+            if merged and a <= merged[-1][1] + 1:
+                merged[-1][1] = max(merged[-1][1], b)
+            else:
+                merged.append([a, b])
+        return tuple((a, b) for a, b in merged)
+
+    def char_step(self, cid: int) -> tuple[int, tuple] | None:
+        """(next configuration, alive set: FULL or code point ranges), None if not one chain."""
+        if cid in self._next:
+            return self._next[cid]
+        out: tuple[int, tuple] | None = None
+        row = self.tr.next_from(cid, self.all_classes)  # a walk from cid needs this row anyway
+        alive = row[self.first_class] != DEAD_ID
+        if int(self.first_weight[alive].sum()) < MIN_ALIVE:  # too few characters to be worth it
+            self._next[cid] = None
+            return None
+        t = self._uniform(cid)
+        if t is not None:
+            out = (t, FULL)
+        else:
+            out = self._alive_paths(cid)
+        self._next[cid] = out
+        return out
+
+    def limit(self, cid: int) -> tuple[int, tuple] | None:
         if cid in self._limit:
             return self._limit[cid]
-        seen = {cid}
-        x, r, out = cid, 0, None
-        while True:
-            y = self.char_step(x)
-            if y is None or (y != 0 and self.tr.accept[y]):
-                out = None
-                break
-            if y == 0:  # DEAD
-                out = r
-                break
-            r += 1
-            if y in seen or r > self.max_chars:
-                out = INFINITE
-                break
-            seen.add(y)
-            x = y
+        first = self.char_step(cid)
+        out: tuple[int, tuple] | None = None
+        if first is not None:
+            alive = first[1]
+            seen = {cid}
+            x, r = cid, 0
+            while True:
+                step = self.char_step(x)
+                if step is None:
+                    break
+                y, a = step
+                if y == DEAD_ID:
+                    out = (r, alive)
+                    break
+                if a != alive or self.tr.accept[y]:
+                    break
+                r += 1
+                if y in seen or r > self.max_chars:
+                    out = (INFINITE, alive)
+                    break
+                seen.add(y)
+                x = y
+        if out is not None and out[1] != FULL:
+            ranges = self.ranges(out[1])
+            worth = ranges is not None and sum(b - a + 1 for a, b in ranges) >= MIN_ALIVE
+            out = (out[0], ranges) if worth else None
         self._limit[cid] = out
         return out
+
+
+DEAD_ID = 0
+MIN_ALIVE = 8  # fewer alive characters than this: the walk prunes at once, a slice costs more
+FULL = ("all",)
+
+
+def _interval_code_points(ivs: list[tuple[int, int]], most: int = 4096) -> list[tuple[int, int]] | None:
+    """Code point ranges of the UTF-8 sequences whose k-th byte is in ivs[k]."""
+    from itertools import product
+
+    k = len(ivs)
+    if any(lo > hi for lo, hi in ivs):
+        return []
+    p = k - 1
+    while p > 0 and ivs[p] == (0x80, 0xBF):
+        p -= 1
+    count = 1
+    for lo, hi in ivs[:p]:
+        count *= hi - lo + 1
+    if count > most:
+        return None
+    out = []
+    tail_lo, tail_hi = bytes([0x80] * (k - p - 1)), bytes([0xBF] * (k - p - 1))
+    for prefix in product(*(range(lo, hi + 1) for lo, hi in ivs[:p])):
+        a = bytes(prefix) + bytes([ivs[p][0]]) + tail_lo
+        b = bytes(prefix) + bytes([ivs[p][1]]) + tail_hi
+        out.append((ord(a.decode("utf-8")), ord(b.decode("utf-8"))))
+    return out
+
+
+def lengths_within(sl: "Slice", ranges: tuple[tuple[int, int], ...]) -> np.ndarray:
+    """`sl.length`, kept only for the tokens whose characters are all in `ranges`."""
+    lut = np.zeros(0x110000, dtype=bool)
+    for a, b in ranges:
+        lut[a:b + 1] = True
+    word = np.packbits(lut[:128], bitorder="little").view(np.uint64)  # the ASCII part as 2 words
+    fits = ((sl.ascii_bits & ~word) == 0).all(axis=1)
+    out = np.full(len(sl.length), NOT_IN, dtype=np.int16)
+    ids = sl.ascii_ids[fits]
+    out[ids] = sl.length[ids]
+    if len(sl.wide_ids):
+        outside = np.concatenate(([0], np.cumsum(~lut[sl.wide_cps], dtype=np.int64)))
+        ends = np.append(sl.wide_starts[1:], len(sl.wide_cps))
+        ids = sl.wide_ids[outside[ends] == outside[sl.wide_starts]]
+        out[ids] = sl.length[ids]
+    return out

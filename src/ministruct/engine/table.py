@@ -11,11 +11,12 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import CompileLimitError
-from .automaton import ACCEPT, Automaton, Config
+from .automaton import ACCEPT, MAX_STACKS, Automaton, Config
 
 DEAD = 0
 UNKNOWN = -1
 MAX_CONFIGS = 1_000_000
+ROW_AT_ONCE = 4  # this many unknown cells in one row: fill the whole row in one pass
 
 
 class Transitions:
@@ -61,11 +62,39 @@ class Transitions:
 
     def fill(self, states: np.ndarray, classes: np.ndarray) -> None:
         keys = sorted(set((states.astype(np.int64) * self.n_classes + classes).tolist()))
-        step = self.automaton.step
+        per_state: dict[int, list[int]] = {}
         for k in keys:
             s, c = divmod(k, self.n_classes)
-            nxt = self.intern(step(self.configs[s], int(self.class_rep[c])))
-            self.table[s, c] = nxt
+            per_state.setdefault(s, []).append(c)
+        step = self.automaton.step
+        for s, cs in per_state.items():
+            if len(cs) >= ROW_AT_ONCE:
+                self.fill_row(s)
+                continue
+            for c in cs:
+                nxt = self.intern(step(self.configs[s], int(self.class_rep[c])))
+                self.table[s, c] = nxt
+
+    def fill_row(self, state: int) -> None:
+        """Every unknown cell of a row, from one pass over the configuration's byte edges
+        (each edge covers whole classes: their bounds are the edges' bounds)."""
+        a, bc = self.automaton, self.byte_class
+        out: list[set] = [set() for _ in range(self.n_classes)]
+        for st in self.configs[state]:
+            if not st:
+                continue
+            head = st[:-1]
+            for lo, hi, t in a.byte_edges[st[-1]]:
+                reached = a.closure(head + (t,))
+                for c in range(int(bc[lo]), int(bc[hi]) + 1):
+                    out[c] |= reached
+        for c, stacks in enumerate(out):
+            if self.table[state, c] != UNKNOWN:
+                continue
+            if len(stacks) > MAX_STACKS:
+                raise CompileLimitError(f"{self.source}: grammar too ambiguous: {len(stacks):,} parses alive at once")
+            nxt = self.intern(frozenset(stacks))
+            self.table[state, c] = nxt
 
     def get(self, state: int, cls: int) -> int:
         nxt = int(self.table[state, cls])
@@ -89,7 +118,10 @@ class Transitions:
         nxt = row[classes]
         if (nxt == UNKNOWN).any():
             u = np.asarray(sorted(set(classes[nxt == UNKNOWN].tolist())), dtype=np.int64)
-            self.fill(np.full(len(u), state), u)
+            if len(u) >= ROW_AT_ONCE:
+                self.fill_row(state)
+            else:
+                self.fill(np.full(len(u), state), u)
             nxt = self.table[state][classes]
         return nxt
 
