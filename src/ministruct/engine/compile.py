@@ -29,12 +29,12 @@ import numpy as np
 
 from ..grammar.ir import Grammar
 from .automaton import ACCEPT, Automaton, Config, Stack
-from .slices import FULL, INFINITE, NOT_IN, SliceChains, index_for, lengths_within
+from .slices import FULL, INFINITE, MAX_SUFFIX_DEPTH, NOT_IN, SliceChains, index_for, lengths_within
 from .table import DEAD, Transitions
 from .token_edges import TokenEdges
 from .trie import TokenTrie, copy_duplicates
 from .vocab import Vocabulary
-from .walk import WalkResult, walk
+from .walk import Pruner, WalkResult, walk
 
 MASK_CACHE_BYTES = 512 * 1024 * 1024
 WALK_CACHE_BYTES = 256 * 1024 * 1024
@@ -93,6 +93,7 @@ class CompiledGrammar:
         self._chains: dict[str, SliceChains] = {}
         self._members: dict[tuple[str, int, tuple], np.ndarray] = {}
         self._lengths: dict[tuple[str, tuple], np.ndarray] = {}
+        self._prune: Pruner | None = None
         self.eog = np.asarray(sorted(vocab.eog_ids), dtype=np.int64)
         self.token_edges = TokenEdges(self.automaton, vocab, grammar.source)
         self._canon = self.automaton.canonical_states(self.trie.max_len)
@@ -302,12 +303,15 @@ class CompiledGrammar:
             self._walks.move_to_end(key)
             return hit
         members = None
+        prune = None
         if parent is None:
             members, trie = self._slice_for(rel)
             nodes = np.zeros(1, dtype=np.int64)
+            if members is None:
+                prune = self._pruner()
         else:
             trie, nodes = parent.found.trie, parent.found.exits
-        found = walk(trie, self.byte_class, self.transitions, nodes, rel)
+        found = walk(trie, self.byte_class, self.transitions, nodes, rel, prune=prune)
         self._walk_keys += 1
         part = _Part(self._walk_keys, found, members)
         self._walks[key] = part
@@ -320,10 +324,7 @@ class CompiledGrammar:
     def _slice_for(self, rel: int) -> tuple[np.ndarray | None, TokenTrie]:
         """(the slice tokens legal from `rel`, the trie of the other tokens), when a slice applies."""
         for name, sl in self._slices.items():
-            chains = self._chains.get(name)
-            if chains is None:
-                chains = self._chains[name] = SliceChains(sl, self.transitions, self.byte_class, self.trie.max_len)
-            found = chains.limit(rel)
+            found = self._chains_of(name).limit(rel)
             if found is None:
                 continue
             limit, alive = found
@@ -340,6 +341,39 @@ class CompiledGrammar:
                 self._members[(name, limit, alive)] = members
             return members, sl.rest
         return None, self.trie
+
+    def _chains_of(self, name: str) -> SliceChains:
+        chains = self._chains.get(name)
+        if chains is None:
+            sl = self._slices[name]
+            chains = self._chains[name] = SliceChains(sl, self.transitions, self.byte_class, self.trie.max_len)
+        return chains
+
+    def _pruner(self) -> Pruner | None:
+        """Cuts for walks of the whole trie: below nodes in configurations the first slice
+        keeps alive for ever, slice-only tails are legal without walking them."""
+        if not self._slices:
+            return None
+        if self._prune is None:
+            name, sl = next(iter(self._slices.items()))
+            chains = self._chains_of(name)
+            known = {"ids": np.full(64, -1, dtype=np.int8)}
+
+            def stable(states: np.ndarray) -> np.ndarray:
+                arr = known["ids"]
+                if len(arr) < len(self.configs):
+                    grown = np.full(2 * len(self.configs), -1, dtype=np.int8)
+                    grown[: len(arr)] = arr
+                    arr = known["ids"] = grown
+                vals = arr[states]
+                if (vals < 0).any():
+                    for x in set(states[vals < 0].tolist()):
+                        arr[x] = chains.forever(x)
+                    vals = arr[states]
+                return vals == 1
+
+            self._prune = Pruner(sl.need_walk, sl.suffix_ok, stable, MAX_SUFFIX_DEPTH)
+        return self._prune
 
     def token_targets(self, cid: int) -> np.ndarray:
         """int32 per logits row: the configuration each ordinary (byte-spelled) token leads

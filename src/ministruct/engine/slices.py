@@ -25,7 +25,8 @@ from .trie import TokenTrie
 from .vocab import Vocabulary
 
 NOT_IN = np.iinfo(np.int16).max
-_SLICE_ARRAYS = ("ascii_ids", "ascii_bits", "wide_ids", "wide_starts", "wide_cps")
+_SLICE_ARRAYS = ("ascii_ids", "ascii_bits", "wide_ids", "wide_starts", "wide_cps", "suffix_ok", "need_walk")
+MAX_SUFFIX_DEPTH = 64  # suffixes starting this deep in a token are never taken by a slice
 SLICES: dict[str, tuple[tuple[int, int], ...]] = {
     "json-char": ((0x20, 0x21), (0x23, 0x5B), (0x5D, 0x10FFFF)),
 }
@@ -42,6 +43,10 @@ class Slice:
     wide_ids: np.ndarray                # int32: the slice's other tokens ...
     wide_starts: np.ndarray             # int64: ... where each one's code points start in `wide_cps`
     wide_cps: np.ndarray                # int32: their code points, token after token
+    suffix_ok: np.ndarray               # uint64 per token of the full trie (byte order): bit d set
+    #                                     when the token's bytes from d on are whole characters of S
+    need_walk: np.ndarray               # bool per node of the full trie: some longer token below
+    #                                     it is not whole characters of S from the node's depth on
 
     def members(self, max_chars: int | None = None) -> np.ndarray:
         """bool per logits row: the slice's tokens (with at most `max_chars` characters)."""
@@ -56,11 +61,14 @@ class VocabIndex:
     slices: dict[str, Slice]
 
 
+def _class_pattern(ranges: tuple[tuple[int, int], ...]) -> str:
+    return "[" + "".join(f"{re.escape(chr(a))}-{re.escape(chr(b))}" for a, b in ranges if not 0xD800 <= a <= 0xDFFF) + "]"
+
+
 def slice_lengths(vocab: Vocabulary, ranges: tuple[tuple[int, int], ...]) -> np.ndarray:
     """int16 per logits row: characters of each token made of whole characters in `ranges`,
     NOT_IN for the others."""
-    cls = "".join(f"{re.escape(chr(a))}-{re.escape(chr(b))}" for a, b in ranges if not 0xD800 <= a <= 0xDFFF)
-    whole = re.compile(f"[{cls}]+")
+    whole = re.compile(_class_pattern(ranges) + "+")
     out = np.full(vocab.n_logits, NOT_IN, dtype=np.int16)
     for i in vocab.text_ids.tolist():
         try:
@@ -72,7 +80,44 @@ def slice_lengths(vocab: Vocabulary, ranges: tuple[tuple[int, int], ...]) -> np.
     return out
 
 
-def _slice(vocab: Vocabulary, tokens: list[bytes], name: str, ranges: tuple[tuple[int, int], ...]) -> Slice:
+def suffix_bits(tokens: list[bytes], ranges: tuple[tuple[int, int], ...]) -> np.ndarray:
+    """uint64 per token: bit d set when token[d:] is one or more whole characters in `ranges`."""
+    one = re.compile(_class_pattern(ranges))
+    out = np.zeros(len(tokens), dtype=np.uint64)
+    for k, t in enumerate(tokens):
+        bits, p = 0, len(t)
+        while p > 0:  # from the end, one whole character at a time
+            q = p - 1
+            while q > 0 and p - q < 4 and t[q] & 0xC0 == 0x80:
+                q -= 1
+            try:
+                ch = t[q:p].decode("utf-8")
+            except UnicodeDecodeError:
+                break
+            if not one.fullmatch(ch):
+                break
+            if q < MAX_SUFFIX_DEPTH:
+                bits |= 1 << q
+            p = q
+        out[k] = bits
+    return out
+
+
+def need_walk(trie: TokenTrie, suffix_ok: np.ndarray) -> np.ndarray:
+    """bool per node: a token below it, longer than the node's depth, is not whole
+    characters of the slice from that depth on (so the node's subtree must be walked)."""
+    out = np.ones(trie.n_nodes, dtype=bool)
+    for d in range(min(trie.max_len, MAX_SUFFIX_DEPTH - 1) + 1):
+        bad = (trie.sorted_len > d) & (((suffix_ok >> np.uint64(d)) & np.uint64(1)) == 0)
+        cs = np.concatenate(([0], np.cumsum(bad, dtype=np.int64)))
+        a, b = int(trie.level_start[d]), int(trie.level_start[d + 1])
+        lo = trie.tok_lo[a:b].astype(np.int64)
+        out[a:b] = cs[lo + trie.tok_count[a:b]] > cs[lo]
+    return out
+
+
+def _slice(vocab: Vocabulary, tokens: list[bytes], name: str, ranges: tuple[tuple[int, int], ...],
+           full: TokenTrie) -> Slice:
     length = slice_lengths(vocab, ranges)
     ids = vocab.text_ids
     ascii_ids, bits, wide_ids, wide = [], [], [], []
@@ -89,18 +134,21 @@ def _slice(vocab: Vocabulary, tokens: list[bytes], name: str, ranges: tuple[tupl
             wide.append(t.decode("utf-8").encode("utf-32-le"))
     counts = np.asarray([len(w) // 4 for w in wide], dtype=np.int64)
     rest = TokenTrie.build(tokens, ids[length[ids] == NOT_IN])
+    suffix = suffix_bits([tokens[i] for i in full.sorted_ids.tolist()], ranges)
     return Slice(
         name, ranges, length, rest,
         np.asarray(ascii_ids, dtype=np.int32), np.asarray(bits, dtype=np.uint64).reshape(-1, 2),
         np.asarray(wide_ids, dtype=np.int32), np.cumsum(counts) - counts,
         np.frombuffer(b"".join(wide), dtype=np.int32).copy(),
+        suffix, need_walk(full, suffix),
     )
 
 
 def build_index(vocab: Vocabulary) -> VocabIndex:
     tokens = list(vocab.tokens)
-    slices = {name: _slice(vocab, tokens, name, ranges) for name, ranges in SLICES.items()}
-    return VocabIndex(TokenTrie.build(tokens, vocab.text_ids), slices)
+    full = TokenTrie.build(tokens, vocab.text_ids)
+    slices = {name: _slice(vocab, tokens, name, ranges, full) for name, ranges in SLICES.items()}
+    return VocabIndex(full, slices)
 
 
 def _to_arrays(index: VocabIndex) -> dict[str, np.ndarray]:
@@ -130,7 +178,11 @@ def _from_arrays(arrays: dict[str, np.ndarray], n_logits: int) -> VocabIndex:
             raise ValueError("slice code points do not fit")
         rest = TokenTrie.from_arrays(arrays, f"{name}.rest.")
         slices[name] = Slice(name, ranges, length, rest, **parts)
-    return VocabIndex(TokenTrie.from_arrays(arrays, "trie."), slices)
+    full = TokenTrie.from_arrays(arrays, "trie.")
+    for sl in slices.values():
+        if len(sl.suffix_ok) != len(full.sorted_ids) or len(sl.need_walk) != full.n_nodes:
+            raise ValueError("slice does not fit the trie")
+    return VocabIndex(full, slices)
 
 
 _INDEX: dict[str, VocabIndex] = {}
@@ -195,6 +247,7 @@ class SliceChains:
         self.max_chars = max_chars
         self.byte_seqs = utf8_sequences(sl.ranges)
         self.seqs = [tuple(tuple(sorted(set(byte_class[lo:hi + 1].tolist()))) for lo, hi in seq) for seq in self.byte_seqs]
+        self.seq_arrays = [tuple(np.asarray(c, dtype=np.int64) for c in seq) for seq in self.seqs]
         bc = byte_class.tolist()
         self.class_lo = {c: bc.index(c) for c in set(bc)}
         self.class_hi = {c: 255 - bc[::-1].index(c) for c in set(bc)}
@@ -203,16 +256,47 @@ class SliceChains:
         self.first_weight = np.asarray([1 if b < 0x80 else 64 for b in firsts], dtype=np.int64)
         self.all_classes = np.arange(int(byte_class.max()) + 1, dtype=np.int64)
         self._next: dict[int, tuple[int, tuple] | None] = {}
+        self._uni: dict[int, int | None] = {}
+        self._forever: dict[int, bool] = {}
         self._limit: dict[int, tuple[int, tuple] | None] = {}
+
+    def forever(self, cid: int) -> bool:
+        """Does every character of S lead `cid`, and each configuration after it, to one same
+        next configuration, alive and without ACCEPT, for ever (a cycle, or longer than any
+        token)? Cheaper than `limit`: it gives up at the first step that is not uniform."""
+        hit = self._forever.get(cid)
+        if hit is not None:
+            return hit
+        seen = {cid}
+        x, out = cid, False
+        while True:
+            y = self._uniform_memo(x)
+            if y is None or y == DEAD_ID or self.tr.accept[y]:
+                break
+            if y in seen or len(seen) > self.max_chars:
+                out = True
+                break
+            seen.add(y)
+            x = y
+        self._forever[cid] = out
+        return out
+
+    def _uniform_memo(self, cid: int) -> int | None:
+        if cid not in self._uni:
+            self._uni[cid] = self._uniform(cid)
+        return self._uni[cid]
 
     def _uniform(self, cid: int) -> int | None:
         """The one configuration every character of S leads `cid` to, None when they differ."""
-        get = self.tr.get
+        row = self.tr.row
         target: int | None = None
-        for seq in self.seqs:
+        for seq in self.seq_arrays:
             cur = {cid}
             for classes in seq:
-                cur = {get(s, c) for s in cur for c in classes}
+                nxt: set[int] = set()
+                for s in cur:
+                    nxt.update(row(s)[classes].tolist())
+                cur = nxt
                 if len(cur) > 1:
                     return None
             if target is not None and target not in cur:
@@ -274,7 +358,7 @@ class SliceChains:
         if int(self.first_weight[alive].sum()) < MIN_ALIVE:  # too few characters to be worth it
             self._next[cid] = None
             return None
-        t = self._uniform(cid)
+        t = self._uniform_memo(cid)
         if t is not None:
             out = (t, FULL)
         else:

@@ -96,6 +96,14 @@ class Transitions:
             nxt = self.intern(frozenset(stacks))
             self.table[state, c] = nxt
 
+    def row(self, state: int) -> np.ndarray:
+        """The whole row of a configuration, filled."""
+        r = self.table[state]
+        if (r == UNKNOWN).any():
+            self.fill_row(state)
+            r = self.table[state]
+        return r
+
     def get(self, state: int, cls: int) -> int:
         nxt = int(self.table[state, cls])
         if nxt == UNKNOWN:

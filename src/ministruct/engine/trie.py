@@ -17,7 +17,10 @@ import numpy as np
 
 from .vocab import Vocabulary
 
-_FIELDS = ("node_byte", "child_start", "child_count", "node_token", "dup_src", "dup_dst")
+_FIELDS = (
+    "node_byte", "child_start", "child_count", "node_token", "dup_src", "dup_dst",
+    "level_start", "tok_lo", "tok_count", "sorted_ids", "sorted_len",
+)
 
 
 @dataclass(frozen=True)
@@ -30,6 +33,11 @@ class TokenTrie:
     node_token: np.ndarray   # int32: token whose bytes end here (-1: none)
     dup_src: np.ndarray      # int32: a token id that has a node ...
     dup_dst: np.ndarray      # int32: ... and another token with the same bytes
+    level_start: np.ndarray  # int64: first node id of each level (depth), and the total
+    tok_lo: np.ndarray       # int32: the tokens below a node are sorted_ids[tok_lo : tok_lo + tok_count]
+    tok_count: np.ndarray    # int32
+    sorted_ids: np.ndarray   # int32: the trie's tokens in byte order
+    sorted_len: np.ndarray   # int32: their lengths in bytes
     max_len: int
 
     @property
@@ -59,6 +67,8 @@ class TokenTrie:
             eq &= np.arange(mat.shape[1])[None, :] < both[:, None]
             lcp[1:] = np.where(eq.all(axis=1), mat.shape[1], eq.argmin(axis=1))
             del eq
+        level_lo = [np.zeros(1, dtype=np.int64)]
+        level_count = [np.asarray([n], dtype=np.int64)]
         level_bytes = [np.zeros(1, dtype=np.uint8)]
         level_parent = [np.zeros(0, dtype=np.int64)]
         offsets = [0, 1]
@@ -71,6 +81,8 @@ class TokenTrie:
             node_of = np.cumsum(new) - 1
             first = active[new]
             level_bytes.append(mat[first, d - 1])
+            level_lo.append(first)
+            level_count.append(np.bincount(node_of, minlength=len(first)))
             level_parent.append(prev_node_of[first])
             ending = lens[active] == d
             token_node[active[ending]] = node_of[ending] + offsets[-1]
@@ -96,6 +108,11 @@ class TokenTrie:
             node_token=node_token,
             dup_src=node_token[token_node[dup]].astype(np.int32),
             dup_dst=ids[dup].astype(np.int32),
+            level_start=np.asarray(offsets, dtype=np.int64),
+            tok_lo=np.concatenate(level_lo).astype(np.int32),
+            tok_count=np.concatenate(level_count).astype(np.int32),
+            sorted_ids=ids.astype(np.int32),
+            sorted_len=lens.astype(np.int32),
             max_len=L,
         )
 
@@ -109,8 +126,12 @@ class TokenTrie:
         parts = {f: arrays[f"{prefix}{f}"] for f in _FIELDS}
         t = cls(max_len=int(arrays[f"{prefix}max_len"][0]), **parts)
         n = t.n_nodes
-        if not (len(t.child_start) == len(t.child_count) == len(t.node_token) == n) or len(t.dup_src) != len(t.dup_dst):
+        if not (len(t.child_start) == len(t.child_count) == len(t.node_token) == len(t.tok_lo) == len(t.tok_count) == n):
             raise ValueError("trie arrays of different lengths")
+        if len(t.dup_src) != len(t.dup_dst) or len(t.sorted_ids) != len(t.sorted_len):
+            raise ValueError("trie arrays of different lengths")
+        if n and (int(t.child_start.max()) + int(t.child_count.max()) > n + 1 or t.child_start.min() < 0):
+            raise ValueError("trie children out of range")
         return t
 
 

@@ -10,6 +10,7 @@ return there, so the rest of the token belongs to the frames below; compile.py).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -18,6 +19,23 @@ from .trie import TokenTrie, expand_children
 
 _EMPTY_IDS = np.zeros(0, dtype=np.int32)
 _EMPTY_NODES = np.zeros(0, dtype=np.int64)
+
+
+@dataclass(frozen=True)
+class Pruner:
+    """Cut the walk below nodes whose configuration a slice decides for good.
+
+    `stable(states)` says, per configuration id, whether every character of the slice
+    keeps it alive and in configurations that do the same, for ever (compile.py); below
+    such a node at depth d, the tokens whose bytes from d on are whole slice characters
+    are legal, and when no longer token there is anything else (`need_walk` false) the
+    walk stops at the node.
+    """
+
+    need_walk: np.ndarray
+    suffix_ok: np.ndarray
+    stable: Callable[[np.ndarray], np.ndarray]
+    max_depth: int
 
 
 @dataclass(frozen=True)
@@ -40,10 +58,13 @@ def walk(
     start_nodes: np.ndarray,
     state: int,
     targets: np.ndarray | None = None,
+    prune: Pruner | None = None,
 ) -> WalkResult:
     """Walk below `start_nodes` from configuration `state`.
 
-    With `targets`, also write each legal token's end configuration into it.
+    With `targets`, also write each legal token's end configuration into it. With
+    `prune` (only from the root: every node of a step is at the same depth), stop below
+    nodes a slice decides.
     """
     found: list[np.ndarray] = []
     exits: list[np.ndarray] = []
@@ -51,6 +72,7 @@ def walk(
     states: np.ndarray | None = None  # None: every node is in `state`
     child_start, child_count, node_byte, node_token = trie.child_start, trie.child_count, trie.node_byte, trie.node_token
     accept = tr.accept
+    depth = 0
     while len(nodes):
         counts = child_count[nodes]
         idx = expand_children(child_start[nodes], counts)
@@ -76,6 +98,18 @@ def walk(
         acc = accept[states]
         if acc.any():
             exits.append(nodes[acc])
+        depth += 1
+        if prune is not None and depth < prune.max_depth:
+            cut = prune.stable(states)
+            if cut.any():
+                cut &= ~prune.need_walk[nodes]
+                if cut.any():
+                    below = expand_children(trie.tok_lo[nodes[cut]], trie.tok_count[nodes[cut]])
+                    whole = ((prune.suffix_ok[below] >> np.uint64(depth)) & np.uint64(1)).astype(bool)
+                    found.append(trie.sorted_ids[below[whole]])
+                    nodes, states = nodes[~cut], states[~cut]
+                    if not len(nodes):
+                        break
         first = int(states[0])
         if (states == first).all():
             state, states = first, None
