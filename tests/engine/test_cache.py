@@ -171,3 +171,17 @@ def test_entries_hold_plain_arrays_and_round_trip(cache_dir):
         assert not entry.arrays[k].flags.writeable
     with pytest.raises(TypeError):
         cache.save("test", "obj", {"o": np.asarray([object()], dtype=object)})
+
+
+def test_an_intact_entry_of_another_grammar_is_refused_and_changes_nothing(cache_dir):
+    other = Grammar({"root": alt(Literal("ab"), Literal("b"))})
+    a = compile_grammar(other, VOCAB)
+    walk_masks(a, [2])
+    a.persist()
+    (src,) = entries(cache_dir, "grammar")
+    dst = src.parent / f"{cache.grammar_key(DIGITS, VOCAB.fingerprint)}{cache.SUFFIX}"
+    dst.write_bytes(src.read_bytes())  # a well-formed entry, under the wrong key
+    want = walk_masks(compile_grammar(DIGITS, VOCAB, use_cache=False), [0, 0])
+    got = walk_masks(compile_grammar(DIGITS, VOCAB), [0, 0])
+    assert all((x == y).all() for x, y in zip(want, got))
+    assert not dst.exists()

@@ -135,9 +135,8 @@ class CompiledGrammar:
         n = len(arrays["n_stacks"])
         if packed.shape != (len(mask_ids), (self.vocab.n_logits + 7) // 8) or any(not 0 < c < n for c in mask_ids):
             raise ValueError("saved masks do not fit")
-        self.transitions.load_arrays(arrays)
-        if self.configs[self.initial] != initial:
-            raise ValueError("saved configurations belong to another grammar")
+        self.transitions.load_arrays(arrays, keep=(self.initial, initial))
+        self._forget_ids()
         self._masks.clear()
         self._mask_bytes = 0
         for cid, bits in zip(mask_ids, packed):
@@ -147,6 +146,14 @@ class CompiledGrammar:
             self._mask_bytes += m.nbytes
         self._saved_size = (len(self.configs), len(self._masks))
         return True
+
+    def _forget_ids(self) -> None:
+        """Drop everything that names configurations by id (they were just renumbered)."""
+        for cache in (self._token_steps, self._walks, self._splits, self._returns, self._chains,
+                      self._members, self._mask_keys):
+            cache.clear()
+        self._walk_bytes = 0
+        self._prune = None
 
     def persist(self) -> None:
         """Save what this process has learned, if it learned anything new."""

@@ -158,8 +158,9 @@ class Transitions:
             "table": np.ascontiguousarray(self.table[: len(self.configs)]),
         }
 
-    def load_arrays(self, arrays: dict[str, np.ndarray]) -> None:
-        """Replace the configurations and table by saved ones (ValueError when inconsistent)."""
+    def load_arrays(self, arrays: dict[str, np.ndarray], keep: tuple[int, Config] | None = None) -> None:
+        """Replace the configurations and table by saved ones (ValueError when inconsistent,
+        or when `keep` = (id, configuration) does not hold in them; then nothing changes)."""
         n_stacks = arrays["n_stacks"].tolist()
         lengths = arrays["stack_lengths"].tolist()
         states = arrays["stack_states"].tolist()
@@ -184,6 +185,8 @@ class Transitions:
         ids = {c: i for i, c in enumerate(configs)}
         if len(ids) != n:
             raise ValueError("saved configurations repeat")
+        if keep is not None and (keep[0] >= n or configs[keep[0]] != keep[1]):
+            raise ValueError("saved configurations belong to another grammar")
         self.configs[:] = configs
         self.ids = ids
         size = max(64, 1 << (n - 1).bit_length())
