@@ -12,17 +12,19 @@ from __future__ import annotations
 import random
 
 import numpy as np
+import pytest
 import regex
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ministruct.engine import compile as compile_module
 from ministruct.engine.compile import compile_grammar
 from ministruct.engine.matcher import Matcher
 from ministruct.engine.slices import NOT_IN, index_for
 from ministruct.engine.vocab import Vocabulary
 from ministruct.grammar.ir import Alt, CharClass, Grammar, Literal, Repeat, Seq
 
-ALPHABET = list('abcdxyz0159"\\ -') + ["é", "ü", "ñ", "α", "ω", "中", "𝄞"]
+ALPHABET = list('abcdxyz0159"\\ -\n') + ["é", "ü", "ñ", "α", "ω", "中", "𝄞"]
 
 
 def vocabulary() -> tuple[list[bytes], Vocabulary]:
@@ -38,6 +40,13 @@ def vocabulary() -> tuple[list[bytes], Vocabulary]:
 
 
 TOKENS, VOCAB = vocabulary()
+
+
+@pytest.fixture(autouse=True)
+def prune_small_subtrees(monkeypatch):
+    """The walk asks whether a slice decides a node only above 2048 tokens; this vocabulary
+    is small, so lower the bar to have every node asked."""
+    monkeypatch.setattr(compile_module, "PRUNE_MIN_TOKENS", 1)
 EOG = len(TOKENS)
 
 
@@ -146,6 +155,15 @@ def test_the_slices_decide_most_string_masks():
     m.advance(TOKENS.index(b'"'))
     m.mask()
     assert any(p.members is not None for p in c._walks.values())
+    # from before the quote, the walk stops below '"' once the slice's tokens are taken
+    c = compile_grammar(Grammar({"root": Seq((Literal('a"'), body, Literal('"')))}), VOCAB, use_cache=False)
+    m = Matcher(c)
+    m.advance(TOKENS.index(b"a"))
+    asked = []
+    stable = c._pruner().stable
+    object.__setattr__(c._prune, "stable", lambda states: asked.append(stable(states)) or asked[-1])
+    m.mask()
+    assert any(a.any() for a in asked)
     # a class of some string characters: its slice tokens are picked out by their characters
     letters = Repeat(char_class(list("abcdxyzéüñα"), negated=False), 1, 25)
     c = compile_grammar(Grammar({"root": Seq((Literal("-"), letters, Literal('"')))}), VOCAB, use_cache=False)
@@ -153,3 +171,15 @@ def test_the_slices_decide_most_string_masks():
     m.advance(TOKENS.index(b"-"))
     m.mask()
     assert c._lengths  # the per-class lengths were computed
+
+
+def test_a_character_outside_the_slice_between_stable_nodes_is_walked():
+    """[^"] takes a newline too: below '"\\n' the tails are string characters again, but
+    they were not taken at '"' (the newline is not one): they must still be found."""
+    toks = [b"a", b'"', b'"\n', b'"\nx', b'"\nxy', b'"x', b'"xy', b"\n", b"x", b'x"', b""]
+    vocab = Vocabulary.from_bytes(toks, eog_ids=[len(toks) - 1])
+    body = Repeat(CharClass(((0x22, 0x22),), negated=True), 0, None)
+    c = compile_grammar(Grammar({"root": Seq((Literal('a"'), body, Literal('"')))}), vocab, use_cache=False)
+    m = Matcher(c)
+    m.advance(0)
+    assert [toks[i] for i in np.flatnonzero(m.mask())] == [b'"', b'"\n', b'"\nx', b'"\nxy', b'"x', b'"xy']

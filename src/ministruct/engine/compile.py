@@ -42,6 +42,7 @@ ROOT = -1  # a walk that starts at the trie's root
 # frames kept above a base: with one, a rule called per character (a repeated item) would
 # return after every character, and strings could not be taken by slices
 KEEP_FRAMES = 2
+PRUNE_MIN_TOKENS = 2048  # a node with fewer tokens below is walked, not analysed
 
 
 @dataclass(frozen=True)
@@ -379,7 +380,10 @@ class CompiledGrammar:
                     vals = arr[states]
                 return vals == 1
 
-            self._prune = Pruner(sl.need_walk, sl.suffix_ok, stable, MAX_SUFFIX_DEPTH)
+            one_byte = np.zeros(256, dtype=bool)
+            for a, b in sl.ranges:
+                one_byte[a:min(b, 0x7F) + 1] = a <= 0x7F
+            self._prune = Pruner(sl.need_walk, sl.suffix_ok, stable, MAX_SUFFIX_DEPTH, PRUNE_MIN_TOKENS, one_byte)
         return self._prune
 
     def token_targets(self, cid: int) -> np.ndarray:

@@ -36,6 +36,8 @@ class Pruner:
     suffix_ok: np.ndarray
     stable: Callable[[np.ndarray], np.ndarray]
     max_depth: int
+    min_tokens: int  # below smaller subtrees walking is cheaper than asking `stable`
+    one_byte: np.ndarray  # bool per byte: a one-byte character of the slice
 
 
 @dataclass(frozen=True)
@@ -73,6 +75,7 @@ def walk(
     child_start, child_count, node_byte, node_token = trie.child_start, trie.child_count, trie.node_byte, trie.node_token
     accept = tr.accept
     depth = 0
+    covered: np.ndarray | None = None  # per node: its slice tokens were taken higher up
     while len(nodes):
         counts = child_count[nodes]
         idx = expand_children(child_start[nodes], counts)
@@ -99,15 +102,17 @@ def walk(
         if acc.any():
             exits.append(nodes[acc])
         depth += 1
-        if prune is not None and depth < prune.max_depth:
-            cut = prune.stable(states)
-            if cut.any():
-                cut &= ~prune.need_walk[nodes]
-                if cut.any():
-                    below = expand_children(trie.tok_lo[nodes[cut]], trie.tok_count[nodes[cut]])
-                    whole = ((prune.suffix_ok[below] >> np.uint64(depth)) & np.uint64(1)).astype(bool)
-                    found.append(trie.sorted_ids[below[whole]])
-                    nodes, states = nodes[~cut], states[~cut]
+        if prune is not None:
+            if covered is None:
+                covered = np.zeros(len(nodes), dtype=bool)
+            else:
+                # coverage passes only through one-byte slice characters: then a tail of
+                # slice characters from here is one from where the tokens were taken
+                covered = np.repeat(covered, counts)[live] & prune.one_byte[node_byte[nodes]]
+            if depth < prune.max_depth:
+                covered, keep = _cut(trie, prune, nodes, states, covered, depth, found)
+                if keep is not None:
+                    nodes, states, covered = nodes[keep], states[keep], covered[keep]
                     if not len(nodes):
                         break
         first = int(states[0])
@@ -116,3 +121,24 @@ def walk(
     ids = np.concatenate(found).astype(np.int32, copy=False) if found else _EMPTY_IDS
     out = np.concatenate(exits) if exits else _EMPTY_NODES
     return WalkResult(trie, ids, out)
+
+
+def _cut(trie: TokenTrie, prune: Pruner, nodes: np.ndarray, states: np.ndarray, covered: np.ndarray,
+         depth: int, found: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray | None]:
+    """Take the slice tails below stable nodes (once per subtree) and drop the nodes below
+    which nothing else is. Returns (covered, the nodes to keep or None for all)."""
+    ask = covered | (trie.tok_count[nodes] >= prune.min_tokens)
+    if not ask.any():
+        return covered, None
+    stable = np.zeros(len(nodes), dtype=bool)
+    stable[ask] = prune.stable(states[ask])
+    take = stable & ~covered
+    if take.any():
+        below = expand_children(trie.tok_lo[nodes[take]], trie.tok_count[nodes[take]])
+        whole = ((prune.suffix_ok[below] >> np.uint64(depth)) & np.uint64(1)).astype(bool)
+        found.append(trie.sorted_ids[below[whole]])
+        covered = covered | take
+    done = stable & ~prune.need_walk[nodes]
+    # a covered node that is not stable (a character left the slice) must be walked in full
+    covered = covered & stable
+    return covered, (~done if done.any() else None)
