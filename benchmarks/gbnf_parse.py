@@ -18,9 +18,9 @@ import time
 from types import SimpleNamespace
 from typing import Callable
 
-from ministruct.grammar import gbnf
+from ministruct.grammar.gbnf import parse as gbnf
 from ministruct.grammar.analysis import check_grammar
-from ministruct.grammar.gbnf_lexer import GbnfLexer
+from ministruct.grammar.gbnf.lexer import GbnfLexer
 from ministruct.grammar.ir import Grammar
 
 

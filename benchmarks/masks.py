@@ -528,7 +528,7 @@ def warm_up(model: Model, tokenizer) -> None:
         except MinistructError:
             pass
     try:
-        from ministruct.grammar.jsonschema import schema_to_grammar
+        from ministruct.grammar.schema.compiler import schema_to_grammar
 
         schema_to_grammar({"type": "object", "properties": {"a": {"type": "integer"}}})
     except Exception:

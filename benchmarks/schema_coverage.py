@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ministruct.engine.automaton import accepts
 from ministruct.errors import SchemaError
-from ministruct.grammar.jsonschema import canonical_order, schema_to_grammar
+from ministruct.grammar.schema.compiler import canonical_order, schema_to_grammar
 
 SUITES = Path(__file__).resolve().parents[1] / ".." / "shared" / "suites"
 

@@ -7,6 +7,8 @@ import re
 import numpy as np
 import pytest
 
+from ministruct.cli.errors import exit_code
+
 from ministruct.engine.vocab import Vocabulary
 from ministruct.errors import ModelError, NoLegalContinuation, UsageError
 from ministruct.generate import Decoder, Generation, Step, generate
@@ -217,7 +219,7 @@ def test_no_legal_continuation():
     assert len(steps) == 2 and res.stop_reason == "no_legal_continuation"
     assert not res.complete
     assert isinstance(res.error, NoLegalContinuation)
-    assert res.error.step == 2 and res.error.output == b"ab" and res.error.exit_code == 1
+    assert res.error.step == 2 and res.error.output == b"ab" and exit_code(res.error) == 1
 
 
 def test_matcher_reset_between_generations():
@@ -319,7 +321,7 @@ def test_with_the_engine_matcher(model, vocab):
     """End to end with the real engine: every output is in the language."""
     import ministruct.engine.compile as compile_mod
     import ministruct.engine.matcher as matcher_mod
-    import ministruct.grammar.gbnf as gbnf
+    import ministruct.grammar.gbnf.parse as gbnf
 
     grammar = gbnf.parse_gbnf('root ::= "{\\"age\\": " [1-9] [0-9]{0,2} ", \\"ok\\": " ("true" | "false") "}"')
     matcher = matcher_mod.Matcher(compile_mod.compile_grammar(grammar, vocab))

@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from ministruct.cli.errors import exit_code
+
 from ministruct.errors import ModelError
 from ministruct.model import GGUF_MAGIC, Model, bundled_model_path, default_model_path
 
@@ -23,7 +25,7 @@ def test_missing_file_is_a_model_error(tmp_path):
         Model.load(path)
     msg = _one_line(ei.value)
     assert str(path) in msg and "not found" in msg
-    assert ei.value.exit_code == 2
+    assert exit_code(ei.value) == 2
 
 
 def test_non_gguf_file_is_a_model_error(tmp_path):

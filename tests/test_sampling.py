@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
+from ministruct.cli.errors import error_text, exit_code
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -40,12 +42,15 @@ N = 97  # a small odd vocabulary for property tests
 def test_invalid_params(kwargs, flag):
     with pytest.raises(UsageError) as ei:
         SamplingParams(**kwargs)
-    assert str(ei.value).startswith(flag)
-    assert ei.value.exit_code == 2
+    param = next(iter(kwargs))
+    assert str(ei.value).startswith(param) and ei.value.parameter == param  # the library names the parameter
+    assert isinstance(ei.value, ValueError)
+    assert error_text(ei.value).startswith(f"ministruct: error: {flag} ")  # the CLI names the flag
+    assert exit_code(ei.value) == 2
 
 
 def test_top_p_message():
-    with pytest.raises(UsageError, match=r"--top-p must be in \(0, 1\], got 0"):
+    with pytest.raises(UsageError, match=r"top_p must be in \(0, 1\], got 0"):
         SamplingParams(top_p=0)
 
 

@@ -15,7 +15,7 @@ import pytest
 
 from ministruct.constraints import Constraint
 from ministruct.errors import MinistructError
-from ministruct.grammar.jsonschema import schema_to_grammar
+from ministruct.grammar.schema.compiler import schema_to_grammar
 from ministruct.pipeline import GenerationJob
 from ministruct.sampling import SamplingParams
 

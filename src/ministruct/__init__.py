@@ -1,0 +1,52 @@
+"""ministruct: grammar-constrained generation with local GGUF models, and the numbers
+behind every step.
+
+    import ministruct as ms
+
+    model = ms.Model.load()                                  # the bundled SmolLM2-135M
+    job = ms.GenerationJob(model, ms.load_constraint(regex="[0-9]{4}"), ms.SamplingParams(seed=1))
+    print(job.run("Pick a year:").output)
+
+Compile time and run time are separate: a `Grammar` (from GBNF, a regex, a JSON Schema
+or a list of choices) is bound to a model's `Vocabulary` by `compile_grammar`; a
+`Matcher` walks one generation through the resulting `CompiledGrammar`.
+"""
+
+from .constraints import Constraint, load_constraint
+from .engine.compile import CompiledGrammar, compile_grammar
+from .engine.matcher import Matcher
+from .engine.vocab import Vocabulary
+from .errors import (
+    BudgetTooSmall,
+    CompileLimitError,
+    GrammarError,
+    GrammarSyntaxError,
+    InputError,
+    MinistructError,
+    ModelError,
+    NoLegalContinuation,
+    SchemaError,
+    TokenRejected,
+    UsageError,
+)
+from .generate import Decoder, Generation, Step, generate
+from .grammar.ir import Grammar
+from .instance import InstanceChecker
+from .model import Model
+from .pipeline import GenerationJob, GenResult
+from .sampling import SamplingParams
+
+try:
+    from importlib.metadata import PackageNotFoundError, version
+
+    __version__ = version("ministruct")
+except PackageNotFoundError:  # pragma: no cover - a source tree that was never installed
+    __version__ = "0+unknown"
+
+__all__ = [
+    "BudgetTooSmall", "CompileLimitError", "CompiledGrammar", "Constraint", "Decoder", "GenResult",
+    "Generation", "GenerationJob", "Grammar", "GrammarError", "GrammarSyntaxError", "InputError",
+    "InstanceChecker", "Matcher", "MinistructError", "Model", "ModelError", "NoLegalContinuation",
+    "SamplingParams", "SchemaError", "Step", "TokenRejected", "UsageError", "Vocabulary", "__version__", "compile_grammar",
+    "generate", "load_constraint",
+]

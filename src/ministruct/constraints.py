@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import InputError, SchemaError, UsageError
-from .grammar.ir import Grammar, Literal, alt
+from .grammar.ir import Grammar
 
 BUNDLED_GRAMMARS = Path(__file__).resolve().parent / "grammars"
 
@@ -69,8 +69,12 @@ def load_constraint(
     whitespace: str = "compact",
     lenient: bool = False,
     oneof_as_anyof: bool = False,
+    extra_properties: str = "explicit",
 ) -> Constraint:
-    """Build the Constraint for exactly one of the constraint flags."""
+    """Build the Constraint for exactly one of the constraint flags.
+
+    `extra_properties` ("explicit" or "spec") is the schema's generation language:
+    see `grammar.schema.schema_to_grammar`."""
     given = [n for n, v in (("--regex", regex), ("--grammar", grammar), ("--schema", schema),
                             ("--choice", choice or None), ("--lark", lark)) if v is not None]
     if len(given) != 1:
@@ -99,15 +103,15 @@ def load_constraint(
         g = parse_gbnf(text, source=source, root=root or "root")
         return Constraint("grammar", g, source, text, warnings=list(g.warnings))
     if schema is not None:
-        from .grammar.jsonschema import schema_to_grammar
+        from .grammar.schema import schema_to_grammar
 
         text, source = read_text(schema, "schema")
         value = load_schema_text(text, source)
         g = schema_to_grammar(
-            value, whitespace=whitespace, lenient=lenient, source=source, oneof_as_anyof=oneof_as_anyof
+            value, whitespace=whitespace, lenient=lenient, source=source, oneof_as_anyof=oneof_as_anyof,
+            extra_properties=extra_properties,
         )
         return Constraint("schema", g, source, text, schema=value, warnings=list(g.warnings))
     if choice:
-        g = Grammar({"root": alt(*(Literal(c) for c in choice))}, source="<choice>")
-        return Constraint("choice", g, "<choice>", json.dumps(choice))
+        return Constraint("choice", Grammar.from_choices(choice), "<choice>", json.dumps(choice))
     raise UsageError("--lark grammars are not supported yet; convert the grammar to GBNF")

@@ -1,7 +1,9 @@
 """Every error ministruct raises derives from MinistructError.
 
-Each carries the process exit code the CLI maps it to and renders as one line
-(plus, for syntax errors, the offending line and a caret).
+Errors speak of the library's parameters (`temperature`, `max_tokens`, ...); the CLI
+maps them to its flags and exit codes in one table (cli/errors.py). Errors about bad
+arguments or bad input text are also ValueErrors. Each renders as one line (plus, for
+syntax errors, the offending line and a caret).
 """
 
 from __future__ import annotations
@@ -10,9 +12,7 @@ from typing import Sequence
 
 
 class MinistructError(Exception):
-    """Root of ministruct's exceptions. `exit_code` follows cli.md."""
-
-    exit_code: int = 2
+    """Root of ministruct's exceptions."""
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
@@ -22,15 +22,19 @@ class MinistructError(Exception):
         return self.message
 
 
-class UsageError(MinistructError):
-    """Bad flags or arguments (a value out of range, two constraints, ...)."""
+class UsageError(MinistructError, ValueError):
+    """A bad argument (a value out of range, two constraints, ...); `parameter` names it."""
+
+    def __init__(self, message: str, *, parameter: str | None = None) -> None:
+        super().__init__(message)
+        self.parameter = parameter
 
 
 class InputError(MinistructError):
     """An input file or record that cannot be read."""
 
 
-class GrammarSyntaxError(MinistructError):
+class GrammarSyntaxError(MinistructError, ValueError):
     """A grammar or regex that does not parse; knows where and what was expected."""
 
     def __init__(
@@ -74,7 +78,7 @@ class GrammarSyntaxError(MinistructError):
         return f"  {src}\n  {' ' * (col - 1)}^"
 
 
-class GrammarError(MinistructError):
+class GrammarError(MinistructError, ValueError):
     """A grammar that parses but is not usable (undefined rule, left recursion, ...)."""
 
     def __init__(self, message: str, *, source: str = "<grammar>", rule: str | None = None) -> None:
@@ -83,7 +87,7 @@ class GrammarError(MinistructError):
         super().__init__(f"{source}: {message}")
 
 
-class SchemaError(MinistructError):
+class SchemaError(MinistructError, ValueError):
     """A JSON Schema that cannot be enforced exactly; names the JSON pointer and keyword."""
 
     def __init__(
@@ -103,13 +107,26 @@ class CompileLimitError(MinistructError):
 class NoLegalContinuation(MinistructError):
     """The legal set is empty at some step: no token can extend the output."""
 
-    exit_code = 1
-
     def __init__(self, step: int, output: bytes | str = b"") -> None:
         self.step = step
         self.output = output
         text = output.decode("utf-8", "replace") if isinstance(output, bytes) else output
         super().__init__(f"no legal continuation at step {step} after {text!r}")
+
+
+class BudgetTooSmall(MinistructError):
+    """Not even the shortest complete output fits in the token budget."""
+
+    def __init__(self, max_tokens: int, least: int) -> None:
+        self.max_tokens = max_tokens
+        self.least = least
+        super().__init__(
+            f"max_tokens={max_tokens} is too small: a complete output may need up to {least} tokens"
+        )
+
+
+class TokenRejected(MinistructError):
+    """Matcher.advance() was given a token the grammar does not allow."""
 
 
 class ModelError(MinistructError):

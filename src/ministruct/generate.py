@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Iterator, Protocol, Sequence, runtime_checkabl
 
 import numpy as np
 
-from ministruct.errors import ModelError, NoLegalContinuation, UsageError
+from ministruct.errors import BudgetTooSmall, ModelError, NoLegalContinuation, UsageError
 from ministruct.sampling import Sampler, SamplingParams
 
 if TYPE_CHECKING:
@@ -27,13 +27,16 @@ STOP_REASONS = ("eos", "grammar_done", "max_tokens", "no_legal_continuation")
 
 
 @runtime_checkable
-class Constraint(Protocol):
+class TokenMatcher(Protocol):
     """What the decoder needs from a matcher (engine.matcher.Matcher fits)."""
 
     def reset(self) -> None: ...
-    def mask(self) -> np.ndarray: ...
+    def mask(self, remaining: int | None = None) -> np.ndarray: ...
+    def mask_ready(self, remaining: int | None = None) -> bool: ...
     def advance(self, token_id: int) -> None: ...
     def is_accepting(self) -> bool: ...
+    def is_terminated(self) -> bool: ...
+    def min_tokens_to_complete(self) -> int | None: ...
 
 
 @dataclass(frozen=True, eq=False)
@@ -46,6 +49,7 @@ class Step:
     logits: np.ndarray  # the captured row the sampler used (float32, n_logits)
     mask: np.ndarray | None  # the legal set (bool, n_logits); None when unconstrained
     mask_us: float  # time spent in matcher.mask() for this step, microseconds
+    budget_limited: bool = False  # the token budget narrowed the legal set at this step
 
     @property
     def text(self) -> str:
@@ -64,6 +68,7 @@ class Generation:
     error: NoLegalContinuation | None = None
     n_steps: int = 0  # tokens drawn, including a final EOG
     decode_s: float = 0.0  # wall time of the loop (model + mask + sampler)
+    budget_limited: bool = False  # the token budget narrowed the legal set at some step
 
     @property
     def text(self) -> str:
@@ -81,14 +86,15 @@ class Decoder:
         self,
         model: "Model",
         prompt_tokens: Sequence[int],
-        matcher: Constraint | None,
+        matcher: TokenMatcher | None,
         params: SamplingParams | None = None,
         *,
         max_tokens: int = 256,
         reset_matcher: bool = True,
+        budget_aware: bool = True,
     ) -> None:
         if max_tokens < 0:
-            raise UsageError(f"--max-tokens must be >= 0, got {max_tokens}")
+            raise UsageError(f"max_tokens must be >= 0, got {max_tokens}", parameter="max_tokens")
         self.prompt_tokens = [int(t) for t in prompt_tokens]
         if not self.prompt_tokens:
             raise UsageError("the prompt is empty (no tokens to condition on)")
@@ -103,6 +109,17 @@ class Decoder:
         self.params = params or SamplingParams()
         self.max_tokens = max_tokens
         self.reset_matcher = reset_matcher
+        self.budget_aware = budget_aware and matcher is not None
+        if self.budget_aware:
+            if reset_matcher:
+                matcher.reset()
+            least = matcher.min_tokens_to_complete()
+            if least is None:
+                # no completion one token per byte (a vocabulary missing some bytes): the
+                # bound says nothing, so the budget cannot be kept soundly; cut plainly
+                self.budget_aware = False
+            elif least > max_tokens:
+                raise BudgetTooSmall(max_tokens, least)
         self._result: Generation | None = None
         self._started = False
 
@@ -140,21 +157,22 @@ class Decoder:
         first = True
         stop, error, n_steps = "max_tokens", None, 0
 
+        limited_any = False
         for index in range(self.max_tokens):
-            mask, mask_us = None, 0.0
+            mask, mask_us, limited = None, 0.0, False
             pending_mask = None
+            remaining = self.max_tokens - index if self.budget_aware else None
             if matcher is not None:
                 # the mask depends only on the output so far: decide before running the model
-                if getattr(matcher, "is_terminated", None) is not None and matcher.is_terminated():
+                if matcher.is_terminated():
                     stop = "grammar_done"
                     break
-                ready = getattr(matcher, "mask_ready", None)
-                if ready is not None and not ready():
+                if not matcher.mask_ready(remaining):
                     # a mask not computed before: build it while the model evaluates
                     # (llama.cpp releases the GIL), so its cost hides behind the forward pass
-                    pending_mask = _pool().submit(_timed_mask, matcher)
+                    pending_mask = _pool().submit(_timed_mask, matcher, remaining)
                 else:
-                    mask, mask_us = _timed_mask(matcher)
+                    mask, mask_us, limited = _timed_mask(matcher, remaining)
                     if _grammar_done(matcher, mask, eog) or not mask.any():
                         stop, error = _stop_before_eval(matcher, mask, eog, index, out)
                         break
@@ -164,7 +182,7 @@ class Decoder:
             else:
                 model.eval(pending)
             if pending_mask is not None:
-                mask, mask_us = pending_mask.result()
+                mask, mask_us, limited = pending_mask.result()
                 if _grammar_done(matcher, mask, eog) or not mask.any():
                     stop, error = _stop_before_eval(matcher, mask, eog, index, out)
                     break
@@ -176,9 +194,10 @@ class Decoder:
                 error = NoLegalContinuation(index, bytes(out))
                 break
             n_steps += 1
+            limited_any = limited_any or limited
             is_eog = token in vocab.eog_ids
             piece = b"" if is_eog else vocab.token_bytes(token)
-            yield Step(index, token, piece, logits, mask, mask_us)
+            yield Step(index, token, piece, logits, mask, mask_us, limited)
             if is_eog:
                 stop = "eos"
                 break
@@ -202,6 +221,7 @@ class Decoder:
             error=error,
             n_steps=n_steps,
             decode_s=time.perf_counter() - t0,
+            budget_limited=limited_any,
         )
 
 
@@ -215,10 +235,15 @@ def _pool() -> ThreadPoolExecutor:
     return _POOL
 
 
-def _timed_mask(matcher: Constraint) -> tuple[np.ndarray, float]:
+def _timed_mask(matcher: TokenMatcher, remaining: int | None) -> tuple[np.ndarray, float, bool]:
+    """(mask, microseconds, whether the budget narrowed it)."""
     m0 = time.perf_counter()
-    mask = np.asarray(matcher.mask(), dtype=bool)
-    return mask, (time.perf_counter() - m0) * 1e6
+    mask = np.asarray(matcher.mask(remaining), dtype=bool)
+    limited = False
+    if remaining is not None:
+        full = matcher.mask()
+        limited = mask is not full and not np.array_equal(mask, full)
+    return mask, (time.perf_counter() - m0) * 1e6, limited
 
 
 def _stop_before_eval(matcher, mask, eog, index: int, out: bytearray):
@@ -228,10 +253,9 @@ def _stop_before_eval(matcher, mask, eog, index: int, out: bytearray):
     return "no_legal_continuation", NoLegalContinuation(index, bytes(out))
 
 
-def _grammar_done(matcher: Constraint, mask: np.ndarray, eog: np.ndarray) -> bool:
+def _grammar_done(matcher: TokenMatcher, mask: np.ndarray, eog: np.ndarray) -> bool:
     """Complete, and nothing but end-of-generation could follow."""
-    terminated = getattr(matcher, "is_terminated", None)
-    if terminated is not None and terminated():
+    if matcher.is_terminated():
         return True
     if not matcher.is_accepting():
         return False
@@ -244,10 +268,15 @@ def _grammar_done(matcher: Constraint, mask: np.ndarray, eog: np.ndarray) -> boo
 def generate(
     model: "Model",
     prompt_tokens: Sequence[int],
-    matcher: Constraint | None,
+    matcher: TokenMatcher | None,
     params: SamplingParams | None = None,
     *,
     max_tokens: int = 256,
+    budget_aware: bool = True,
 ) -> Decoder:
-    """A Decoder for one generation: iterate it for Steps, then read `.result`."""
-    return Decoder(model, prompt_tokens, matcher, params, max_tokens=max_tokens)
+    """A Decoder for one generation: iterate it for Steps, then read `.result`.
+
+    With `budget_aware` (the default) the legal set is narrowed, near the end of the
+    budget, to tokens after which a complete output still fits in `max_tokens`;
+    BudgetTooSmall when not even the shortest completion fits."""
+    return Decoder(model, prompt_tokens, matcher, params, max_tokens=max_tokens, budget_aware=budget_aware)

@@ -307,7 +307,7 @@ class Model:
                 if n <= size:
                     return buf.raw[:n].decode("utf-8")
                 size = n + 1
-        raise ModelError(f"{self.path}: the model has no chat template; use --raw")
+        raise ModelError(f"{self.path}: the model has no chat template; use chat=False")
 
     def _compiled_template(self, template: str):
         if self._template is None:

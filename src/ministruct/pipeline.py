@@ -16,6 +16,7 @@ from typing import Any, Callable
 from .constraints import Constraint
 from .engine.compile import CompiledGrammar, compile_grammar
 from .engine.matcher import Matcher
+from .fight import FightMonitor
 from .generate import Decoder, Generation, Step
 from .model import Model
 from .sampling import SamplingParams
@@ -36,6 +37,8 @@ class GenResult:
     json_value: Any = None
     has_json: bool = False
     error: str | None = None
+    budget_limited: bool = False
+    warnings: list[str] = field(default_factory=list)
     generation: Generation | None = field(default=None, repr=False)
 
     def to_record(self) -> dict:
@@ -43,7 +46,8 @@ class GenResult:
         if self.has_json:
             rec["json"] = self.json_value
         rec.update(
-            complete=self.complete, stop_reason=self.stop_reason, n_tokens=self.n_tokens, error=self.error
+            complete=self.complete, stop_reason=self.stop_reason, n_tokens=self.n_tokens, error=self.error,
+            budget_limited=self.budget_limited, warnings=list(self.warnings),
         )
         return rec
 
@@ -66,6 +70,7 @@ class GenerationJob:
         chat: bool = True,
         system: str | None = None,
         show_schema: bool = True,
+        budget_aware: bool = True,
     ) -> None:
         self.model = model
         self.constraint = constraint
@@ -74,6 +79,7 @@ class GenerationJob:
         self.chat = chat
         self.system = system
         self.show_schema = show_schema
+        self.budget_aware = budget_aware
         self._compiled: CompiledGrammar | None = None
 
     @property
@@ -97,19 +103,26 @@ class GenerationJob:
         params = self.params if seed is None else _with_seed(self.params, seed)
         compiled = self.compiled
         matcher = Matcher(compiled) if compiled is not None else None
-        return Decoder(self.model, self.prompt_tokens(prompt), matcher, params, max_tokens=self.max_tokens)
+        return Decoder(
+            self.model, self.prompt_tokens(prompt), matcher, params,
+            max_tokens=self.max_tokens, budget_aware=self.budget_aware,
+        )
 
     def run(
         self, prompt: str, *, rid: Any = 1, seed: int | None = None, on_step: Callable[[Step], None] | None = None
     ) -> GenResult:
         """Generate for one prompt and return its result record."""
         dec = self.decoder(prompt, seed=seed)
+        monitor = FightMonitor()
         for step in dec.steps():
+            monitor.observe(step)
             if on_step is not None:
                 on_step(step)
-        return self.result_of(dec.result, rid, prompt)
+        return self.result_of(dec.result, rid, prompt, monitor)
 
-    def result_of(self, gen: Generation, rid: Any, prompt: str) -> GenResult:
+    def result_of(self, gen: Generation, rid: Any, prompt: str, monitor: FightMonitor | None = None) -> GenResult:
+        """The result record of a finished generation (with the fight warnings when a
+        monitor watched its steps)."""
         res = GenResult(
             id=rid,
             prompt=prompt,
@@ -118,6 +131,8 @@ class GenerationJob:
             stop_reason=gen.stop_reason,
             n_tokens=gen.n_tokens,
             error=str(gen.error) if gen.error is not None else None,
+            budget_limited=gen.budget_limited,
+            warnings=monitor.warnings(gen.output) if monitor is not None else [],
             generation=gen,
         )
         if self.constraint is not None and self.constraint.kind == "schema":

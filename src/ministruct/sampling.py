@@ -21,7 +21,7 @@ _CANDIDATE_RATIOS = (1e-2, 1e-4, 1e-8)  # candidate cut-offs relative to the top
 
 @dataclass(frozen=True)
 class SamplingParams:
-    """Sampling settings; validated on construction (UsageError names the flag)."""
+    """Sampling settings; validated on construction (UsageError names the parameter)."""
 
     temperature: float = 1.0
     top_p: float = 1.0
@@ -33,18 +33,18 @@ class SamplingParams:
     def __post_init__(self) -> None:
         t, p = self.temperature, self.top_p
         if not isinstance(t, (int, float)) or math.isnan(t) or t < 0 or math.isinf(t):
-            raise UsageError(f"--temperature must be >= 0, got {t}")
+            raise UsageError(f"temperature must be >= 0, got {t}", parameter="temperature")
         if not isinstance(p, (int, float)) or math.isnan(p) or not 0 < p <= 1:
-            raise UsageError(f"--top-p must be in (0, 1], got {p}")
+            raise UsageError(f"top_p must be in (0, 1], got {p}", parameter="top_p")
         if isinstance(self.top_k, bool) or not isinstance(self.top_k, int) or self.top_k < 0:
-            raise UsageError(f"--top-k must be an integer >= 0 (0 = off), got {self.top_k}")
+            raise UsageError(f"top_k must be an integer >= 0 (0 = off), got {self.top_k}", parameter="top_k")
         r = self.repeat_penalty
         if not isinstance(r, (int, float)) or math.isnan(r) or r <= 0 or math.isinf(r):
-            raise UsageError(f"--repeat-penalty must be > 0, got {r}")
+            raise UsageError(f"repeat_penalty must be > 0, got {r}", parameter="repeat_penalty")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
-            raise UsageError(f"--seed must be an integer >= 0, got {self.seed}")
+            raise UsageError(f"seed must be an integer >= 0, got {self.seed}", parameter="seed")
         if self.repeat_last_n < 0:
-            raise UsageError(f"repeat_last_n must be >= 0, got {self.repeat_last_n}")
+            raise UsageError(f"repeat_last_n must be >= 0, got {self.repeat_last_n}", parameter="repeat_last_n")
 
     def to_dict(self) -> dict:
         """The trace header's `sampling` object."""

@@ -29,7 +29,7 @@ def test_grammar_report_tables(run_cli):
 
 
 def test_grammar_report_json_against_the_vocabulary(run_cli, vocab):
-    from ministruct.grammar.regex import parse_regex
+    from ministruct.grammar.regex.parse import parse_regex
 
     p = run_cli("inspect", "--regex", "[0-9]{4}", "--json", "--walks", "4", "--seed", "5")
     assert p.returncode == 0, p.stderr

@@ -10,7 +10,7 @@ import pytest
 from ministruct.diagnostics.grammar_info import BUCKETS, LegalSizes, grammar_info, random_walks
 from ministruct.engine.compile import compile_grammar
 from ministruct.engine.vocab import Vocabulary
-from ministruct.grammar.regex import parse_regex
+from ministruct.grammar.regex.parse import parse_regex
 
 TOKENS = [b"", b"0", b"1", b"12", b"345", b"a", b"-", b"9", b"\xe2"]
 

@@ -30,7 +30,7 @@ import pytest
 
 from ministruct.engine.compile import compile_grammar
 from ministruct.engine.matcher import Matcher
-from ministruct.grammar.gbnf import parse_gbnf
+from ministruct.grammar.gbnf.parse import parse_gbnf
 
 from oracles import LlamaGrammarOracle  # tests/ is on sys.path (rootdir conftest)
 

@@ -84,7 +84,7 @@ def vocab():
 @pytest.fixture(scope="module")
 def parse_regex():
     try:
-        from ministruct.grammar.regex import parse_regex
+        from ministruct.grammar.regex.parse import parse_regex
     except ImportError as e:
         pytest.fail(f"the regex front end is not importable: {e}")
     return parse_regex

@@ -116,7 +116,7 @@ def check_strings_against_jsonschema(schema: dict, texts: list[str]) -> None:
 
     from ministruct.engine.automaton import accepts
     from ministruct.errors import SchemaError
-    from ministruct.grammar.jsonschema import schema_to_grammar
+    from ministruct.grammar.schema.compiler import schema_to_grammar
 
     validator = Draft202012Validator(schema)
     try:

@@ -6,7 +6,7 @@ import pytest
 
 from ministruct.errors import GrammarError
 from ministruct.grammar.analysis import check_grammar, find_left_recursion, nullable_rules
-from ministruct.grammar.gbnf import parse_gbnf
+from ministruct.grammar.gbnf.parse import parse_gbnf
 from ministruct.grammar.ir import Grammar, Literal, Repeat, RuleRef, Seq
 
 

@@ -6,7 +6,6 @@ import os
 import sys
 
 import click
-import typer
 
 try:  # typer >= 0.29 carries its own copy of click
     from typer._click import exceptions as _tcx
@@ -20,16 +19,10 @@ _UsageErr = tuple(m.UsageError for m in _CLICK)
 _ClickErr = tuple(m.ClickException for m in _CLICK)
 _Abort = tuple(getattr(m, "Abort") for m in _CLICK if hasattr(m, "Abort"))
 
-from ..errors import GrammarSyntaxError, MinistructError
+from ..errors import MinistructError
 
-app = typer.Typer(
-    name="ministruct",
-    help="Grammar-constrained generation with local GGUF models, and the numbers behind every step.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
+from .base import app
+from .errors import error_text, exit_code
 
 
 def _register() -> None:
@@ -41,21 +34,6 @@ def _register() -> None:
         except ModuleNotFoundError as e:
             if e.name != f"{__package__}.{optional}":
                 raise
-
-
-def error_text(e: MinistructError) -> str:
-    """The stderr text for an error: one line, plus the line and caret for syntax errors."""
-    text = f"ministruct: error: {e}"
-    if isinstance(e, GrammarSyntaxError) and e.source != "<regex>":
-        excerpt = e.excerpt()
-        if excerpt:
-            text += "\n" + excerpt
-    return text
-
-
-def warn(message: str) -> None:
-    """One warning line on stderr."""
-    print(f"ministruct: warning: {message}", file=sys.stderr)
 
 
 def main() -> None:
@@ -82,7 +60,7 @@ def main() -> None:
         if debug:
             raise
         print(error_text(e), file=sys.stderr)
-        sys.exit(e.exit_code)
+        sys.exit(exit_code(e))
     except KeyboardInterrupt:
         print("ministruct: interrupted", file=sys.stderr)
         sys.exit(130)

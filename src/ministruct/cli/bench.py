@@ -24,7 +24,7 @@ from ..generate import Decoder
 from ..model import Model
 from ..pipeline import GenerationJob
 from . import options as o
-from .app import app, warn
+from .base import app, warn
 
 DEFAULT_PROMPT = "Write a short answer."
 

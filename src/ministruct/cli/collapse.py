@@ -16,7 +16,7 @@ from ..errors import InputError, UsageError
 from ..model import Model
 from ..records import read_records
 from . import options as o
-from .app import app, warn
+from .base import app, warn
 from .progress import Progress
 
 

@@ -8,7 +8,7 @@ import typer
 
 from ..errors import UsageError
 from . import options as o
-from .app import app, warn
+from .base import app, warn
 
 
 @app.command()

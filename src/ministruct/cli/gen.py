@@ -13,7 +13,7 @@ from ..model import Model
 from ..pipeline import GenerationJob, GenResult
 from ..records import InputRecord, read_records, write_record
 from . import options as o
-from .app import app, warn
+from .base import app, warn
 from .progress import Progress
 
 
@@ -30,6 +30,8 @@ def gen(
     format: Annotated[Optional[str], typer.Option("--format", help="text, json or jsonl (jsonl is the default with --input).")] = None,
     trace: Annotated[Optional[str], typer.Option("--trace", help="Write per-step JSONL records to this file.")] = None,
     trace_legal: Annotated[bool, typer.Option("--trace-legal", help="Add each step's legal token ids to the trace.")] = False,
+    hard_cut: o.HardCut = False,
+    quiet: o.Quiet = False,
     no_progress: o.NoProgress = False,
 ) -> None:
     """Generate text that satisfies the constraint. The output alone goes to stdout."""
@@ -46,7 +48,8 @@ def gen(
     records = _records(prompt, input)
     llm = Model.load(run.model)
     job = GenerationJob(
-        llm, c, run.params, max_tokens=run.max_tokens, chat=run.chat, system=run.system, show_schema=run.show_schema
+        llm, c, run.params, max_tokens=run.max_tokens, chat=run.chat, system=run.system,
+        show_schema=run.show_schema, budget_aware=not hard_cut,
     )
     tracer = None
     if trace is not None:
@@ -65,6 +68,10 @@ def gen(
                 for k in range(n):
                     res = _run_one(job, rec, run.params.seed + k, tracer)
                     _emit(res, fmt)
+                    if not quiet:
+                        label = f"record {res.id}: " if input is not None or n > 1 else ""
+                        for w in res.warnings:
+                            warn(label + w)
                     if res.error is not None and res.stop_reason == "error":
                         status = 2
                     elif not res.complete:

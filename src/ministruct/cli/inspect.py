@@ -24,7 +24,7 @@ from ..model import Model
 from ..pipeline import GenerationJob
 from ..records import RECORD_VERSION
 from . import options as o
-from .app import app
+from .base import app
 from .progress import Progress
 
 

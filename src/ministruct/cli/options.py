@@ -19,6 +19,13 @@ Root = Annotated[Optional[str], typer.Option("--root", help="Start rule of a --g
 Whitespace = Annotated[str, typer.Option("--whitespace", help="JSON whitespace for --schema: compact, flexible or pretty.", rich_help_panel="Constraint")]
 Lenient = Annotated[bool, typer.Option("--lenient", help="Ignore schema keywords that cannot be enforced (one warning each).", rich_help_panel="Constraint")]
 OneOfAsAnyOf = Annotated[bool, typer.Option("--oneof-as-anyof", help="Treat a oneOf whose branches may overlap as anyOf.", rich_help_panel="Constraint")]
+ExtraProperties = Annotated[Optional[str], typer.Option(
+    "--extra-properties",
+    help="spec: objects may carry properties the schema does not name, unless it forbids them (JSON Schema's "
+    "meaning; the default of check); explicit: only where additionalProperties, patternProperties or "
+    "unevaluatedProperties allow them, and no items past prefixItems unless items says so (the default "
+    "of gen, inspect, collapse, bench and convert).",
+    rich_help_panel="Constraint")]
 
 Model = Annotated[Optional[str], typer.Option("--model", help="GGUF model file (default: env MINISTRUCT_MODEL, else the bundled SmolLM2-135M).", rich_help_panel="Model and sampling")]
 MaxTokens = Annotated[int, typer.Option("--max-tokens", min=1, help="Stop after this many tokens.", rich_help_panel="Model and sampling")]
@@ -30,6 +37,8 @@ Seed = Annotated[int, typer.Option("--seed", help="Random seed (deterministic pe
 Chat = Annotated[bool, typer.Option("--chat/--raw", help="Apply the model's chat template, or send the prompt as is.", rich_help_panel="Model and sampling")]
 System = Annotated[Optional[str], typer.Option("--system", help="System message (with --chat).", rich_help_panel="Model and sampling")]
 ShowSchema = Annotated[bool, typer.Option("--show-schema/--withhold-schema", help="Put the schema text in the user message, or not.", rich_help_panel="Model and sampling")]
+HardCut = Annotated[bool, typer.Option("--hard-cut", help="Cut plainly at --max-tokens (no budget-aware closing).", rich_help_panel="Model and sampling")]
+Quiet = Annotated[bool, typer.Option("--quiet", help="No warnings when the model fights the grammar.")]
 NoProgress = Annotated[bool, typer.Option("--no-progress", help="No progress display on stderr.")]
 
 
@@ -43,11 +52,14 @@ def constraint_from_flags(
     whitespace: str,
     lenient: bool,
     oneof_as_anyof: bool = False,
+    extra_properties: str = "explicit",
 ) -> Constraint:
     """The one constraint the flags name (UsageError when none or several)."""
+    if extra_properties not in ("explicit", "spec"):
+        raise UsageError(f"--extra-properties must be spec or explicit, got {extra_properties!r}")
     return load_constraint(
         regex=regex, grammar=grammar, schema=schema, choice=choice, lark=lark, root=root,
-        whitespace=whitespace, lenient=lenient, oneof_as_anyof=oneof_as_anyof,
+        whitespace=whitespace, lenient=lenient, oneof_as_anyof=oneof_as_anyof, extra_properties=extra_properties,
     )
 
 
@@ -74,12 +86,14 @@ class ConstraintFlags:
     whitespace: str
     lenient: bool
     oneof_as_anyof: bool
+    extra_properties: str | None = None  # None: the command's default
 
-    def load(self) -> Constraint:
+    def load(self, extra_default: str = "explicit") -> Constraint:
+        """The one Constraint; `extra_default` is the command's --extra-properties default."""
         schemas = self._schemas()
         if len(schemas) > 1:
             raise UsageError("give one --schema (this command does not take several)")
-        return self._load(schemas[0] if schemas else None)
+        return self._load(schemas[0] if schemas else None, extra_default)
 
     def load_each(self) -> list[Constraint]:
         """One Constraint per --schema when several are given, else the one the flags name."""
@@ -96,10 +110,10 @@ class ConstraintFlags:
             return []
         return [self.schema] if isinstance(self.schema, str) else list(self.schema)
 
-    def _load(self, schema: str | None) -> Constraint:
+    def _load(self, schema: str | None, extra_default: str = "explicit") -> Constraint:
         return constraint_from_flags(
             self.regex, self.grammar, schema, self.choice, self.lark, self.root,
-            self.whitespace, self.lenient, self.oneof_as_anyof,
+            self.whitespace, self.lenient, self.oneof_as_anyof, self.extra_properties or extra_default,
         )
 
 
@@ -119,6 +133,7 @@ _CONSTRAINT_PARAMS = (
     ("regex", Regex, None), ("grammar", GrammarOpt, None), ("schema", Schema, None),
     ("choice", Choice, None), ("lark", LarkOpt, None), ("root", Root, None),
     ("whitespace", Whitespace, "compact"), ("lenient", Lenient, False), ("oneof_as_anyof", OneOfAsAnyOf, False),
+    ("extra_properties", ExtraProperties, None),
 )
 
 

@@ -28,7 +28,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..records import RECORD_VERSION
-from .collapse import GenerationGrid, StudySettings
+from .collapse_grid import GenerationGrid, StudySettings
 
 ALL = "all"
 

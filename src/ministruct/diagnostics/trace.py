@@ -18,6 +18,7 @@ from typing import IO, TYPE_CHECKING, Any, Callable
 import numpy as np
 
 from ..errors import InputError, UsageError
+from ..fight import FightMonitor
 from ..records import dumps_record
 from .stats import StepRecord, StepStats, Summary, summarize
 
@@ -50,7 +51,7 @@ class TraceWriter:
     def open(cls, path: str, job: "GenerationJob", *, legal: bool = False) -> "TraceWriter":
         """A writer to a new file at `path` (InputError when it cannot be created)."""
         if path == "-":
-            raise UsageError("--trace needs a file path (stdout carries the output)")
+            raise UsageError("trace needs a file path (stdout carries the output)", parameter="trace")
         try:
             stream = open(path, "w", encoding="utf-8")
         except OSError as e:
@@ -98,14 +99,16 @@ class TraceWriter:
         self.header = self.header_record(prompt, rid, dec.prompt_tokens, seed)
         self._write(self.header)
         stats = StepStats(dec.params, job.model.vocabulary)
+        monitor = FightMonitor()
         self.records = []
         for step in dec.steps():
+            monitor.observe(step)
             rec = stats.record(step)
             self.records.append(rec)
             self._write(self.step_record(rec, step))
             if on_record is not None:
                 on_record(rec)
-        result = job.result_of(dec.result, rid, prompt)
+        result = job.result_of(dec.result, rid, prompt, monitor)
         self.summary = summarize(self.records)
         gen = dec.result
         self._write(
@@ -118,6 +121,8 @@ class TraceWriter:
                 "complete": result.complete,
                 "stop_reason": result.stop_reason,
                 "n_tokens": result.n_tokens,
+                "budget_limited": result.budget_limited,
+                "warnings": list(result.warnings),
                 "decode_s": round(gen.decode_s, 4),
             }
         )
@@ -128,6 +133,8 @@ class TraceWriter:
 
     def step_record(self, rec: StepRecord, step: "Step") -> dict:
         obj = {"type": "step", "gen": self.count, **rec.to_record()}
+        if step.budget_limited:
+            obj["budget_limited"] = True
         if self.legal:
             obj["legal"] = legal_ids(step) if step.mask is not None else None
         return obj

@@ -3,16 +3,18 @@ narrowed to tokens after which a completion is guaranteed to fit.
 
 The bound is sound, not a guess. Every NFA state q gets `fin[q]`, the fewest steps from q
 to the end of its rule, where a step is one byte that the vocabulary has as a one-byte
-token, or one whole-token edge (`<[N]>`), and a call costs the called rule's own fewest
-steps. A parser stack (return points, then the current state) can be finished in the sum
+token, one token that spells a literal stretch, or one whole-token edge (`<[N]>`), and
+a call costs the called rule's own fewest steps. A parser stack (return points, then the current state) can be finished in the sum
 of `fin` over its frames, a configuration in the least such sum over its stacks: that
 many one-byte tokens always complete the output. `fin` is a shortest-derivation problem
 (Knuth's generalisation of Dijkstra): states are settled in order of cost from the rule
 ends backwards, and a call edge is relaxed once both its return point and the called
 rule's start are settled.
 
-The bound counts one token per byte, so it over-estimates what a real tokenizer needs
-(`"}` is often one token): narrowing starts a little early, never too late.
+Literal stretches (keys, punctuation) may also be crossed by the longest vocabulary
+token that spells them, one step each; everything else counts one token per byte. So
+the bound over-estimates what a real tokenizer needs inside free text (a word is
+usually one token, not one per letter): narrowing starts a little early, never too late.
 """
 
 from __future__ import annotations
@@ -41,8 +43,39 @@ def _one_byte_tokens(compiled: CompiledGrammar) -> np.ndarray:
     return have
 
 
+def _literal_shortcuts(compiled: CompiledGrammar) -> list[tuple[int, int]]:
+    """(q, p): one ordinary token spells the bytes of a literal stretch from q to p.
+
+    A literal stretch is a chain of states with one single-byte edge each (how the
+    automaton builds a literal, e.g. `","unit":"`); the longest token that spells a prefix
+    of the chain takes one step over it, so the bound counts keys and punctuation about
+    as the tokenizer does instead of one token per byte."""
+    a = compiled.automaton
+    vocab = compiled.vocab
+    tokens = {vocab.tokens[t] for t in vocab.text_ids.tolist()}
+    longest = max((len(t) for t in tokens), default=0)
+    out: list[tuple[int, int]] = []
+    for q in range(len(a.eps)):
+        chain, states, x = bytearray(), [q], q
+        while len(chain) < longest:
+            edges = a.byte_edges[x]
+            if len(edges) != 1 or edges[0][0] != edges[0][1] or a.eps[x] or a.calls[x] or a.token_edges[x]:
+                break
+            if x in a.final and x != q:
+                break
+            chain.append(edges[0][0])
+            x = edges[0][2]
+            states.append(x)
+        for k in range(len(chain), 1, -1):
+            if bytes(chain[:k]) in tokens:
+                out.append((q, states[k]))
+                break
+    return out
+
+
 def state_costs(compiled: CompiledGrammar) -> list[int]:
-    """fin[q] for every NFA state: fewest tokens from q to the end of q's rule (INF: none)."""
+    """fin[q] for every NFA state: an upper bound on the fewest tokens from q to the end of
+    q's rule (INF: none)."""
     a = compiled.automaton
     n = len(a.eps)
     have = _one_byte_tokens(compiled)
@@ -61,6 +94,8 @@ def state_costs(compiled: CompiledGrammar) -> list[int]:
         for name, ret in a.calls[q]:
             by_ret[ret].append((q, name))
             by_start.setdefault(a.start[name], []).append((q, ret))
+    for q, t in _literal_shortcuts(compiled):
+        rev[t].append((q, 1))
     fin = [INF] * n
     heap = [(0, q) for q in a.final]
     heapq.heapify(heap)

@@ -8,13 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import MinistructError
+from ..errors import TokenRejected
 from .budget import INF, budget_for
 from .compile import DEAD, CompiledGrammar
-
-
-class TokenRejected(MinistructError):
-    """advance() was given a token the grammar does not allow."""
 
 
 class Matcher:

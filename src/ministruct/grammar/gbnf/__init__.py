@@ -1,0 +1,5 @@
+"""GBNF (llama.cpp's dialect) -> grammar IR: `parse_gbnf`."""
+
+from .parse import parse_gbnf
+
+__all__ = ["parse_gbnf"]

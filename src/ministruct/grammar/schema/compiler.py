@@ -1,0 +1,669 @@
+"""JSON Schema (Draft 2020-12; draft-07 `definitions`) -> grammar IR, exact or loud.
+
+Every string the grammar accepts is a valid instance (`jsonschema`'s Draft202012Validator
+with its format checker); whatever cannot be enforced that way is a SchemaError naming
+the keyword and its JSON pointer (with `lenient=True`: ignored, one warning each).
+
+Choices, all of them restrictions (valid instances the grammar rejects), never loosenings:
+- Layout: properties in the order of `properties`, then required names not listed there,
+  then additional properties. `canonical_order()` reorders a value to that layout.
+- Whitespace: "compact" none; "flexible" at most 20 of space/tab/CR/LF between tokens
+  (not before or after the document); "pretty" exactly `json.dumps(value, indent=2)`,
+  nesting capped at 24 levels.
+- Numbers: exponent forms only where no bound or multipleOf applies; integers without
+  fraction; enum/const values in their `json.dumps` form (plus `1` for `1.0`).
+- Strings: keys of additional properties are written without escapes when listed names
+  must be excluded; `pattern`/`format` strings use raw characters, short escapes and
+  `\\uXXXX` escapes of BMP characters; `format` grammars are exact subsets of the format.
+- `pattern` is a search (`re.search`, as the validator does: Python semantics, so e.g.
+  `\\d` is Unicode digits and `$` also matches before a final newline, unlike ECMA 262).
+- Duplicate keys among additional properties are not prevented (RFC 8259: names SHOULD
+  be unique); everything else about counting keys is exact.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Any, Optional
+
+from ...errors import GrammarSyntaxError, SchemaError
+from . import numbers as num
+from ..ir import EMPTY, CharClass, Expr, Grammar, Literal, Repeat, RuleRef, alt, seq
+from .formats import (
+    ANY_STRING,
+    COUNTED_CHAR,
+    KNOWN_UNSUPPORTED,
+    SUPPORTED_FORMATS,
+    encode_chars,
+    format_expr,
+    restrict_length,
+    search_core,
+    search_with_length,
+    string_literal,
+)
+from .disjoint import Disjointness
+from .merge import MergeError, Resolver, merge_all, schema_types
+from .objects import required_dependencies
+from .patterns import PatternTooLarge, pattern_with_length
+
+__all__ = ["schema_to_grammar", "canonical_order", "SchemaError"]
+
+NOTHING = CharClass(())
+WS_BOUND = 20
+MAX_PRETTY_DEPTH = 24
+MAX_OBJECT_STATES = 4000
+TYPES = ("null", "boolean", "object", "array", "number", "integer", "string")
+ANNOTATIONS = {
+    "title", "description", "default", "examples", "$comment", "$schema", "$id", "$anchor",
+    "deprecated", "readOnly", "writeOnly", "contentMediaType", "contentEncoding", "contentSchema",
+    "$defs", "definitions", "$vocabulary", "discriminator", "nullable", "example", "id",
+}
+UNSUPPORTED = {
+    "not", "if", "then", "else", "contains", "minContains", "maxContains", "uniqueItems",
+    "dependentSchemas", "dependentRequired", "dependencies", "unevaluatedItems",
+    "unevaluatedProperties", "$dynamicRef", "$dynamicAnchor", "$recursiveRef", "$recursiveAnchor",
+}
+
+
+_GLOBAL_FLAGS = re.compile(r"(?:\(\?[aiLmsux]+\))*")
+
+
+def negated_pattern(node: dict) -> Optional[str]:
+    """Q when `not` is {"pattern": Q} (optionally with "type": "string"): strings must avoid Q."""
+    sub = node.get("not")
+    if not isinstance(sub, dict) or not isinstance(sub.get("pattern"), str):
+        return None
+    rest = {k for k in sub if k not in ANNOTATIONS and k != "pattern"}
+    if rest - {"type"} or sub.get("type", "string") != "string":
+        return None
+    return sub["pattern"]
+
+
+def _searched(pattern: str) -> str:
+    """A regex whose full matches are the strings `pattern` finds a match in (re.search)."""
+    flags = _GLOBAL_FLAGS.match(pattern).group(0)  # type: ignore[union-attr]  # they must stay in front
+    return f"{flags}[\\s\\S]*(?:{pattern[len(flags):]})[\\s\\S]*"
+
+
+def _dead(e: Optional[Expr]) -> bool:
+    return e is None or e == NOTHING
+
+
+def _alt(*opts: Optional[Expr]) -> Expr:
+    live = [o for o in opts if not _dead(o)]
+    return alt(*live) if live else NOTHING  # type: ignore[arg-type]
+
+
+def _seq(*items: Optional[Expr]) -> Expr:
+    if any(_dead(i) for i in items):
+        return NOTHING
+    return seq(*items)  # type: ignore[arg-type]
+
+
+def _json_text(value: Any, ws: str, depth: int) -> str:
+    if ws == "pretty":
+        text = json.dumps(value, indent=2, ensure_ascii=False)
+        return text.replace("\n", "\n" + "  " * depth)
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+EXTRA_PROPERTIES = ("explicit", "spec")
+
+
+class _Compiler:
+    def __init__(
+        self, root: Any, whitespace: str, lenient: bool, source: str, oneof_as_anyof: bool, extra_properties: str
+    ) -> None:
+        if whitespace not in ("compact", "flexible", "pretty"):
+            raise SchemaError(f"whitespace must be compact, flexible or pretty, not {whitespace!r}", source=source)
+        if extra_properties not in EXTRA_PROPERTIES:
+            raise SchemaError(f"extra_properties must be explicit or spec, not {extra_properties!r}", source=source)
+        self.ws, self.lenient, self.source, self.oneof_as_anyof = whitespace, lenient, source, oneof_as_anyof
+        self.explicit = extra_properties == "explicit"
+        self.resolver = Resolver(root, self.error)
+        self.disjointness = Disjointness(self.resolver, lambda: self.validator)
+        self.rules: dict[str, Expr] = {}
+        self.warnings: list[str] = []
+        self._ref_rules: dict[tuple[str, int], str] = {}
+        self._any_rules: dict[int, str] = {}
+        self._validator = None
+        self._shared: dict[str, str] = {}
+        self._next_suffix: dict[str, int] = {}  # per name hint: where fresh() resumes counting
+
+    # ------------------------------------------------------------ plumbing
+
+    def error(self, message: str, pointer: str, keyword: Optional[str] = None) -> SchemaError:
+        return SchemaError(message, pointer=pointer or "/", keyword=keyword, source=self.source)
+
+    def unsupported(self, keyword: str, ptr: str, why: str = "is not enforced") -> None:
+        where = f"{ptr}/{keyword}" if ptr != "/" else f"/{keyword}"
+        if not self.lenient:
+            raise self.error(f"keyword '{keyword}' {why} (use lenient to ignore it)", where, keyword)
+        msg = f"{self.source}: at {where}: keyword '{keyword}' {why}; ignored (lenient)"
+        if msg not in self.warnings:
+            self.warnings.append(msg)
+
+    def fresh(self, hint: str) -> str:
+        base = re.sub(r"[^a-zA-Z0-9-]+", "-", hint).strip("-").lower() or "r"
+        name, i = base, self._next_suffix.get(base, 2)
+        while name in self.rules:
+            name, i = f"{base}-{i}", i + 1
+        self._next_suffix[base] = i
+        self.rules[name] = NOTHING
+        return name
+
+    def define(self, name: str, body: Expr) -> None:
+        self.rules[name] = body
+
+    def rule(self, hint: str, body: Expr) -> RuleRef:
+        name = self.fresh(hint)
+        self.rules[name] = body
+        return RuleRef(name)
+
+    @property
+    def validator(self):
+        if self._validator is None:
+            from jsonschema import Draft202012Validator
+
+            self._validator = Draft202012Validator(self.resolver.root, format_checker=Draft202012Validator.FORMAT_CHECKER)
+        return self._validator
+
+    # ------------------------------------------------------------ whitespace
+
+    def shared(self, name: str, body: Expr) -> RuleRef:
+        """A named helper rule defined once (whitespace, strings, numbers, formats)."""
+        if name not in self._shared:
+            self._shared[name] = self.fresh(name)
+            self.define(self._shared[name], body)
+        return RuleRef(self._shared[name])
+
+    def _ws(self) -> Expr:
+        if self.ws != "flexible":
+            return EMPTY
+        return self.shared("ws", Repeat(CharClass(((9, 10), (13, 13), (32, 32))), 0, WS_BOUND))
+
+    def colon(self) -> Expr:
+        return {"compact": Literal(":"), "pretty": Literal(": ")}.get(self.ws) or seq(self._ws(), Literal(":"), self._ws())
+
+    def comma(self, depth: int) -> Expr:
+        if self.ws == "pretty":
+            return Literal(",\n" + "  " * (depth + 1))
+        return Literal(",") if self.ws == "compact" else seq(self._ws(), Literal(","), self._ws())
+
+    def open_(self, depth: int) -> Expr:
+        return Literal("\n" + "  " * (depth + 1)) if self.ws == "pretty" else self._ws()
+
+    def close(self, depth: int) -> Expr:
+        return Literal("\n" + "  " * depth) if self.ws == "pretty" else self._ws()
+
+    def empty_inside(self) -> Expr:
+        return self._ws() if self.ws == "flexible" else EMPTY
+
+    def _depth_ok(self, depth: int) -> bool:
+        if self.ws != "pretty" or depth < MAX_PRETTY_DEPTH:
+            return True
+        msg = f"{self.source}: pretty whitespace: nesting deeper than {MAX_PRETTY_DEPTH} levels is not generated"
+        if msg not in self.warnings:
+            self.warnings.append(msg)
+        return False
+
+    def key_depth(self, depth: int) -> int:
+        return depth if self.ws == "pretty" else 0
+
+    # ------------------------------------------------------------ any value
+
+    def any_value(self, depth: int) -> Expr:
+        depth = self.key_depth(depth)
+        if depth in self._any_rules:
+            return RuleRef(self._any_rules[depth])
+        name = self.fresh("value" if self.ws != "pretty" else f"value-d{depth}")
+        self._any_rules[depth] = name
+        ref = RuleRef(name)
+        scalars = [Literal("null"), Literal("true"), Literal("false"), self.shared("string", ANY_STRING), self.shared("number", self.any_number())]
+        if self._depth_ok(depth + 1):
+            child = self.any_value(depth + 1)
+            kv = seq(self.shared("string", ANY_STRING), self.colon(), child)
+            members = seq(kv, Repeat(seq(self.comma(depth), kv), 0, None))
+            items = seq(child, Repeat(seq(self.comma(depth), child), 0, None))
+            obj = alt(seq(Literal("{"), self.empty_inside(), Literal("}")), seq(Literal("{"), self.open_(depth), members, self.close(depth), Literal("}")))
+            arr = alt(seq(Literal("["), self.empty_inside(), Literal("]")), seq(Literal("["), self.open_(depth), items, self.close(depth), Literal("]")))
+        else:
+            obj, arr = Literal("{}"), Literal("[]")
+        self.define(name, alt(obj, arr, *scalars))
+        return ref
+
+    @staticmethod
+    def any_number() -> Expr:
+        d = CharClass(((48, 57),))
+        return seq(
+            Repeat(Literal("-"), 0, 1),
+            alt(Literal("0"), seq(CharClass(((49, 57),)), Repeat(d, 0, None))),
+            Repeat(seq(Literal("."), Repeat(d, 1, None)), 0, 1),
+            Repeat(seq(CharClass(((69, 69), (101, 101))), Repeat(CharClass(((43, 43), (45, 45))), 0, 1), Repeat(d, 1, None)), 0, 1),
+        )
+
+    # ------------------------------------------------------------ schema nodes
+
+    def value(self, schema: Any, ptr: str, depth: int) -> Expr:
+        """The JSON text of values valid against `schema` (at JSON pointer ptr)."""
+        if schema is True:
+            return self.any_value(depth)
+        if schema is False:
+            return NOTHING
+        if not isinstance(schema, dict):
+            raise self.error(f"a schema must be an object or a boolean, not {type(schema).__name__}", ptr)
+        keys = set(schema)
+        if keys <= ANNOTATIONS:
+            return self.any_value(depth)
+        if set(schema) - ANNOTATIONS == {"$ref"}:
+            return self.ref(schema["$ref"], ptr, depth)
+        try:
+            node = merge_all(schema, ptr, self.resolver)
+        except MergeError as e:
+            raise self.error(e.message, e.pointer, e.keyword) from None
+        if "enum" in node or "const" in node:
+            return self.enum(schema, node, ptr, depth)
+        if "anyOf" in node or "oneOf" in node:
+            return self.branches(node, ptr, depth)
+        return self.typed(node, ptr, depth)
+
+    def ref(self, ref: Any, ptr: str, depth: int) -> Expr:
+        target, tptr = self.resolver.resolve(ref, ptr)
+        key = (tptr, self.key_depth(depth))
+        if key in self._ref_rules:
+            return RuleRef(self._ref_rules[key])
+        if not self._depth_ok(depth):
+            return NOTHING
+        name = self.fresh(("ref" + tptr) if self.ws != "pretty" else f"ref{tptr}-d{depth}")
+        self._ref_rules[key] = name
+        self.define(name, self.value(target, tptr, depth))
+        return RuleRef(name)
+
+    def enum(self, schema: dict, node: dict, ptr: str, depth: int) -> Expr:
+        values = [node["const"]] if "const" in node else node["enum"]
+        if not isinstance(values, list):
+            raise self.error("enum must be an array", ptr + "/enum", "enum")
+        if isinstance(schema, dict):  # each value is in the list it came from: check the other keywords
+            listed = "const" if "const" in node else "enum"
+            schema = {k: x for k, x in schema.items() if k != listed}
+        v = self.validator.evolve(schema=schema)
+        opts = []
+        for val in values:
+            if v.is_valid(val):
+                opts.append(self.literal(val, depth))
+                if isinstance(val, float) and val.is_integer() and abs(val) < 1e16:
+                    opts.append(Literal(str(int(val))))
+        return _alt(*opts)
+
+    def literal(self, val: Any, depth: int) -> Expr:
+        if isinstance(val, str):
+            return string_literal(val)
+        if isinstance(val, dict):
+            if not val:
+                return seq(Literal("{"), self.empty_inside(), Literal("}"))
+            parts: list[Expr] = [Literal("{"), self.open_(depth)]
+            for i, (k, x) in enumerate(val.items()):
+                if i:
+                    parts.append(self.comma(depth))
+                parts += [string_literal(k), self.colon(), self.literal(x, depth + 1)]
+            return seq(*parts, self.close(depth), Literal("}"))
+        if isinstance(val, list):
+            if not val:
+                return seq(Literal("["), self.empty_inside(), Literal("]"))
+            parts = [Literal("["), self.open_(depth)]
+            for i, x in enumerate(val):
+                if i:
+                    parts.append(self.comma(depth))
+                parts.append(self.literal(x, depth + 1))
+            return seq(*parts, self.close(depth), Literal("]"))
+        return Literal(json.dumps(val))
+
+    def branches(self, node: dict, ptr: str, depth: int) -> Expr:
+        kw = "anyOf" if "anyOf" in node else "oneOf"
+        subs = node[kw]
+        if not isinstance(subs, list) or not subs:
+            raise self.error(f"{kw} must be a non-empty array", f"{ptr}/{kw}", kw)
+        rest = {k: v for k, v in node.items() if k != kw}
+        if kw == "oneOf" and not self.oneof_as_anyof:
+            overlap = self.disjointness.first_overlap(subs, rest)
+            if overlap is not None:
+                raise self.error(
+                    f"oneOf branches {overlap[0]} and {overlap[1]} may overlap; exactly-one cannot be enforced"
+                    " (pass oneof_as_anyof to accept any branch)", f"{ptr}/oneOf", "oneOf")
+        opts = []
+        for i, sub in enumerate(subs):
+            sptr = f"{ptr}/{kw}/{i}"
+            if not any(k not in ANNOTATIONS for k in rest):
+                opts.append(self.value(sub, sptr, depth))
+            else:
+                opts.append(self.value({"allOf": [rest, sub]}, sptr, depth))
+        return _alt(*opts)
+
+    def typed(self, node: dict, ptr: str, depth: int) -> Expr:
+        for k in node:
+            if k in UNSUPPORTED and not self._harmless(k, node):
+                self.unsupported(k, ptr)
+        types = schema_types(node, ptr, self.error)
+        opts: list[Expr] = []
+        if "null" in types:
+            opts.append(Literal("null"))
+        if "boolean" in types:
+            opts += [Literal("true"), Literal("false")]
+        if "number" in types or "integer" in types:
+            opts.append(self.number(node, ptr, integer="number" not in types))
+        if "string" in types:
+            opts.append(self.string(node, ptr))
+        if "array" in types:
+            opts.append(self.array(node, ptr, depth))
+        if "object" in types:
+            opts.append(self.obj(node, ptr, depth))
+        return _alt(*opts)
+
+    def _all_evaluated(self, node: dict) -> bool:
+        """Does every property generated for this object node get evaluated by its own
+        `properties`, `patternProperties` or `additionalProperties`?"""
+        if "additionalProperties" in node:
+            return True
+        props, pp = node.get("properties") or {}, node.get("patternProperties") or {}
+        required = node.get("required") or []
+        if not (props or required or pp) or not isinstance(required, list):
+            return False  # unnamed properties are generated under JSON Schema's meaning
+        if isinstance(node.get("minProperties"), int) and node["minProperties"] > len(props):
+            return False
+        try:
+            return all(r in props or any(re.search(p, str(r)) for p in pp) for r in required)
+        except re.error:
+            return False
+
+    def _harmless(self, k: str, node: dict) -> bool:
+        types = schema_types(node, "", self.error)
+        if k in ("uniqueItems",):
+            return node[k] is False or "array" not in types or (isinstance(node.get("maxItems"), int) and node["maxItems"] <= 1)
+        if k in ("contains", "minContains", "maxContains", "unevaluatedItems", "additionalItems"):
+            return "array" not in types or (k == "minContains" and "contains" not in node)
+        if k in ("dependentRequired", "dependencies") and required_dependencies(node) is not None:
+            return True  # enforced by the object's member machine (schema_objects)
+        if k == "unevaluatedProperties" and node[k] is False and self.explicit:
+            return self._all_evaluated(node)
+        if k == "unevaluatedItems" and node[k] is False and self.explicit:
+            return "prefixItems" in node and "items" not in node and not node.get("contains")
+        if k in ("dependentSchemas", "dependentRequired", "dependencies", "unevaluatedProperties"):
+            return "object" not in types or node[k] in ({}, True)
+        if k in ("then", "else"):
+            return "if" not in node
+        if k == "not":
+            return negated_pattern(node) is not None  # enforced on strings, no effect on the rest
+        return False
+
+    # ------------------------------------------------------------ scalars
+
+    def number(self, node: dict, ptr: str, integer: bool) -> Expr:
+        b = {}
+        for k in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
+            if k in node:
+                x = node[k]
+                if isinstance(x, bool) or not isinstance(x, (int, float)) or (isinstance(x, float) and not math.isfinite(x)):
+                    raise self.error(f"{k} must be a number", f"{ptr}/{k}", k)
+                b[k] = x
+        lo, hi = num.int_bounds(b.get("minimum"), b.get("maximum"), b.get("exclusiveMinimum"), b.get("exclusiveMaximum"))
+        if "multipleOf" in node:
+            m = node["multipleOf"]
+            if isinstance(m, bool) or not isinstance(m, (int, float)) or m <= 0:
+                raise self.error("multipleOf must be a positive number", f"{ptr}/multipleOf", "multipleOf")
+            if isinstance(m, float) and not m.is_integer():
+                self.unsupported("multipleOf", ptr, f"with a non-integer value ({m}) is not enforced")
+            else:
+                try:
+                    return num.multiples(lo, hi, int(m), self) or NOTHING
+                except ValueError as e:
+                    self.unsupported("multipleOf", ptr, f"cannot be enforced exactly here: {e}")
+        if not b:
+            return self.shared("integer", self.int_syntax()) if integer else self.shared("number", self.any_number())
+        ints = num.int_range(lo, hi)
+        if integer:
+            return ints or NOTHING
+        flo, fhi = num.float_bounds(b.get("minimum"), b.get("maximum"), b.get("exclusiveMinimum"), b.get("exclusiveMaximum"))
+        return _alt(ints, num.decimal_range(flo, fhi))
+
+    @staticmethod
+    def int_syntax() -> Expr:
+        return seq(Repeat(Literal("-"), 0, 1), alt(Literal("0"), seq(CharClass(((49, 57),)), Repeat(CharClass(((48, 57),)), 0, None))))
+
+    def string(self, node: dict, ptr: str) -> Expr:
+        lo, hi = 0, None
+        for k in ("minLength", "maxLength"):
+            if k in node:
+                x = node[k]
+                if isinstance(x, float) and x.is_integer():
+                    x = int(x)
+                if isinstance(x, bool) or not isinstance(x, int) or x < 0:
+                    raise self.error(f"{k} must be a non-negative integer", f"{ptr}/{k}", k)
+                if k == "minLength":
+                    lo = x
+                else:
+                    hi = x
+        if hi is not None and hi < lo:
+            return NOTHING
+        decoded: Optional[Expr] = None
+        fmt = node.get("format")
+        if fmt is not None:
+            if fmt in SUPPORTED_FORMATS:
+                decoded = format_expr(fmt)
+            elif fmt in KNOWN_UNSUPPORTED:
+                self.unsupported("format", ptr, f"'{fmt}' is not enforced")
+            else:
+                msg = f"{self.source}: at {ptr}/format: unknown format {fmt!r} is an annotation only"
+                if msg not in self.warnings:
+                    self.warnings.append(msg)
+        avoided = negated_pattern(node)
+        if avoided is not None:
+            if decoded is not None:
+                self.unsupported("not", ptr, "(a pattern to avoid) together with format is not enforced")
+            else:
+                return _seq(Literal('"'), self.pattern_avoiding(node.get("pattern"), avoided, ptr, lo, hi), Literal('"'))
+        if "pattern" in node:
+            if decoded is not None:
+                self.unsupported("pattern", ptr, "together with format is not enforced")
+            else:
+                return _seq(Literal('"'), self.pattern(node["pattern"], f"{ptr}/pattern", lo, hi), Literal('"'))
+        if decoded is None:
+            if lo == 0 and hi is None:
+                return self.shared("string", ANY_STRING)
+            return seq(Literal('"'), Repeat(self.shared("char", COUNTED_CHAR), lo, hi), Literal('"'))
+        try:
+            r = restrict_length(decoded, lo, hi)
+        except LookupError:
+            return NOTHING
+        if r is decoded:
+            return self.shared(f"format-{fmt}", seq(Literal('"'), encode_chars(r), Literal('"')))
+        if r is None:
+            self.unsupported("maxLength" if hi is not None else "minLength", ptr, f"together with format '{fmt}' is not enforced")
+            r = decoded
+        return seq(Literal('"'), encode_chars(r), Literal('"'))
+
+    def regex_language(self, pattern: Any, text: str, ptr: str) -> Expr:
+        """The IR of `text`, a regex made from the schema's `pattern` at `ptr`."""
+        from ..regex.parse import parse_regex
+
+        if not isinstance(pattern, str):
+            raise self.error("pattern must be a string", ptr, "pattern")
+        try:
+            g = parse_regex(text, source=f"{self.source}#{ptr}")
+        except GrammarSyntaxError as e:
+            raise self.error(f"pattern {pattern!r} cannot be enforced: {e.reason}", ptr, "pattern") from None
+        if len(g.rules) != 1:
+            raise self.error(f"pattern {pattern!r}: unexpected multi-rule regex grammar", ptr, "pattern")
+        return g.rules[g.root]
+
+    def searched_language(self, pattern: Any, ptr: str) -> Expr:
+        """The strings the schema's `pattern` at `ptr` is found in (re.search), as IR."""
+        if not isinstance(pattern, str):
+            raise self.error("pattern must be a string", ptr, "pattern")
+        return self.regex_language(pattern, _searched(pattern), ptr)
+
+    def pattern(self, pattern: Any, ptr: str, lo: int, hi: Optional[int]) -> Expr:
+        if lo == 0 and hi is None:
+            return encode_chars(self.searched_language(pattern, ptr))
+        if not isinstance(pattern, str):
+            raise self.error("pattern must be a string", ptr, "pattern")
+
+        def parse(text: str) -> Expr:
+            return self.regex_language(pattern, text, ptr)
+
+        left = pattern.startswith("^")
+        right = pattern.endswith("$") and (len(pattern) - len(pattern[:-1].rstrip("\\")) - 1) % 2 == 0
+        core_text = pattern[1 if left else 0 : len(pattern) - 1 if right else len(pattern)]
+        if _top_level_bar(core_text) or "^" in core_text.replace("[^", "") or "$" in core_text:
+            return self.pattern_by_dfa(pattern, ptr, lo, hi)
+        core = parse(core_text)
+        try:
+            if left and right:  # `$` also matches before a final newline
+                opts = []
+                for extra in ("", "\n"):
+                    try:
+                        r = restrict_length(core, max(0, lo - len(extra)), None if hi is None else hi - len(extra))
+                    except LookupError:
+                        continue
+                    if r is None:
+                        raise ValueError
+                    opts.append(seq(r, Literal(extra)))
+                return encode_chars(alt(*opts)) if opts else NOTHING
+            if right:
+                raise ValueError
+            r = search_with_length(search_core(core, not left, True), left, False, lo, hi)
+            if r is None:
+                raise ValueError
+            return encode_chars(r)
+        except ValueError:
+            return self.pattern_by_dfa(pattern, ptr, lo, hi)
+        except LookupError:
+            return NOTHING
+
+    def pattern_avoiding(self, pattern: Any, avoided: str, ptr: str, lo: int, hi: Optional[int]) -> Expr:
+        """Strings that match `pattern` (when given) and not `avoided`, with lo..hi characters."""
+        langs = [self.searched_language("" if pattern is None else pattern, f"{ptr}/pattern"),  # "": every string
+                 self.searched_language(avoided, f"{ptr}/not/pattern")]
+        try:
+            r = pattern_with_length(langs, lo, hi, self.fresh, self.define, accept=lambda label: label == {0})
+        except PatternTooLarge as e:
+            self.unsupported("not", ptr, f"(a pattern to avoid) is too large to enforce ({e})")
+            if pattern is not None:
+                return self.pattern(pattern, f"{ptr}/pattern", lo, hi)
+            return Repeat(self.shared("char", COUNTED_CHAR), lo, hi)
+        return NOTHING if r is None else r
+
+    def pattern_by_dfa(self, pattern: str, ptr: str, lo: int, hi: Optional[int]) -> Expr:
+        """`pattern` with length bounds through a DFA x length product (see schema_patterns)."""
+        try:
+            r = pattern_with_length(self.searched_language(pattern, ptr), lo, hi, self.fresh, self.define)
+        except PatternTooLarge as e:
+            self.unsupported("pattern", ptr.rsplit("/", 1)[0], f"combined with minLength/maxLength is too large to enforce ({e})")
+            return self.pattern(pattern, ptr, 0, None)
+        return NOTHING if r is None else r
+
+    # ------------------------------------------------------------ containers
+
+    def array(self, node: dict, ptr: str, depth: int) -> Expr:
+        from .objects import array_expr
+
+        return array_expr(self, node, ptr, depth)
+
+    def obj(self, node: dict, ptr: str, depth: int) -> Expr:
+        from .objects import object_expr
+
+        return object_expr(self, node, ptr, depth)
+
+
+def _productive(rules: dict[str, Expr]) -> set[str]:
+    """Rules that derive at least one finite string."""
+    good: set[str] = set()
+
+    def ok(e: Expr) -> bool:
+        if isinstance(e, RuleRef):
+            return e.name in good
+        if isinstance(e, CharClass):
+            return e != NOTHING
+        if isinstance(e, Literal):
+            return True
+        if isinstance(e, Repeat):
+            return e.min == 0 or ok(e.item)
+        items = getattr(e, "items", None)
+        if items is not None:
+            return all(ok(x) for x in items)
+        return any(ok(x) for x in e.options)  # type: ignore[union-attr]
+
+    changed = True
+    while changed:
+        changed = False
+        for name, body in rules.items():
+            if name not in good and ok(body):
+                good.add(name)
+                changed = True
+    return good
+
+
+def _top_level_bar(text: str) -> bool:
+    depth, i, in_class = 0, 0, False
+    while i < len(text):
+        c = text[i]
+        if c == "\\":
+            i += 2
+            continue
+        if in_class:
+            in_class = c != "]"
+        elif c == "[":
+            in_class = True
+        elif c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+        elif c == "|" and depth == 0:
+            return True
+        i += 1
+    return False
+
+
+def schema_to_grammar(
+    schema: Any,
+    *,
+    whitespace: str = "compact",
+    lenient: bool = False,
+    source: str = "<schema>",
+    oneof_as_anyof: bool = False,
+    extra_properties: str = "explicit",
+) -> Grammar:
+    """A grammar whose strings are JSON texts of instances valid against `schema`.
+
+    `extra_properties="explicit"` (the generation language): objects carry only the
+    properties the schema names, plus those `additionalProperties` or
+    `patternProperties` allow where the schema states them; an array with
+    `prefixItems` and no `items` has no further items. `"spec"`: JSON Schema's own
+    meaning (unstated `additionalProperties` and `items` allow anything). Either way
+    every string of the grammar is a valid instance.
+    """
+    if not isinstance(schema, (dict, bool)):
+        raise SchemaError(f"a schema must be an object or a boolean, not {type(schema).__name__}", pointer="/", source=source)
+    c = _Compiler(schema, whitespace, lenient, source, oneof_as_anyof, extra_properties)
+    c.rules["root"] = NOTHING
+    try:
+        body = c.value(schema, "", 0)
+    except RecursionError:
+        raise SchemaError(
+            "schema nests too deeply, or recurses through a $ref that has sibling keywords", pointer="/", source=source
+        ) from None
+    if _dead(body):
+        raise SchemaError("the schema accepts no value at all", pointer="/", source=source)
+    c.rules["root"] = body
+    if "root" not in _productive(c.rules):
+        raise SchemaError("the schema accepts no finite value (its recursion never ends)", pointer="/", source=source)
+    rules = {"root": body, **{k: v for k, v in c.rules.items() if k != "root"}}
+    return Grammar(rules, root="root", source=source, warnings=c.warnings)
+
+
+def canonical_order(value: Any, schema: Any) -> Any:
+    """`value` with object keys reordered to the layout the grammar generates."""
+    from .objects import reorder
+
+    return reorder(value, schema, Resolver(schema, lambda m, p, k=None: SchemaError(m, pointer=p, keyword=k)), "")

@@ -1,0 +1,279 @@
+"""Can two JSON Schemas accept the same instance? A sufficient test, behind exact `oneOf`.
+
+`oneOf` is compiled as a plain union, which is exact only when no instance satisfies two
+branches. `disjoint` answers True only with a proof: per JSON type both branches allow,
+some keyword pair excludes every instance of that type (enum/const values, numeric
+bounds, length and count bounds, a property one branch requires and the other forbids,
+a property both require whose schemas are disjoint, a first array item both require).
+Values listed by `enum`/`const` are checked against the other branch with the
+`jsonschema` validator (formats asserted, as ministruct enforces them).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any, Callable, Optional
+
+from ...errors import MinistructError
+from .merge import ALL_TYPES, MergeError, Resolver, merge_all, schema_types
+
+MAX_DEPTH = 8
+_NUMERIC = ("number", "integer")
+
+
+class Disjointness:
+    """The disjointness test for one schema document."""
+
+    def __init__(self, resolver: Resolver, validator: Callable[[], Any]) -> None:
+        self.resolver = resolver
+        self._validator = validator  # the document's jsonschema validator, built on first use
+        # `$ref`s are followed here from the document's base; with nested `$id`s a ref's
+        # meaning depends on where it sits, so then none is followed (fewer proofs, none wrong)
+        self._one_base = len(set(resolver.bases.values())) <= 1
+
+    def first_overlap(self, branches: list, rest: dict) -> Optional[tuple[int, int]]:
+        """The first pair (i, j) of branches not proven disjoint, or None when all are.
+
+        Branches that list their values (`const`/`enum`), and object branches that all
+        require one property with listed values (a discriminator), are told apart in one
+        pass; only the remaining pairs are compared one by one.
+        """
+        apart: set[tuple[int, int]] = set()
+        for group in (self._by_values(branches), self._by_discriminator(branches, rest)):
+            apart |= {(i, j) for i in group for j in group if i < j}
+        for i in range(len(branches)):
+            for j in range(i + 1, len(branches)):
+                if (i, j) not in apart and not self.disjoint(branches[i], branches[j], rest):
+                    return i, j
+        return None
+
+    def _by_values(self, branches: list) -> list[int]:
+        """Branches listing their values, when no value is listed by two of them."""
+        idx = [i for i, b in enumerate(branches) if isinstance(b, dict) and _values(b) is not None]
+        owner: dict[str, int] = {}
+        ok = all(owner.setdefault(_canonical(v), i) == i for i in idx for v in _values(branches[i]) or ())
+        return idx if ok and len(idx) > 1 else []
+
+    def _by_discriminator(self, branches: list, rest: dict) -> list[int]:
+        """Object-only branches that require one shared property with distinct listed values."""
+        tags: dict[int, dict[str, list]] = {}
+        for i, b in enumerate(branches):
+            b = self._normal(b)
+            if not isinstance(b, dict) or self._types(b, 0) - {"object"}:
+                continue
+            props = b.get("properties") if isinstance(b.get("properties"), dict) else {}
+            found = {}
+            for p in _required(b) | _required(rest):
+                sub = self._normal(props.get(p))
+                vals = _values(sub) if isinstance(sub, dict) else None
+                if vals is not None:
+                    found[p] = vals
+            if found:
+                tags[i] = found
+        if len(tags) < 2:
+            return []
+        for p in set.intersection(*(set(t) for t in tags.values())):
+            owner: dict[str, int] = {}
+            if all(owner.setdefault(_canonical(v), i) == i for i, t in tags.items() for v in t[p]):
+                return list(tags)
+        return []
+
+    def disjoint(self, a: Any, b: Any, rest: dict) -> bool:
+        """True when no instance satisfies `rest` and both `a` and `b` (False: not proven)."""
+        if any(k not in _ANNOTATIONS for k in rest):
+            a, b = {"allOf": [rest, a]}, {"allOf": [rest, b]}
+        return self._disjoint(a, b, 0)
+
+    # ------------------------------------------------------------ the test
+
+    def _normal(self, s: Any) -> Any:
+        """`s` with `$ref` and `allOf` folded in (unchanged when that cannot be done exactly)."""
+        if isinstance(s, dict) and ("$ref" in s or "allOf" in s) and self._one_base:
+            try:
+                return merge_all(s, "", self.resolver)
+            except (MergeError, MinistructError):  # a failed fold only weakens the test
+                return s
+        return s
+
+    def _disjoint(self, a: Any, b: Any, depth: int) -> bool:
+        a, b = self._normal(a), self._normal(b)  # (booleans pass through unchanged)
+        if a is False or b is False:
+            return True
+        if depth > MAX_DEPTH or not isinstance(a, dict) or not isinstance(b, dict):
+            return False
+        va, vb = _values(a), _values(b)
+        if va is not None and not any(self._valid(v, b) for v in va):
+            return True
+        if vb is not None and not any(self._valid(v, a) for v in vb):
+            return True
+        if va is not None or vb is not None:
+            return False  # some listed value satisfies both (or could not be checked)
+        shared = self._types(a, 0) & self._types(b, 0)
+        return all(self._disjoint_as(t, a, b, depth) for t in shared)
+
+    def _types(self, s: Any, depth: int) -> set[str]:
+        """The JSON types `s` may accept ("integer" within "number"), through `$ref` and `allOf`."""
+        if s is False:
+            return set()
+        if not isinstance(s, dict) or depth > MAX_DEPTH:
+            return set(ALL_TYPES)
+        try:
+            t = schema_types(s, "", _raise)
+        except _Unknown:
+            t = set(ALL_TYPES)
+        if isinstance(s.get("$ref"), str) and self._one_base:
+            try:
+                t &= self._types(self.resolver.resolve(s["$ref"], "")[0], depth + 1)
+            except MinistructError:
+                pass
+        for sub in s.get("allOf") if isinstance(s.get("allOf"), list) else ():
+            t &= self._types(sub, depth + 1)
+        if "number" in t:
+            t.add("integer")
+        return t
+
+    def _disjoint_as(self, t: str, a: dict, b: dict, depth: int) -> bool:
+        """No instance of JSON type `t` satisfies both `a` and `b`."""
+        if t in _NUMERIC:
+            return _empty_interval(_bounds(a), _bounds(b), t == "integer")
+        if t == "string":
+            return _apart(_count(a, "minLength", "maxLength"), _count(b, "minLength", "maxLength"))
+        if t == "array":
+            if _apart(_count(a, "minItems", "maxItems"), _count(b, "minItems", "maxItems")):
+                return True
+            if _min(a, "minItems") >= 1 and _min(b, "minItems") >= 1:
+                return self._disjoint(_first_item(a), _first_item(b), depth + 1)
+            return False
+        if t == "object":
+            return self._objects_disjoint(a, b, depth)
+        return False  # null and boolean: only enum/const tell instances apart
+
+    def _objects_disjoint(self, a: dict, b: dict, depth: int) -> bool:
+        if _apart(_count(a, "minProperties", "maxProperties"), _count(b, "minProperties", "maxProperties")):
+            return True
+        ra, rb = _required(a), _required(b)
+        if any(_forbids(b, p) for p in ra) or any(_forbids(a, p) for p in rb):
+            return True
+        return any(self._disjoint(_property(a, p), _property(b, p), depth + 1) for p in ra & rb)
+
+    def _valid(self, value: Any, schema: dict) -> bool:
+        """Does `value` satisfy `schema`? (True when the validator cannot tell.)"""
+        if not self._one_base:
+            return True
+        try:
+            return bool(self._validator().evolve(schema=schema).is_valid(value))
+        except Exception:  # noqa: BLE001 - an unreadable schema proves nothing
+            return True
+
+
+class _Unknown(Exception):
+    pass
+
+
+def _raise(*_: Any) -> Exception:
+    return _Unknown()
+
+
+_ANNOTATIONS = {"title", "description", "default", "examples", "$comment", "deprecated", "readOnly", "writeOnly"}
+
+
+def _values(s: dict) -> Optional[list]:
+    if "const" in s:
+        return [s["const"]]
+    if isinstance(s.get("enum"), list):
+        return s["enum"]
+    return None
+
+
+def _canonical(v: Any) -> str:
+    """One text per JSON value (1 and 1.0 are the same number; true is not 1)."""
+    if isinstance(v, float) and v.is_integer():
+        v = int(v)
+    if isinstance(v, list):
+        return "[" + ",".join(_canonical(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{" + ",".join(json.dumps(k) + ":" + _canonical(v[k]) for k in sorted(v)) + "}"
+    return json.dumps(v)
+
+
+def _number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def _bounds(s: dict) -> tuple[float, bool, float, bool]:
+    """(low, low excluded, high, high excluded) of the numbers `s` allows."""
+    lo, lo_x, hi, hi_x = float("-inf"), False, float("inf"), False
+    if _number(s.get("minimum")):
+        lo = s["minimum"]
+    if _number(s.get("exclusiveMinimum")) and s["exclusiveMinimum"] >= lo:
+        lo, lo_x = s["exclusiveMinimum"], True
+    if _number(s.get("maximum")):
+        hi = s["maximum"]
+    if _number(s.get("exclusiveMaximum")) and s["exclusiveMaximum"] <= hi:
+        hi, hi_x = s["exclusiveMaximum"], True
+    return lo, lo_x, hi, hi_x
+
+
+def _empty_interval(a: tuple, b: tuple, integers: bool) -> bool:
+    lo, lo_x = max((a[0], a[1]), (b[0], b[1]), key=lambda p: (p[0], p[1]))
+    hi, hi_x = min((a[2], a[3]), (b[2], b[3]), key=lambda p: (p[0], not p[1]))
+    if lo > hi or (lo == hi and (lo_x or hi_x)):
+        return True
+    if not integers or math.inf in (abs(lo), abs(hi)):  # (math.isfinite fails on huge ints)
+        return False
+    first = math.floor(lo) + 1 if lo_x or lo != math.floor(lo) else lo  # the smallest integer inside
+    last = math.ceil(hi) - 1 if hi_x or hi != math.ceil(hi) else hi  # the largest
+    return first > last
+
+
+def _min(s: dict, key: str) -> int:
+    v = s.get(key, 0)
+    return v if isinstance(v, int) and not isinstance(v, bool) else 0
+
+
+def _count(s: dict, lo: str, hi: str) -> tuple[int, float]:
+    v = s.get(hi)
+    return _min(s, lo), (v if isinstance(v, int) and not isinstance(v, bool) else float("inf"))
+
+
+def _apart(a: tuple, b: tuple) -> bool:
+    return max(a[0], b[0]) > min(a[1], b[1])
+
+
+def _required(s: dict) -> set[str]:
+    r = s.get("required")
+    return {p for p in r if isinstance(p, str)} if isinstance(r, list) else set()
+
+
+def _forbids(s: dict, name: str) -> bool:
+    """`s` rejects every object that has property `name`."""
+    props = s.get("properties") if isinstance(s.get("properties"), dict) else {}
+    if name in props:
+        return props[name] is False
+    pattern_props = s.get("patternProperties")
+    if isinstance(pattern_props, dict) and pattern_props:
+        return False  # ECMA-262 patterns are not Python's: do not guess which match
+    return s.get("additionalProperties") is False
+
+
+def _property(s: dict, name: str) -> Any:
+    """The schema property `name` must satisfy in `s` (True when unconstrained or unsure)."""
+    props = s.get("properties") if isinstance(s.get("properties"), dict) else {}
+    if name in props:
+        return props[name]
+    if isinstance(s.get("patternProperties"), dict) and s["patternProperties"]:
+        return True
+    extra = s.get("additionalProperties", True)
+    return extra if isinstance(extra, (dict, bool)) else True
+
+
+def _first_item(s: dict) -> Any:
+    prefix = s.get("prefixItems")
+    if isinstance(prefix, list) and prefix:
+        return prefix[0]
+    items = s.get("items", True)
+    if isinstance(items, list):
+        return items[0] if items else s.get("additionalItems", True)
+    return items if isinstance(items, (dict, bool)) else True
+

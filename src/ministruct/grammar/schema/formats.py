@@ -1,0 +1,461 @@
+"""JSON string building blocks for the JSON Schema front end: string syntax, `format`
+grammars, and string-length arithmetic on IR expressions.
+
+Two levels: *decoded* expressions describe the string value (code points, as `pattern`
+and `format` see it); `encode_chars` turns one into the JSON text between the quotes
+(raw characters, short escapes, and `\\uXXXX` escapes for BMP characters).
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from typing import Optional
+
+from ..ir import EMPTY, MAX_CODE_POINT, Alt, CharClass, Expr, Literal, Repeat, Seq, alt, normalize_ranges, seq
+
+HEX_VALUES = "0123456789abcdef"
+
+
+def C(spec: str, negated: bool = False) -> CharClass:
+    """CharClass from a compact spec like 'a-zA-Z0-9_' (a '-' at either end is literal)."""
+    ranges: list[tuple[int, int]] = []
+    i = 0
+    while i < len(spec):
+        if i + 2 < len(spec) and spec[i + 1] == "-":
+            ranges.append((ord(spec[i]), ord(spec[i + 2])))
+            i += 3
+        else:
+            ranges.append((ord(spec[i]), ord(spec[i])))
+            i += 1
+    return CharClass(normalize_ranges(ranges), negated)
+
+
+def L(text: str) -> Literal:
+    return Literal(text)
+
+
+def rep(e: Expr, lo: int, hi: Optional[int] = None) -> Repeat:
+    return Repeat(e, lo, hi)
+
+
+def opt(e: Expr) -> Repeat:
+    return Repeat(e, 0, 1)
+
+
+# ------------------------------------------------------------ hex escapes
+
+
+def _hex_digit(lo: int, hi: int) -> Expr:
+    """One hex digit with value lo..hi, either case."""
+    rs = []
+    for v in range(lo, hi + 1):
+        c = HEX_VALUES[v]
+        rs.append((ord(c), ord(c)))
+        if c.isalpha():
+            rs.append((ord(c.upper()), ord(c.upper())))
+    return CharClass(normalize_ranges(rs))
+
+
+ANY_HEX = _hex_digit(0, 15)
+
+
+def _hex_fixed(a: str, b: str) -> Expr:
+    """Hex strings (either case) of len(a) between a and b (lowercase, same length)."""
+    if not a:
+        return EMPTY
+    if a == b:
+        return seq(*[_hex_digit(int(c, 16), int(c, 16)) for c in a])
+    da, db = int(a[0], 16), int(b[0], 16)
+    n = len(a) - 1
+    if da == db:
+        return seq(_hex_digit(da, da), _hex_fixed(a[1:], b[1:]))
+    if a[1:] == "0" * n and b[1:] == "f" * n:
+        return seq(_hex_digit(da, db), rep(ANY_HEX, n, n) if n else EMPTY)
+    opts = [seq(_hex_digit(da, da), _hex_fixed(a[1:], "f" * n))]
+    if db - da > 1:
+        opts.append(seq(_hex_digit(da + 1, db - 1), rep(ANY_HEX, n, n) if n else EMPTY))
+    opts.append(seq(_hex_digit(db, db), _hex_fixed("0" * n, b[1:])))
+    return alt(*opts)
+
+
+def u_escape(lo: int, hi: int) -> Expr:
+    """`\\uXXXX` escapes for the BMP code points lo..hi."""
+    return seq(L("\\u"), _hex_fixed(f"{lo:04x}", f"{hi:04x}"))
+
+
+SHORT_ESCAPES = {0x22: '\\"', 0x5C: "\\\\", 0x2F: "\\/", 0x08: "\\b", 0x0C: "\\f", 0x0A: "\\n", 0x0D: "\\r", 0x09: "\\t"}
+RAW_OK = CharClass(((0, 0x1F), (0x22, 0x22), (0x5C, 0x5C)), negated=True)
+
+# one decoded code point, any way JSON can write it (surrogate pairs count as one)
+COUNTED_CHAR: Expr = alt(
+    RAW_OK,
+    seq(L("\\"), C('"\\\\/bfnrt')),
+    u_escape(0, 0xD7FF),
+    u_escape(0xE000, 0xFFFF),
+    seq(u_escape(0xD800, 0xDBFF), u_escape(0xDC00, 0xDFFF)),
+)
+# any JSON string content unit (lone surrogate escapes included: Python's json accepts them)
+STRING_UNIT: Expr = alt(RAW_OK, seq(L("\\"), alt(C('"\\\\/bfnrt'), seq(L("u"), rep(ANY_HEX, 4, 4)))))
+ANY_STRING: Expr = seq(L('"'), rep(STRING_UNIT, 0), L('"'))
+
+
+def _sub(ranges, lo: int, hi: int):
+    """Intersection of ranges with [lo, hi]."""
+    return [(max(a, lo), min(b, hi)) for a, b in ranges if max(a, lo) <= min(b, hi)]
+
+
+MAX_ESCAPED_RANGES = 8
+
+
+@lru_cache(maxsize=4096)
+def encode_class(c: CharClass, max_escaped: int = MAX_ESCAPED_RANGES) -> Expr:
+    """JSON text for one code point from the class (\\u escapes of non-ASCII characters
+    only for classes of at most `max_escaped` ranges: callers that define the result once
+    as a shared rule may allow more)."""
+    if c.negated and not c.ranges:
+        return COUNTED_CHAR
+    rs = c.code_point_ranges()
+    opts: list[Expr] = []
+    raw = normalize_ranges([r for a, b in rs for r in _minus_unsafe(a, b)])
+    if raw:
+        opts.append(CharClass(raw))
+    for a, b in rs:
+        for cp, esc in SHORT_ESCAPES.items():
+            if a <= cp <= b:
+                opts.append(L(esc))
+    low = _sub(rs, 0, 0x1F) + _sub(rs, 0x22, 0x22) + _sub(rs, 0x5C, 0x5C)
+    high = _sub(rs, 0x80, 0xD7FF) + _sub(rs, 0xE000, 0xFFFF)
+    astral = _sub(rs, 0x10000, MAX_CODE_POINT)
+    if len(high) + len(astral) > max_escaped:  # keep grammars small: raw form only
+        high, astral = [], []
+    for a, b in low + high:
+        opts.append(u_escape(a, b))
+    for a, b in astral:
+        opts.append(_pair_escapes(a, b))
+    return alt(*opts) if opts else CharClass(())
+
+
+def _pair_escapes(a: int, b: int) -> Expr:
+    """Surrogate-pair escapes for astral code points a..b."""
+    opts: list[Expr] = []
+    ha, hb = 0xD800 + ((a - 0x10000) >> 10), 0xD800 + ((b - 0x10000) >> 10)
+    if ha == hb:
+        return seq(u_escape(ha, ha), u_escape(0xDC00 + ((a - 0x10000) & 0x3FF), 0xDC00 + ((b - 0x10000) & 0x3FF)))
+    opts.append(seq(u_escape(ha, ha), u_escape(0xDC00 + ((a - 0x10000) & 0x3FF), 0xDFFF)))
+    if hb - ha > 1:
+        opts.append(seq(u_escape(ha + 1, hb - 1), u_escape(0xDC00, 0xDFFF)))
+    opts.append(seq(u_escape(hb, hb), u_escape(0xDC00, 0xDC00 + ((b - 0x10000) & 0x3FF))))
+    return alt(*opts)
+
+
+def _minus_unsafe(a: int, b: int):
+    out = []
+    for lo, hi in ((0x20, 0x21), (0x23, 0x5B), (0x5D, MAX_CODE_POINT)):
+        if max(a, lo) <= min(b, hi):
+            out.append((max(a, lo), min(b, hi)))
+    return out
+
+
+def encode_chars(e: Expr) -> Expr:
+    """Map a decoded-string expression to the JSON string content that writes it."""
+    if isinstance(e, Literal):
+        return seq(*[_encode_cp(ord(ch)) for ch in e.text]) if e.text else EMPTY
+    if isinstance(e, CharClass):
+        return encode_class(e)
+    if isinstance(e, Seq):
+        return seq(*[encode_chars(x) for x in e.items])
+    if isinstance(e, Alt):
+        return alt(*[encode_chars(x) for x in e.options])
+    if isinstance(e, Repeat):
+        return Repeat(encode_chars(e.item), e.min, e.max)
+    return e  # RuleRef: the caller encodes rule bodies too
+
+
+@lru_cache(maxsize=4096)
+def _encode_cp(cp: int) -> Expr:
+    if 0x20 <= cp < 0x7F and cp not in (0x22, 0x5C, 0x2F):
+        return L(chr(cp))
+    return encode_class(CharClass(((cp, cp),)))
+
+
+def string_literal(s: str) -> Expr:
+    """JSON text for the string s: `"..."`, accepting every escape form of each character."""
+    return seq(L('"'), encode_chars(L(s)), L('"'))
+
+
+# ------------------------------------------------------------ lengths
+
+
+def length_bounds(e: Expr) -> tuple[int, Optional[int]]:
+    """(min, max) decoded length of a rule-free expression; max None when unbounded."""
+    if isinstance(e, Literal):
+        return len(e.text), len(e.text)
+    if isinstance(e, CharClass):
+        return 1, 1
+    if isinstance(e, Seq):
+        lo, hi = 0, 0
+        for x in e.items:
+            a, b = length_bounds(x)
+            lo += a
+            hi = None if hi is None or b is None else hi + b
+        return lo, hi
+    if isinstance(e, Alt):
+        bs = [length_bounds(x) for x in e.options]
+        his = [b for _, b in bs]
+        return min(a for a, _ in bs), None if None in his else max(his)  # type: ignore[type-var]
+    if isinstance(e, Repeat):
+        a, b = length_bounds(e.item)
+        return a * e.min, None if e.max is None or b is None else b * e.max
+    raise ValueError("length of a rule reference")
+
+
+def restrict_length(e: Expr, lo: int, hi: Optional[int]) -> Optional[Expr]:
+    """The exact subset of L(e) with lengths in [lo, hi], when expressible; None otherwise.
+
+    Raises LookupError when the result is empty.
+    """
+    a, b = length_bounds(e)
+    if a >= lo and (hi is None or (b is not None and b <= hi)):
+        return e
+    if hi is not None and (a > hi or lo > hi):
+        raise LookupError("empty")
+    if b is not None and b < lo:
+        raise LookupError("empty")
+    if isinstance(e, Alt):
+        opts = []
+        for o in e.options:
+            try:
+                r = restrict_length(o, lo, hi)
+            except LookupError:
+                continue
+            if r is None:
+                return None
+            opts.append(r)
+        if not opts:
+            raise LookupError("empty")
+        return alt(*opts)
+    if isinstance(e, Repeat):
+        ia, ib = length_bounds(e.item)
+        if ia != ib or ia == 0:
+            return None
+        k = ia
+        m = max(e.min, -(-lo // k))
+        n = (hi // k) if hi is not None else None
+        if e.max is not None:
+            n = e.max if n is None else min(n, e.max)
+        if n is not None and m > n:
+            raise LookupError("empty")
+        return Repeat(e.item, m, n)
+    if isinstance(e, Seq):
+        var = [i for i, x in enumerate(e.items) if length_bounds(x)[0] != length_bounds(x)[1]]
+        if len(var) != 1:
+            return None
+        fixed = sum(length_bounds(x)[0] for i, x in enumerate(e.items) if i != var[0])
+        r = restrict_length(e.items[var[0]], max(0, lo - fixed), None if hi is None else hi - fixed)
+        if r is None:
+            return None
+        items = list(e.items)
+        items[var[0]] = r
+        return seq(*items)
+    return None
+
+
+def search_core(p: Expr, left: bool, right: bool) -> Expr:
+    """For an unanchored side, a pattern whose edge item is x{m,n} matches iff x{m} does."""
+    if isinstance(p, Repeat) and (left or right):
+        return Repeat(p.item, p.min, p.min)
+    if isinstance(p, Seq) and p.items:
+        items = list(p.items)
+        if left and isinstance(items[0], Repeat):
+            items[0] = Repeat(items[0].item, items[0].min, items[0].min)
+        if right and isinstance(items[-1], Repeat):
+            items[-1] = Repeat(items[-1].item, items[-1].min, items[-1].min)
+        return seq(*items)
+    return p
+
+
+ANY_CP = CharClass((), negated=True)
+MAX_SEARCH_LENGTH = 64
+
+
+def search_with_length(p: Expr, left: bool, right: bool, lo: int, hi: Optional[int]) -> Optional[Expr]:
+    """Decoded strings containing a match of fixed-length p (per anchors) with length in [lo, hi]."""
+    f, g = length_bounds(p)
+    if f != g:
+        return None
+    if left and right:
+        return None
+    if hi is not None and hi - f > MAX_SEARCH_LENGTH:
+        return None
+    if not left and not right:
+        top = (hi - f) if hi is not None else max(lo - f, 0)
+        opts = []
+        for i in range(0, top + 1):
+            tail_lo = max(0, lo - f - i)
+            tail_hi = None if hi is None else hi - f - i
+            if tail_hi is not None and tail_hi < tail_lo:
+                continue
+            opts.append(seq(rep(ANY_CP, i, i) if i else EMPTY, p, rep(ANY_CP, tail_lo, tail_hi)))
+        if hi is None:
+            opts.append(seq(rep(ANY_CP, top + 1, None), p, rep(ANY_CP, 0, None)))
+        return alt(*opts) if opts else None
+    # one side anchored: the free side takes the remaining length
+    free = rep(ANY_CP, max(0, lo - f), None if hi is None else hi - f)
+    if hi is not None and hi < f:
+        return None
+    return seq(p, free) if left else seq(free, p)
+
+
+# ------------------------------------------------------------ formats
+
+D = C("0-9")
+HEX = C("0-9a-fA-F")
+
+
+def _date() -> Expr:
+    year = alt(seq(L("0"), D, D, C("1-9")), seq(L("0"), D, C("1-9"), D), seq(L("0"), C("1-9"), D, D), seq(C("1-9"), D, D, D))
+    d31 = alt(seq(L("0"), C("1-9")), seq(C("12"), D), seq(L("3"), C("01")))
+    d30 = alt(seq(L("0"), C("1-9")), seq(C("12"), D), L("30"))
+    d28 = alt(seq(L("0"), C("1-9")), seq(L("1"), D), seq(L("2"), C("0-8")))
+    m31 = alt(seq(L("0"), C("13578")), seq(L("1"), C("02")))
+    m30 = alt(seq(L("0"), C("469")), L("11"))
+    md = alt(seq(m31, L("-"), d31), seq(m30, L("-"), d30), seq(L("02-"), d28))
+    leap_tail = alt(seq(L("0"), C("48")), seq(C("2468"), C("048")), seq(C("13579"), C("26")))
+    leap = alt(seq(D, D, leap_tail), seq(leap_tail, L("00")))
+    return alt(seq(year, L("-"), md), seq(leap, L("-02-29")))
+
+
+def _time() -> Expr:
+    hh = alt(seq(C("01"), D), seq(L("2"), C("0-3")))
+    m60 = seq(C("0-5"), D)
+    offset = alt(C("zZ"), seq(C("+-"), hh, L(":"), m60))
+    return seq(hh, L(":"), m60, L(":"), m60, opt(seq(L("."), rep(D, 1, 9))), offset)
+
+
+def _duration() -> Expr:
+    n = rep(D, 1, 9)
+    t = seq(L("T"), alt(seq(n, L("H"), opt(seq(n, L("M"))), opt(seq(n, L("S")))), seq(n, L("M"), opt(seq(n, L("S")))), seq(n, L("S"))))
+    date = alt(seq(n, L("Y"), opt(seq(n, L("M"))), opt(seq(n, L("D")))), seq(n, L("M"), opt(seq(n, L("D")))), seq(n, L("D")))
+    return seq(L("P"), alt(seq(date, opt(t)), t, seq(n, L("W"))))
+
+
+def _label(first: CharClass, inner_max: int) -> Expr:
+    an = C("a-zA-Z0-9")
+    return seq(first, opt(seq(rep(C("a-zA-Z0-9-"), 0, inner_max), an)))
+
+
+def _hostname() -> Expr:
+    # at most 4 labels of at most 62 characters: 251 characters, under the 253 limit
+    lab = _label(C("a-zA-Z0-9"), 60)
+    last = seq(C("a-zA-Z"), rep(C("a-zA-Z0-9-"), 0, 60), C("a-zA-Z0-9"))
+    return seq(rep(seq(lab, L(".")), 0, 3), last)
+
+
+def _ipv4() -> Expr:
+    octet = alt(seq(L("25"), C("0-5")), seq(L("2"), C("0-4"), D), seq(L("1"), D, D), seq(C("1-9"), D), D)
+    return seq(octet, L("."), octet, L("."), octet, L("."), octet)
+
+
+def _ipv6() -> Expr:
+    h16 = rep(HEX, 1, 4)
+    h16c = seq(h16, L(":"))
+    ls32 = seq(h16, L(":"), h16)
+
+    def head(n: int) -> Expr:  # [ *n( h16 ":" ) h16 ]
+        return opt(seq(rep(h16c, 0, n), h16)) if n >= 0 else EMPTY
+
+    return alt(
+        seq(rep(h16c, 6, 6), ls32),
+        seq(L("::"), rep(h16c, 5, 5), ls32),
+        seq(opt(h16), L("::"), rep(h16c, 4, 4), ls32),
+        seq(head(1), L("::"), rep(h16c, 3, 3), ls32),
+        seq(head(2), L("::"), rep(h16c, 2, 2), ls32),
+        seq(head(3), L("::"), h16c, ls32),
+        seq(head(4), L("::"), ls32),
+        seq(head(5), L("::"), h16),
+        seq(head(6), L("::")),
+    )
+
+
+def _uri_parts():
+    unreserved = C("a-zA-Z0-9._~-")
+    pct = seq(L("%"), HEX, HEX)
+    sub = C("!$&'()*+,;=")
+    pchar = alt(unreserved, pct, sub, C(":@"))
+    segment = rep(pchar, 0)
+    segment_nz = rep(pchar, 1)
+    userinfo = rep(alt(unreserved, pct, sub, L(":")), 0)
+    host = rep(alt(unreserved, pct, sub), 0)
+    authority = seq(opt(seq(userinfo, L("@"))), host, opt(seq(L(":"), rep(D, 0, 5))))
+    abempty = rep(seq(L("/"), segment), 0)
+    absolute = seq(L("/"), opt(seq(segment_nz, abempty)))
+    rootless = seq(segment_nz, abempty)
+    qf = rep(alt(pchar, C("/?")), 0)
+    tail = seq(opt(seq(L("?"), qf)), opt(seq(L("#"), qf)))
+    nc = rep(alt(unreserved, pct, sub, L("@")), 1)
+    return authority, abempty, absolute, rootless, tail, nc
+
+
+def _uri() -> Expr:
+    authority, abempty, absolute, rootless, tail, _ = _uri_parts()
+    scheme = seq(C("a-zA-Z"), rep(C("a-zA-Z0-9+.-"), 0))
+    hier = alt(seq(L("//"), authority, abempty), absolute, rootless, EMPTY)
+    return seq(scheme, L(":"), hier, tail)
+
+
+def _uri_reference() -> Expr:
+    authority, abempty, absolute, _, tail, nc = _uri_parts()
+    rel = seq(alt(seq(L("//"), authority, abempty), absolute, seq(nc, abempty), EMPTY), tail)
+    return alt(_uri(), rel)
+
+
+def _email() -> Expr:
+    local = seq(rep(C("a-zA-Z0-9_%+-"), 1, 64), rep(seq(L("."), rep(C("a-zA-Z0-9_%+-"), 1, 64)), 0, 4))
+    return seq(local, L("@"), _hostname())
+
+
+def _uuid() -> Expr:
+    return seq(rep(HEX, 8, 8), L("-"), rep(HEX, 4, 4), L("-"), rep(HEX, 4, 4), L("-"), rep(HEX, 4, 4), L("-"), rep(HEX, 12, 12))
+
+
+def _json_pointer() -> Expr:
+    ch = alt(CharClass(((0x2F, 0x2F), (0x7E, 0x7E)), negated=True), seq(L("~"), C("01")))
+    return rep(seq(L("/"), rep(ch, 0)), 0)
+
+
+_BUILDERS = {
+    "date": _date,
+    "time": _time,
+    "date-time": lambda: seq(_date(), C("tT"), _time()),
+    "duration": _duration,
+    "email": _email,
+    "hostname": _hostname,
+    "ipv4": _ipv4,
+    "ipv6": _ipv6,
+    "uuid": _uuid,
+    "uri": _uri,
+    "uri-reference": _uri_reference,
+    "json-pointer": _json_pointer,
+}
+SUPPORTED_FORMATS = frozenset(_BUILDERS)
+# formats some validator can check but ministruct does not enforce: an error (a warning when lenient)
+KNOWN_UNSUPPORTED = frozenset(
+    {"idn-email", "idn-hostname", "iri", "iri-reference", "uri-template", "relative-json-pointer", "regex"}
+)
+
+
+@lru_cache(maxsize=None)
+def format_expr(name: str) -> Expr:
+    """Decoded-string expression for a supported format (a subset of the format's language)."""
+    return _BUILDERS[name]()
+
+
+@lru_cache(maxsize=None)
+def python_class_ranges(shorthand: str) -> tuple[tuple[int, int], ...]:
+    """Code point ranges Python's `re` matches for a shorthand like '\\\\d' (str patterns)."""
+    text = "".join(map(chr, range(MAX_CODE_POINT + 1)))
+    out = []
+    for m in re.finditer(shorthand + "+", text):
+        out.append((ord(text[m.start()]), ord(text[m.end() - 1])))
+    return normalize_ranges(out)

@@ -1,0 +1,508 @@
+"""Objects and arrays for the JSON Schema front end.
+
+Objects: listed properties in `properties` order (required ones must appear), then
+required names not listed, then additional properties; a small state machine over
+(position, members so far) makes minProperties/maxProperties exact.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Optional
+
+from ..ir import EMPTY, CharClass, Expr, Literal, Repeat, RuleRef, alt, seq
+from .formats import ANY_HEX, ANY_STRING, RAW_OK, STRING_UNIT, SHORT_ESCAPES, encode_chars, string_literal
+from .merge import Resolver, escape_token, merge_all
+
+from .context import SchemaContext
+
+NOTHING = CharClass(())
+MAX_OBJECT_STATES = 4000
+_HEXNZ = CharClass(((49, 57), (65, 70), (97, 102)))
+# `\uXXXX` for any value >= 0x80 (lone surrogates included): never an ASCII character
+NON_ASCII_ESCAPE = seq(Literal("\\u"), alt(
+    seq(_HEXNZ, Repeat(ANY_HEX, 3, 3)),
+    seq(Literal("0"), _HEXNZ, Repeat(ANY_HEX, 2, 2)),
+    seq(Literal("00"), CharClass(((56, 57), (65, 70), (97, 102))), ANY_HEX),
+))
+
+
+def _dead(e: Optional[Expr]) -> bool:
+    return e is None or e == NOTHING
+
+
+def _int_kw(c: SchemaContext, node: dict, k: str, ptr: str, default: Optional[int]) -> Optional[int]:
+    if k not in node:
+        return default
+    x = node[k]
+    if isinstance(x, float) and x.is_integer():
+        x = int(x)
+    if isinstance(x, bool) or not isinstance(x, int) or x < 0:
+        raise c.error(f"{k} must be a non-negative integer", f"{ptr}/{k}", k)
+    return x
+
+
+# ------------------------------------------------------------ keys
+
+
+def not_in_names(names: list[str]) -> Expr:
+    """JSON string texts whose decoded value is not one of the names (exact; at the
+    positions still inside a name, only raw characters, short escapes and non-ASCII
+    `\\uXXXX` escapes are written)."""
+    trie: dict = {}
+    for n in names:
+        t = trie
+        for ch in n:
+            t = t.setdefault(ch, {})
+        t[None] = True
+
+    free = Repeat(STRING_UNIT, 0, None)
+
+    def build(t: dict) -> Expr:
+        kids = sorted(k for k in t if k is not None)
+        opts: list[Expr] = [] if None in t else [EMPTY]
+        excluded = [(ord(k), ord(k)) for k in kids]
+        other = _minus(RAW_OK, excluded)
+        if other is not None:
+            opts.append(seq(other, free))
+        shorts = [e for cp, e in SHORT_ESCAPES.items() if chr(cp) not in t]
+        if shorts:
+            opts.append(seq(alt(*[Literal(e) for e in shorts]), free))
+        if all(k < "\x80" for k in kids):
+            opts.append(seq(NON_ASCII_ESCAPE, free))
+        for k in kids:
+            opts.append(seq(encode_chars(Literal(k)), build(t[k])))
+        return alt(*opts) if opts else NOTHING
+
+    if not names:
+        return ANY_STRING
+    return seq(Literal('"'), build(trie), Literal('"'))
+
+
+def _minus(cls: CharClass, excluded: list[tuple[int, int]]) -> Optional[CharClass]:
+    rs = cls.code_point_ranges()
+    out = []
+    for a, b in rs:
+        cur = a
+        for x, _ in sorted(excluded):
+            if x < cur or x > b:
+                continue
+            if x > cur:
+                out.append((cur, x - 1))
+            cur = x + 1
+        if cur <= b:
+            out.append((cur, b))
+    return CharClass(tuple(out)) if out else None
+
+
+# ------------------------------------------------------------ objects
+
+
+def object_expr(c: SchemaContext, node: dict, ptr: str, depth: int) -> Expr:
+    props = node.get("properties", {})
+    if not isinstance(props, dict):
+        raise c.error("properties must be an object", f"{ptr}/properties", "properties")
+    required = node.get("required", [])
+    if not isinstance(required, list) or not all(isinstance(r, str) for r in required):
+        raise c.error("required must be an array of strings", f"{ptr}/required", "required")
+    ap = node.get("additionalProperties", True)
+    pp = node.get("patternProperties", {}) or {}
+    if c.explicit and "additionalProperties" not in node and (props or required or pp):
+        # the generation language: no unnamed properties unless the schema states them
+        # (a schema naming nothing, `{"type": "object"}`, keeps JSON Schema's meaning)
+        ap_extra: Any = False
+    else:
+        ap_extra = ap
+    if not isinstance(pp, dict):
+        raise c.error("patternProperties must be an object", f"{ptr}/patternProperties", "patternProperties")
+    pn = node.get("propertyNames", True)
+    min_p = _int_kw(c, node, "minProperties", ptr, 0) or 0
+    max_p = _int_kw(c, node, "maxProperties", ptr, None)
+    pn_validator = c.validator.evolve(schema=pn) if pn is not True else None
+
+    names = list(props) + [r for r in dict.fromkeys(required) if r not in props]
+    entries: list[tuple[Expr, bool]] = []
+    for n in names:
+        req = n in required
+        subs = [props[n]] if n in props else []
+        for pat, s in pp.items():
+            try:
+                hit = re.search(pat, n) is not None
+            except re.error:
+                raise c.error(f"invalid pattern {pat!r}", f"{ptr}/patternProperties", "patternProperties") from None
+            if hit:
+                subs.append(s)
+        if n not in props and len(subs) == 0:
+            subs.append(ap)
+        if pn_validator is not None and not pn_validator.is_valid(n):
+            subs = [False]
+        subs = [s for s in subs if s is not True]
+        schema: Any = True if not subs else subs[0] if len(subs) == 1 else {"allOf": subs}
+        where = f"{ptr}/properties/{escape_token(n)}" if n in props else f"{ptr}/required"
+        val = c.value(schema, where, depth + 1)
+        if _dead(val):
+            if req:
+                return NOTHING
+            continue
+        entries.append((seq(string_literal(n), c.colon(), val), req, n))
+
+    kvx = _extras(c, node, ptr, depth, names, ap_extra, pp, pn)
+    if kvx is None and ap_extra is not ap and max(min_p, 0) > len(entries):
+        kvx = _extras(c, node, ptr, depth, names, ap, pp, pn)  # minProperties needs more than the names
+    deps = required_dependencies(node) or {}
+    listed = {e[2] for e in entries}
+    if kvx is not None:
+        outside = [x for t, needed in deps.items() for x in [t, *needed] if x not in listed]
+        if outside:  # an additional property could carry the name
+            c.unsupported("dependentRequired", ptr, f"naming {outside[0]!r}, which only additionalProperties can give, is not enforced")
+            deps = {}
+    changed = True
+    while changed:  # names that never appear: their dependencies hold, or forbid their trigger
+        changed = False
+        for trigger, needed in list(deps.items()):
+            if trigger not in listed:
+                del deps[trigger]
+            elif any(x not in listed for x in needed):
+                if any(e[2] == trigger and e[1] for e in entries):
+                    return NOTHING
+                del deps[trigger]
+                entries = [e for e in entries if e[2] != trigger]
+                listed.discard(trigger)
+                changed = True
+    return _members(c, entries, kvx, min_p, max_p, ptr, depth, deps)
+
+
+def required_dependencies(node: dict) -> "Optional[dict[str, list[str]]]":
+    """`dependentRequired` and the array form of `dependencies`, merged; None when some
+    dependency is a schema (dependentSchemas' form), which is not enforced."""
+    out: dict[str, list[str]] = {}
+    for k in ("dependentRequired", "dependencies"):
+        v = node.get(k, {})
+        if not isinstance(v, dict):
+            return None
+        for trigger, needed in v.items():
+            if not isinstance(needed, list) or not all(isinstance(x, str) for x in needed):
+                return None
+            out.setdefault(trigger, [])
+            out[trigger] += [x for x in needed if x != trigger and x not in out[trigger]]
+    return {t: n for t, n in out.items() if n}
+
+
+def _extras(c: SchemaContext, node: dict, ptr: str, depth: int, names: list[str], ap: Any, pp: dict, pn: Any) -> Optional[Expr]:
+    """One additional `"key": value` member (a rule), or None when none are allowed."""
+    if pn is False:
+        return None
+    if pp and not (ap is True and all(s is True for s in pp.values())):
+        schemas = list(pp.values())
+        simple = ap is False and all(s == schemas[0] for s in schemas[1:]) and not any(re.search(p, n) for p in pp for n in names)
+        pn_pat = _name_pattern(pn)
+        if (not simple and pn is True) or (pn is not True and pn_pat is not None):
+            return _pattern_extras(c, ptr, depth, names, ap, pp, pn_pat)
+        if ap is not False:
+            c.unsupported("patternProperties", ptr, "with additionalProperties other than false is not enforced")
+            return None
+        if any(s != schemas[0] for s in schemas[1:]):
+            c.unsupported("patternProperties", ptr, "with several patterns of different schemas is not enforced")
+            return None
+        for n in names:
+            if any(re.search(p, n) for p in pp):
+                c.unsupported("patternProperties", ptr, f"matching the listed property {n!r} is not enforced for other keys")
+                return None
+        if pn is not True:
+            c.unsupported("propertyNames", ptr, "together with patternProperties is not enforced")
+            return None
+        key = alt(*[c.value({"type": "string", "pattern": p}, f"{ptr}/patternProperties", 0) for p in pp])
+        val = c.value(schemas[0], f"{ptr}/patternProperties/{escape_token(next(iter(pp)))}", depth + 1)
+    elif ap is False:
+        return None
+    else:
+        if pn is not True:
+            pv = c.validator.evolve(schema=pn)
+            if any(pv.is_valid(n) for n in names):
+                c.unsupported("propertyNames", ptr, "together with listed properties it allows is not enforced")
+                return None
+            key = c.value({"allOf": [pn, {"type": "string"}]}, f"{ptr}/propertyNames", 0)
+        else:
+            key = not_in_names(names)
+        val = c.value(ap, f"{ptr}/additionalProperties", depth + 1)
+    if _dead(key) or _dead(val):
+        return None
+    return c.rule(f"kv{ptr}", seq(key, c.colon(), val))
+
+
+MAX_PATTERNS = 8
+_NAME_ANNOTATIONS = {"title", "description", "$comment", "examples", "default"}
+
+
+def _name_pattern(pn: Any) -> Optional[str]:
+    """The regex of a propertyNames schema that is only `pattern` (and type string)."""
+    if not isinstance(pn, dict) or not isinstance(pn.get("pattern"), str):
+        return None
+    if set(pn) - _NAME_ANNOTATIONS - {"pattern", "type"} or pn.get("type", "string") != "string":
+        return None
+    return pn["pattern"]
+
+
+def _pattern_extras(c: SchemaContext, ptr: str, depth: int, names: list[str], ap: Any, pp: dict, pn_pat: Optional[str] = None) -> Optional[Expr]:
+    """Additional members under patternProperties, exactly: one DFA over the decoded key
+    sorts it into "matches exactly the patterns M" (M possibly empty) or "is a listed
+    name" (excluded: listed names are members of their own); the value must satisfy
+    allOf(pattern schemas of M), or additionalProperties when M is empty. A
+    propertyNames pattern is one more component every additional key must match."""
+    from ...errors import GrammarSyntaxError, SchemaError
+    from ..regex.parse import parse_regex
+    from .complement import ComplementError, build_dfa, inline_rules, live_states
+
+    why = "with additionalProperties other than false is not enforced"
+    pats = list(pp)
+    if len(pats) > MAX_PATTERNS:
+        c.unsupported("patternProperties", ptr, f"with more than {MAX_PATTERNS} patterns is not enforced")
+        return None
+    try:
+        comps = []
+        for p in pats:
+            if not isinstance(p, str):
+                raise ComplementError("pattern is not a string")
+            comps.append(inline_rules(parse_regex(f"[\\s\\S]*(?:{p})[\\s\\S]*", source=f"{c.source}#{ptr}/patternProperties")))
+        comps.append(alt(*[Literal(n) for n in names]) if names else NOTHING)
+        if pn_pat is not None:
+            comps.append(inline_rules(parse_regex(f"[\\s\\S]*(?:{pn_pat})[\\s\\S]*", source=f"{c.source}#{ptr}/propertyNames")))
+        dfa = build_dfa(comps)
+    except (GrammarSyntaxError, ComplementError, RecursionError):
+        c.unsupported("patternProperties", ptr, why)
+        return None
+    excluded = len(pats)  # component index of the listed names
+    values: dict[frozenset, Expr] = {}
+
+    def value_for(m: frozenset) -> Expr:
+        if m not in values:
+            if not m:
+                v = c.value(ap, f"{ptr}/additionalProperties", depth + 1)
+            elif len(m) == 1:
+                (i,) = m
+                v = c.value(pp[pats[i]], f"{ptr}/patternProperties/{escape_token(pats[i])}", depth + 1)
+            else:
+                subs = [pp[pats[i]] for i in sorted(m)]
+                try:
+                    v = c.value({"allOf": subs}, f"{ptr}/patternProperties", depth + 1)
+                except SchemaError:
+                    c.unsupported("patternProperties", ptr, why)
+                    v = NOTHING
+            if not _dead(v) and not isinstance(v, (Literal, RuleRef)):
+                v = c.rule(f"pval{ptr}", v)
+            values[m] = v
+        return values[m]
+
+    def allowed(lab: frozenset) -> bool:
+        return excluded not in lab and (pn_pat is None or excluded + 1 in lab)
+
+    accepting = {s for s, lab in enumerate(dfa.labels) if allowed(lab) and not _dead(value_for(lab - {excluded + 1}))}
+    live = live_states(dfa, accepting)
+    if 0 not in live:
+        return None
+    refs = {s: RuleRef(c.fresh(f"pkey{ptr}")) for s in sorted(live)}
+    close = seq(Literal('"'), c.colon())
+    for s in sorted(live):
+        opts: list[Expr] = []
+        if s in accepting:
+            opts.append(seq(close, values[dfa.labels[s] - {excluded + 1}]))
+        if s == dfa.free:
+            body = seq(Repeat(STRING_UNIT, 0, None), *opts)
+        else:
+            for rs, t in dfa.states[s]:
+                if t in live:
+                    opts.append(seq(encode_chars(CharClass(rs)), refs[t]))
+            body = alt(*opts)
+        c.define(refs[s].name, body)
+    return c.rule(f"kv{ptr}", seq(Literal('"'), refs[0]))
+
+
+def _members(c: SchemaContext, entries: list, kvx: Optional[Expr], min_p: int, max_p: Optional[int], ptr: str,
+             depth: int, deps: "dict[str, list[str]] | None" = None) -> Expr:
+    """The members of an object, in order: a state machine over (entry, members so far,
+    the present names that later entries' dependencies still look at)."""
+    n = len(entries)
+    sat = max(min_p, (max_p + 1) if max_p is not None else 0, 1)
+    if (min_p or max_p is not None) and (n + 1) * (sat + 1) > MAX_OBJECT_STATES:
+        c.unsupported("maxProperties" if max_p is not None else "minProperties", ptr, "is too large to count exactly here")
+        min_p, max_p, sat = 0, None, 1
+    deps = deps or {}
+    pos = {e[2]: i for i, e in enumerate(entries)}
+    needs_before = [[d for d in deps.get(e[2], ()) if pos[d] < i] for i, e in enumerate(entries)]
+    needed_by_before = [[t for t, ds in deps.items() if e[2] in ds and pos[t] < i] for i, e in enumerate(entries)]
+    # keep[i]: names before entry i whose presence an entry from i on still checks
+    keep = [frozenset(x for x, j in pos.items() if j < i and any(
+        k >= i for k in [pos[d] for d in deps.get(x, ())] + [pos[t] for t, ds in deps.items() if x in ds]))
+        for i in range(n + 1)]
+
+    def moves(i: int, cnt: int, present: frozenset) -> list[tuple[bool, tuple]]:
+        name, req = entries[i][2], entries[i][1]
+        out = []
+        if (max_p is None or cnt + 1 <= max_p) and all(d in present for d in needs_before[i]):
+            out.append((True, (i + 1, min(cnt + 1, sat), (present | {name}) & keep[i + 1])))
+        if not req and not any(t in present for t in needed_by_before[i]):
+            out.append((False, (i + 1, cnt, present & keep[i + 1])))
+        return out
+
+    # reachable states and how often each is referenced
+    start = (0, 0, frozenset())
+    refs: dict[tuple, int] = {start: 1}
+    todo = [start]
+    while todo:
+        st = todo.pop()
+        if st[0] == n:
+            continue
+        for _, nxt in moves(*st):
+            if nxt not in refs:
+                refs[nxt] = 0
+                todo.append(nxt)
+                if deps and len(refs) > MAX_OBJECT_STATES:
+                    c.unsupported("dependentRequired", ptr, "has too many combinations to enforce here")
+                    return _members(c, entries, kvx, min_p, max_p, ptr, depth, None)
+            refs[nxt] += 1
+    variants: dict[tuple, int] = {}
+    built: dict[tuple, Expr] = {}
+    for st in sorted(refs, key=lambda x: (-x[0], -x[1], sorted(x[2]))):
+        i, cnt, present = st
+        if i == n:
+            body = _tail(c, kvx, cnt, min_p, max_p, depth)
+        else:
+            opts = []
+            for taken, nxt in moves(i, cnt, present):
+                after = built[nxt]
+                if not taken:
+                    opts.append(after)
+                elif not _dead(after):
+                    opts.append(seq(c.open_(depth) if cnt == 0 else c.comma(depth), entries[i][0], after))
+            live = [o for o in opts if not _dead(o)]
+            body = alt(*live) if live else NOTHING
+        if refs[st] > 1 and not _dead(body) and not isinstance(body, (Literal, RuleRef)):
+            k = variants.setdefault((i, cnt), 0)
+            variants[(i, cnt)] += 1
+            body = c.rule(f"obj{ptr}-{i}-{cnt}" + (f"-d{k}" if k else ""), body)
+        built[st] = body
+    inner = built[start]
+    return NOTHING if _dead(inner) else seq(Literal("{"), inner, Literal("}"))
+
+
+def _tail(c: SchemaContext, kvx: Optional[Expr], cnt: int, min_p: int, max_p: Optional[int], depth: int) -> Expr:
+    lo = max(0, min_p - cnt)
+    hi = None if max_p is None else max_p - cnt
+    if hi is not None and hi < 0:
+        return NOTHING
+    end = c.empty_inside() if cnt == 0 else c.close(depth)
+    if kvx is None or hi == 0:
+        return end if lo == 0 else NOTHING
+    more = Repeat(seq(c.comma(depth), kvx), max(lo - 1, 0) if cnt == 0 else lo, None if hi is None else (hi - 1 if cnt == 0 else hi))
+    if cnt > 0:
+        return seq(more, end)
+    some = seq(c.open_(depth), kvx, more, c.close(depth))
+    return alt(end, some) if lo == 0 else some
+
+
+# ------------------------------------------------------------ arrays
+
+
+def array_expr(c: SchemaContext, node: dict, ptr: str, depth: int) -> Expr:
+    prefix = node.get("prefixItems", [])
+    items = node.get("items", True)
+    pkw = "prefixItems"
+    more = "items"
+    if isinstance(items, list):  # draft-07 tuple form
+        prefix, items, pkw, more = items, node.get("additionalItems", True), "items", "additionalItems"
+    if c.explicit and prefix and more not in node and not (isinstance(node.get("minItems"), int) and node["minItems"] > len(prefix)):
+        items = False  # the generation language: a tuple has no further items unless stated
+    if not isinstance(prefix, list):
+        raise c.error("prefixItems must be an array", f"{ptr}/prefixItems", "prefixItems")
+    min_i = _int_kw(c, node, "minItems", ptr, 0) or 0
+    max_i = _int_kw(c, node, "maxItems", ptr, None)
+    elems: list[Expr] = []
+    for i, s in enumerate(prefix):
+        e = c.value(s, f"{ptr}/{pkw}/{i}", depth + 1)
+        if _dead(e):
+            max_i = i if max_i is None else min(max_i, i)
+            break
+        elems.append(e)
+    k = len(elems)
+    tail = NOTHING if items is False else c.value(items, f"{ptr}/items" if pkw == "prefixItems" else f"{ptr}/additionalItems", depth + 1)
+    if len(elems) < len(prefix):
+        tail = NOTHING
+    if max_i is not None and max_i < min_i:
+        return NOTHING
+    # state(k): tail elements
+    lo_t = max(0, min_i - k)
+    hi_t = None if max_i is None else max_i - k
+    end_k = c.empty_inside() if k == 0 else c.close(depth)
+    if _dead(tail) or hi_t is not None and hi_t <= 0:
+        state: Expr = end_k if lo_t == 0 and (hi_t is None or hi_t >= 0) else NOTHING
+    elif k == 0:
+        some = seq(c.open_(depth), tail, Repeat(seq(c.comma(depth), tail), max(lo_t - 1, 0), None if hi_t is None else hi_t - 1), c.close(depth))
+        state = alt(end_k, some) if lo_t == 0 else some
+    else:
+        state = seq(Repeat(seq(c.comma(depth), tail), lo_t, hi_t), end_k)
+    for i in range(k - 1, -1, -1):
+        opts: list[Expr] = []
+        if i >= min_i:
+            opts.append(c.empty_inside() if i == 0 else c.close(depth))
+        if (max_i is None or i < max_i) and not _dead(state):
+            opts.append(seq(c.open_(depth) if i == 0 else c.comma(depth), elems[i], state))
+        state = alt(*opts) if opts else NOTHING
+    return NOTHING if _dead(state) else seq(Literal("["), state, Literal("]"))
+
+
+# ------------------------------------------------------------ canonical order
+
+
+def reorder(value: Any, schema: Any, resolver: Resolver, ptr: str, _depth: int = 0) -> Any:
+    """`value` with object keys in the order the grammar generates them."""
+    if not isinstance(schema, dict) or _depth > 64 or not isinstance(value, (dict, list)):
+        return value
+    try:
+        node = merge_all(schema, ptr, resolver)
+        while set(node) - {"$defs", "definitions", "title", "description"} == {"$ref"}:
+            node, ptr = resolver.resolve(node["$ref"], ptr)
+            if not isinstance(node, dict):
+                return value
+            node = merge_all(node, ptr, resolver)
+    except Exception:
+        return value
+    for kw in ("anyOf", "oneOf"):
+        if isinstance(node.get(kw), list):
+            from jsonschema import Draft202012Validator
+
+            v = Draft202012Validator(resolver.root)
+            rest = {k: x for k, x in node.items() if k != kw}
+            for sub in node[kw]:
+                cand = {"allOf": [rest, sub]}
+                try:
+                    ok = v.evolve(schema=cand).is_valid(value)
+                except Exception:
+                    ok = False
+                if ok:
+                    return reorder(value, cand, resolver, ptr, _depth + 1)
+            return value
+    if isinstance(value, list):
+        prefix = node.get("prefixItems", [])
+        items = node.get("items", True)
+        if isinstance(items, list):
+            prefix, items = items, node.get("additionalItems", True)
+        return [reorder(x, prefix[i] if i < len(prefix) else items, resolver, ptr, _depth + 1) for i, x in enumerate(value)]
+    props = node.get("properties") or {}
+    required = [r for r in node.get("required") or [] if isinstance(r, str)]
+    order = list(props) + [r for r in dict.fromkeys(required) if r not in props]
+    out: dict = {}
+    for k in order + [k for k in value if k not in order]:
+        if k in value and k not in out:
+            sub = props.get(k)
+            if sub is None:
+                matched = [s for p, s in (node.get("patternProperties") or {}).items() if _safe_search(p, k)]
+                sub = (matched[0] if len(matched) == 1 else {"allOf": matched}) if matched else node.get("additionalProperties", True)
+            out[k] = reorder(value[k], sub, resolver, ptr, _depth + 1)
+    return out
+
+
+def _safe_search(p: str, k: str) -> bool:
+    try:
+        return re.search(p, k) is not None
+    except re.error:
+        return False

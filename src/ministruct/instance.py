@@ -1,0 +1,100 @@
+"""Is a text a valid JSON Schema instance? The `check --schema` question.
+
+A grammar fixes one layout (key order, whitespace); validity does not care about
+either. So the verdict comes from the `jsonschema` validator (the dialect the schema's
+`$schema` names, Draft 2020-12 by default; `format` is an annotation, as the
+specification says), after our own reading of the JSON text, which reports a syntax
+error by line, column and byte offset. A schema violation names the JSON pointer of
+the offending value and the keyword that failed.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import SchemaError
+
+MAX_REASON = 200
+
+
+@dataclass
+class InstanceResult:
+    """The verdict on one text: accepted, or where and why not."""
+
+    accepted: bool
+    line: int | None = None  # syntax errors: 1-based line and column, and byte offset
+    column: int | None = None
+    offset: int | None = None
+    pointer: str | None = None  # schema violations: JSON pointer of the value, keyword
+    keyword: str | None = None
+    reason: str | None = None
+
+    def message(self) -> str | None:
+        """One line: where the text was rejected and why (None when accepted)."""
+        if self.accepted:
+            return None
+        if self.pointer is not None:
+            return f"{self.pointer}: {self.reason} (keyword {self.keyword})"
+        return f"line {self.line}, column {self.column} (byte {self.offset}): {self.reason}"
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _pointer(path: Any) -> str:
+    parts = [str(p).replace("~", "~0").replace("/", "~1") for p in path]
+    return "/" + "/".join(parts) if parts else "/"
+
+
+class InstanceChecker:
+    """A compiled validator for one schema; `check(text)` per instance."""
+
+    def __init__(self, schema: Any, *, source: str = "<schema>") -> None:
+        from jsonschema import Draft202012Validator, exceptions, validators
+
+        if not isinstance(schema, (dict, bool)):
+            raise SchemaError(
+                f"a schema must be an object or a boolean, not {type(schema).__name__}", pointer="/", source=source
+            )
+        cls = validators.validator_for(schema, default=Draft202012Validator)
+        try:
+            cls.check_schema(schema)
+        except exceptions.SchemaError as e:
+            raise SchemaError(
+                _short(e.message), pointer=_pointer(e.absolute_path), keyword=str(e.validator), source=source
+            ) from None
+        self.source = source
+        self.validator = cls(schema)
+        self._best_match = exceptions.best_match
+
+    def check(self, text: str) -> InstanceResult:
+        """Parse `text` as JSON and validate it."""
+        try:
+            value = json.loads(text, parse_constant=_no_constant)
+        except json.JSONDecodeError as e:
+            offset = len(text[: e.pos].encode("utf-8", "surrogatepass"))
+            return InstanceResult(False, line=e.lineno, column=e.colno, offset=offset, reason=e.msg)
+        except ValueError as e:  # NaN / Infinity
+            return InstanceResult(False, line=1, column=1, offset=0, reason=str(e))
+        return self.check_value(value)
+
+    def check_value(self, value: Any) -> InstanceResult:
+        """Validate an already parsed value."""
+        from referencing.exceptions import Unresolvable
+
+        try:
+            err = self._best_match(self.validator.iter_errors(value))
+        except Unresolvable as e:
+            raise SchemaError(f"cannot resolve a $ref: {e}", pointer="/", keyword="$ref", source=self.source) from None
+        if err is None:
+            return InstanceResult(True)
+        return InstanceResult(False, pointer=_pointer(err.absolute_path), keyword=str(err.validator), reason=_short(err.message))
+
+
+def _short(message: str) -> str:
+    message = " ".join(message.split())
+    return message if len(message) <= MAX_REASON else message[: MAX_REASON - 3] + "..."
+

@@ -1,0 +1,75 @@
+"""Bad or unenforceable schemas raise SchemaError: one line, naming the JSON pointer."""
+
+from __future__ import annotations
+
+import pytest
+
+from ministruct.errors import SchemaError
+from ministruct.grammar.schema.compiler import schema_to_grammar
+
+CASES = [
+    ("not a schema", [1, 2], "/", None),
+    ("string schema", "string", "/", None),
+    ("unknown type", {"properties": {"x": {"type": "kaboom"}}}, "/properties/x/type", "unknown type 'kaboom'"),
+    ("type number", {"type": 123}, "/type", "type must be"),
+    ("ref to nowhere", {"$ref": "#/$defs/missing"}, "/$ref", "points nowhere"),
+    ("escaped ref to nowhere", {"$defs": {"a/b": {}}, "$ref": "#/$defs/a~1c"}, "/$ref", "points nowhere"),
+    ("remote ref", {"$ref": "http://example.com/s.json"}, "/$ref", "remote $ref"),
+    ("lookaround", {"type": "string", "pattern": "^(?=a)b"}, "/pattern", "pattern"),
+    ("bad regex", {"properties": {"p": {"type": "string", "pattern": "(("}}}, "/properties/p/pattern", "pattern"),
+    ("uniqueItems", {"type": "array", "uniqueItems": True}, "/uniqueItems", "uniqueItems"),
+    ("not", {"items": {"not": {"type": "string"}}}, "/items/not", "'not'"),
+    ("if", {"if": {"type": "string"}, "then": {"minLength": 1}}, "/if", "'if'"),
+    ("contains", {"contains": {"type": "string"}}, "/contains", "contains"),
+    ("dependentRequired", {"dependentRequired": {"a": ["b"]}}, "/dependentRequired", None),
+    ("unevaluated", {"unevaluatedProperties": False}, "/unevaluatedProperties", None),
+    ("oneOf overlap", {"oneOf": [{"type": "number"}, {"type": "integer"}]}, "/oneOf", "overlap"),
+    ("float multipleOf", {"type": "number", "multipleOf": 0.1}, "/multipleOf", "multipleOf"),
+    ("allOf clash", {"allOf": [{"pattern": "a"}, {"pattern": "b"}]}, "/allOf/1/pattern", "allOf"),
+    ("negative minLength", {"minLength": -1}, "/minLength", "non-negative"),
+    ("empty language", {"type": "string", "enum": [1]}, "/", "accepts no value"),
+    ("endless recursion", {"$defs": {"a": {"type": "array", "items": {"$ref": "#/$defs/a"}, "minItems": 1}}, "$ref": "#/$defs/a"},
+     "/", "finite"),
+    ("dynamicRef", {"$dynamicRef": "#x"}, "/$dynamicRef", None),
+]
+
+
+@pytest.mark.parametrize("name,schema,pointer,fragment", CASES, ids=[c[0] for c in CASES])
+def test_bad_schema(name, schema, pointer, fragment):
+    with pytest.raises(SchemaError) as ei:
+        schema_to_grammar(schema, source="s.json")
+    msg = str(ei.value)
+    assert "\n" not in msg
+    assert msg.startswith(f"s.json: at {pointer}:"), msg
+    assert ei.value.pointer == pointer
+    if fragment:
+        assert fragment in msg, msg
+
+
+def test_kaboom_message_exactly():
+    with pytest.raises(SchemaError) as ei:
+        schema_to_grammar({"properties": {"x": {"type": "kaboom"}}})
+    assert str(ei.value) == "<schema>: at /properties/x/type: unknown type 'kaboom'"
+    assert ei.value.keyword == "type"
+
+
+def test_lenient_ignores_with_warning_but_not_bad_schemas():
+    g = schema_to_grammar({"type": "array", "uniqueItems": True}, lenient=True)
+    assert len(g.warnings) == 1 and "/uniqueItems" in g.warnings[0]
+    with pytest.raises(SchemaError):
+        schema_to_grammar({"type": "kaboom"}, lenient=True)
+    with pytest.raises(SchemaError):
+        schema_to_grammar({"$ref": "http://example.com/s.json"}, lenient=True)
+
+
+def test_ref_pointer_escapes_resolve():
+    s = {"$defs": {"a/b": {"type": "integer"}, "c~d": {"type": "string"}, "e f": {"type": "null"}},
+         "anyOf": [{"$ref": "#/$defs/a~1b"}, {"$ref": "#/$defs/c~0d"}, {"$ref": "#/$defs/e%20f"}]}
+    schema_to_grammar(s)
+    schema_to_grammar({"definitions": {"x": {"type": "integer"}}, "$ref": "#/definitions/x"})
+    schema_to_grammar({"type": "object", "properties": {"self": {"$ref": "#"}}})
+
+
+def test_unknown_format_is_an_annotation_with_a_warning():
+    g = schema_to_grammar({"type": "string", "format": "int32-ish"})
+    assert g.warnings and "int32-ish" in g.warnings[0]

@@ -1,0 +1,122 @@
+"""patternProperties with additionalProperties other than false: exact against jsonschema.
+
+Keys are drawn from a small alphabet that hits and misses the patterns; each instance
+is serialized with json.dumps (listed properties first, as the grammar lays them out)
+and the grammar must agree with Draft202012Validator on every one of them.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from jsonschema import Draft202012Validator
+
+from ministruct.engine.automaton import accepts
+from ministruct.errors import SchemaError
+from ministruct.grammar.schema.compiler import canonical_order, schema_to_grammar
+from ministruct.grammar.regex.parse import parse_regex
+from ministruct.grammar.schema.complement import ComplementError, build_dfa, inline_rules
+
+PATTERN_SETS = [
+    {"^x-": {"type": "string"}},
+    {"[0-9]": {"type": "integer"}},
+    {"^a.*z$": {"type": "boolean"}},
+    {"^x-": {"type": "string"}, "[0-9]": {"type": "integer"}},
+    {"^x-": {"type": ["string", "integer"]}, "[0-9]": {"type": "integer"}, "^a.*z$": {"type": ["integer", "boolean"]}},
+    {"[0-9]": {"type": "integer", "minimum": 0}, "1$": {"type": "integer", "maximum": 5}},
+    {"^x-": True, "z": {"type": "null"}},
+]
+ADDITIONAL = [None, True, {"type": "integer"}, {"type": "string"}, False]
+PROPERTIES = [None, {"a1": {"type": "integer"}, "b": {"type": "string"}}]
+
+SCHEMAS = []
+for pats in PATTERN_SETS:
+    for ap in ADDITIONAL:
+        for props in PROPERTIES:
+            s: dict = {"type": "object", "patternProperties": pats}
+            if ap is not None:
+                s["additionalProperties"] = ap
+            if props is not None:
+                s["properties"] = props
+            SCHEMAS.append(s)
+# propertyNames given as a pattern: one more condition on every key
+for pats in PATTERN_SETS[3:5]:
+    for ap in (None, {"type": "integer"}, False):
+        s = {"type": "object", "patternProperties": pats, "propertyNames": {"pattern": "^[a-z0-9-]*$"}}
+        if ap is not None:
+            s["additionalProperties"] = ap
+        SCHEMAS.append(s)
+        SCHEMAS.append({**s, "properties": {"a1": {"type": "integer"}, "b\u00e9": True}})
+
+KEYS = st.text(alphabet="ax-z1b0\u00e9\n", max_size=5)
+VALUES = st.one_of(
+    st.none(), st.booleans(), st.integers(-3, 9), st.sampled_from(["", "s", "x-"]), st.just([]), st.just({})
+)
+INSTANCES = st.dictionaries(KEYS, VALUES, max_size=4)
+
+_grammars: dict[int, object] = {}
+
+
+def _grammar(i: int):
+    if i not in _grammars:
+        _grammars[i] = schema_to_grammar(SCHEMAS[i], whitespace="flexible", extra_properties="spec")
+    return _grammars[i]
+
+
+@pytest.mark.parametrize("i", range(len(SCHEMAS)))
+def test_compiles(i):
+    _grammar(i)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(i=st.integers(0, len(SCHEMAS) - 1), inst=INSTANCES, escape=st.booleans())
+def test_agrees_with_jsonschema(i, inst, escape):
+    schema = SCHEMAS[i]
+    g = _grammar(i)
+    want = Draft202012Validator(schema).is_valid(inst)
+    text = json.dumps(canonical_order(inst, schema), ensure_ascii=escape)
+    assert accepts(g, text) == want, (schema, text)
+
+
+@pytest.mark.parametrize("i", range(len(SCHEMAS)))
+def test_escaped_keys_decoded(i):
+    """Keys written with \\u escapes are judged on their decoded code points."""
+    schema = SCHEMAS[i]
+    g = _grammar(i)
+    v = Draft202012Validator(schema)
+    for key, val in [("x-", "s"), ("x-", 1), ("a1", 1), ("q", 2), ("az", True), ("q", "t")]:
+        text = '{"' + "".join(f"\\u{ord(ch):04x}" for ch in key) + '": ' + json.dumps(val) + "}"
+        if accepts(g, text):
+            assert v.is_valid({key: val}), (schema, text)
+
+
+def test_dfa_labels_match_re_search():
+    import random
+    import re
+
+    pats = ["^x-", "[0-9]", "^a.*z$", "(ab|c){2,3}d?", "\\w+$", "^$"]
+    comps = [inline_rules(parse_regex(f"[\\s\\S]*(?:{p})[\\s\\S]*")) for p in pats]
+    d = build_dfa(comps)
+
+    def label(s):
+        q = 0
+        for ch in s:
+            q = next(t for rs, t in d.states[q] if any(a <= ord(ch) <= b for a, b in rs))
+        return d.labels[q]
+
+    rng = random.Random(0)
+    for _ in range(3000):
+        s = "".join(rng.choice("axz-0cbd \n_\u00e9") for _ in range(rng.randint(0, 7)))
+        assert label(s) == frozenset(i for i, p in enumerate(pats) if re.search(p, s)), s
+
+
+def test_state_limit_refuses():
+    comps = [inline_rules(parse_regex(f"[\\s\\S]*(?:{p})[\\s\\S]*")) for p in ["a[\\s\\S]{12}$"]]
+    with pytest.raises(ComplementError):
+        build_dfa(comps, max_states=500)
+    schema = {"type": "object", "patternProperties": {"a[\\s\\S]{14}$": {"type": "integer"}}}
+    with pytest.raises(SchemaError, match="patternProperties"):
+        schema_to_grammar(schema, extra_properties="spec")

@@ -1,0 +1,41 @@
+"""The public API: what `import ministruct` exposes, and the README's library example run as written."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+import ministruct
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def test_all_names_exist_and_one_name_has_one_meaning():
+    for name in ministruct.__all__:
+        assert hasattr(ministruct, name), name
+    from ministruct.generate import TokenMatcher
+
+    assert ministruct.Constraint is not TokenMatcher
+
+
+def test_importing_the_package_does_not_load_llama_cpp():
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", "import sys, ministruct; print('llama_cpp' in sys.modules)"],
+                         capture_output=True, text=True, check=True).stdout.strip()
+    assert out == "False"
+
+
+@pytest.mark.model
+def test_readme_library_example_runs(capsys):
+    text = README.read_text()
+    section = text[text.index("## As a library"):]
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    exec(compile(code, "README.md", "exec"), {})
+    out = capsys.readouterr().out.splitlines()
+    year, complete = out[0].split()
+    assert re.fullmatch(r"[0-9]{4}", year) and complete == "True"
+    assert out[-1] == "True"
