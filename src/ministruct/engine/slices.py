@@ -48,12 +48,6 @@ class Slice:
     need_walk: np.ndarray               # bool per node of the full trie: some longer token below
     #                                     it is not whole characters of S from the node's depth on
 
-    def members(self, max_chars: int | None = None) -> np.ndarray:
-        """bool per logits row: the slice's tokens (with at most `max_chars` characters)."""
-        if max_chars is None:
-            return self.length != NOT_IN
-        return self.length <= max_chars
-
 
 @dataclass(frozen=True)
 class VocabIndex:
@@ -212,11 +206,6 @@ def index_for(vocab: Vocabulary) -> VocabIndex:
                 cache.save("trie", disk_key, _to_arrays(hit), {"vocab": key})
             _INDEX[key] = hit
     return hit
-
-
-def trie_for(vocab: Vocabulary) -> TokenTrie:
-    """The trie of every text token of the vocabulary."""
-    return index_for(vocab).trie
 
 
 # ---------------------------------------------------------------- per grammar: where a slice applies
