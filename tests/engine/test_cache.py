@@ -185,3 +185,23 @@ def test_an_intact_entry_of_another_grammar_is_refused_and_changes_nothing(cache
     got = walk_masks(compile_grammar(DIGITS, VOCAB), [0, 0])
     assert all((x == y).all() for x, y in zip(want, got))
     assert not dst.exists()
+
+
+def test_the_vocabulary_index_is_read_back_not_rebuilt(cache_dir, monkeypatch):
+    import random
+
+    rng = random.Random(3)
+    toks = sorted({bytes(rng.choice(b'ab"\\ 1\xc3\xa9\n') for _ in range(rng.randint(1, 6))) for _ in range(300)})
+    vocab = Vocabulary.from_bytes(toks + [b""], eog_ids=[len(toks)])
+    monkeypatch.setattr(slices, "_INDEX", {})
+    built = slices.index_for(vocab)
+    monkeypatch.setattr(slices, "_INDEX", {})
+
+    def refuse(_):
+        raise AssertionError("the index was rebuilt instead of read from the cache")
+
+    monkeypatch.setattr(slices, "build_index", refuse)
+    loaded = slices.index_for(vocab)
+    for name in ("node_byte", "child_start", "child_count", "node_token", "tok_lo", "sorted_ids"):
+        assert (getattr(loaded.trie, name) == getattr(built.trie, name)).all()
+    assert (loaded.slices["json-char"].length == built.slices["json-char"].length).all()
