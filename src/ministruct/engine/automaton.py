@@ -28,7 +28,7 @@ from ..grammar.ir import (
     Seq,
     TokenRef,
 )
-from .utf8 import utf8_sequences
+from .utf8 import merge_ranges, utf8_sequences
 
 MAX_NFA_STATES = 2_000_000
 MAX_STACKS = 4_096
@@ -529,14 +529,7 @@ class Automaton:
 
     def allowed_bytes(self, config: Config) -> list[tuple[int, int]]:
         """Byte ranges that can come next (merged), for error messages."""
-        bs = sorted({(lo, hi) for st in config if st for lo, hi, _ in self.byte_edges[st[-1]]})
-        merged: list[list[int]] = []
-        for lo, hi in bs:
-            if merged and lo <= merged[-1][1] + 1:
-                merged[-1][1] = max(merged[-1][1], hi)
-            else:
-                merged.append([lo, hi])
-        return [(a, b) for a, b in merged]
+        return merge_ranges({(lo, hi) for st in config if st for lo, hi, _ in self.byte_edges[st[-1]]})
 
     def byte_boundaries(self) -> list[int]:
         """Sorted byte values where some edge's range starts or ends (+1): byte classes."""

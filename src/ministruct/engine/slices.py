@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .trie import TokenTrie
+from .utf8 import merge_ranges, utf8_sequences
 from .vocab import Vocabulary
 
 NOT_IN = np.iinfo(np.int16).max
@@ -229,7 +230,6 @@ class SliceChains:
     MAX_PATHS = 512
 
     def __init__(self, sl: Slice, tr, byte_class: np.ndarray, max_chars: int) -> None:
-        from .utf8 import utf8_sequences
 
         self.slice = sl
         self.tr = tr
@@ -328,14 +328,7 @@ class SliceChains:
             if got is None:
                 return None
             out.extend(got)
-        out.sort()
-        merged: list[list[int]] = []
-        for a, b in out:
-            if merged and a <= merged[-1][1] + 1:
-                merged[-1][1] = max(merged[-1][1], b)
-            else:
-                merged.append([a, b])
-        return tuple((a, b) for a, b in merged)
+        return tuple(merge_ranges(out))
 
     def char_step(self, cid: int) -> tuple[int, tuple] | None:
         """(next configuration, alive set: FULL or code point ranges), None if not one chain."""
