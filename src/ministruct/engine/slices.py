@@ -297,7 +297,10 @@ class SliceChains:
         """(the one configuration the alive characters lead to, their class paths), None if several."""
         tr = self.tr
         target, alive = DEAD_ID, []
+        row = tr.row(cid)
         for i, seq in enumerate(self.seqs):
+            if not (row[self.seq_arrays[i][0]] != DEAD_ID).any():
+                continue  # no character of this shape can start here
             states = np.asarray([cid], dtype=np.int64)
             paths = np.zeros((1, 0), dtype=np.int64)
             for depth, classes in enumerate(seq):
@@ -337,7 +340,11 @@ class SliceChains:
         out: tuple[int, tuple] | None = None
         row = self.tr.next_from(cid, self.all_classes)  # a walk from cid needs this row anyway
         alive = row[self.first_class] != DEAD_ID
-        if int(self.first_weight[alive].sum()) < MIN_ALIVE:  # too few characters to be worth it
+        weight = int(self.first_weight[alive].sum())
+        if weight == 0:  # no character of S can come: the end of a chain
+            self._next[cid] = (DEAD_ID, FULL)
+            return self._next[cid]
+        if weight < MIN_ALIVE:  # too few characters to be worth it
             self._next[cid] = None
             return None
         t = self._uniform_memo(cid)
