@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from ministruct.engine import compile as compile_module
 from ministruct.engine.compile import compile_grammar
 from ministruct.engine.matcher import Matcher
-from ministruct.engine.slices import NOT_IN, index_for
+from ministruct.engine.slices import MAX_SLICE_CHARS, NOT_IN, index_for
 from ministruct.engine.vocab import Vocabulary
 from ministruct.grammar.ir import Alt, CharClass, Grammar, Literal, Repeat, Seq
 
@@ -146,6 +146,7 @@ def test_the_slices_decide_most_string_masks():
         except UnicodeDecodeError:
             text = None
         inside = text is not None and not any(c in '"\\' or ord(c) < 0x20 for c in text)
+        inside = inside and len(text) <= MAX_SLICE_CHARS
         assert (sl.length[i] != NOT_IN) == inside, t
         if inside:
             assert sl.length[i] == len(text)
@@ -184,3 +185,18 @@ def test_a_character_outside_the_slice_between_stable_nodes_is_walked():
     start = Alt((Seq((Literal('"'), body, Literal('"'))), Repeat(char_class(list("abcd"), False), 1, 3)))
     m = Matcher(compile_grammar(Grammar({"root": start}), vocab, use_cache=False))
     assert [toks[i] for i in np.flatnonzero(m.mask())] == [b"a", b'"', b'"\n', b'"\nx', b'"\nxy', b'"x', b'"xy']
+
+
+def test_tokens_longer_than_a_slice_holds_are_walked():
+    long_ascii, long_wide = b"ab" * 15, "é".encode() * 26  # 30 and 26 characters
+    toks = [b'"', b"a", b"b", long_ascii, long_wide, long_ascii + b'"', b""]
+    vocab = Vocabulary.from_bytes(toks, eog_ids=[len(toks) - 1])
+    assert (index_for(vocab).slices["json-char"].length[[3, 4]] == NOT_IN).all()
+    body = Repeat(char_class(['"', "\\"], negated=True), 0, None)
+    m = Matcher(compile_grammar(Grammar({"root": Seq((Literal('"'), body, Literal('"')))}), vocab, use_cache=False))
+    m.advance(0)
+    assert np.flatnonzero(m.mask()).tolist() == [0, 1, 2, 3, 4, 5]
+    bounded = Repeat(char_class(["a", "b", "é"], negated=False), 0, 28)
+    m = Matcher(compile_grammar(Grammar({"root": Seq((Literal('"'), bounded, Literal('"')))}), vocab, use_cache=False))
+    m.advance(0)
+    assert np.flatnonzero(m.mask()).tolist() == [0, 1, 2, 4]  # 30 letters do not fit, 26 do

@@ -4,8 +4,8 @@ Inside a JSON string almost every token is legal, and walking the whole trie to 
 costs milliseconds on a 262k vocabulary. A slice names a character set S (the JSON
 string character: any code point but U+0000-U+001F, '"' and '\\') and holds, built once
 per vocabulary: `length[t]`, the number of characters of token t when its bytes are
-whole UTF-8 characters all in S (else NOT_IN), and the trie of every other token (the
-*rest*). Where the grammar takes any character of S from one parser state to one next
+whole UTF-8 characters all in S, at most MAX_SLICE_CHARS of them (else NOT_IN), and the
+trie of every other token (the *rest*). Where the grammar takes any character of S from one parser state to one next
 state (compile.py checks this), the tokens of the slice are decided by their length
 alone, and only the rest needs walking.
 
@@ -28,6 +28,9 @@ from .vocab import Vocabulary
 NOT_IN = np.iinfo(np.int16).max
 _SLICE_ARRAYS = ("ascii_ids", "ascii_bits", "wide_ids", "wide_starts", "wide_cps", "suffix_ok", "need_walk")
 MAX_SUFFIX_DEPTH = 64  # suffixes starting this deep in a token are never taken by a slice
+# longer tokens (a few in a thousand: runs of spaces or dashes) stay with the rest, so a
+# chain is followed at most this far, whatever the length of a bounded string
+MAX_SLICE_CHARS = 24
 SLICES: dict[str, tuple[tuple[int, int], ...]] = {
     "json-char": ((0x20, 0x21), (0x23, 0x5B), (0x5D, 0x10FFFF)),
 }
@@ -70,7 +73,7 @@ def slice_lengths(vocab: Vocabulary, ranges: tuple[tuple[int, int], ...]) -> np.
             text = vocab.tokens[i].decode("utf-8")
         except UnicodeDecodeError:
             continue
-        if whole.fullmatch(text) and len(text) < NOT_IN:
+        if len(text) <= MAX_SLICE_CHARS and whole.fullmatch(text):
             out[i] = len(text)
     return out
 
@@ -229,11 +232,12 @@ class SliceChains:
 
     MAX_PATHS = 512
 
-    def __init__(self, sl: Slice, tr, byte_class: np.ndarray, max_chars: int) -> None:
+    def __init__(self, sl: Slice, tr, byte_class: np.ndarray, max_len: int) -> None:
 
         self.slice = sl
         self.tr = tr
-        self.max_chars = max_chars
+        self.max_chars = MAX_SLICE_CHARS  # no slice token has more characters
+        self.max_len = max_len  # nor any token more bytes: a longer uniform chain is for ever
         self.byte_seqs = utf8_sequences(sl.ranges)
         self.seqs = [tuple(tuple(sorted(set(byte_class[lo:hi + 1].tolist()))) for lo, hi in seq) for seq in self.byte_seqs]
         self.seq_arrays = [tuple(np.asarray(c, dtype=np.int64) for c in seq) for seq in self.seqs]
@@ -262,7 +266,7 @@ class SliceChains:
             y = self._uniform_memo(x)
             if y is None or y == DEAD_ID or self.tr.accept[y]:
                 break
-            if y in seen or len(seen) > self.max_chars:
+            if y in seen or len(seen) > self.max_len:
                 out = True
                 break
             seen.add(y)
