@@ -17,7 +17,21 @@ from ministruct.sampling import SamplingParams
 # -- test matchers (the engine's Matcher has the same interface) -------------------
 
 
-class SequenceMatcher:
+class MatcherDefaults:
+    """The parts of the TokenMatcher protocol these test matchers share: masks computed
+    on the spot, never terminated early, no completion bound (so no budget narrowing)."""
+
+    def mask_ready(self, remaining=None) -> bool:
+        return True
+
+    def is_terminated(self) -> bool:
+        return False
+
+    def min_tokens_to_complete(self):
+        return None
+
+
+class SequenceMatcher(MatcherDefaults):
     """Allows exactly one token per step: the given sequence, then only EOG."""
 
     def __init__(self, ids, vocab: Vocabulary) -> None:
@@ -28,7 +42,7 @@ class SequenceMatcher:
         self.pos = 0
         self.resets += 1
 
-    def mask(self) -> np.ndarray:
+    def mask(self, remaining=None) -> np.ndarray:
         m = np.zeros(self.vocab.n_logits, bool)
         if self.pos < len(self.ids):
             m[self.ids[self.pos]] = True
@@ -44,7 +58,7 @@ class SequenceMatcher:
         return self.pos == len(self.ids)
 
 
-class DigitsMatcher:
+class DigitsMatcher(MatcherDefaults):
     """1..max_len ASCII digits, tokens chosen from the vocabulary's bytes."""
 
     def __init__(self, vocab: Vocabulary, max_len: int, min_len: int = 1) -> None:
@@ -59,7 +73,7 @@ class DigitsMatcher:
     def reset(self) -> None:
         self.out = b""
 
-    def mask(self) -> np.ndarray:
+    def mask(self, remaining=None) -> np.ndarray:
         room = self.max_len - len(self.out)
         m = (self.lengths > 0) & (self.lengths <= room)
         if self.is_accepting():
@@ -75,7 +89,7 @@ class DigitsMatcher:
         return self.min_len <= len(self.out) <= self.max_len
 
 
-class AllowAll:
+class AllowAll(MatcherDefaults):
     """Every logits row legal, always complete: the identity mask."""
 
     def __init__(self, n: int) -> None:
@@ -83,7 +97,7 @@ class AllowAll:
 
     def reset(self) -> None: ...
 
-    def mask(self) -> np.ndarray:
+    def mask(self, remaining=None) -> np.ndarray:
         return np.ones(self.n, bool)
 
     def advance(self, token_id: int) -> None: ...
@@ -92,7 +106,7 @@ class AllowAll:
         return True
 
 
-class DeadEnd:
+class DeadEnd(MatcherDefaults):
     """Allows `ids` one per step, then nothing, never complete."""
 
     def __init__(self, ids, n: int) -> None:
@@ -101,7 +115,7 @@ class DeadEnd:
     def reset(self) -> None:
         self.pos = 0
 
-    def mask(self) -> np.ndarray:
+    def mask(self, remaining=None) -> np.ndarray:
         m = np.zeros(self.n, bool)
         if self.pos < len(self.ids):
             m[self.ids[self.pos]] = True

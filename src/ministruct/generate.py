@@ -110,16 +110,6 @@ class Decoder:
         self.max_tokens = max_tokens
         self.reset_matcher = reset_matcher
         self.budget_aware = budget_aware and matcher is not None
-        if self.budget_aware:
-            if reset_matcher:
-                matcher.reset()
-            least = matcher.min_tokens_to_complete()
-            if least is None:
-                # no completion one token per byte (a vocabulary missing some bytes): the
-                # bound says nothing, so the budget cannot be kept soundly; cut plainly
-                self.budget_aware = False
-            elif least > max_tokens:
-                raise BudgetTooSmall(max_tokens, least)
         self._result: Generation | None = None
         self._started = False
 
@@ -150,6 +140,14 @@ class Decoder:
         sampler = Sampler(self.params)
         if matcher is not None and self.reset_matcher:
             matcher.reset()
+        if self.budget_aware:
+            least = matcher.min_tokens_to_complete()
+            if least is None:
+                # no completion the bound can count (a vocabulary missing some bytes): the
+                # budget cannot be kept soundly, so cut plainly
+                self.budget_aware = False
+            elif least > self.max_tokens:
+                raise BudgetTooSmall(self.max_tokens, least)  # before anything is evaluated
         history = list(self.prompt_tokens)
         out_ids: list[int] = []
         out = bytearray()

@@ -2,9 +2,13 @@
 
 A grammar fixes one layout (key order, whitespace); validity does not care about
 either. So the verdict comes from the `jsonschema` validator (the dialect the schema's
-`$schema` names, Draft 2020-12 by default; `format` is an annotation, as the
-specification says), after our own reading of the JSON text, which reports a syntax
-error by line, column and byte offset. A schema violation names the JSON pointer of
+`$schema` names, Draft 2020-12 by default), after our own reading of the JSON text,
+which reports a syntax error by line, column and byte offset.
+
+`format` is asserted (`format_assertion=True`, the default), as ministruct's generation
+enforces it and as real-world schemas expect (JSONSchemaBench's invalid instances are
+mostly format violations); Draft 2020-12 makes it an annotation unless a validator is
+configured to assert it, which `format_assertion=False` gives. A schema violation names the JSON pointer of
 the offending value and the keyword that failed.
 """
 
@@ -52,8 +56,11 @@ def _pointer(path: Any) -> str:
 class InstanceChecker:
     """A compiled validator for one schema; `check(text)` per instance."""
 
-    def __init__(self, schema: Any, *, source: str = "<schema>") -> None:
-        from jsonschema import Draft202012Validator, exceptions, validators
+    def __init__(
+        self, schema: Any, *, source: str = "<schema>", registry: Any = None, format_assertion: bool = True
+    ) -> None:
+        """`registry`: a `referencing.Registry` of schemas that `$ref`s may name by URI."""
+        from jsonschema import Draft202012Validator, FormatChecker, exceptions, validators
 
         if not isinstance(schema, (dict, bool)):
             raise SchemaError(
@@ -67,7 +74,12 @@ class InstanceChecker:
                 _short(e.message), pointer=_pointer(e.absolute_path), keyword=str(e.validator), source=source
             ) from None
         self.source = source
-        self.validator = cls(schema)
+        options: dict[str, Any] = {}
+        if registry is not None:
+            options["registry"] = registry
+        if format_assertion:  # every format the package knows, whatever the draft introduced it
+            options["format_checker"] = FormatChecker()
+        self.validator = cls(schema, **options)
         self._best_match = exceptions.best_match
 
     def check(self, text: str) -> InstanceResult:

@@ -57,6 +57,14 @@ class GenResult:
         return cls(rid, prompt, "", False, "error", 0, error=error)
 
 
+def user_message(prompt: str, constraint: Constraint | None, *, show_schema: bool = True) -> str:
+    """The user message for `prompt`: with a schema constraint shown, the schema text appended
+    (the same text whether the model runs here or on a server)."""
+    if constraint is not None and constraint.kind == "schema" and show_schema:
+        return f"{prompt}\n\n{SCHEMA_INSTRUCTION}\n{json.dumps(constraint.schema, ensure_ascii=False)}"
+    return prompt
+
+
 class GenerationJob:
     """A model, one constraint and sampling settings, reused across prompts."""
 
@@ -90,10 +98,7 @@ class GenerationJob:
 
     def user_message(self, prompt: str) -> str:
         """The prompt, with the schema text appended when it is shown."""
-        c = self.constraint
-        if c is not None and c.kind == "schema" and self.show_schema:
-            return f"{prompt}\n\n{SCHEMA_INSTRUCTION}\n{json.dumps(c.schema, ensure_ascii=False)}"
-        return prompt
+        return user_message(prompt, self.constraint, show_schema=self.show_schema)
 
     def prompt_tokens(self, prompt: str) -> list[int]:
         return self.model.encode_prompt(self.user_message(prompt), chat=self.chat, system=self.system)

@@ -16,6 +16,8 @@ FLAGS = {
     "chat": "--chat/--raw", "system": "--system", "seeds": "--seeds", "temperatures": "--temperatures",
     "top_ps": "--top-ps", "trace": "--trace", "prompt": "PROMPT or --input", "input": "--input",
     "format": "--format", "n": "--n",
+    "server": "--server", "kind": "--server-kind", "concurrency": "--concurrency", "retry_unverified": "--retry-unverified",
+    "model": "--model",
 }
 
 # first match wins: the job ran but the result is not what was asked -> 1; bad usage or input -> 2

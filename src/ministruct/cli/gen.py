@@ -33,6 +33,10 @@ def gen(
     hard_cut: o.HardCut = False,
     quiet: o.Quiet = False,
     no_progress: o.NoProgress = False,
+    server: Annotated[Optional[list[str]], typer.Option("--server", help="An OpenAI-compatible server URL to run on instead of the local model (repeat; env MINISTRUCT_SERVERS); every output is checked.", rich_help_panel="Server fleet")] = None,
+    server_kind: Annotated[Optional[str], typer.Option("--server-kind", help="llama, vllm or openai: the servers' constraint dialect (default: detected where a server says).", rich_help_panel="Server fleet")] = None,
+    concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="Requests in flight per server.", rich_help_panel="Server fleet")] = 1,
+    retry_unverified: Annotated[int, typer.Option("--retry-unverified", min=0, help="Resend an output that fails our check up to N times.", rich_help_panel="Server fleet")] = 0,
 ) -> None:
     """Generate text that satisfies the constraint. The output alone goes to stdout."""
     if (prompt is None) == (input is None):
@@ -45,6 +49,15 @@ def gen(
     c = constraint.load()
     for w in c.warnings:
         warn(w)
+    from .gen_fleet import gen_on_fleet, servers_requested
+
+    if servers_requested(server):
+        raise typer.Exit(gen_on_fleet(
+            server, c, run, _records(prompt, input), n=n, fmt=fmt, trace=trace, trace_legal=trace_legal,
+            server_kind=server_kind, concurrency=concurrency, retry_unverified=retry_unverified,
+        ))
+    if server_kind is not None or concurrency != 1 or retry_unverified:
+        raise UsageError("--server-kind, --concurrency and --retry-unverified need --server URL")
     records = _records(prompt, input)
     llm = Model.load(run.model)
     job = GenerationJob(

@@ -1,0 +1,345 @@
+"""A batch on a fleet: records sent concurrently, results handed back in input order.
+
+    servers = connect(["http://a:8080", "http://b:8080"], constraint, settings, kind="llama")
+    batch = FleetBatch(servers, constraint, settings, concurrency=2)
+    status = batch.run(records, emit=lambda r: print(r.to_record()))
+
+Each server gets `concurrency` worker threads that take records from one shared queue.
+A fault (refused, reset, timeout, 5xx) puts the record back in the queue for whichever
+server is free next, and backs the faulty server off (exponentially; after `max_faults`
+in a row it is given up). A record faulted more than `retries` times, or left when no
+server is, becomes an error record. An output our check rejects is resent up to
+`retry_unverified` times (with another seed), then reported with `verified: false`.
+Every record has exactly one attempt in flight at a time, and `emit` is called once per
+record, in input order, as soon as the record is next in line. On KeyboardInterrupt
+every finished record is emitted (those still waiting behind an unfinished one too, in
+input order) before the interrupt goes on.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable
+
+from ..constraints import Constraint
+from ..pipeline import GenResult
+from ..records import InputRecord
+from .client import Connection, RequestRejected, Server, ServerFault, probe
+from ..errors import UsageError
+from .dialects import BadReply, Dialect, Reply, Settings, parse_reply
+from .trace import trace_records
+from .verify import Verdict, Verifier
+
+FINISH_TO_STOP = {"stop": "eos", "length": "max_tokens"}
+
+
+@dataclass
+class FleetResult:
+    """One record's outcome: local gen's result record plus `server`, `verified`, `resent`."""
+
+    result: GenResult
+    server: str | None
+    verdict: Verdict | None  # None when no output came back (an error record)
+    resent: int = 0
+    input_error: bool = False
+    trace: list[dict[str, Any]] | None = None
+
+    @property
+    def verified(self) -> bool:
+        return self.verdict is not None and self.verdict.ok
+
+    def to_record(self) -> dict[str, Any]:
+        rec = self.result.to_record()
+        rec["server"] = self.server
+        rec.update(self.verdict.fields() if self.verdict is not None else {"verified": False})
+        rec["resent"] = self.resent
+        return rec
+
+
+@dataclass
+class _Job:
+    index: int
+    rec: InputRecord
+    seed: int
+    sample: int
+    faults: int = 0
+    resent: int = 0
+    last_error: str | None = None
+
+
+@dataclass
+class Ignored:
+    """A server whose output shows it ignored the constraint (reported once per server)."""
+
+    server: Server
+    field: str  # the request field that carried the constraint
+    reason: str
+    record_id: Any
+
+
+def connect(
+    urls: list[str],
+    constraint: Constraint,
+    settings: Settings,
+    *,
+    kind: str | None = None,
+    headers: dict[str, str] | None = None,
+    warn: Callable[[str], None] = lambda m: None,
+) -> list[Server]:
+    """Probe each server: its model name and, without `kind`, its kind (llama-server: /props;
+    vLLM: /v1/models). Settings the kind cannot honour raise UsageError here, before
+    the batch. An unreachable server is reported through `warn` and starts given up."""
+    if kind is not None:
+        Dialect(kind, constraint, settings)  # raises before any network traffic
+    servers: list[Server] = []
+    for url in urls:
+        p = probe(url, headers=headers, detect=kind is None)
+        s = Server(url, kind or p.kind, p.model)
+        if not p.reachable:
+            warn(f"server {url}: not reachable ({p.error}); its share goes to the others")
+            s.dead, s.last_error = True, p.error
+        elif s.kind is None:
+            raise UsageError(
+                f"kind is not given and server {url} does not say what it is (no llama-server /props, "
+                "and /v1/models does not say vllm): llama, vllm or openai?",
+                parameter="kind",
+            )
+        else:
+            Dialect(s.kind, constraint, settings)
+        servers.append(s)
+    return servers
+
+
+class FleetBatch:
+    """One constraint and one batch's settings on a fleet of servers."""
+
+    def __init__(
+        self,
+        servers: list[Server],
+        constraint: Constraint,
+        settings: Settings,
+        *,
+        concurrency: int = 1,
+        retry_unverified: int = 0,
+        retries: int = 4,
+        timeout: float = 300.0,
+        headers: dict[str, str] | None = None,
+        on_ignored: Callable[[Ignored], None] | None = None,
+    ) -> None:
+        if concurrency < 1:
+            raise UsageError(f"concurrency must be >= 1, got {concurrency}", parameter="concurrency")
+        if retry_unverified < 0:
+            raise UsageError(f"retry_unverified must be >= 0, got {retry_unverified}", parameter="retry_unverified")
+        if timeout <= 0:
+            raise UsageError(f"timeout must be > 0 seconds, got {timeout}", parameter="timeout")
+        self.servers = servers
+        self.constraint = constraint
+        self.settings = settings
+        self.dialects = {s.kind: Dialect(s.kind, constraint, settings) for s in servers if s.kind}
+        self.concurrency = concurrency
+        self.retry_unverified = retry_unverified
+        self.retries = retries
+        self.timeout = timeout
+        self.headers = headers
+        self.on_ignored = on_ignored
+        self.verifier = Verifier(constraint)
+        self._pending: queue.Queue[_Job] = queue.Queue()
+        self._results: queue.Queue[tuple[int, FleetResult]] = queue.Queue()
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._live = 0
+        self._answered: dict[str, int] = {}
+        self._ignored: set[str] = set()
+        self._n = 1
+
+    # -- the batch -----------------------------------------------------------------
+
+    def run(self, records: Iterable[InputRecord], emit: Callable[[FleetResult], None], *, n: int = 1) -> int:
+        """Run every record (`n` samples each, seeds seed, seed+1, ...); call `emit` in input order.
+
+        Returns the exit status of cli.md: 0 all verified, 1 any unverified or failed
+        record, 2 a bad input record. A FleetBatch runs one batch.
+        """
+        if self._stop.is_set():
+            raise RuntimeError("this FleetBatch has run its batch; make a new one")
+        base = self.settings.params.seed
+        self._n = n
+        jobs: list[_Job] = []
+        early: dict[int, FleetResult] = {}
+        for rec in records:
+            if rec.error is not None:
+                early[len(jobs)] = FleetResult(GenResult.failed(rec.id, "", rec.error), None, None, input_error=True)
+                jobs.append(_Job(len(jobs), rec, base, 0))
+                continue
+            for k in range(n):
+                jobs.append(_Job(len(jobs), rec, base + k, k))
+        for j in jobs:
+            if j.index not in early:
+                self._pending.put(j)
+        threads = self._start_workers()
+        done: dict[int, FleetResult] = dict(early)
+        status, nxt = 0, 0
+        try:
+            while nxt < len(jobs):
+                while nxt in done:
+                    res = done.pop(nxt)
+                    status = max(status, 2 if res.input_error else (0 if res.verified else 1))
+                    emit(res)
+                    nxt += 1
+                if nxt >= len(jobs):
+                    break
+                try:
+                    idx, res = self._results.get(timeout=0.1)
+                    done[idx] = res
+                except queue.Empty:
+                    if self._live_workers() == 0:
+                        self._give_up(done)
+        except KeyboardInterrupt:
+            self._stop.set()
+            self._drain(done)
+            for idx in sorted(done):
+                emit(done[idx])
+            raise
+        finally:
+            self._stop.set()
+        for t in threads:
+            t.join(timeout=1.0)
+        return status
+
+    def _start_workers(self) -> list[threading.Thread]:
+        threads = []
+        for s in self.servers:
+            if s.dead or s.kind is None:
+                continue
+            for i in range(self.concurrency):
+                t = threading.Thread(target=self._worker, args=(s,), name=f"fleet {s.url} #{i}", daemon=True)
+                with self._lock:
+                    self._live += 1
+                threads.append(t)
+        for t in threads:
+            t.start()
+        return threads
+
+    def _live_workers(self) -> int:
+        with self._lock:
+            return self._live
+
+    def _drain(self, done: dict[int, FleetResult]) -> None:
+        while True:
+            try:
+                idx, res = self._results.get_nowait()
+            except queue.Empty:
+                return
+            done[idx] = res
+
+    def _give_up(self, done: dict[int, FleetResult]) -> None:
+        """No worker is left: every unfinished record becomes an error record."""
+        self._drain(done)
+        last = "; ".join(f"{s.url}: {s.last_error}" for s in self.servers if s.last_error) or "no server"
+        while True:
+            try:
+                job = self._pending.get_nowait()
+            except queue.Empty:
+                break
+            done[job.index] = self._error(job, f"no server left to run it ({last})")
+
+    # -- one worker ----------------------------------------------------------------
+
+    def _worker(self, server: Server) -> None:
+        conn = Connection(server.url, server.timeout or self.timeout, self.headers)
+        dialect = self.dialects[server.kind]
+        try:
+            while not self._stop.is_set() and not server.dead:
+                server.wait_ready(self._stop)
+                if self._stop.is_set() or server.dead:
+                    break
+                try:
+                    job = self._pending.get(timeout=0.05)
+                except queue.Empty:
+                    continue
+                self._attempt(job, server, dialect, conn)
+        finally:
+            conn.close()
+            with self._lock:
+                self._live -= 1
+
+    def _attempt(self, job: _Job, server: Server, dialect: Dialect, conn: Connection) -> None:
+        seed = job.seed + job.resent * self._n  # a resend never reuses another sample's seed
+        body = dialect.body(job.rec.value or "", seed=seed, model=server.model)
+        try:
+            reply = parse_reply(conn.request("POST", dialect.path, body), chat=self.settings.chat)
+        except (ServerFault, BadReply) as e:
+            server.fault(str(e))
+            job.faults += 1
+            job.last_error = f"{server.url}: {e}"
+            if job.faults > self.retries:
+                self._finish(job, self._error(job, f"gave up after {job.faults} faults (last: {job.last_error})"))
+            else:
+                self._pending.put(job)
+            return
+        except RequestRejected as e:
+            server.ok()
+            self._finish(job, self._error(job, f"{server.url} rejected the request: {e}", server=server.url))
+            return
+        server.ok()
+        with self._lock:
+            first = self._answered.get(server.url, 0) == 0
+            self._answered[server.url] = self._answered.get(server.url, 0) + 1
+        verdict = self.verifier(reply.text)
+        if not verdict.ok:
+            reason = self.verifier.looks_unconstrained(reply.text, reply.finish_reason)
+            if reason is None and first and reply.finish_reason == "length":
+                reason = "cut at max_tokens on the server's first answer"
+            if reason is not None:
+                self._notice(Ignored(server, dialect.field, reason, job.rec.id))
+            if job.resent < self.retry_unverified:
+                job.resent += 1
+                self._pending.put(job)
+                return
+        self._finish(job, self._result(job, server, reply, verdict))
+
+    def _notice(self, event: Ignored) -> None:
+        with self._lock:
+            if event.server.url in self._ignored:
+                return
+            self._ignored.add(event.server.url)
+        if self.on_ignored is not None:
+            self.on_ignored(event)
+
+    def _finish(self, job: _Job, res: FleetResult) -> None:
+        self._results.put((job.index, res))
+
+    # -- result records -------------------------------------------------------------
+
+    def _result(self, job: _Job, server: Server, reply: Reply, verdict: Verdict) -> FleetResult:
+        finish = reply.finish_reason
+        res = GenResult(
+            id=job.rec.id,
+            prompt=job.rec.value or "",
+            output=reply.text,
+            complete=verdict.ok,
+            stop_reason=FINISH_TO_STOP.get(finish or "", finish or "unknown"),
+            n_tokens=reply.n_tokens,
+            json_value=verdict.value if verdict.ok else None,
+            has_json=self.constraint.kind == "schema",
+        )
+        out = FleetResult(res, server.url, verdict, job.resent)
+        if self.settings.top_logprobs is not None:
+            summary = {"verified": verdict.ok, "finish_reason": finish}
+            out.trace = trace_records(
+                job.rec.id, server.url, self.constraint, self._sampling(), self.settings.top_logprobs, reply.logprobs, summary
+            )
+        return out
+
+    def _error(self, job: _Job, message: str, *, server: str | None = None) -> FleetResult:
+        out = FleetResult(GenResult.failed(job.rec.id, job.rec.value or "", message), server, None, job.resent)
+        if self.settings.top_logprobs is not None:
+            out.trace = trace_records(
+                job.rec.id, server, self.constraint, self._sampling(), self.settings.top_logprobs, None, {"error": message}
+            )
+        return out
+
+    def _sampling(self) -> dict[str, Any]:
+        return {**self.settings.params.to_dict(), "max_tokens": self.settings.max_tokens}

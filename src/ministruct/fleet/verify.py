@@ -1,0 +1,104 @@
+"""Every output a server returns, checked by our own engine against the original constraint.
+
+- schema: is the text a valid instance? (`instance.InstanceChecker`, `check --schema`'s
+  answer: JSON parse, then `jsonschema`'s validator, Draft 2020-12 unless `$schema` names
+  another, here with its format checker since our own grammar enforces formats: whatever
+  whitespace and key order the server's grammar allowed.) A rejection names the JSON
+  pointer and keyword, or where the JSON syntax breaks.
+- regex, GBNF grammar, choice: an exact match of the whole text (`engine.check.check_text`).
+  A rejection names line, column, byte offset and what was expected there.
+
+`looks_unconstrained` tells a server that ignored the constraint from one that was merely
+cut short: a constrained server can only ever return a prefix of the language.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..constraints import Constraint
+from ..engine.check import check_text
+from ..instance import InstanceChecker
+
+# first characters a JSON text can start with (after whitespace)
+_JSON_STARTS = set('{["-0123456789tfn')
+
+
+@dataclass
+class Verdict:
+    """Our check of one output: accepted or not, and where and why not."""
+
+    ok: bool
+    message: str | None = None
+    position: dict[str, Any] | None = None  # {line, column, offset} or {pointer, keyword}
+    expected: list[str] = field(default_factory=list)
+    value: Any = None  # the parsed JSON, for a schema
+    has_value: bool = False
+
+    def fields(self) -> dict[str, Any]:
+        """The result-record fields: `verified`, and on a rejection `check_error`, `check_position`, `check_expected`."""
+        if self.ok:
+            return {"verified": True}
+        return {
+            "verified": False,
+            "check_error": self.message,
+            "check_position": self.position,
+            "check_expected": self.expected,
+        }
+
+
+class Verifier:
+    """Checks outputs against one constraint (a schema's validator is built once)."""
+
+    def __init__(self, constraint: Constraint) -> None:
+        self.constraint = constraint
+        self._instance: InstanceChecker | None = None
+        if constraint.kind == "schema":
+            self._instance = InstanceChecker(constraint.schema, source=constraint.source)
+
+    def __call__(self, text: str) -> Verdict:
+        if self._instance is not None:
+            return self._schema(text)
+        res = check_text(self.constraint.grammar, text)
+        if res.accepted:
+            return Verdict(True)
+        return Verdict(
+            False,
+            res.message(),
+            {"line": res.line, "column": res.column, "offset": res.offset},
+            list(res.expected),
+        )
+
+    def _schema(self, text: str) -> Verdict:
+        res = self._instance.check(text)  # type: ignore[union-attr]
+        if res.accepted:
+            return Verdict(True, value=json.loads(text), has_value=True)
+        if res.pointer is not None:
+            pos = {"pointer": res.pointer, "keyword": res.keyword}
+            return Verdict(False, res.message(), pos, [f"a value satisfying {res.keyword}"])
+        pos = {"line": res.line, "column": res.column, "offset": res.offset}
+        return Verdict(False, f"not JSON: {res.message()}", pos, ["JSON"])
+
+    def looks_unconstrained(self, text: str, finish_reason: str | None) -> str | None:
+        """Why a rejected output cannot have come from a server that enforced the constraint, or None.
+
+        For regex, grammar and choice: the text is not even a prefix of the language. For a
+        schema: the text is not JSON at all (it does not start like JSON, or the server
+        stopped by itself on something that does not parse).
+        """
+        if self._instance is None:
+            if check_text(self.constraint.grammar, text, prefix=True).accepted:
+                return None
+            return "not even a prefix of the constraint's language"
+        stripped = text.lstrip()
+        if not stripped or stripped[0] not in _JSON_STARTS:
+            return f"not JSON at all{' (cut at max_tokens)' if finish_reason == 'length' else ''}"
+        if finish_reason != "length":
+            try:
+                json.loads(text)
+            except ValueError:
+                return "not JSON, though the server stopped by itself"
+        return None
+

@@ -1,0 +1,185 @@
+"""The fleet against real llama-cpp-python servers on the bundled model (see conftest)."""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from ministruct.constraints import load_constraint
+from ministruct.fleet import FleetBatch, Server, Settings, connect
+from ministruct.fleet.serve import free_port
+from ministruct.records import InputRecord
+from ministruct.sampling import SamplingParams
+
+from .conftest import REPO, assert_usage_error, batch, records
+
+pytestmark = pytest.mark.model
+
+TWO_DIGITS = ("--regex", "[0-9]{2}", "--max-tokens", "4")
+RAW = "Record {i}. A number:"  # short raw prompts keep the server's prompt evaluation small
+WORDS = "Record {i}: describe the sea in one sentence."  # answered in words when nothing constrains it
+
+
+def servers_args(servers) -> list[str]:
+    return [a for s in servers for a in ("--server", s.url)]
+
+
+def test_sixty_records_split_over_two_servers_in_order_all_verified(fleet_servers, run_cli):
+    p = run_cli("gen", "--input", "-", *TWO_DIGITS, "--raw", "--server-kind", "llama", *servers_args(fleet_servers),
+                input=batch(60, RAW))
+    assert p.returncode == 0, p.stderr
+    recs = records(p.stdout)
+    assert [r["id"] for r in recs] == [f"r{i}" for i in range(60)]
+    assert all(r["verified"] is True and r["complete"] is True for r in recs), [r for r in recs if not r["verified"]]
+    assert all(re.fullmatch(r"[0-9]{2}", r["output"]) for r in recs)
+    assert {r["server"] for r in recs} == {s.url for s in fleet_servers}  # both took a share
+    assert all(r["v"] == 1 and r["error"] is None and r["prompt"] == RAW.format(i=i) for i, r in enumerate(recs))
+
+
+def test_a_server_killed_mid_batch_loses_and_duplicates_nothing(fleet_servers, spare_server):
+    c = load_constraint(regex="[0-9]{2}")
+    settings = Settings(SamplingParams(temperature=0.7, top_p=0.9), max_tokens=4, chat=False)
+    servers = connect([spare_server.url, fleet_servers[0].url], c, settings, kind="llama")
+    fleet = FleetBatch(servers, c, settings)
+    got = []
+
+    def emit(res):
+        got.append(res)
+        if len(got) == 10:  # the spare has had its share so far; now it dies
+            spare_server.kill()
+
+    recs = [InputRecord(i + 1, f"r{i}", RAW.format(i=i)) for i in range(60)]
+    status = fleet.run(recs, emit)
+    assert status == 0
+    assert [r.result.id for r in got] == [f"r{i}" for i in range(60)]
+    assert all(r.verified for r in got)
+    before, after = got[:10], got[10:]
+    assert any(r.server == spare_server.url for r in before)
+    assert not spare_server.alive()
+    assert servers[0].dead  # given up after its faults
+    # whatever was in flight on the killed server was run again elsewhere
+    assert sum(r.server == fleet_servers[0].url for r in after) >= 45
+
+
+def test_the_dialect_the_server_ignores_is_caught_on_the_first_record(fleet_servers, run_cli):
+    p = run_cli("gen", "--input", "-", *TWO_DIGITS, "--server-kind", "vllm", *servers_args(fleet_servers),
+                input=batch(4, WORDS))
+    assert p.returncode == 1, p.stderr
+    recs = records(p.stdout)
+    assert [r["id"] for r in recs] == ["r0", "r1", "r2", "r3"]
+    for r in recs:
+        assert r["verified"] is False and r["complete"] is False and r["stop_reason"] == "max_tokens"
+        assert r["check_error"].startswith(f"line 1, column {r['check_position']['column']} ")
+        assert r["check_expected"]
+    notices = [line for line in p.stderr.splitlines() if "ignored the constraint" in line]
+    assert 1 <= len(notices) <= 2  # one line per server that answered, never one per record
+    for s in fleet_servers:
+        assert sum(s.url in line for line in notices) <= 1
+    assert all("kind vllm sends field structured_outputs; try --server-kind llama" in line for line in notices)
+
+
+def test_retry_unverified_resends_and_counts(fleet_servers, run_cli):
+    p = run_cli("gen", "--input", "-", *TWO_DIGITS, "--server-kind", "vllm", "--retry-unverified", "1",
+                "--server", fleet_servers[0].url, input=batch(1, WORDS))
+    assert p.returncode == 1
+    assert [(r["resent"], r["verified"]) for r in records(p.stdout)] == [(1, False)]
+
+
+def test_a_schema_is_verified_as_an_instance(fleet_servers, run_cli, tmp_path):
+    schema = tmp_path / "s.json"
+    schema.write_text(json.dumps({"type": "object", "properties": {"n": {"type": "integer", "minimum": 0, "maximum": 9}}, "required": ["n"], "additionalProperties": False}))
+    p = run_cli("gen", "--input", "-", "--schema", str(schema), "--max-tokens", "12", "--server-kind", "llama",
+                *servers_args(fleet_servers), input=batch(3, "Record {i}: give n"))
+    assert p.returncode == 0, p.stderr
+    recs = records(p.stdout)
+    assert all(r["verified"] and isinstance(r["json"]["n"], int) for r in recs)
+
+
+def test_unreachable_server_gets_no_records_and_dead_fleet_gives_error_records(fleet_servers, run_cli):
+    dead = f"http://127.0.0.1:{free_port()}"
+    p = run_cli("gen", "--input", "-", *TWO_DIGITS, "--server-kind", "llama", "--server", dead,
+                "--server", fleet_servers[1].url, "--concurrency", "2", input=batch(3))
+    assert p.returncode == 0, p.stderr
+    assert [r["server"] for r in records(p.stdout)] == [fleet_servers[1].url] * 3
+    assert f"server {dead}: not reachable" in p.stderr
+
+    p = run_cli("gen", "--input", "-", *TWO_DIGITS, "--server-kind", "llama", "--server", dead, input=batch(3))
+    assert p.returncode == 1
+    recs = records(p.stdout)
+    assert [r["id"] for r in recs] == ["r0", "r1", "r2"]
+    assert all(r["stop_reason"] == "error" and "no server left" in r["error"] and r["verified"] is False for r in recs)
+
+
+def test_kind_cannot_be_detected_on_llama_cpp_python(fleet_servers, run_cli):
+    p = run_cli("gen", "--regex", "[0-9]{2}", "hi", "--server", fleet_servers[0].url)
+    assert_usage_error(p, "--server-kind is not given and server", "does not say what it is")
+
+
+def test_servers_from_the_environment_and_text_output(fleet_servers, run_cli):
+    env = {"MINISTRUCT_SERVERS": f"{fleet_servers[0].url}, {fleet_servers[1].url}/v1"}
+    p = run_cli("gen", "--choice", "yes", "--choice", "no", "--server-kind", "llama", "--max-tokens", "3",
+                "Say yes or no:", extra_env=env)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout in ("yes\n", "no\n")
+
+
+def test_trace_has_chosen_probability_and_a_lower_bound_on_z(fleet_servers, run_cli, tmp_path):
+    trace = tmp_path / "t.jsonl"
+    p = run_cli("gen", "--input", "-", *TWO_DIGITS, "--server-kind", "llama", "--raw", "--trace", str(trace),
+                "--server", fleet_servers[0].url, input=batch(2, "Record {i}. Number:"))
+    assert p.returncode == 0, p.stderr
+    recs = [json.loads(x) for x in trace.read_text().splitlines()]
+    assert [r["type"] for r in recs if r["type"] != "step"] == ["header", "summary", "header", "summary"]
+    steps = [r for r in recs if r["type"] == "step"]
+    assert len(steps) >= 4 and all(r["logprobs_available"] for r in recs if r["type"] == "summary")
+    for s in steps:
+        # the chosen token is legal (the server enforced the grammar) and among the returned tokens
+        assert 0.0 < s["p"] <= s["Z_lower"] + 1e-9 and s["Z_lower"] <= 1.0 + 1e-6
+        assert s["legal_top"] >= 1 and re.fullmatch(r"[0-9]+", s["token"])
+
+
+def test_ctrl_c_writes_every_finished_record_and_exits_130(fleet_servers, run_cli):
+    args = [sys.executable, "-m", "ministruct", "gen", "--input", "-", *TWO_DIGITS, "--raw", "--server-kind", "llama",
+            *servers_args(fleet_servers)]
+    proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, cwd=REPO, env=run_cli.env)
+    proc.stdin.write(batch(40, RAW))
+    proc.stdin.close()
+    first = "".join(proc.stdout.readline() for _ in range(3))  # the batch is under way
+    proc.send_signal(signal.SIGINT)
+    proc.wait(timeout=120)
+    rest, err = proc.stdout.read(), proc.stderr.read()
+    assert proc.returncode == 130, err
+    recs = records(first + rest)
+    ids = [r["id"] for r in recs]
+    assert ids[:3] == ["r0", "r1", "r2"] and len(ids) == len(set(ids)) < 40
+    assert ids == sorted(ids, key=lambda x: int(x[1:]))
+    assert all(r["verified"] for r in recs)
+    assert "Traceback" not in err
+
+
+def test_a_server_that_never_answers_times_out_and_its_records_go_elsewhere(fleet_servers):
+    hung = socket.socket()
+    hung.bind(("127.0.0.1", 0))
+    hung.listen(16)  # connections are accepted by the kernel; no answer ever comes
+    try:
+        c = load_constraint(regex="[0-9]{2}")
+        settings = Settings(SamplingParams(temperature=0.7, top_p=0.9), max_tokens=4, chat=False)
+        silent = Server(f"http://127.0.0.1:{hung.getsockname()[1]}", "llama", timeout=1.0)
+        servers = [silent, Server(fleet_servers[0].url, "llama")]  # the batch's timeout: 300 s
+        got = []
+        status = FleetBatch(servers, c, settings).run(
+            [InputRecord(i + 1, f"r{i}", RAW.format(i=i)) for i in range(6)], got.append
+        )
+    finally:
+        hung.close()
+    assert status == 0
+    assert [r.result.id for r in got] == [f"r{i}" for i in range(6)]
+    assert all(r.verified and r.server == fleet_servers[0].url for r in got)
+    assert silent.faults >= 1 and silent.last_error == "no answer within 1 s"
