@@ -60,7 +60,8 @@ class VocabIndex:
 
 
 def _class_pattern(ranges: tuple[tuple[int, int], ...]) -> str:
-    return "[" + "".join(f"{re.escape(chr(a))}-{re.escape(chr(b))}" for a, b in ranges if not 0xD800 <= a <= 0xDFFF) + "]"
+    parts = (f"{re.escape(chr(a))}-{re.escape(chr(b))}" for a, b in ranges if not 0xD800 <= a <= 0xDFFF)
+    return "[" + "".join(parts) + "]"
 
 
 def slice_lengths(vocab: Vocabulary, ranges: tuple[tuple[int, int], ...]) -> np.ndarray:
@@ -239,7 +240,9 @@ class SliceChains:
         self.max_chars = MAX_SLICE_CHARS  # no slice token has more characters
         self.max_len = max_len  # nor any token more bytes: a longer uniform chain is for ever
         self.byte_seqs = utf8_sequences(sl.ranges)
-        self.seqs = [tuple(tuple(sorted(set(byte_class[lo:hi + 1].tolist()))) for lo, hi in seq) for seq in self.byte_seqs]
+        self.seqs = [
+            tuple(tuple(sorted(set(byte_class[lo:hi + 1].tolist()))) for lo, hi in seq) for seq in self.byte_seqs
+        ]
         self.seq_arrays = [tuple(np.asarray(c, dtype=np.int64) for c in seq) for seq in self.seqs]
         bc = byte_class.tolist()
         self.class_lo = {c: bc.index(c) for c in set(bc)}
@@ -330,7 +333,9 @@ class SliceChains:
         """The code points spelled by alive class paths, as merged ranges (None: too many)."""
         out: list[tuple[int, int]] = []
         for i, path in alive:
-            ivs = [(max(lo, self.class_lo[c]), min(hi, self.class_hi[c])) for (lo, hi), c in zip(self.byte_seqs[i], path)]
+            ivs = [
+                (max(lo, self.class_lo[c]), min(hi, self.class_hi[c])) for (lo, hi), c in zip(self.byte_seqs[i], path)
+            ]
             got = _interval_code_points(ivs)
             if got is None:
                 return None
@@ -421,7 +426,7 @@ def _interval_code_points(ivs: list[tuple[int, int]], most: int = 4096) -> list[
     return out
 
 
-def lengths_within(sl: "Slice", ranges: tuple[tuple[int, int], ...]) -> np.ndarray:
+def lengths_within(sl: Slice, ranges: tuple[tuple[int, int], ...]) -> np.ndarray:
     """`sl.length`, kept only for the tokens whose characters are all in `ranges`."""
     lut = np.zeros(0x110000, dtype=bool)
     for a, b in ranges:

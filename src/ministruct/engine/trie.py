@@ -15,8 +15,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .vocab import Vocabulary
-
 _FIELDS = (
     "node_byte", "child_start", "child_count", "node_token", "dup_src", "dup_dst",
     "level_start", "tok_lo", "tok_count", "sorted_ids", "sorted_len",
@@ -45,7 +43,7 @@ class TokenTrie:
         return len(self.node_byte)
 
     @classmethod
-    def build(cls, tokens: list[bytes], ids: np.ndarray) -> "TokenTrie":
+    def build(cls, tokens: list[bytes], ids: np.ndarray) -> TokenTrie:
         """The trie of `tokens[i]` for i in `ids` (all non-empty)."""
         toks = [tokens[int(i)] for i in ids]
         order = sorted(range(len(toks)), key=toks.__getitem__)
@@ -122,11 +120,12 @@ class TokenTrie:
         return out
 
     @classmethod
-    def from_arrays(cls, arrays: dict[str, np.ndarray], prefix: str) -> "TokenTrie":
+    def from_arrays(cls, arrays: dict[str, np.ndarray], prefix: str) -> TokenTrie:
         parts = {f: arrays[f"{prefix}{f}"] for f in _FIELDS}
         t = cls(max_len=int(arrays[f"{prefix}max_len"][0]), **parts)
         n = t.n_nodes
-        if not (len(t.child_start) == len(t.child_count) == len(t.node_token) == len(t.tok_lo) == len(t.tok_count) == n):
+        sizes = {len(t.child_start), len(t.child_count), len(t.node_token), len(t.tok_lo), len(t.tok_count), n}
+        if len(sizes) != 1:
             raise ValueError("trie arrays of different lengths")
         if len(t.dup_src) != len(t.dup_dst) or len(t.sorted_ids) != len(t.sorted_len):
             raise ValueError("trie arrays of different lengths")

@@ -49,7 +49,7 @@ class Vocabulary:
         control_text: dict[int, str] | None = None,
         n_logits: int = 0,
         name: str = "",
-    ) -> "Vocabulary":
+    ) -> Vocabulary:
         """A vocabulary from plain byte strings (tests, hand-made vocabularies)."""
         eog = frozenset(eog_ids)
         return cls(
@@ -78,7 +78,7 @@ class Vocabulary:
         return arrays, meta
 
     @classmethod
-    def from_arrays(cls, arrays: dict[str, np.ndarray], meta: dict) -> "Vocabulary":
+    def from_arrays(cls, arrays: dict[str, np.ndarray], meta: dict) -> Vocabulary:
         """Inverse of `to_arrays` (ValueError when the parts do not fit together)."""
         data = bytes(arrays["data"])
         lens = np.asarray(arrays["lengths"], dtype=np.int64)

@@ -72,7 +72,8 @@ def walk(
     exits: list[np.ndarray] = []
     nodes = np.asarray(start_nodes, dtype=np.int64)
     states: np.ndarray | None = None  # None: every node is in `state`
-    child_start, child_count, node_byte, node_token = trie.child_start, trie.child_count, trie.node_byte, trie.node_token
+    child_start, child_count = trie.child_start, trie.child_count
+    node_byte, node_token = trie.node_byte, trie.node_token
     accept = tr.accept
     depth = 0
     covered: np.ndarray | None = None  # per node: its slice tokens were taken higher up
