@@ -527,10 +527,10 @@ def warm_up(model: Model, tokenizer) -> None:
             m.mask()
         except MinistructError:
             pass
-    try:
-        from ministruct.grammar.schema.compiler import schema_to_grammar
-
-        schema_to_grammar({"type": "object", "properties": {"a": {"type": "integer"}}})
+    try:  # the schema path as the constraints take it (file, validation, front end)
+        warm = _schema_file(Path("warm-up.json"), {"type": "object", "properties": {"a": {"type": "integer"}}})
+        c = compile_grammar(load_constraint(schema=str(warm)).grammar, model.vocabulary, use_cache=False)
+        Matcher(c).mask()
     except Exception:
         pass
     llg = Llg(tokenizer, llguidance.grammar_from("regex", "ab|c"), model.vocabulary.n_logits,
