@@ -182,11 +182,14 @@ class Model:
         key = hashlib.sha256(
             f"{self.path.resolve()}|{st.st_size}|{st.st_mtime_ns}|".encode() + Path(__file__).read_bytes()
         ).hexdigest()[:32]
-        hit = cache.load("vocab", key)
-        if isinstance(hit, Vocabulary):
-            return hit
+        entry = cache.load("vocab", key, mapped=False)
+        if entry is not None:
+            try:
+                return Vocabulary.from_arrays(entry.arrays, entry.meta)
+            except (KeyError, TypeError, ValueError):
+                cache.discard("vocab", key)
         vocab = self._build_vocabulary()
-        cache.save("vocab", key, vocab)
+        cache.save("vocab", key, *vocab.to_arrays())
         return vocab
 
     def _piece(self, token_id: int, buf: ctypes.Array, *, special: bool) -> tuple[bytes, ctypes.Array]:

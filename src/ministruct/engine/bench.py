@@ -26,7 +26,7 @@ import numpy as np
 from ..grammar.ir import Grammar
 from .compile import CompiledGrammar, compile_grammar
 from .matcher import Matcher
-from .trie import trie_for
+from .slices import index_for
 from .vocab import Vocabulary
 
 RESET = -1  # marks, in a walk's token list, a restart after end-of-generation (or a dead end)
@@ -89,7 +89,7 @@ def prepare_vocabulary(vocab: Vocabulary) -> float:
     """Build (or load) the vocabulary's token trie; seconds spent. Done once per vocabulary,
     like llguidance's tokenizer construction, so it is kept out of compile times."""
     t0 = time.perf_counter()
-    trie_for(vocab)
+    index_for(vocab)
     return time.perf_counter() - t0
 
 
