@@ -8,7 +8,8 @@ import pytest
 
 from .conftest import assert_one_line_error
 
-KEYS = ["v", "model", "n_vocab", "constraint", "steps", "compile_ms", "mask_us", "tokens_per_s", "ff_share", "peak_rss_mb"]
+KEYS = ["v", "model", "n_vocab", "constraint", "steps", "compile_ms", "mask_us", "tokens_per_s", "ff_share",
+        "first_mask_ms", "peak_rss_mb"]
 
 
 @pytest.mark.model
@@ -27,6 +28,7 @@ def test_json_masks_only_has_exactly_the_contract_keys(run_cli):
     assert 0 <= m["p50"] <= m["p99"] <= m["max"] and m["mean"] <= m["max"]
     assert r["tokens_per_s"] is None and r["ff_share"] is None
     assert r["compile_ms"] > 0 and r["peak_rss_mb"] > 10
+    assert r["first_mask_ms"] >= r["compile_ms"]
 
 
 @pytest.mark.model
