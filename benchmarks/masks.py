@@ -38,7 +38,7 @@ SCHEMA_BENCH = SUITES / "jsonschemabench"
 LLAMACPP_GRAMMARS = SUITES / "llamacpp" / "grammars"
 TARGET_MEAN_RATIO = 2.0
 TARGET_P99_US = 1000.0
-TARGET_FIRST_MS = 200.0
+TARGET_FIRST_MS = 20.0
 TARGET_DECODE_LOSS = 0.05
 
 
@@ -527,10 +527,10 @@ def warm_up(model: Model, tokenizer) -> None:
             m.mask()
         except MinistructError:
             pass
-    try:
-        from ministruct.grammar.schema.compiler import schema_to_grammar
-
-        schema_to_grammar({"type": "object", "properties": {"a": {"type": "integer"}}})
+    try:  # the schema path as the constraints take it (file, validation, front end)
+        warm = _schema_file(Path("warm-up.json"), {"type": "object", "properties": {"a": {"type": "integer"}}})
+        c = compile_grammar(load_constraint(schema=str(warm)).grammar, model.vocabulary, use_cache=False)
+        Matcher(c).mask()
     except Exception:
         pass
     llg = Llg(tokenizer, llguidance.grammar_from("regex", "ab|c"), model.vocabulary.n_logits,
@@ -587,7 +587,7 @@ def print_report(results: list[Result], setup: list[dict], decode: list[dict], n
             for r in results:
                 if r.model == s["model"] and r.spec.name in ("conj.json", "json.gbnf") and r.ours is not None:
                     ok = "ok  " if r.ours_first_ms < TARGET_FIRST_MS else "MISS"
-                    print(f"  {s['model'][:22]:<22} {r.spec.name:<24} first mask ready {r.ours_first_ms:7.1f} ms (< 200) {ok}")
+                    print(f"  {s['model'][:22]:<22} {r.spec.name:<24} first mask ready {r.ours_first_ms:7.1f} ms (< {TARGET_FIRST_MS:.0f}) {ok}")
     for d in decode:
         loss = 1 - d["constrained"] / d["unconstrained"]
         ok = "ok  " if loss <= TARGET_DECODE_LOSS else "MISS"

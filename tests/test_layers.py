@@ -14,7 +14,7 @@ LAYERS = [
     {"grammar"},
     {"engine", "sampling", "records", "instance"},
     {"constraints", "model"},
-    {"generate"},
+    {"generate", "fast_forward"},
     {"fight"},
     {"pipeline"},
     {"diagnostics", "batch", "gen_batch", "fleet"},

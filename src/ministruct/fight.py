@@ -74,7 +74,8 @@ class FightMonitor:
         """Take one decoded step into account."""
         if step.mask is None:
             return
-        forced = np.count_nonzero(step.mask) == 1
+        # a fast-forwarded token was dictated, not chosen: it says nothing about the model's choices
+        forced = getattr(step, "fast_forward", False) or np.count_nonzero(step.mask) == 1
         self.add(legal_mass(step.logits, step.mask), forced)
 
     def add(self, z: float, forced: bool) -> None:

@@ -1,5 +1,9 @@
 """The decode loop: evaluate, read logits, mask, sample, advance; one Step per token.
 
+Where the grammar dictates a stretch of bytes, the loop fast-forwards (fast_forward.py):
+the stretch's tokens are evaluated in one batch and yielded as Steps marked
+`fast_forward`, without a draw each (`fast_forward=False`: one sampled step per token).
+
     decoder = generate(model, prompt_ids, matcher, params, max_tokens=64)
     for step in decoder:          # every step (diagnostics need them all)
         ...
@@ -17,6 +21,7 @@ from typing import TYPE_CHECKING, Iterator, Protocol, Sequence, runtime_checkabl
 
 import numpy as np
 
+from ministruct import fast_forward as ff
 from ministruct.errors import BudgetTooSmall, ModelError, NoLegalContinuation, UsageError
 from ministruct.sampling import Sampler, SamplingParams
 
@@ -50,6 +55,7 @@ class Step:
     mask: np.ndarray | None  # the legal set (bool, n_logits); None when unconstrained
     mask_us: float  # time spent in matcher.mask() for this step, microseconds
     budget_limited: bool = False  # the token budget narrowed the legal set at this step
+    fast_forward: bool = False  # dictated by the grammar, evaluated in a batch, not drawn
 
     @property
     def text(self) -> str:
@@ -69,6 +75,7 @@ class Generation:
     n_steps: int = 0  # tokens drawn, including a final EOG
     decode_s: float = 0.0  # wall time of the loop (model + mask + sampler)
     budget_limited: bool = False  # the token budget narrowed the legal set at some step
+    n_fast_forward: int = 0  # output tokens fast-forwarded (not drawn)
 
     @property
     def text(self) -> str:
@@ -92,6 +99,7 @@ class Decoder:
         max_tokens: int = 256,
         reset_matcher: bool = True,
         budget_aware: bool = True,
+        fast_forward: bool = True,
     ) -> None:
         if max_tokens < 0:
             raise UsageError(f"max_tokens must be >= 0, got {max_tokens}", parameter="max_tokens")
@@ -110,6 +118,8 @@ class Decoder:
         self.max_tokens = max_tokens
         self.reset_matcher = reset_matcher
         self.budget_aware = budget_aware and matcher is not None
+        # fast-forward needs a matcher that knows its forced bytes and a batch-evaluating model
+        self.fast_forward = fast_forward and ff.supported(model, matcher)
         self._result: Generation | None = None
         self._started = False
 
@@ -129,7 +139,7 @@ class Decoder:
         return self.result
 
     def steps(self) -> Iterator[Step]:
-        """Yield one Step per drawn token; sets `.result` when done."""
+        """Yield one Step per drawn or fast-forwarded token; sets `.result` when done."""
         if self._started:
             raise RuntimeError("a Decoder runs once; create a new one")
         self._started = True
@@ -152,11 +162,13 @@ class Decoder:
         out_ids: list[int] = []
         out = bytearray()
         pending: list[int] = self.prompt_tokens
+        ready: np.ndarray | None = None  # the next step's logits row when a batch already gave it
         first = True
-        stop, error, n_steps = "max_tokens", None, 0
+        stop, error, n_steps, n_ff = "max_tokens", None, 0, 0
 
         limited_any = False
-        for index in range(self.max_tokens):
+        index = 0
+        while index < self.max_tokens:
             mask, mask_us, limited = None, 0.0, False
             pending_mask = None
             remaining = self.max_tokens - index if self.budget_aware else None
@@ -165,6 +177,30 @@ class Decoder:
                 if matcher.is_terminated():
                     stop = "grammar_done"
                     break
+                if self.fast_forward:
+                    planned, done = ff.plan(model, matcher, self.max_tokens - index, budget_aware=self.budget_aware)
+                    if planned:
+                        # the grammar dictates the next tokens: one batch, no draws
+                        evaluate_last = not done and index + len(planned) < self.max_tokens
+                        rows, masks = self._fast_forward(planned, pending, ready, first, index, evaluate_last)
+                        first, pending = False, []
+                        ready = rows[len(planned)] if evaluate_last else None
+                        for i, token in enumerate(planned):
+                            mask, mask_us, limited = masks[i]
+                            piece = vocab.token_bytes(token)
+                            sampler.skip()  # one random number per token, as a forced draw takes
+                            n_steps += 1
+                            n_ff += 1
+                            limited_any = limited_any or limited
+                            yield Step(index, token, piece, rows[i], mask, mask_us, limited, fast_forward=True)
+                            matcher.advance(token)
+                            out_ids.append(token)
+                            out += piece
+                            history.append(token)
+                            index += 1
+                        if not evaluate_last and not done:
+                            pending = [planned[-1]]
+                        continue
                 if not matcher.mask_ready(remaining):
                     # a mask not computed before: build it while the model evaluates
                     # (llama.cpp releases the GIL), so its cost hides behind the forward pass
@@ -174,17 +210,22 @@ class Decoder:
                     if _grammar_done(matcher, mask, eog) or not mask.any():
                         stop, error = _stop_before_eval(matcher, mask, eog, index, out)
                         break
-            if first:
-                model.prefill(pending)
-                first = False
+            if ready is not None:
+                logits, ready = ready, None
             else:
-                model.eval(pending)
+                if first:
+                    model.prefill(pending)
+                    first = False
+                else:
+                    model.eval(pending)
+                logits = None
             if pending_mask is not None:
                 mask, mask_us, limited = pending_mask.result()
                 if _grammar_done(matcher, mask, eog) or not mask.any():
                     stop, error = _stop_before_eval(matcher, mask, eog, index, out)
                     break
-            logits = model.logits()
+            if logits is None:
+                logits = model.logits()
             try:
                 token = sampler.sample(logits, mask, history)
             except NoLegalContinuation:
@@ -205,6 +246,7 @@ class Decoder:
             out += piece
             history.append(token)
             pending = [token]
+            index += 1
 
         if matcher is None:
             complete = stop == "eos"
@@ -220,7 +262,34 @@ class Decoder:
             n_steps=n_steps,
             decode_s=time.perf_counter() - t0,
             budget_limited=limited_any,
+            n_fast_forward=n_ff,
         )
+
+    def _fast_forward(
+        self,
+        planned: list[int],
+        pending: list[int],
+        ready: np.ndarray | None,
+        first: bool,
+        index: int,
+        evaluate_last: bool,
+    ) -> tuple[np.ndarray, list[tuple[np.ndarray, float, bool]]]:
+        """Evaluate the pending tokens and the planned ones in one batch: (logits rows, the
+        row before each planned token and, with `evaluate_last`, the row after the last;
+        each planned token's (mask, mask_us, budget_limited)). The masks are built on the
+        worker thread while the model runs."""
+        model, matcher = self.model, self.matcher
+        remainings = [self.max_tokens - (index + i) if self.budget_aware else None for i in range(len(planned))]
+        masks = _pool().submit(_masks_along, matcher.fork(), planned, remainings)
+        batch = planned if evaluate_last else planned[:-1]
+        if ready is not None:
+            rows = np.concatenate([ready[None, :], model.eval_rows(batch)])
+        elif first:
+            model.prefill(pending)
+            rows = np.concatenate([model.logits()[None, :], model.eval_rows(batch)])
+        else:
+            rows = model.eval_rows(list(pending) + list(batch))[len(pending) - 1 :]
+        return rows, masks.result()
 
 
 _POOL: ThreadPoolExecutor | None = None
@@ -242,6 +311,18 @@ def _timed_mask(matcher: TokenMatcher, remaining: int | None) -> tuple[np.ndarra
         full = matcher.mask()
         limited = mask is not full and not np.array_equal(mask, full)
     return mask, (time.perf_counter() - m0) * 1e6, limited
+
+
+def _masks_along(
+    matcher: TokenMatcher, tokens: Sequence[int], remainings: Sequence[int | None]
+) -> list[tuple[np.ndarray, float, bool]]:
+    """(mask, microseconds, budget narrowed) before each of `tokens`, advancing `matcher`
+    (a fork: the decoder's own matcher is advanced as the steps are yielded)."""
+    out = []
+    for token, remaining in zip(tokens, remainings):
+        out.append(_timed_mask(matcher, remaining))
+        matcher.advance(token)
+    return out
 
 
 def _stop_before_eval(matcher, mask, eog, index: int, out: bytearray):
@@ -271,10 +352,15 @@ def generate(
     *,
     max_tokens: int = 256,
     budget_aware: bool = True,
+    fast_forward: bool = True,
 ) -> Decoder:
     """A Decoder for one generation: iterate it for Steps, then read `.result`.
 
     With `budget_aware` (the default) the legal set is narrowed, near the end of the
     budget, to tokens after which a complete output still fits in `max_tokens`;
-    BudgetTooSmall when not even the shortest completion fits."""
-    return Decoder(model, prompt_tokens, matcher, params, max_tokens=max_tokens, budget_aware=budget_aware)
+    BudgetTooSmall when not even the shortest completion fits. With `fast_forward` (the
+    default) stretches the grammar dictates are evaluated in one batch (fast_forward.py)."""
+    return Decoder(
+        model, prompt_tokens, matcher, params, max_tokens=max_tokens, budget_aware=budget_aware,
+        fast_forward=fast_forward,
+    )

@@ -107,17 +107,24 @@ class Model:
         seed: int = 0,
         n_threads: int | None = None,
     ) -> "Model":
-        """Load a GGUF model (default: default_model_path()); ModelError on any failure."""
+        """Load a GGUF model (default: default_model_path()); ModelError on any failure.
+
+        Batches run on as many threads as single tokens (`n_threads`, default half the
+        cores, as llama-cpp-python's): its default of every core for batches makes
+        llama.cpp's thread barriers spin whenever another process holds a core, and a
+        13-token batch then took 3 s instead of 0.3 s on a busy 2-core machine."""
         p = Path(path).expanduser() if path is not None else default_model_path()
         _check_gguf(p)
         lib = _lib()
+        threads = n_threads or max(1, (os.cpu_count() or 2) // 2)
         try:
             llm = lib.Llama(
                 model_path=str(p),
                 n_ctx=n_ctx,
                 vocab_only=vocab_only,
                 seed=seed,
-                n_threads=n_threads,
+                n_threads=threads,
+                n_threads_batch=threads,
                 verbose=False,
             )
         except Exception as e:  # llama_cpp raises ValueError/RuntimeError/OSError
@@ -175,11 +182,14 @@ class Model:
         key = hashlib.sha256(
             f"{self.path.resolve()}|{st.st_size}|{st.st_mtime_ns}|".encode() + Path(__file__).read_bytes()
         ).hexdigest()[:32]
-        hit = cache.load("vocab", key)
-        if isinstance(hit, Vocabulary):
-            return hit
+        entry = cache.load("vocab", key, mapped=False)
+        if entry is not None:
+            try:
+                return Vocabulary.from_arrays(entry.arrays, entry.meta)
+            except (KeyError, TypeError, ValueError):
+                cache.discard("vocab", key)
         vocab = self._build_vocabulary()
-        cache.save("vocab", key, vocab)
+        cache.save("vocab", key, *vocab.to_arrays())
         return vocab
 
     def _piece(self, token_id: int, buf: ctypes.Array, *, special: bool) -> tuple[bytes, ctypes.Array]:
@@ -237,6 +247,16 @@ class Model:
         """Token ids of `text`; `special` parses control-token text like <|im_end|>."""
         try:
             return list(self._llm.tokenize(text.encode("utf-8"), add_bos=add_bos, special=special))  # type: ignore[attr-defined]
+        except RuntimeError as e:
+            raise ModelError(f"{self.path}: cannot tokenize: {e}") from None
+
+    def tokenize_bytes(self, data: bytes) -> list[int]:
+        """Token ids of raw bytes as the tokenizer splits them (no BOS, control text not
+        parsed); the bytes need not be valid UTF-8."""
+        if not data:
+            return []
+        try:
+            return list(self._llm.tokenize(bytes(data), add_bos=False, special=False))  # type: ignore[attr-defined]
         except RuntimeError as e:
             raise ModelError(f"{self.path}: cannot tokenize: {e}") from None
 
@@ -338,18 +358,9 @@ class Model:
     def eval(self, tokens: Sequence[int]) -> None:
         """Append `tokens` to the context and run the model over them (one batch)."""
         self._require_weights()
-        tokens = [int(t) for t in tokens]
+        tokens = self._checked(tokens)
         if not tokens:
             return
-        if len(self._tokens) + len(tokens) > self.n_ctx:
-            raise ModelError(
-                f"{self.path}: context full: {len(self._tokens)} + {len(tokens)} tokens "
-                f"exceed n_ctx={self.n_ctx}"
-            )
-        n_logits = self.n_logits
-        bad = [t for t in tokens if not 0 <= t < n_logits]
-        if bad:
-            raise ModelError(f"{self.path}: token id {bad[0]} out of range [0, {n_logits})")
         llm = self._llm
         # Llama.eval first drops every cached position >= n_tokens from the KV cache
         llm.n_tokens = len(self._tokens)  # type: ignore[attr-defined]
@@ -360,6 +371,59 @@ class Model:
             self.reset()
             raise ModelError(f"{self.path}: evaluation failed: {e}") from None
         self._tokens.extend(tokens)
+
+    def eval_rows(self, tokens: Sequence[int]) -> np.ndarray:
+        """Append `tokens` and run the model over them in one batch, returning the logits
+        row after every one of them (float32, len(tokens) x n_logits; row i predicts the
+        token after tokens[i]). The last row is also what `logits()` gives afterwards.
+
+        llama.cpp computes a batch's rows together, so they can differ in the last bits
+        from rows computed one token at a time (benchmarks/fast_forward.py measures it).
+        """
+        self._require_weights()
+        tokens = self._checked(tokens)
+        if not tokens:
+            return np.zeros((0, self.n_logits), dtype=np.float32)
+        lib = _lib()
+        llm = self._llm
+        rows = np.empty((len(tokens), self.n_logits), dtype=np.float32)
+        n_batch = max(1, int(getattr(llm, "n_batch", 512)))
+        self._restored = None
+        try:
+            # drop every cached position past what this object holds, as Llama.eval does
+            llm.n_tokens = len(self._tokens)  # type: ignore[attr-defined]
+            llm._ctx.kv_cache_seq_rm(-1, llm.n_tokens, -1)  # type: ignore[attr-defined]
+            for start in range(0, len(tokens), n_batch):
+                chunk = tokens[start : start + n_batch]
+                n_past = int(llm.n_tokens)  # type: ignore[attr-defined]
+                llm._batch.set_batch(batch=chunk, n_past=n_past, logits_all=True)  # type: ignore[attr-defined]
+                llm._ctx.decode(llm._batch)  # type: ignore[attr-defined]
+                for i in range(len(chunk)):
+                    ptr = lib.llama_get_logits_ith(llm.ctx, i)  # type: ignore[attr-defined]
+                    if not ptr:
+                        raise RuntimeError("llama.cpp returned no logits for a batch row")
+                    rows[start + i] = np.ctypeslib.as_array(ptr, shape=(self.n_logits,))
+                llm.input_ids[n_past : n_past + len(chunk)] = chunk  # type: ignore[attr-defined]
+                llm.n_tokens = n_past + len(chunk)  # type: ignore[attr-defined]
+                self._tokens.extend(chunk)
+        except Exception as e:
+            self.reset()
+            raise ModelError(f"{self.path}: evaluation failed: {e}") from None
+        return rows
+
+    def _checked(self, tokens: Sequence[int]) -> list[int]:
+        """`tokens` as ints; ModelError when they do not fit the context or the vocabulary."""
+        tokens = [int(t) for t in tokens]
+        if len(self._tokens) + len(tokens) > self.n_ctx:
+            raise ModelError(
+                f"{self.path}: context full: {len(self._tokens)} + {len(tokens)} tokens "
+                f"exceed n_ctx={self.n_ctx}"
+            )
+        n_logits = self.n_logits
+        bad = [t for t in tokens if not 0 <= t < n_logits]
+        if bad:
+            raise ModelError(f"{self.path}: token id {bad[0]} out of range [0, {n_logits})")
+        return tokens
 
     def prefill(self, tokens: Sequence[int]) -> int:
         """Make the context hold exactly `tokens` (a prompt); return how many were reused.

@@ -79,6 +79,7 @@ class GenerationJob:
         system: str | None = None,
         show_schema: bool = True,
         budget_aware: bool = True,
+        fast_forward: bool = True,
     ) -> None:
         self.model = model
         self.constraint = constraint
@@ -88,6 +89,7 @@ class GenerationJob:
         self.system = system
         self.show_schema = show_schema
         self.budget_aware = budget_aware
+        self.fast_forward = fast_forward
         self._compiled: CompiledGrammar | None = None
 
     @property
@@ -110,7 +112,7 @@ class GenerationJob:
         matcher = Matcher(compiled) if compiled is not None else None
         return Decoder(
             self.model, self.prompt_tokens(prompt), matcher, params,
-            max_tokens=self.max_tokens, budget_aware=self.budget_aware,
+            max_tokens=self.max_tokens, budget_aware=self.budget_aware, fast_forward=self.fast_forward,
         )
 
     def run(

@@ -170,6 +170,12 @@ class Sampler:
         """Restart the random stream (from params.seed unless given)."""
         self.rng = np.random.default_rng(self.params.seed if seed is None else seed)
 
+    def skip(self) -> None:
+        """Consume what one forced draw would (a fast-forwarded token), so the stream stays
+        one number per token and does not depend on how a stretch was decoded."""
+        if self.params.temperature > 0:
+            self.rng.random()
+
     def distribution(
         self, logits: np.ndarray, legal_mask: np.ndarray | None, history: Sequence[int] = ()
     ) -> tuple[np.ndarray, np.ndarray]:

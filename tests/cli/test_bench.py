@@ -8,7 +8,8 @@ import pytest
 
 from .conftest import assert_one_line_error
 
-KEYS = ["v", "model", "n_vocab", "constraint", "steps", "compile_ms", "mask_us", "tokens_per_s", "peak_rss_mb"]
+KEYS = ["v", "model", "n_vocab", "constraint", "steps", "compile_ms", "mask_us", "tokens_per_s", "ff_share",
+        "first_mask_ms", "peak_rss_mb"]
 
 
 @pytest.mark.model
@@ -25,8 +26,9 @@ def test_json_masks_only_has_exactly_the_contract_keys(run_cli):
     assert set(r["mask_us"]) == {"mean", "p50", "p99", "max"}
     m = r["mask_us"]
     assert 0 <= m["p50"] <= m["p99"] <= m["max"] and m["mean"] <= m["max"]
-    assert r["tokens_per_s"] is None
+    assert r["tokens_per_s"] is None and r["ff_share"] is None
     assert r["compile_ms"] > 0 and r["peak_rss_mb"] > 10
+    assert r["first_mask_ms"] >= r["compile_ms"]
 
 
 @pytest.mark.model
@@ -36,8 +38,20 @@ def test_json_with_generation_reports_both_rates(run_cli):
     r = json.loads(p.stdout)
     assert list(r) == KEYS
     tps = r["tokens_per_s"]
-    assert set(tps) == {"constrained", "unconstrained"}
-    assert tps["unconstrained"] > 0 and tps["constrained"] >= 0
+    assert set(tps) == {"constrained", "unconstrained", "fast_forward"}
+    assert tps["unconstrained"] > 0 and tps["constrained"] >= 0 and tps["fast_forward"] >= 0
+    assert 0 <= r["ff_share"] <= 1
+
+
+@pytest.mark.model
+def test_json_ff_share_of_a_dictated_output(run_cli):
+    """A constraint with output the grammar dictates whole: every output token is fast-forwarded."""
+    p = run_cli("bench", "--regex", '\\{"name": "ministruct", "kind": "library"\\}', "--steps", "5",
+                "--max-tokens", "64", "--json")
+    assert p.returncode == 0, p.stderr
+    r = json.loads(p.stdout)
+    assert r["ff_share"] == 1.0
+    assert r["tokens_per_s"]["fast_forward"] > 0
 
 
 @pytest.mark.model

@@ -47,10 +47,13 @@ def test_jsonl_batch_keeps_order_and_reports_bad_records(run_cli):
 
 
 def test_cut_off_by_max_tokens_exits_1(run_cli):
-    p = run_cli("gen", "--regex", "[a-z]{50}", "Write letters:", "--max-tokens", "3", "--format", "jsonl")
+    p = run_cli("gen", "--regex", "[a-z]{50}", "Write letters:", "--max-tokens", "3", "--format", "jsonl", "--hard-cut")
     rec = json.loads(p.stdout)
     assert rec["stop_reason"] == "max_tokens" and rec["complete"] is False and rec["n_tokens"] == 3
     assert p.returncode == 1
+    # budget-aware (the default): 50 letters cannot fit in 3 tokens, said before generating
+    refused = run_cli("gen", "--regex", "[a-z]{50}", "Write letters:", "--max-tokens", "3")
+    assert refused.returncode == 1 and refused.stdout == "" and "too small" in refused.stderr
 
 
 @pytest.mark.parametrize(

@@ -85,7 +85,8 @@ def test_generation_json_is_consistent(run_cli):
     assert obj["header"]["type"] == "header" and obj["header"]["sampling"]["seed"] == 2
     assert result["output"] in ("yes", "no") and result["complete"]
     assert summary["steps"] == len(steps) >= 1
-    assert summary["forced"] + summary["free"] == summary["steps"]
+    assert summary["forced"] + summary["free"] == summary["sampled"]
+    assert summary["sampled"] + summary["fast_forward"] == summary["steps"]
     assert "".join(s["token"] for s in steps if not s.get("control")) == result["output"]
     for s in steps:
         assert 0 < s["Z"] <= 1

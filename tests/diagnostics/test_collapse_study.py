@@ -52,7 +52,10 @@ def reruns(study, model):
     c, report, _ = study
     out = []
     for g in report.generations:
-        job = GenerationJob(model, c, REF, max_tokens=12, show_schema=g.condition == "shown")
+        # token by token, as the study runs (it never fast-forwards)
+        job = GenerationJob(
+            model, c, REF, max_tokens=12, show_schema=g.condition == "shown", fast_forward=False, budget_aware=False
+        )
         dec = job.decoder(PROMPT, seed=g.seed)
         steps = list(dec.steps())
         out.append((g, steps, dec.result))

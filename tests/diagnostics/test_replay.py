@@ -4,6 +4,8 @@ A real `gen --trace --trace-legal` run is replayed with plain llama-cpp-python (
 ministruct code): evaluate the header's prompt ids, then each step's token id, read
 the logits with llama_get_logits_ith, and recompute every diagnostic with plain numpy.
 The legal ids are checked independently against the `regex` package (partial matching).
+The run is token by token (`--no-fast-forward`): plain llama-cpp-python evaluates one
+token at a time, and a batch's rows may differ from those in the last bits.
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ def trace(tmp_path_factory):
     cmd = [
         sys.executable, "-m", "ministruct", "gen", "Is water wet? Answer yes or no, then say why.",
         "--regex", PATTERN, "--temperature", str(TEMPERATURE), "--top-p", str(TOP_P), "--seed", "2",
-        "--max-tokens", "40", "--trace", str(path), "--trace-legal", "--no-progress",
+        "--max-tokens", "40", "--trace", str(path), "--trace-legal", "--no-progress", "--no-fast-forward",
         "--model", str(bundled_model_path()),
     ]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)

@@ -34,7 +34,7 @@ def test_restored_state_gives_identical_masks(cache_dir):
     first = compile_grammar(DIGITS, VOCAB)
     want = walk_masks(first, [0, 0])
     first.persist()
-    assert list(cache_dir.rglob("*.pkl"))
+    assert list(cache_dir.rglob("*.msc"))
     second = compile_grammar(DIGITS, VOCAB)
     assert len(second.configs) == len(first.configs) and second._masks
     got = walk_masks(second, [0, 0])
@@ -64,7 +64,7 @@ def test_corrupt_and_deleted_entries_are_rebuilt(cache_dir):
     c = compile_grammar(DIGITS, VOCAB)
     want = walk_masks(c, [0])
     c.persist()
-    for p in cache_dir.rglob("*.pkl"):
+    for p in cache_dir.rglob("*.msc"):
         p.write_bytes(b"garbage")
     got = walk_masks(compile_grammar(DIGITS, VOCAB), [0])
     assert all((a == b).all() for a, b in zip(want, got))
@@ -80,4 +80,128 @@ def test_no_cache_env_writes_nothing(cache_dir, monkeypatch):
     c = compile_grammar(Grammar({"root": alt(Literal("a"), Literal("ab"))}), VOCAB)
     walk_masks(c, [2])
     c.persist()
-    assert not list(cache_dir.rglob("*.pkl"))
+    assert not list(cache_dir.rglob("*.msc"))
+
+
+# ------------------------------------------------------------------ damaged entries (data, never code)
+
+import os  # noqa: E402
+import pickle  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+from ministruct.engine import slices  # noqa: E402
+
+
+def flip_bytes(p):
+    data = bytearray(p.read_bytes())
+    for i in range(len(data) // 3, len(data), max(1, len(data) // 7)):
+        data[i] ^= 0x5A
+    p.write_bytes(bytes(data))
+
+
+def truncate(p):
+    p.write_bytes(p.read_bytes()[: len(p.read_bytes()) * 2 // 3])
+
+
+def garbage(p):
+    p.write_bytes(os.urandom(300))
+
+
+class Boom:
+    """Unpickling this runs code: the cache must never do it."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))
+
+
+def evil(p):
+    p.write_bytes(pickle.dumps(Boom(str(p.parent / "pwned"))))
+
+
+def entries(cache_dir, kind):
+    return sorted((cache_dir / "engine" / kind).glob("*.msc"))
+
+
+@pytest.mark.parametrize("damage", [flip_bytes, truncate, garbage, evil], ids=lambda f: f.__name__)
+def test_damaged_grammar_entry_is_detected_and_rebuilt(cache_dir, damage):
+    c = compile_grammar(DIGITS, VOCAB)
+    want = walk_masks(c, [0, 0])
+    c.persist()
+    (path,) = entries(cache_dir, "grammar")
+    good = path.read_bytes()
+    damage(path)
+    again = compile_grammar(DIGITS, VOCAB)  # must not raise
+    assert not again._masks  # nothing was taken from the damaged entry
+    assert not path.exists()  # the damaged entry was dropped ...
+    got = walk_masks(again, [0, 0])
+    assert all((a == b).all() for a, b in zip(want, got))
+    again.persist()
+    assert path.read_bytes() == good  # ... and rebuilt
+    assert not (path.parent / "pwned").exists()
+    assert compile_grammar(DIGITS, VOCAB)._masks  # and read back
+
+
+@pytest.mark.parametrize("damage", [flip_bytes, truncate, garbage, evil], ids=lambda f: f.__name__)
+def test_damaged_vocabulary_index_is_detected_and_rebuilt(cache_dir, damage, monkeypatch):
+    vocab = Vocabulary.from_bytes([b"1", b"12", b"a", b"ab", b"\"x", b"\xc3", b""], eog_ids=[6])
+    monkeypatch.setattr(slices, "_INDEX", {})
+    want = walk_masks(compile_grammar(DIGITS, vocab, use_cache=False), [0, 0])
+    (path,) = entries(cache_dir, "trie")
+    good = path.read_bytes()
+    damage(path)
+    monkeypatch.setattr(slices, "_INDEX", {})  # a new process: the index comes from disk
+    got = walk_masks(compile_grammar(DIGITS, vocab, use_cache=False), [0, 0])
+    assert all((a == b).all() for a, b in zip(want, got))
+    assert path.read_bytes() == good
+    assert not (path.parent / "pwned").exists()
+
+
+def test_entries_hold_plain_arrays_and_round_trip(cache_dir):
+    arrays = {"a": np.arange(5, dtype=np.int32), "b": np.zeros((2, 3), dtype=bool), "e": np.zeros(0, np.int64)}
+    cache.save("test", "k", arrays, {"x": [1, "y"]})
+    entry = cache.load("test", "k")
+    assert entry.meta == {"x": [1, "y"]}
+    assert set(entry.arrays) == {"a", "b", "e"}
+    for k, v in arrays.items():
+        assert entry.arrays[k].dtype == v.dtype and (entry.arrays[k] == v).all()
+        assert not entry.arrays[k].flags.writeable
+    with pytest.raises(TypeError):
+        cache.save("test", "obj", {"o": np.asarray([object()], dtype=object)})
+
+
+def test_an_intact_entry_of_another_grammar_is_refused_and_changes_nothing(cache_dir):
+    other = Grammar({"root": alt(Literal("ab"), Literal("b"))})
+    a = compile_grammar(other, VOCAB)
+    walk_masks(a, [2])
+    a.persist()
+    (src,) = entries(cache_dir, "grammar")
+    dst = src.parent / f"{cache.grammar_key(DIGITS, VOCAB.fingerprint)}{cache.SUFFIX}"
+    dst.write_bytes(src.read_bytes())  # a well-formed entry, under the wrong key
+    want = walk_masks(compile_grammar(DIGITS, VOCAB, use_cache=False), [0, 0])
+    got = walk_masks(compile_grammar(DIGITS, VOCAB), [0, 0])
+    assert all((x == y).all() for x, y in zip(want, got))
+    assert not dst.exists()
+
+
+def test_the_vocabulary_index_is_read_back_not_rebuilt(cache_dir, monkeypatch):
+    import random
+
+    rng = random.Random(3)
+    toks = sorted({bytes(rng.choice(b'ab"\\ 1\xc3\xa9\n') for _ in range(rng.randint(1, 6))) for _ in range(300)})
+    vocab = Vocabulary.from_bytes(toks + [b""], eog_ids=[len(toks)])
+    monkeypatch.setattr(slices, "_INDEX", {})
+    built = slices.index_for(vocab)
+    monkeypatch.setattr(slices, "_INDEX", {})
+
+    def refuse(_):
+        raise AssertionError("the index was rebuilt instead of read from the cache")
+
+    monkeypatch.setattr(slices, "build_index", refuse)
+    loaded = slices.index_for(vocab)
+    for name in ("node_byte", "child_start", "child_count", "node_token", "tok_lo", "sorted_ids"):
+        assert (getattr(loaded.trie, name) == getattr(built.trie, name)).all()
+    assert (loaded.slices["json-char"].length == built.slices["json-char"].length).all()

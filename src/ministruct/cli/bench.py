@@ -1,5 +1,10 @@
 """`ministruct bench`: mask time per step, compile time, decode speed with and without the constraint.
 
+Decode speed is output tokens per second three ways: unconstrained, constrained token by
+token (`constrained`), and constrained with fast-forward (`fast_forward`: stretches the
+grammar dictates evaluated in one batch); `ff_share` is the share of the fast-forward
+run's output tokens that were fast-forwarded.
+
 The mask walk runs on a cold compile by default (`--cold`): the grammar's masks are
 neither restored from nor saved to the disk cache, so every first visit of a parser
 configuration is timed, as a first generation would pay it. `--warm` restores what an
@@ -17,7 +22,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ..engine.bench import decode_rate, peak_rss_mb, prepare_vocabulary, random_walk
+from ..engine.bench import output_rate, peak_rss_mb, prepare_vocabulary, random_walk
 from ..engine.compile import compile_grammar
 from ..engine.matcher import Matcher
 from ..generate import Decoder
@@ -59,12 +64,13 @@ def bench(
     if not cold:
         compiled.persist()
     rates: dict[str, float] | None = None
+    ff_share: float | None = None
     if not no_generate:
         job = GenerationJob(
             llm, c, run.params, max_tokens=run.max_tokens, chat=run.chat, system=run.system,
             show_schema=run.show_schema,
         )
-        rates = _rates(job, prompt, rounds, cold)
+        rates, ff_share = _rates(job, prompt, rounds, cold)
     report = {
         "v": 1,
         "model": str(llm.path),
@@ -74,29 +80,39 @@ def bench(
         "compile_ms": round(compile_ms, 3),
         "mask_us": walk.stats().to_dict(),
         "tokens_per_s": rates,
+        "ff_share": ff_share,
+        "first_mask_ms": round(compile_ms + walk.first_mask_us / 1000, 3),
         "peak_rss_mb": round(peak_rss_mb(), 1),
     }
     llm.close()
     if as_json:
         sys.stdout.write(json.dumps(report) + "\n")
     else:
-        _table(report, first_mask_us=walk.first_mask_us, resets=walk.resets, cold=cold)
+        _table(report, resets=walk.resets, cold=cold)
 
 
-def _rates(job: GenerationJob, prompt: str, rounds: int, cold: bool) -> dict[str, float]:
-    """Median tokens/s over `rounds` generations each way, alternating, after a short warm-up."""
+def _rates(job: GenerationJob, prompt: str, rounds: int, cold: bool) -> tuple[dict[str, float], float | None]:
+    """(median output tokens/s over `rounds` generations each way, alternating, after a
+    short warm-up that also caches the prompt's prefill; the share of fast-forwarded
+    tokens over every fast-forward round)."""
     ids = job.prompt_tokens(prompt)
     Decoder(job.model, ids, None, job.params, max_tokens=2).run()  # warm the model up
-    free: list[float] = []
-    constrained: list[float] = []
+    rates: dict[str, list[float]] = {"constrained": [], "fast_forward": [], "unconstrained": []}
+    n_ff = n_out = 0
     for _ in range(rounds):
-        free.append(decode_rate(Decoder(job.model, ids, None, job.params, max_tokens=job.max_tokens))[0])
-        compiled = compile_grammar(job.constraint.grammar, job.model.vocabulary, use_cache=not cold)
-        dec = Decoder(job.model, ids, Matcher(compiled), job.params, max_tokens=job.max_tokens)
-        constrained.append(decode_rate(dec)[0])
-        if not cold:
-            compiled.persist()
-    return {"constrained": round(_median(constrained), 2), "unconstrained": round(_median(free), 2)}
+        free = Decoder(job.model, ids, None, job.params, max_tokens=job.max_tokens)
+        rates["unconstrained"].append(output_rate(free)[0])
+        for name, ff in (("constrained", False), ("fast_forward", True)):
+            compiled = compile_grammar(job.constraint.grammar, job.model.vocabulary, use_cache=not cold)
+            dec = Decoder(job.model, ids, Matcher(compiled), job.params, max_tokens=job.max_tokens, fast_forward=ff)
+            rates[name].append(output_rate(dec)[0])
+            if ff:
+                n_ff += dec.result.n_fast_forward
+                n_out += dec.result.n_tokens
+            if not cold:
+                compiled.persist()
+    share = round(n_ff / n_out, 4) if n_out else None
+    return {name: round(_median(xs), 2) for name, xs in rates.items()}, share
 
 
 def _median(xs: list[float]) -> float:
@@ -105,7 +121,7 @@ def _median(xs: list[float]) -> float:
     return s[k] if len(s) % 2 else (s[k - 1] + s[k]) / 2
 
 
-def _table(r: dict[str, Any], *, first_mask_us: float, resets: int, cold: bool) -> None:
+def _table(r: dict[str, Any], *, resets: int, cold: bool) -> None:
     from rich.console import Console
     from rich.table import Table
 
@@ -119,13 +135,16 @@ def _table(r: dict[str, Any], *, first_mask_us: float, resets: int, cold: bool) 
     m = r["mask_us"]
     t.add_row(f"mask, {r['steps']} steps ({resets} restarts)",
               f"mean {m['mean']:.1f} us  p50 {m['p50']:.1f}  p99 {m['p99']:.1f}  max {m['max']:.1f}")
-    t.add_row("first mask ready", f"{r['compile_ms'] + first_mask_us / 1000:.1f} ms")
+    t.add_row("first mask ready", f"{r['first_mask_ms']:.1f} ms")
     tps = r["tokens_per_s"]
     if tps is None:
         t.add_row("tokens/s", "not measured (--no-generate)")
     else:
-        u, cst = tps["unconstrained"], tps["constrained"]
+        u, cst, fwd = tps["unconstrained"], tps["constrained"], tps["fast_forward"]
         change = f" ({(cst / u - 1) * 100:+.1f}%)" if u else ""
         t.add_row("tokens/s", f"constrained {cst:.1f}, unconstrained {u:.1f}{change}")
+        share = "n/a" if r["ff_share"] is None else f"{r['ff_share']:.0%} of the tokens fast-forwarded"
+        fchange = f" ({(fwd / u - 1) * 100:+.1f}% vs unconstrained)" if u else ""
+        t.add_row("fast-forward", f"{fwd:.1f} tokens/s{fchange}; {share}")
     t.add_row("peak RSS", f"{r['peak_rss_mb']:.0f} MiB")
     Console().print(t)

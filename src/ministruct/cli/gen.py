@@ -33,6 +33,7 @@ def gen(
     trace: Annotated[Optional[str], typer.Option("--trace", help="Write per-step JSONL records to this file.")] = None,
     trace_legal: Annotated[bool, typer.Option("--trace-legal", help="Add each step's legal token ids to the trace.")] = False,
     hard_cut: o.HardCut = False,
+    no_fast_forward: o.NoFastForward = False,
     quiet: o.Quiet = False,
     no_progress: o.NoProgress = False,
     allow_extra_fields: o.AllowExtraFields = False,
@@ -71,7 +72,7 @@ def gen(
     llm = Model.load(run.model)
     job = GenerationJob(
         llm, c, run.params, max_tokens=run.max_tokens, chat=run.chat, system=run.system,
-        show_schema=run.show_schema, budget_aware=not hard_cut,
+        show_schema=run.show_schema, budget_aware=not hard_cut, fast_forward=not no_fast_forward,
     )
     tracer = None
     if trace is not None:

@@ -38,6 +38,7 @@ Chat = Annotated[bool, typer.Option("--chat/--raw", help="Apply the model's chat
 System = Annotated[Optional[str], typer.Option("--system", help="System message (with --chat).", rich_help_panel="Model and sampling")]
 ShowSchema = Annotated[bool, typer.Option("--show-schema/--withhold-schema", help="Put the schema text in the user message, or not.", rich_help_panel="Model and sampling")]
 HardCut = Annotated[bool, typer.Option("--hard-cut", help="Cut plainly at --max-tokens (no budget-aware closing).", rich_help_panel="Model and sampling")]
+NoFastForward = Annotated[bool, typer.Option("--no-fast-forward", help="Evaluate stretches the grammar dictates token by token (one sampled step each) instead of in one batch.", rich_help_panel="Model and sampling")]
 Quiet = Annotated[bool, typer.Option("--quiet", help="No warnings when the model fights the grammar.")]
 NoProgress = Annotated[bool, typer.Option("--no-progress", help="No progress display on stderr.")]
 AllowExtraFields = Annotated[bool, typer.Option("--allow-extra-fields", help="Pass unknown fields of --input records through into the results (else they are error records).")]

@@ -9,6 +9,10 @@ per-cell flags are kept, so memory does not grow with the vocabulary.
                           StudySettings(seeds=(0, 1, 2, 3)))
     report = study.run()            # a CollapseReport; report.to_dict() is the --out JSON
 
+Generations run token by token and cut plainly at max_tokens (no fast-forward, no
+budget narrowing): the study's statistics are about the model's own steps under the
+grammar's mask, which neither may change.
+
 Conditions: "shown" puts the schema text in the user message, "withheld" does not; for
 each (schema, prompt, seed) both run with the same seed, so they pair. A constraint
 that is not a schema has no text to show: it runs "withheld" only.
@@ -101,7 +105,11 @@ class CollapseStudy:
         self.settings = settings
         s = settings
         self.jobs = [
-            GenerationJob(model, c, s.params, max_tokens=s.max_tokens, chat=s.chat, system=s.system)
+            # token by token: the study's statistics are about the model's own steps
+            GenerationJob(
+                model, c, s.params, max_tokens=s.max_tokens, chat=s.chat, system=s.system,
+                fast_forward=False, budget_aware=False,
+            )
             for c in self.constraints
         ]
 

@@ -16,11 +16,12 @@ from rich.table import Table
 from rich.text import Text
 
 from .grammar_info import GrammarInfo
-from .stats import FORCED, StepRecord, Summary
+from .stats import FAST_FORWARD, FORCED, StepRecord, Summary
 from .tokenizer import TokenizerReport
 
 SPACE_MARK = "\u2423"  # ␣
-ROW_STYLES = {"forced": "cyan", "collapsed": "bold red", "changed": "yellow", "free": ""}
+ROW_STYLES = {"forced": "cyan", "fast_forward": "dim cyan", "collapsed": "bold red", "changed": "yellow", "free": ""}
+FF_MARK = "\u00bb"  # », in front of a fast-forwarded row's tag
 _ESCAPES = {"\n": "\\n", "\t": "\\t", "\r": "\\r", "\\": "\\\\", " ": SPACE_MARK}
 
 
@@ -48,7 +49,9 @@ def fmt_prob(x: float) -> str:
 
 
 def row_style(rec: StepRecord) -> str:
-    """Rows are colored by tag: forced, collapsed, nucleus changed, plain free."""
+    """Rows are colored by tag: forced, fast-forwarded, collapsed, nucleus changed, plain free."""
+    if rec.tag == FAST_FORWARD:
+        return ROW_STYLES["fast_forward"]
     if rec.tag == FORCED:
         return ROW_STYLES["forced"]
     if rec.collapsed:
@@ -72,6 +75,9 @@ def step_table(records: Sequence[StepRecord], *, title: str | None = None) -> Ta
     t.add_column("masked", justify="right")
     t.add_column("flags")
     t.add_column("mask µs", justify="right")
+    if any(r.tag == FAST_FORWARD for r in records):
+        t.caption = f"{FF_MARK} ff: fast-forwarded (dictated by the grammar, evaluated in one batch, not drawn)"
+        t.caption_justify = "left"
     for r in records:
         token = Text(escape_token(r.token, r.token_bytes), style="italic" if r.control else "")
         flags = []
@@ -88,7 +94,7 @@ def step_table(records: Sequence[StepRecord], *, title: str | None = None) -> Ta
             f"{r.legal_count:,}",
             fmt_prob(r.Z),
             f"{r.kl:.3f}",
-            r.tag,
+            f"{FF_MARK} ff" if r.tag == FAST_FORWARD else r.tag,
             f"{r.nucleus_raw:,}",
             f"{r.nucleus_masked:,}",
             " ".join(flags),
@@ -104,7 +110,8 @@ def summary_panel(s: Summary, *, output: str | None = None, stop_reason: str | N
     g = Table.grid(padding=(0, 2))
     g.add_column(style="bold")
     g.add_column()
-    g.add_row("steps", f"{s.steps} ({s.forced} forced, {s.free} free)")
+    ff = f", {s.fast_forward} fast-forwarded" if s.fast_forward else ""
+    g.add_row("steps", f"{s.steps} ({s.forced} forced, {s.free} free{ff})")
     rate = "n/a (no free steps)" if s.collapse_rate is None else f"{s.collapse_rate:.1%}"
     g.add_row("collapsed", f"{s.collapsed} of {s.free} free steps: {rate}")
     g.add_row("mask changed", f"nucleus {s.nucleus_changed}, top token {s.top_changed}")

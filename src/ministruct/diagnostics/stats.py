@@ -16,6 +16,10 @@ Definitions, beyond diagnostics.md:
   nucleus is {argmax} (ties: lowest id), size 1, for both distributions.
 - `collapsed` = a free step (|L| >= 2) with top_p < 1 whose masked nucleus has one
   token; at top_p = 1 no step is collapsed, by definition.
+- `tag` = `fast_forward` for a token the grammar dictated and the decoder evaluated in a
+  batch without a draw (generate.py, fast_forward.py), whatever |L|; otherwise `forced`
+  (|L| = 1) or `free`. A fast-forwarded step is never `collapsed` (nothing was sampled);
+  every other number is computed as for any step.
 - `top_changed` compares argmax ids (ties: lowest id), which do not depend on T.
 - Precision: probabilities at T are computed as the sampler does (softmax of z[L] / T
   relative to its own maximum), so nucleus boundaries agree to the last bit. The
@@ -43,6 +47,7 @@ if TYPE_CHECKING:
 
 FORCED = "forced"
 FREE = "free"
+FAST_FORWARD = "fast_forward"
 
 # Candidate cut-offs (nats below the maximum, at temperature T) tried before a full sort.
 _CUTS = (4.0, 8.0, 16.0, 32.0)
@@ -71,6 +76,10 @@ class StepRecord:
     @property
     def forced(self) -> bool:
         return self.tag == FORCED
+
+    @property
+    def fast_forward(self) -> bool:
+        return self.tag == FAST_FORWARD
 
     def to_record(self) -> dict:
         """The trace's step record body (without "v" and "type")."""
@@ -217,6 +226,7 @@ class StepStats:
         token_id: int = -1,
         token: str = "",
         mask_us: float = 0.0,
+        fast_forward: bool = False,
     ) -> StepRecord:
         """The record of one step from its captured logits and legal mask."""
         p = self.params
@@ -254,7 +264,7 @@ class StepStats:
                 kl = max(raw1.lse - sub1.lse, 0.0)
                 masked_nucleus = _nucleus(ml, wl, top_p, t == 0, legal)
                 masked_top = int(legal[int(np.argmax(zl))])
-        tag = FORCED if legal_count == 1 else FREE
+        tag = FAST_FORWARD if fast_forward else FORCED if legal_count == 1 else FREE
         n_raw, n_masked = int(raw_nucleus.shape[0]), int(masked_nucleus.shape[0])
         changed = n_raw != n_masked or not np.array_equal(raw_nucleus, masked_nucleus)
         return StepRecord(
@@ -277,7 +287,8 @@ class StepStats:
         """The record of a Step yielded by the decoder."""
         text, data, control = token_text(step.token_id, step.token, self.vocab)
         rec = self.compute(
-            step.logits, step.mask, step=step.index, token_id=step.token_id, token=text, mask_us=step.mask_us
+            step.logits, step.mask, step=step.index, token_id=step.token_id, token=text, mask_us=step.mask_us,
+            fast_forward=getattr(step, "fast_forward", False),
         )
         return replace(rec, token_bytes=data, control=control)
 
@@ -309,8 +320,8 @@ class Summary:
     """Aggregates of one generation's step records (None where undefined)."""
 
     steps: int
-    forced: int
-    free: int
+    forced: int  # drawn with one legal token
+    free: int  # drawn from two or more
     collapsed: int
     collapse_rate: float | None  # collapsed / free steps
     nucleus_changed: int
@@ -320,12 +331,20 @@ class Summary:
     min_Z_step: int | None
     total_kl: float
     mask_us_mean: float | None
+    fast_forward: int = 0  # dictated by the grammar and evaluated in a batch, not drawn
+
+    @property
+    def sampled(self) -> int:
+        """Steps the sampler drew (forced ones included)."""
+        return self.forced + self.free
 
     def to_record(self) -> dict:
         return {
             "steps": self.steps,
+            "sampled": self.sampled,
             "forced": self.forced,
             "free": self.free,
+            "fast_forward": self.fast_forward,
             "collapsed": self.collapsed,
             "collapse_rate": self.collapse_rate,
             "nucleus_changed": self.nucleus_changed,
@@ -339,14 +358,16 @@ class Summary:
 
 
 def summarize(records: Sequence[StepRecord] | Iterable[StepRecord]) -> Summary:
-    """Forced/free counts, mean and lowest Z, collapse rate over free steps, total KL."""
+    """Forced/free/fast-forwarded counts, mean and lowest Z, collapse rate over free steps,
+    total KL (every step counts towards Z and KL, fast-forwarded ones included)."""
     recs = list(records)
     free = [r for r in recs if r.tag == FREE]
+    n_ff = sum(r.tag == FAST_FORWARD for r in recs)
     collapsed = sum(r.collapsed for r in free)
     low = min(recs, key=lambda r: (r.Z, r.step)) if recs else None
     return Summary(
         steps=len(recs),
-        forced=len(recs) - len(free),
+        forced=len(recs) - len(free) - n_ff,
         free=len(free),
         collapsed=collapsed,
         collapse_rate=collapsed / len(free) if free else None,
@@ -357,4 +378,5 @@ def summarize(records: Sequence[StepRecord] | Iterable[StepRecord]) -> Summary:
         min_Z_step=low.step if low else None,
         total_kl=math.fsum(r.kl for r in recs),
         mask_us_mean=math.fsum(r.mask_us for r in recs) / len(recs) if recs else None,
+        fast_forward=n_ff,
     )

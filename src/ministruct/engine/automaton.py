@@ -11,6 +11,7 @@ checks and the token-mask engine (compile.py) are built on.
 
 from __future__ import annotations
 
+import gc
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Iterable
@@ -27,7 +28,7 @@ from ..grammar.ir import (
     Seq,
     TokenRef,
 )
-from .utf8 import utf8_sequences
+from .utf8 import merge_ranges, utf8_sequences
 
 MAX_NFA_STATES = 2_000_000
 MAX_STACKS = 4_096
@@ -101,6 +102,17 @@ class Automaton:
     """The byte-level pushdown automaton of one grammar."""
 
     def __init__(self, grammar: Grammar) -> None:
+        # building allocates millions of small lists that are never cyclic garbage: with the
+        # cyclic collector running, its full passes over them made big grammars quadratic
+        paused = gc.isenabled()
+        gc.disable()
+        try:
+            self._construct(grammar)
+        finally:
+            if paused:
+                gc.enable()
+
+    def _construct(self, grammar: Grammar) -> None:
         if grammar.root not in grammar.rules:
             raise GrammarError(f"no rule named '{grammar.root}' to start from", source=grammar.source)
         self.grammar = grammar
@@ -517,14 +529,7 @@ class Automaton:
 
     def allowed_bytes(self, config: Config) -> list[tuple[int, int]]:
         """Byte ranges that can come next (merged), for error messages."""
-        bs = sorted({(lo, hi) for st in config if st for lo, hi, _ in self.byte_edges[st[-1]]})
-        merged: list[list[int]] = []
-        for lo, hi in bs:
-            if merged and lo <= merged[-1][1] + 1:
-                merged[-1][1] = max(merged[-1][1], hi)
-            else:
-                merged.append([lo, hi])
-        return [(a, b) for a, b in merged]
+        return merge_ranges({(lo, hi) for st in config if st for lo, hi, _ in self.byte_edges[st[-1]]})
 
     def byte_boundaries(self) -> list[int]:
         """Sorted byte values where some edge's range starts or ends (+1): byte classes."""

@@ -9,8 +9,8 @@ from the beginning of the grammar when it chooses end-of-generation. Every mask(
 call is timed, first visits of a parser configuration included: with a cold
 compile (use_cache=False) the timings show what a first generation pays.
 
-`decode_rate` times any decoder that yields steps (generate.Decoder); this module
-imports nothing below the engine layer.
+`decode_rate` and `output_rate` time any decoder that yields steps (generate.Decoder);
+this module imports nothing below the engine layer.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import numpy as np
 from ..grammar.ir import Grammar
 from .compile import CompiledGrammar, compile_grammar
 from .matcher import Matcher
-from .trie import trie_for
+from .slices import index_for
 from .vocab import Vocabulary
 
 RESET = -1  # marks, in a walk's token list, a restart after end-of-generation (or a dead end)
@@ -89,7 +89,7 @@ def prepare_vocabulary(vocab: Vocabulary) -> float:
     """Build (or load) the vocabulary's token trie; seconds spent. Done once per vocabulary,
     like llguidance's tokenizer construction, so it is kept out of compile times."""
     t0 = time.perf_counter()
-    trie_for(vocab)
+    index_for(vocab)
     return time.perf_counter() - t0
 
 
@@ -176,6 +176,19 @@ def decode_rate(decoder: _Steps) -> tuple[float, int]:
     return (len(stamps) - 1) / (stamps[-1] - stamps[0]), len(stamps)
 
 
+def output_rate(decoder: _Steps) -> tuple[float, int]:
+    """(steps per second, steps) of one generation, from the start of its loop to its last
+    step. Unlike `decode_rate` the first step's work counts too, so a batch that yields
+    several steps at once (fast-forward) is charged in full; run the same prompt once
+    before, so that its prefill is a cache hit (Model.prefill) and not in the time."""
+    t0 = time.perf_counter()
+    last, n = t0, 0
+    for _ in decoder.steps():
+        n += 1
+        last = time.perf_counter()
+    return (n / (last - t0) if n and last > t0 else 0.0), n
+
+
 __all__ = [
     "RESET",
     "TimeStats",
@@ -186,4 +199,5 @@ __all__ = [
     "random_walk",
     "peak_rss_mb",
     "decode_rate",
+    "output_rate",
 ]

@@ -1,9 +1,15 @@
-"""On-disk cache of vocabulary tries and compiled-grammar state.
+"""On-disk cache of vocabularies, token tries and compiled-grammar state: data, never code.
+
+An entry is one file: a magic string, a JSON header (small metadata, and the name,
+dtype, shape and offset of every array), the header's CRC-32, then the raw arrays,
+each 64-byte aligned, whose CRC-32 is in the header. Loading reads no pickle and runs
+no code: arrays come back as read-only views of a memory map (or of the file's
+bytes), with only plain numeric dtypes accepted. A missing, truncated, damaged or
+foreign entry is deleted and reported as absent, so the caller rebuilds it.
 
 Keys hash everything a cached value depends on: the vocabulary's fingerprint, the
 grammar's canonical text and rule order, and the source code of the engine modules
-themselves, so an entry is never stale. Entries are written atomically; a missing,
-partial or unreadable entry is simply rebuilt, so the folder is safe to delete.
+themselves, so an entry is never stale. Entries are written atomically.
 
 Location: $MINISTRUCT_CACHE_DIR, else the user cache directory; MINISTRUCT_NO_CACHE=1
 turns it off.
@@ -12,16 +18,34 @@ turns it off.
 from __future__ import annotations
 
 import hashlib
+import json
+import mmap
 import os
-import pickle
+import struct
 import tempfile
+import zlib
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from ..grammar.ir import Grammar
 
-_ENGINE_MODULES = ("automaton.py", "compile.py", "trie.py", "utf8.py", "cache.py")
+_ENGINE_MODULES = ("automaton.py", "compile.py", "trie.py", "slices.py", "walk.py", "utf8.py", "cache.py")
+MAGIC = b"MINISTRUCT-CACHE-1\n"
+ALIGN = 64
+SUFFIX = ".msc"
+_DTYPES = frozenset({"|b1", "|u1", "|i1", "<u2", "<i2", "<u4", "<i4", "<u8", "<i8", "<f4", "<f8"})
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A loaded entry: read-only arrays by name, and the JSON metadata."""
+
+    arrays: dict[str, np.ndarray]
+    meta: dict[str, Any]
 
 
 @lru_cache(maxsize=1)
@@ -58,39 +82,131 @@ def trie_key(vocab_fingerprint: str) -> str:
     return hashlib.sha256(f"{engine_version()}|trie|{vocab_fingerprint}".encode()).hexdigest()[:32]
 
 
-def load(kind: str, key: str) -> Any | None:
-    """The cached value, or None if absent or unreadable."""
+def entry_path(kind: str, key: str) -> Path | None:
     d = cache_dir()
-    if d is None:
+    return None if d is None else d / kind / f"{key}{SUFFIX}"
+
+
+# ---------------------------------------------------------------- format
+
+
+def _pad(n: int) -> int:
+    return (-n) % ALIGN
+
+
+def encode(arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> list[bytes | memoryview]:
+    """The pieces of an entry file, in order."""
+    specs, chunks, offset, crc = [], [], 0, 0
+    for name, a in arrays.items():
+        a = np.ascontiguousarray(a)
+        if a.dtype.str not in _DTYPES:
+            raise TypeError(f"cache arrays must be plain numbers, not {a.dtype} ({name})")
+        data = memoryview(a).cast("B") if a.size else memoryview(b"")
+        specs.append({"name": name, "dtype": a.dtype.str, "shape": list(a.shape), "offset": offset})
+        pad = b"\x00" * _pad(a.nbytes)
+        for part in (data, pad):
+            crc = zlib.crc32(part, crc)
+            chunks.append(part)
+        offset += a.nbytes + len(pad)
+    header = json.dumps({"meta": meta, "arrays": specs, "size": offset, "crc": crc}).encode()
+    head = MAGIC + struct.pack("<QI", len(header), zlib.crc32(header)) + header
+    return [head, b"\x00" * _pad(len(head)), *chunks]
+
+
+def decode(buf: Any) -> Entry:
+    """Parse an entry from a buffer (bytes or mmap); ValueError when it is not a whole, intact one."""
+    view = memoryview(buf)
+    n0 = len(MAGIC) + 12
+    if len(view) < n0 or bytes(view[: len(MAGIC)]) != MAGIC:
+        raise ValueError("not a ministruct cache entry")
+    hlen, hcrc = struct.unpack("<QI", view[len(MAGIC):n0])
+    if n0 + hlen > len(view):
+        raise ValueError("truncated header")
+    header = bytes(view[n0:n0 + hlen])
+    if zlib.crc32(header) != hcrc:
+        raise ValueError("header checksum mismatch")
+    info = json.loads(header)
+    start = n0 + hlen + _pad(n0 + hlen)
+    size = int(info["size"])
+    if start + size != len(view):
+        raise ValueError("wrong length (truncated or extended)")
+    payload = view[start:]
+    if zlib.crc32(payload) != int(info["crc"]):
+        raise ValueError("payload checksum mismatch")
+    arrays: dict[str, np.ndarray] = {}
+    for spec in info["arrays"]:
+        dtype = str(spec["dtype"])
+        if dtype not in _DTYPES:
+            raise ValueError(f"unexpected dtype {dtype!r}")
+        shape = tuple(int(x) for x in spec["shape"])
+        count = int(np.prod(shape, dtype=np.int64)) if shape else 1
+        off = int(spec["offset"])
+        nbytes = count * np.dtype(dtype).itemsize
+        if off < 0 or off + nbytes > size:
+            raise ValueError("array outside the payload")
+        a = np.frombuffer(buf, dtype=dtype, count=count, offset=start + off).reshape(shape)
+        if a.flags.writeable:
+            a.setflags(write=False)
+        arrays[str(spec["name"])] = a
+    meta = info["meta"]
+    if not isinstance(meta, dict):
+        raise ValueError("metadata is not an object")
+    return Entry(arrays, meta)
+
+
+# ---------------------------------------------------------------- load / save
+
+
+def load(kind: str, key: str, *, mapped: bool = True) -> Entry | None:
+    """The cached entry, or None if absent; a damaged entry is deleted and reported absent.
+
+    mapped=True returns views of a memory map (pages are read on use)."""
+    path = entry_path(kind, key)
+    if path is None:
         return None
-    path = d / kind / f"{key}.pkl"
     try:
         with open(path, "rb") as f:
-            return pickle.load(f)
+            if mapped:
+                try:
+                    buf: Any = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+                except ValueError:  # an empty file cannot be mapped
+                    buf = f.read()
+            else:
+                buf = f.read()
+        return decode(buf)
     except FileNotFoundError:
         return None
-    except Exception:  # a partial or foreign file: drop it and rebuild
+    except Exception:  # damaged or foreign: drop it and rebuild
+        discard(kind, key)
+        return None
+
+
+def discard(kind: str, key: str) -> None:
+    path = entry_path(kind, key)
+    if path is not None:
         try:
             path.unlink()
         except OSError:
             pass
-        return None
 
 
-def save(kind: str, key: str, value: Any) -> None:
+def save(kind: str, key: str, arrays: dict[str, np.ndarray], meta: dict[str, Any] | None = None) -> None:
     """Write atomically; failures (read-only disk, full disk) only cost the cache."""
-    d = cache_dir()
-    if d is None:
+    path = entry_path(kind, key)
+    if path is None:
         return
-    folder = d / kind
+    pieces = encode(arrays, meta or {})
+    tmp = None
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
         with os.fdopen(fd, "wb") as f:
-            pickle.dump(value, f, protocol=pickle.HIGHEST_PROTOCOL)
-        os.replace(tmp, folder / f"{key}.pkl")
+            for p in pieces:
+                f.write(p)
+        os.replace(tmp, path)
     except OSError:
-        try:
-            os.unlink(tmp)  # type: ignore[possibly-undefined]
-        except (OSError, UnboundLocalError):
-            pass
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass

@@ -1,53 +1,102 @@
 """Grammar x Vocabulary -> CompiledGrammar: legal-token masks per parser configuration.
 
-Parser configurations (automaton.py) are interned to small integers and their byte
-transitions kept in a table that fills itself on demand (a lazily determinized
-pushdown automaton). A mask is one vectorized walk of the vocabulary trie through
-that table, pruned at dead configurations, and is cached per configuration.
+Parser configurations (automaton.py) are interned to small integers with a byte-class
+transition table that fills itself on demand (table.py). Compiling builds only the
+automaton and its byte classes; the vocabulary's trie and slices are loaded once per
+process (slices.py), and everything else is computed when first asked.
+
+A mask is not one walk per configuration. A configuration is split into a *base*, the
+return points every stack shares, and a *relative* configuration, the stacks above the
+base. Tokens are walked from the relative configuration alone (walk.py): those it
+consumes whole are legal whatever the base; the nodes where its bottom frame can
+return are *exits*, and the rest of those tokens is walked from the configuration the
+base returns to, split the same way, and so on down. Each walk is cached under
+(where it starts, relative configuration), so configurations that differ only in what
+lies below (nesting depth, which caller) share their walks, and a new configuration
+mostly costs a few cache lookups. Where every character of a vocabulary slice keeps a
+relative configuration on one chain, the slice's tokens are taken by length and only
+the rest of the vocabulary is walked.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import OrderedDict
+from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import CompileLimitError, GrammarError
 from ..grammar.ir import Grammar
-from .automaton import Automaton, Config, TokenEdge
-from .trie import ClassTrie, TokenTrie, expand_children, trie_for
+from .automaton import ACCEPT, Automaton, Config, Stack
+from .slices import FULL, INFINITE, MAX_SUFFIX_DEPTH, NOT_IN, SliceChains, index_for, lengths_within
+from .table import DEAD, Transitions
+from .token_edges import TokenEdges
+from .trie import TokenTrie, copy_duplicates
 from .vocab import Vocabulary
+from .walk import Pruner, WalkResult, walk
 
-DEAD = 0
-UNKNOWN = -1
-MAX_CONFIGS = 1_000_000
 MASK_CACHE_BYTES = 512 * 1024 * 1024
+WALK_CACHE_BYTES = 256 * 1024 * 1024
+ROOT = -1  # a walk that starts at the trie's root
+# frames kept above a base: with one, a rule called per character (a repeated item) would
+# return after every character, and strings could not be taken by slices
+KEEP_FRAMES = 2
+PRUNE_MIN_TOKENS = 2048  # a node with fewer tokens below is walked, not analysed
+
+
+@dataclass(frozen=True)
+class _Part:
+    """One cached walk: its key (where continuations of its exits start) and its tokens."""
+
+    key: int
+    found: WalkResult
+    members: np.ndarray | None  # a slice's tokens, when the slice decided them
+
+    @property
+    def nbytes(self) -> int:
+        return self.found.nbytes
 
 
 class CompiledGrammar:
-    """A grammar bound to a vocabulary; shared by every Matcher of that pair."""
+    """A grammar bound to a vocabulary; shared by every Matcher of that pair.
+
+    Concurrency: one CompiledGrammar may be shared by matchers on any number of threads.
+    Everything it fills lazily (configurations, transitions, walks, masks, token steps)
+    is guarded by one re-entrant lock held for the whole of each public call, so calls
+    from different threads take turns and always see a consistent state. Masks are
+    returned read-only and may be kept and shared freely.
+    """
 
     def __init__(self, grammar: Grammar, vocab: Vocabulary, automaton: Automaton | None = None) -> None:
         t0 = time.perf_counter()
         self.grammar = grammar
         self.vocab = vocab
         self.automaton = automaton or Automaton(grammar)
-        self.trie: TokenTrie = trie_for(vocab)
+        index = index_for(vocab)
+        self.trie: TokenTrie = index.trie
+        self._slices = index.slices
         cuts = self.automaton.byte_boundaries()
         self.byte_class = (np.searchsorted(np.asarray(cuts), np.arange(256), side="right") - 1).astype(np.int64)
         self.n_classes = len(cuts) - 1
-        self.class_rep = np.asarray(cuts[:-1], dtype=np.int64)  # one byte standing for each class
-        self.class_trie = ClassTrie.build(self.trie, self.byte_class, self.n_classes)
-        self.configs: list[Config] = [frozenset()]
-        self.config_ids: dict[Config, int] = {frozenset(): DEAD}
-        self.table = np.full((64, self.n_classes), UNKNOWN, dtype=np.int32)
-        self.table[DEAD, :] = DEAD
+        class_rep = np.asarray(cuts[:-1], dtype=np.int64)  # one byte standing for each class
+        self.transitions = Transitions(self.automaton, self.byte_class, class_rep, grammar.source)
+        self.configs: list[Config] = self.transitions.configs
+        self._lock = threading.RLock()
         self._token_steps: dict[tuple[int, int], int] = {}
         self._masks: OrderedDict[int, np.ndarray] = OrderedDict()
         self._mask_bytes = 0
+        self._walks: OrderedDict[tuple[int, int], _Part] = OrderedDict()
+        self._walk_bytes = 0
+        self._walk_keys = 0
+        self._splits: dict[int, tuple[Stack, int]] = {}
+        self._returns: dict[Stack, int] = {}
+        self._chains: dict[str, SliceChains] = {}
+        self._members: dict[tuple[str, int, tuple], np.ndarray] = {}
+        self._lengths: dict[tuple[str, tuple], np.ndarray] = {}
+        self._prune: Pruner | None = None
         self.eog = np.asarray(sorted(vocab.eog_ids), dtype=np.int64)
-        self._named_tokens = self._resolve_token_names()
+        self.token_edges = TokenEdges(self.automaton, vocab, grammar.source)
         self._canon = self.automaton.canonical_states(self.trie.max_len)
         self._mask_keys: dict[int, int] = {}
         self.initial = self.intern(self.automaton.initial)
@@ -65,97 +114,97 @@ class CompiledGrammar:
         """Load configurations, transitions and masks a previous run saved (False if none)."""
         from . import cache
 
-        state = cache.load("grammar", self.cache_key())
-        if not isinstance(state, dict) or state.get("n_classes") != self.n_classes:
+        with self._lock:
+            key = self.cache_key()
+            entry = cache.load("grammar", key, mapped=False)
+            if entry is None:
+                return False
+            try:
+                ok = self._restore(entry.arrays, entry.meta)
+            except (KeyError, TypeError, ValueError):
+                ok = False
+            if not ok:
+                cache.discard("grammar", key)
+            return ok
+
+    def _restore(self, arrays: dict[str, np.ndarray], meta: dict) -> bool:
+        if meta.get("n_classes") != self.n_classes or meta.get("n_logits") != self.vocab.n_logits:
             return False
-        configs: list[Config] = state["configs"]
-        if not configs or configs[self.initial] != self.configs[self.initial]:
-            return False
-        self.configs = configs
-        self.config_ids = {c: i for i, c in enumerate(configs)}
-        self.table = state["table"]
-        for cid, packed in state["masks"].items():
-            m = np.unpackbits(packed, count=self.vocab.n_logits).astype(bool)
+        initial = self.configs[self.initial]
+        mask_ids = arrays["mask_ids"].tolist()
+        packed = arrays["masks"]
+        n = len(arrays["n_stacks"])
+        if packed.shape != (len(mask_ids), (self.vocab.n_logits + 7) // 8) or any(not 0 < c < n for c in mask_ids):
+            raise ValueError("saved masks do not fit")
+        self.transitions.load_arrays(arrays, keep=(self.initial, initial))
+        self._forget_ids()
+        self._masks.clear()
+        self._mask_bytes = 0
+        for cid, bits in zip(mask_ids, packed):
+            m = np.unpackbits(bits, count=self.vocab.n_logits).astype(bool)
             m.setflags(write=False)
             self._masks[cid] = m
             self._mask_bytes += m.nbytes
         self._saved_size = (len(self.configs), len(self._masks))
         return True
 
+    def _forget_ids(self) -> None:
+        """Drop everything that names configurations by id (they were just renumbered)."""
+        for cache in (self._token_steps, self._walks, self._splits, self._returns, self._chains,
+                      self._members, self._mask_keys):
+            cache.clear()
+        self._walk_bytes = 0
+        self._prune = None
+
     def persist(self) -> None:
         """Save what this process has learned, if it learned anything new."""
         from . import cache
 
-        size = (len(self.configs), len(self._masks))
-        if size == self._saved_size:
-            return
-        state = {
-            "n_classes": self.n_classes,
-            "configs": self.configs,
-            "table": self.table[: len(self.configs)].copy(),
-            "masks": {cid: np.packbits(m) for cid, m in self._masks.items()},
-        }
-        cache.save("grammar", self.cache_key(), state)
-        self._saved_size = size
+        with self._lock:
+            size = (len(self.configs), len(self._masks))
+            if size == self._saved_size:
+                return
+            arrays = self.transitions.to_arrays()
+            ids = list(self._masks)
+            arrays["mask_ids"] = np.asarray(ids, dtype=np.int64)
+            width = (self.vocab.n_logits + 7) // 8
+            arrays["masks"] = (
+                np.stack([np.packbits(self._masks[c]) for c in ids]) if ids else np.zeros((0, width), np.uint8)
+            )
+            meta = {"n_classes": self.n_classes, "n_logits": self.vocab.n_logits}
+            cache.save("grammar", self.cache_key(), arrays, meta)
+            self._saved_size = size
 
     # ------------------------------------------------------------ configurations
 
     def intern(self, config: Config) -> int:
         """The id of a configuration, allocating a table row for a new one."""
-        cid = self.config_ids.get(config)
-        if cid is not None:
-            return cid
-        cid = len(self.configs)
-        if cid >= MAX_CONFIGS:
-            raise CompileLimitError(
-                f"{self.grammar.source}: more than {MAX_CONFIGS:,} parser configurations; "
-                "the grammar is too large or too deeply nested to mask"
-            )
-        self.configs.append(config)
-        self.config_ids[config] = cid
-        if cid >= len(self.table):
-            grown = np.full((2 * len(self.table), self.n_classes), UNKNOWN, dtype=np.int32)
-            grown[: len(self.table)] = self.table
-            self.table = grown
-        return cid
-
-    def _fill(self, states: np.ndarray, classes: np.ndarray) -> None:
-        keys = np.unique(states.astype(np.int64) * self.n_classes + classes)
-        for k in keys.tolist():
-            s, c = divmod(k, self.n_classes)
-            nxt = self.automaton.step(self.configs[s], int(self.class_rep[c]))
-            self.table[s, c] = self.intern(nxt)
+        with self._lock:
+            return self.transitions.intern(config)
 
     def step_bytes(self, cid: int, data: bytes) -> int:
         """The configuration id after some bytes (DEAD when they are not allowed)."""
-        for b in data:
-            if cid == DEAD:
-                return DEAD
-            c = int(self.byte_class[b])
-            nxt = int(self.table[cid, c])
-            if nxt == UNKNOWN:
-                self._fill(np.asarray([cid]), np.asarray([c]))
-                nxt = int(self.table[cid, c])
-            cid = nxt
-        return cid
+        with self._lock:
+            return self.transitions.step_bytes(cid, data)
 
     def step_token(self, cid: int, token_id: int) -> int:
         """The configuration id after a whole (non end-of-generation) token."""
         key = (cid, token_id)
-        hit = self._token_steps.get(key)
-        if hit is not None:
-            return hit
-        nxt = DEAD
-        if token_id not in self.vocab.control_ids:
-            data = self.vocab.token_bytes(token_id)
-            if data:
-                nxt = self.step_bytes(cid, data)
-        if self.automaton.has_token_edges:
-            extra = self.automaton.step_token_edges(self.configs[cid], token_id, self._resolve)
-            if extra:
-                nxt = self.intern(self.configs[nxt] | extra)
-        self._token_steps[key] = nxt
-        return nxt
+        with self._lock:
+            hit = self._token_steps.get(key)
+            if hit is not None:
+                return hit
+            nxt = DEAD
+            if token_id not in self.vocab.control_ids:
+                data = self.vocab.token_bytes(token_id)
+                if data:
+                    nxt = self.transitions.step_bytes(cid, data)
+            if self.automaton.has_token_edges:
+                extra = self.automaton.step_token_edges(self.configs[cid], token_id, self.token_edges.resolve)
+                if extra:
+                    nxt = self.transitions.intern(self.configs[nxt] | extra)
+            self._token_steps[key] = nxt
+            return nxt
 
     def is_accepting(self, cid: int) -> bool:
         return Automaton.is_accepting(self.configs[cid])
@@ -171,45 +220,171 @@ class CompiledGrammar:
         sits elsewhere in a long repeat but allows exactly the same tokens)."""
         if not self._canon:
             return cid
-        key = self._mask_keys.get(cid)
-        if key is None:
-            config = self.configs[cid]
-            get = self._canon.get
-            image = frozenset(tuple(get(q, q) for q in st) for st in config)
-            key = cid if image == config else self.intern(image)
-            self._mask_keys[cid] = key
-        return key
+        with self._lock:
+            key = self._mask_keys.get(cid)
+            if key is None:
+                config = self.configs[cid]
+                get = self._canon.get
+                image = frozenset(tuple(get(q, q) for q in st) for st in config)
+                key = cid if image == config else self.transitions.intern(image)
+                self._mask_keys[cid] = key
+            return key
 
     def has_mask(self, cid: int) -> bool:
-        return self.mask_key(cid) in self._masks
+        with self._lock:
+            return self.mask_key(cid) in self._masks
 
     def mask(self, cid: int) -> np.ndarray:
         """Read-only bool array (n_logits): the legal tokens in configuration `cid`."""
-        cid = self.mask_key(cid)
-        hit = self._masks.get(cid)
-        if hit is not None:
-            self._masks.move_to_end(cid)
-            return hit
-        m = self._compute_mask(cid)
-        m.setflags(write=False)
-        self._masks[cid] = m
-        self._mask_bytes += m.nbytes
-        while self._mask_bytes > MASK_CACHE_BYTES and len(self._masks) > 1:
-            _, old = self._masks.popitem(last=False)
-            self._mask_bytes -= old.nbytes
-        return m
+        with self._lock:
+            cid = self.mask_key(cid)
+            hit = self._masks.get(cid)
+            if hit is not None:
+                self._masks.move_to_end(cid)
+                return hit
+            m = self._compute_mask(cid)
+            m.setflags(write=False)
+            self._masks[cid] = m
+            self._mask_bytes += m.nbytes
+            while self._mask_bytes > MASK_CACHE_BYTES and len(self._masks) > 1:
+                _, old = self._masks.popitem(last=False)
+                self._mask_bytes -= old.nbytes
+            return m
 
     def _compute_mask(self, cid: int) -> np.ndarray:
         legal = np.zeros(self.vocab.n_logits, dtype=bool)
         if cid == DEAD:
             return legal
-        self._walk(cid, legal, None)
+        parent, at = None, cid
+        while True:
+            base, rel = self._split(at)
+            part = self._walk_from(parent, rel)
+            if part.members is not None:
+                np.logical_or(legal, part.members, out=legal)
+            legal[part.found.ids] = True
+            if not base or not len(part.found.exits):
+                break
+            parent, at = part, self._return_to(base)
+        copy_duplicates(self.trie, legal)
         config = self.configs[cid]
         if Automaton.is_accepting(config) and len(self.eog):
             legal[self.eog] = True
         if self.automaton.has_token_edges:
-            self._add_token_edges(config, legal)
+            self.token_edges.add_to(config, legal)
         return legal
+
+    def _split(self, cid: int) -> tuple[Stack, int]:
+        """(base, relative configuration id): the longest prefix all stacks share such that
+        each keeps its top KEEP_FRAMES frames, and the stacks above it."""
+        hit = self._splits.get(cid)
+        if hit is not None:
+            return hit
+        config = self.configs[cid]
+        if ACCEPT in config or len(config) < 1:
+            hit = ((), cid)
+        else:
+            stacks = list(config)
+            first = stacks[0]
+            p = max(0, min(len(s) for s in stacks) - KEEP_FRAMES)
+            for s in stacks[1:]:
+                k = 0
+                while k < p and s[k] == first[k]:
+                    k += 1
+                p = k
+            hit = ((), cid) if p == 0 else (first[:p], self.transitions.intern(frozenset(s[p:] for s in stacks)))
+        self._splits[cid] = hit
+        return hit
+
+    def _return_to(self, base: Stack) -> int:
+        """The configuration after the frames above `base` have returned into it."""
+        hit = self._returns.get(base)
+        if hit is None:
+            hit = self.transitions.intern(self.automaton.closure(base))
+            self._returns[base] = hit
+        return hit
+
+    def _walk_from(self, parent: _Part | None, rel: int) -> _Part:
+        """The walk from `rel`: at the trie's root, or at the exits of `parent`."""
+        key = (ROOT if parent is None else parent.key, rel)
+        hit = self._walks.get(key)
+        if hit is not None:
+            self._walks.move_to_end(key)
+            return hit
+        members = None
+        prune = None
+        if parent is None:
+            members, trie = self._slice_for(rel)
+            nodes = np.zeros(1, dtype=np.int64)
+            if members is None:
+                prune = self._pruner()
+        else:
+            trie, nodes = parent.found.trie, parent.found.exits
+        found = walk(trie, self.byte_class, self.transitions, nodes, rel, prune=prune)
+        self._walk_keys += 1
+        part = _Part(self._walk_keys, found, members)
+        self._walks[key] = part
+        self._walk_bytes += part.nbytes
+        while self._walk_bytes > WALK_CACHE_BYTES and len(self._walks) > 1:
+            _, old = self._walks.popitem(last=False)
+            self._walk_bytes -= old.nbytes
+        return part
+
+    def _slice_for(self, rel: int) -> tuple[np.ndarray | None, TokenTrie]:
+        """(the slice tokens legal from `rel`, the trie of the other tokens), when a slice applies."""
+        for name, sl in self._slices.items():
+            found = self._chains_of(name).limit(rel)
+            if found is None:
+                continue
+            limit, alive = found
+            members = self._members.get((name, limit, alive))
+            if members is None:
+                if alive == FULL:
+                    length = sl.length
+                else:
+                    length = self._lengths.get((name, alive))
+                    if length is None:
+                        length = self._lengths[(name, alive)] = lengths_within(sl, alive)
+                members = length <= limit if limit != INFINITE else length != NOT_IN
+                members.setflags(write=False)
+                self._members[(name, limit, alive)] = members
+            return members, sl.rest
+        return None, self.trie
+
+    def _chains_of(self, name: str) -> SliceChains:
+        chains = self._chains.get(name)
+        if chains is None:
+            sl = self._slices[name]
+            chains = self._chains[name] = SliceChains(sl, self.transitions, self.byte_class, self.trie.max_len)
+        return chains
+
+    def _pruner(self) -> Pruner | None:
+        """Cuts for walks of the whole trie: below nodes in configurations the first slice
+        keeps alive for ever, slice-only tails are legal without walking them."""
+        if not self._slices:
+            return None
+        if self._prune is None:
+            name, sl = next(iter(self._slices.items()))
+            chains = self._chains_of(name)
+            known = {"ids": np.full(64, -1, dtype=np.int8)}
+
+            def stable(states: np.ndarray) -> np.ndarray:
+                arr = known["ids"]
+                if len(arr) < len(self.configs):
+                    grown = np.full(2 * len(self.configs), -1, dtype=np.int8)
+                    grown[: len(arr)] = arr
+                    arr = known["ids"] = grown
+                vals = arr[states]
+                if (vals < 0).any():
+                    for x in set(states[vals < 0].tolist()):
+                        arr[x] = chains.forever(x)
+                    vals = arr[states]
+                return vals == 1
+
+            one_byte = np.zeros(256, dtype=bool)
+            for a, b in sl.ranges:
+                one_byte[a:min(b, 0x7F) + 1] = a <= 0x7F
+            self._prune = Pruner(sl.need_walk, sl.suffix_ok, stable, MAX_SUFFIX_DEPTH, PRUNE_MIN_TOKENS, one_byte)
+        return self._prune
 
     def token_targets(self, cid: int) -> np.ndarray:
         """int32 per logits row: the configuration each ordinary (byte-spelled) token leads
@@ -217,113 +392,10 @@ class CompiledGrammar:
         are not included (see `step_token`)."""
         targets = np.zeros(self.vocab.n_logits, dtype=np.int32)
         if cid != DEAD:
-            self._walk(cid, None, targets)
+            with self._lock:
+                walk(self.trie, self.byte_class, self.transitions, np.zeros(1, dtype=np.int64), cid, targets)
+            copy_duplicates(self.trie, targets)
         return targets
-
-    def _walk(self, cid: int, legal: np.ndarray | None, targets: np.ndarray | None) -> None:
-        """Walk the class trie from `cid`; mark legal tokens and/or record their end configurations."""
-        trie = self.class_trie
-        nodes = np.zeros(1, dtype=np.int64)
-        states = np.asarray([cid], dtype=np.int64)
-        uniform = True  # every live node is in the same configuration
-        for d in range(1, trie.max_len + 1):
-            cls_all = trie.node_class[d]
-            if len(nodes) == len(trie.node_class[d - 1]):
-                # every node of the previous level is alive: take the whole level, no expansion
-                idx = None
-                cls = cls_all
-                srep = None if uniform else states[trie.parent[d]]
-            else:
-                counts = trie.child_count[d - 1][nodes]
-                idx = expand_children(trie.child_start[d - 1][nodes], counts)
-                if not len(idx):
-                    break
-                cls = cls_all[idx]
-                srep = None if uniform else np.repeat(states, counts)
-            if srep is None:
-                row = self.table[int(states[0])]
-                if (row[cls] == UNKNOWN).any():
-                    u = np.unique(cls[row[cls] == UNKNOWN])
-                    self._fill(np.full(len(u), int(states[0])), u)
-                    row = self.table[int(states[0])]
-                nxt = row[cls]
-            else:
-                nxt = self.table[srep, cls]
-                unknown = nxt == UNKNOWN
-                if unknown.any():
-                    self._fill(srep[unknown], cls[unknown])
-                    nxt = self.table[srep, cls]
-            live = nxt != DEAD
-            if idx is None:
-                nodes = np.flatnonzero(live)
-            else:
-                nodes = idx[live]
-            states = nxt[live].astype(np.int64)
-            if len(states):
-                uniform = bool(states.min() == states.max())
-            if len(trie.end_ids[d]):
-                ends = trie.end_ids[d]
-                if targets is not None:
-                    at = np.zeros(len(trie.node_class[d]), dtype=np.int32)
-                    at[nodes] = states
-                    targets[ends] = at[trie.end_node[d]]
-                else:
-                    alive = np.zeros(len(trie.node_class[d]), dtype=bool)
-                    alive[nodes] = True
-                    legal[ends[alive[trie.end_node[d]]]] = True
-            if not len(nodes):
-                break
-
-    def _add_token_edges(self, config: Config, legal: np.ndarray) -> None:
-        """OR into `legal` the tokens that whole-token edges (`<[N]>`, `!<[N]>`) allow."""
-        for st in config:
-            if not st:
-                continue
-            for edge in self.automaton.token_edges[st[-1]]:
-                want = edge.token_id if edge.token_id is not None else self._resolve(edge)
-                if not edge.negated:
-                    if want is not None and 0 <= want < self.vocab.n_tokens:
-                        legal[want] = True
-                    continue
-                # any ordinary token but `want`
-                keep = bool(want is not None and 0 <= want < len(legal) and legal[want])
-                legal[self.vocab.text_ids] = True
-                if want in self._text_id_set:
-                    legal[want] = keep
-
-    @property
-    def _text_id_set(self) -> frozenset[int]:
-        s = getattr(self, "_text_ids_cache", None)
-        if s is None:
-            s = frozenset(self.vocab.text_ids.tolist())
-            self._text_ids_cache = s
-        return s
-
-    # ------------------------------------------------------------ token names
-
-    def _resolve_token_names(self) -> dict[str, int]:
-        names: dict[str, int] = {}
-        for edges in self.automaton.token_edges:
-            for e in edges:
-                if e.token_id is not None:
-                    if not 0 <= e.token_id < self.vocab.n_tokens:
-                        raise GrammarError(
-                            f"token <[{e.token_id}]> is outside the vocabulary (0..{self.vocab.n_tokens - 1})",
-                            source=self.grammar.source,
-                        )
-                    continue
-                name = str(e.name)
-                tid = self.vocab.id_of_control(name)
-                if tid is None:
-                    matches = [i for i, t in enumerate(self.vocab.tokens) if t == name.encode()]
-                    tid = matches[0] if matches else None
-                if tid is None:
-                    raise GrammarError(f"token {name} is not in the vocabulary", source=self.grammar.source)
-                names[name] = tid
-        return names
-
-    def _resolve(self, edge: TokenEdge) -> int | None:
-        return self._named_tokens.get(str(edge.name))
 
     def stats(self) -> dict:
         """Sizes for inspect and bench."""
@@ -332,6 +404,7 @@ class CompiledGrammar:
             "configurations": len(self.configs),
             "byte_classes": self.n_classes,
             "masks_cached": len(self._masks),
+            "walks_cached": len(self._walks),
             "compile_ms": round(self.compile_s * 1000, 3),
         }
 

@@ -11,6 +11,7 @@ import numpy as np
 from ..errors import TokenRejected
 from .budget import INF, budget_for
 from .compile import DEAD, CompiledGrammar
+from .forced import forced_for
 
 
 class Matcher:
@@ -70,6 +71,13 @@ class Matcher:
             return 0
         cost = budget_for(self.compiled).config_cost(self.state)
         return None if cost >= INF else cost
+
+    def forced_bytes(self) -> bytes:
+        """The bytes the grammar dictates next (engine/forced.py): b"" when the next byte
+        is a choice, the output may end here, or generation has ended."""
+        if self._ended:
+            return b""
+        return forced_for(self.compiled).forced(self.state)
 
     def is_legal(self, token_id: int) -> bool:
         if self._ended:

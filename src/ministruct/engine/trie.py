@@ -1,8 +1,12 @@
-"""A vocabulary's text tokens as a level-by-level byte trie in flat numpy arrays.
+"""A vocabulary's text tokens as a byte trie in flat numpy arrays, built once per vocabulary.
 
-Level d holds one node per distinct d-byte token prefix. Nodes of a level are in
-sorted order, so the children of any node form one contiguous run of the next
-level: a walk can expand the live nodes of a level with a few vectorized calls.
+Nodes are numbered level by level (the root is node 0), sorted within a level, so the
+children of any node are one contiguous run of ids: a walk expands a whole set of
+live nodes with a few vectorized calls. Token ids hang on the node where their bytes
+end; tokens with the same bytes as an earlier one are listed as duplicates.
+
+`index_for(vocab)` gives the trie of every text token plus the vocabulary slices
+(slices.py), from the disk cache when it is there (memory-mapped, read on use).
 """
 
 from __future__ import annotations
@@ -11,28 +15,39 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .vocab import Vocabulary
+_FIELDS = (
+    "node_byte", "child_start", "child_count", "node_token", "dup_src", "dup_dst",
+    "level_start", "tok_lo", "tok_count", "sorted_ids", "sorted_len",
+)
 
 
-@dataclass
+@dataclass(frozen=True)
 class TokenTrie:
-    """Flat trie; index 0 of every per-level list is the root level (one node)."""
+    """Flat trie. node 0 is the root; `node_token[n]` is the token ending at n or -1."""
 
-    node_byte: list[np.ndarray]      # level d: the byte that leads into each node (uint8)
-    parent: list[np.ndarray]         # level d: the parent's index in level d-1
-    child_start: list[np.ndarray]    # level d: first child (index into level d+1)
-    child_count: list[np.ndarray]    # level d: number of children
-    end_ids: list[np.ndarray]        # level d: ids of tokens whose bytes end at this level
-    end_node: list[np.ndarray]       # level d: the node each of those tokens ends at
-    n_nodes: int
+    node_byte: np.ndarray    # uint8: the byte leading into each node
+    child_start: np.ndarray  # int32: first child's node id
+    child_count: np.ndarray  # int32: number of children
+    node_token: np.ndarray   # int32: token whose bytes end here (-1: none)
+    dup_src: np.ndarray      # int32: a token id that has a node ...
+    dup_dst: np.ndarray      # int32: ... and another token with the same bytes
+    level_start: np.ndarray  # int64: first node id of each level (depth), and the total
+    tok_lo: np.ndarray       # int32: the tokens below a node are sorted_ids[tok_lo : tok_lo + tok_count]
+    tok_count: np.ndarray    # int32
+    sorted_ids: np.ndarray   # int32: the trie's tokens in byte order
+    sorted_len: np.ndarray   # int32: their lengths in bytes
     max_len: int
 
+    @property
+    def n_nodes(self) -> int:
+        return len(self.node_byte)
+
     @classmethod
-    def build(cls, vocab: Vocabulary) -> "TokenTrie":
-        ids = vocab.text_ids
-        toks = [vocab.tokens[i] for i in ids]
+    def build(cls, tokens: list[bytes], ids: np.ndarray) -> TokenTrie:
+        """The trie of `tokens[i]` for i in `ids` (all non-empty)."""
+        toks = [tokens[int(i)] for i in ids]
         order = sorted(range(len(toks)), key=toks.__getitem__)
-        ids = ids[np.asarray(order, dtype=np.int64)] if len(order) else ids
+        ids = np.asarray(ids, dtype=np.int64)[np.asarray(order, dtype=np.int64)] if order else np.zeros(0, np.int64)
         toks = [toks[i] for i in order]
         n = len(toks)
         lens = np.fromiter((len(t) for t in toks), dtype=np.int64, count=n)
@@ -42,62 +57,81 @@ class TokenTrie:
             flat = np.frombuffer(b"".join(toks), dtype=np.uint8)
             rows = np.repeat(np.arange(n), lens)
             starts = np.cumsum(lens) - lens
-            cols = np.arange(len(flat)) - np.repeat(starts, lens)
-            mat[rows, cols] = flat
-        # lcp[i]: common prefix length of token i with token i-1 in sorted order
-        lcp = np.zeros(n, dtype=np.int64)
+            mat[rows, np.arange(len(flat)) - np.repeat(starts, lens)] = flat
+        lcp = np.zeros(n, dtype=np.int64)  # common prefix with the previous token
         if n > 1:
             both = np.minimum(lens[1:], lens[:-1])
             eq = mat[1:] == mat[:-1]
             eq &= np.arange(mat.shape[1])[None, :] < both[:, None]
             lcp[1:] = np.where(eq.all(axis=1), mat.shape[1], eq.argmin(axis=1))
             del eq
-        node_byte = [np.zeros(1, dtype=np.uint8)]
-        parents: list[np.ndarray] = [np.zeros(0, dtype=np.int64)]
-        end_ids = [np.zeros(0, dtype=np.int32)]
-        end_node = [np.zeros(0, dtype=np.int64)]
-        prev_node_of = np.zeros(n, dtype=np.int64)  # every token sits under the root
+        level_lo = [np.zeros(1, dtype=np.int64)]
+        level_count = [np.asarray([n], dtype=np.int64)]
+        level_bytes = [np.zeros(1, dtype=np.uint8)]
+        level_parent = [np.zeros(0, dtype=np.int64)]
+        offsets = [0, 1]
+        token_node = np.zeros(n, dtype=np.int64)  # global node where each token ends
+        prev_node_of = np.zeros(n, dtype=np.int64)
         active = np.arange(n)
         for d in range(1, L + 1):
             active = active[lens[active] >= d]
             new = lcp[active] < d
             node_of = np.cumsum(new) - 1
             first = active[new]
-            node_byte.append(mat[first, d - 1])
-            parents.append(prev_node_of[first])
+            level_bytes.append(mat[first, d - 1])
+            level_lo.append(first)
+            level_count.append(np.bincount(node_of, minlength=len(first)))
+            level_parent.append(prev_node_of[first])
             ending = lens[active] == d
-            end_ids.append(ids[active[ending]].astype(np.int32))
-            end_node.append(node_of[ending])
+            token_node[active[ending]] = node_of[ending] + offsets[-1]
             nxt = np.zeros(n, dtype=np.int64)
-            nxt[active] = node_of
+            nxt[active] = node_of + offsets[-1]
             prev_node_of = nxt
-        child_start, child_count = _child_ranges(parents, [len(b) for b in node_byte])
+            offsets.append(offsets[-1] + len(first))
+        total = offsets[-1]
+        parent = np.concatenate(level_parent) if L else np.zeros(0, dtype=np.int64)
+        # children of node p are the nodes whose parent is p: contiguous, parents sorted
+        child_start = np.searchsorted(parent, np.arange(total), side="left") + 1
+        child_stop = np.searchsorted(parent, np.arange(total), side="right") + 1
+        node_token = np.full(total, -1, dtype=np.int32)
+        # sorted order puts equal tokens side by side: the first one owns the node
+        dup = np.zeros(n, dtype=bool)
+        if n > 1:
+            dup[1:] = (lcp[1:] >= lens[1:]) & (lens[1:] == lens[:-1])
+        node_token[token_node[~dup]] = ids[~dup]
         return cls(
-            node_byte=node_byte,
-            parent=parents,
-            child_start=child_start,
-            child_count=child_count,
-            end_ids=end_ids,
-            end_node=end_node,
-            n_nodes=sum(len(b) for b in node_byte),
+            node_byte=np.concatenate(level_bytes),
+            child_start=child_start.astype(np.int32),
+            child_count=(child_stop - child_start).astype(np.int32),
+            node_token=node_token,
+            dup_src=node_token[token_node[dup]].astype(np.int32),
+            dup_dst=ids[dup].astype(np.int32),
+            level_start=np.asarray(offsets, dtype=np.int64),
+            tok_lo=np.concatenate(level_lo).astype(np.int32),
+            tok_count=np.concatenate(level_count).astype(np.int32),
+            sorted_ids=ids.astype(np.int32),
+            sorted_len=lens.astype(np.int32),
             max_len=L,
         )
 
+    def to_arrays(self, prefix: str) -> dict[str, np.ndarray]:
+        out = {f"{prefix}{f}": getattr(self, f) for f in _FIELDS}
+        out[f"{prefix}max_len"] = np.asarray([self.max_len], dtype=np.int64)
+        return out
 
-def _child_ranges(parent: list[np.ndarray], sizes: list[int]) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    """Per level, each node's first child and child count (children are contiguous
-    because `parent[d + 1]` is sorted)."""
-    starts, counts = [], []
-    for d, n_here in enumerate(sizes):
-        if d + 1 < len(sizes):
-            par = parent[d + 1]
-            start = np.searchsorted(par, np.arange(n_here), side="left")
-            stop = np.searchsorted(par, np.arange(n_here), side="right")
-        else:
-            start = stop = np.zeros(n_here, dtype=np.int64)
-        starts.append(start.astype(np.int64))
-        counts.append((stop - start).astype(np.int64))
-    return starts, counts
+    @classmethod
+    def from_arrays(cls, arrays: dict[str, np.ndarray], prefix: str) -> TokenTrie:
+        parts = {f: arrays[f"{prefix}{f}"] for f in _FIELDS}
+        t = cls(max_len=int(arrays[f"{prefix}max_len"][0]), **parts)
+        n = t.n_nodes
+        sizes = {len(t.child_start), len(t.child_count), len(t.node_token), len(t.tok_lo), len(t.tok_count), n}
+        if len(sizes) != 1:
+            raise ValueError("trie arrays of different lengths")
+        if len(t.dup_src) != len(t.dup_dst) or len(t.sorted_ids) != len(t.sorted_len):
+            raise ValueError("trie arrays of different lengths")
+        if n and ((t.child_start.astype(np.int64) + t.child_count > n).any() or t.child_start.min() < 0):
+            raise ValueError("trie children out of range")
+        return t
 
 
 def expand_children(start: np.ndarray, count: np.ndarray) -> np.ndarray:
@@ -106,66 +140,10 @@ def expand_children(start: np.ndarray, count: np.ndarray) -> np.ndarray:
     if total == 0:
         return np.zeros(0, dtype=np.int64)
     offsets = np.cumsum(count) - count
-    return np.repeat(start - offsets, count) + np.arange(total)
+    return np.repeat(start.astype(np.int64) - offsets, count) + np.arange(total)
 
 
-_TRIES: dict[str, TokenTrie] = {}
-
-
-def trie_for(vocab: Vocabulary) -> TokenTrie:
-    """The trie of a vocabulary: memoized in the process and cached on disk."""
-    from . import cache
-
-    key = vocab.fingerprint
-    hit = _TRIES.get(key)
-    if hit is None:
-        disk_key = cache.trie_key(key)
-        hit = cache.load("trie", disk_key)
-        if not isinstance(hit, TokenTrie):
-            hit = TokenTrie.build(vocab)
-            cache.save("trie", disk_key, hit)
-        _TRIES[key] = hit
-    return hit
-
-
-@dataclass
-class ClassTrie:
-    """The byte trie with bytes replaced by a grammar's byte classes and equal paths merged.
-
-    Tokens whose bytes fall in the same classes position by position behave the same
-    in every configuration, so one walk of this smaller trie decides them all.
-    """
-
-    node_class: list[np.ndarray]
-    parent: list[np.ndarray]
-    child_start: list[np.ndarray]
-    child_count: list[np.ndarray]
-    end_ids: list[np.ndarray]
-    end_node: list[np.ndarray]
-    n_nodes: int
-    max_len: int
-
-    @classmethod
-    def build(cls, trie: TokenTrie, byte_class: np.ndarray, n_classes: int) -> "ClassTrie":
-        node_class = [np.zeros(1, dtype=np.int64)]
-        parent = [np.zeros(0, dtype=np.int64)]
-        end_node = [np.zeros(0, dtype=np.int64)]
-        prev = np.zeros(1, dtype=np.int64)  # byte node -> merged node, previous level
-        for d in range(1, trie.max_len + 1):
-            key = prev[trie.parent[d]] * n_classes + byte_class[trie.node_byte[d]]
-            uniq, inv = np.unique(key, return_inverse=True)
-            node_class.append(uniq % n_classes)
-            parent.append(uniq // n_classes)
-            end_node.append(inv[trie.end_node[d]])
-            prev = inv
-        child_start, child_count = _child_ranges(parent, [len(c) for c in node_class])
-        return cls(
-            node_class=node_class,
-            parent=parent,
-            child_start=child_start,
-            child_count=child_count,
-            end_ids=trie.end_ids,
-            end_node=end_node,
-            n_nodes=sum(len(c) for c in node_class),
-            max_len=trie.max_len,
-        )
+def copy_duplicates(trie: TokenTrie, out: np.ndarray) -> None:
+    """Give every duplicate token the value its twin got (masks and targets)."""
+    if len(trie.dup_dst):
+        out[trie.dup_dst] = out[trie.dup_src]

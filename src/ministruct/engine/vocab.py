@@ -49,7 +49,7 @@ class Vocabulary:
         control_text: dict[int, str] | None = None,
         n_logits: int = 0,
         name: str = "",
-    ) -> "Vocabulary":
+    ) -> Vocabulary:
         """A vocabulary from plain byte strings (tests, hand-made vocabularies)."""
         eog = frozenset(eog_ids)
         return cls(
@@ -59,6 +59,40 @@ class Vocabulary:
             control_text=dict(control_text or {}),
             n_logits=n_logits,
             name=name,
+        )
+
+    def to_arrays(self) -> tuple[dict[str, np.ndarray], dict]:
+        """The vocabulary as plain arrays and JSON metadata (for the data-only disk cache)."""
+        lens = np.fromiter((len(t) for t in self.tokens), dtype=np.int64, count=len(self.tokens))
+        arrays = {
+            "data": np.frombuffer(b"".join(self.tokens), dtype=np.uint8),
+            "lengths": lens,
+            "control_ids": np.asarray(sorted(self.control_ids), dtype=np.int64),
+            "eog_ids": np.asarray(sorted(self.eog_ids), dtype=np.int64),
+        }
+        meta = {
+            "n_logits": self.n_logits,
+            "name": self.name,
+            "control_text": [[i, t] for i, t in sorted(self.control_text.items())],
+        }
+        return arrays, meta
+
+    @classmethod
+    def from_arrays(cls, arrays: dict[str, np.ndarray], meta: dict) -> Vocabulary:
+        """Inverse of `to_arrays` (ValueError when the parts do not fit together)."""
+        data = bytes(arrays["data"])
+        lens = np.asarray(arrays["lengths"], dtype=np.int64)
+        if (lens < 0).any() or int(lens.sum()) != len(data):
+            raise ValueError("token lengths do not match the token bytes")
+        ends = np.cumsum(lens).tolist()
+        starts = [0] + ends[:-1]
+        return cls(
+            tokens=tuple(data[a:b] for a, b in zip(starts, ends)),
+            control_ids=frozenset(int(i) for i in arrays["control_ids"]),
+            eog_ids=frozenset(int(i) for i in arrays["eog_ids"]),
+            control_text={int(i): str(t) for i, t in meta["control_text"]},
+            n_logits=int(meta["n_logits"]),
+            name=str(meta["name"]),
         )
 
     @property

@@ -1,0 +1,444 @@
+"""Vocabulary slices: per vocabulary, the tokens made only of characters of a common set.
+
+Inside a JSON string almost every token is legal, and walking the whole trie to say so
+costs milliseconds on a 262k vocabulary. A slice names a character set S (the JSON
+string character: any code point but U+0000-U+001F, '"' and '\\') and holds, built once
+per vocabulary: `length[t]`, the number of characters of token t when its bytes are
+whole UTF-8 characters all in S, at most MAX_SLICE_CHARS of them (else NOT_IN), and the
+trie of every other token (the *rest*). Where the grammar takes any character of S from one parser state to one next
+state (compile.py checks this), the tokens of the slice are decided by their length
+alone, and only the rest needs walking.
+
+`index_for(vocab)` builds or loads the vocabulary's trie and slices (disk cache, memory
+mapped) once per process.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from dataclasses import dataclass
+
+import numpy as np
+
+from .trie import TokenTrie
+from .utf8 import merge_ranges, utf8_sequences
+from .vocab import Vocabulary
+
+NOT_IN = np.iinfo(np.int16).max
+_SLICE_ARRAYS = ("ascii_ids", "ascii_bits", "wide_ids", "wide_starts", "wide_cps", "suffix_ok", "need_walk")
+MAX_SUFFIX_DEPTH = 64  # suffixes starting this deep in a token are never taken by a slice
+# longer tokens (a few in a thousand: runs of spaces or dashes) stay with the rest, so a
+# chain is followed at most this far, whatever the length of a bounded string
+MAX_SLICE_CHARS = 24
+SLICES: dict[str, tuple[tuple[int, int], ...]] = {
+    "json-char": ((0x20, 0x21), (0x23, 0x5B), (0x5D, 0x10FFFF)),
+}
+
+
+@dataclass(frozen=True)
+class Slice:
+    name: str
+    ranges: tuple[tuple[int, int], ...]  # code points of S
+    length: np.ndarray                  # int16 per logits row: characters, NOT_IN outside the slice
+    rest: TokenTrie                     # the text tokens outside the slice
+    ascii_ids: np.ndarray               # int32: the slice's all-ASCII tokens ...
+    ascii_bits: np.ndarray              # uint64 (n, 2): ... the set of their characters
+    wide_ids: np.ndarray                # int32: the slice's other tokens ...
+    wide_starts: np.ndarray             # int64: ... where each one's code points start in `wide_cps`
+    wide_cps: np.ndarray                # int32: their code points, token after token
+    suffix_ok: np.ndarray               # uint64 per token of the full trie (byte order): bit d set
+    #                                     when the token's bytes from d on are whole characters of S
+    need_walk: np.ndarray               # bool per node of the full trie: some longer token below
+    #                                     it is not whole characters of S from the node's depth on
+
+
+@dataclass(frozen=True)
+class VocabIndex:
+    trie: TokenTrie
+    slices: dict[str, Slice]
+
+
+def _class_pattern(ranges: tuple[tuple[int, int], ...]) -> str:
+    parts = (f"{re.escape(chr(a))}-{re.escape(chr(b))}" for a, b in ranges if not 0xD800 <= a <= 0xDFFF)
+    return "[" + "".join(parts) + "]"
+
+
+def slice_lengths(vocab: Vocabulary, ranges: tuple[tuple[int, int], ...]) -> np.ndarray:
+    """int16 per logits row: characters of each token made of whole characters in `ranges`,
+    NOT_IN for the others."""
+    whole = re.compile(_class_pattern(ranges) + "+")
+    out = np.full(vocab.n_logits, NOT_IN, dtype=np.int16)
+    for i in vocab.text_ids.tolist():
+        try:
+            text = vocab.tokens[i].decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+        if len(text) <= MAX_SLICE_CHARS and whole.fullmatch(text):
+            out[i] = len(text)
+    return out
+
+
+def suffix_bits(tokens: list[bytes], ranges: tuple[tuple[int, int], ...]) -> np.ndarray:
+    """uint64 per token: bit d set when token[d:] is one or more whole characters in `ranges`."""
+    one = re.compile(_class_pattern(ranges))
+    out = np.zeros(len(tokens), dtype=np.uint64)
+    for k, t in enumerate(tokens):
+        bits, p = 0, len(t)
+        while p > 0:  # from the end, one whole character at a time
+            q = p - 1
+            while q > 0 and p - q < 4 and t[q] & 0xC0 == 0x80:
+                q -= 1
+            try:
+                ch = t[q:p].decode("utf-8")
+            except UnicodeDecodeError:
+                break
+            if not one.fullmatch(ch):
+                break
+            if q < MAX_SUFFIX_DEPTH:
+                bits |= 1 << q
+            p = q
+        out[k] = bits
+    return out
+
+
+def need_walk(trie: TokenTrie, suffix_ok: np.ndarray) -> np.ndarray:
+    """bool per node: a token below it, longer than the node's depth, is not whole
+    characters of the slice from that depth on (so the node's subtree must be walked)."""
+    out = np.ones(trie.n_nodes, dtype=bool)
+    for d in range(min(trie.max_len, MAX_SUFFIX_DEPTH - 1) + 1):
+        bad = (trie.sorted_len > d) & (((suffix_ok >> np.uint64(d)) & np.uint64(1)) == 0)
+        cs = np.concatenate(([0], np.cumsum(bad, dtype=np.int64)))
+        a, b = int(trie.level_start[d]), int(trie.level_start[d + 1])
+        lo = trie.tok_lo[a:b].astype(np.int64)
+        out[a:b] = cs[lo + trie.tok_count[a:b]] > cs[lo]
+    return out
+
+
+def _slice(vocab: Vocabulary, tokens: list[bytes], name: str, ranges: tuple[tuple[int, int], ...],
+           full: TokenTrie) -> Slice:
+    length = slice_lengths(vocab, ranges)
+    ids = vocab.text_ids
+    ascii_ids, bits, wide_ids, wide = [], [], [], []
+    for i in ids[length[ids] != NOT_IN].tolist():
+        t = tokens[i]
+        if t.isascii():
+            mask = 0
+            for b in set(t):
+                mask |= 1 << b
+            ascii_ids.append(i)
+            bits.append((mask & (2**64 - 1), mask >> 64))
+        else:
+            wide_ids.append(i)
+            wide.append(t.decode("utf-8").encode("utf-32-le"))
+    counts = np.asarray([len(w) // 4 for w in wide], dtype=np.int64)
+    rest = TokenTrie.build(tokens, ids[length[ids] == NOT_IN])
+    suffix = suffix_bits([tokens[i] for i in full.sorted_ids.tolist()], ranges)
+    return Slice(
+        name, ranges, length, rest,
+        np.asarray(ascii_ids, dtype=np.int32), np.asarray(bits, dtype=np.uint64).reshape(-1, 2),
+        np.asarray(wide_ids, dtype=np.int32), np.cumsum(counts) - counts,
+        np.frombuffer(b"".join(wide), dtype=np.int32).copy(),
+        suffix, need_walk(full, suffix),
+    )
+
+
+def build_index(vocab: Vocabulary) -> VocabIndex:
+    tokens = list(vocab.tokens)
+    full = TokenTrie.build(tokens, vocab.text_ids)
+    slices = {name: _slice(vocab, tokens, name, ranges, full) for name, ranges in SLICES.items()}
+    return VocabIndex(full, slices)
+
+
+def _to_arrays(index: VocabIndex) -> dict[str, np.ndarray]:
+    arrays = index.trie.to_arrays("trie.")
+    for name, s in index.slices.items():
+        arrays[f"{name}.length"] = s.length
+        for f in _SLICE_ARRAYS:
+            arrays[f"{name}.{f}"] = getattr(s, f)
+        arrays.update(s.rest.to_arrays(f"{name}.rest."))
+    return arrays
+
+
+def _from_arrays(arrays: dict[str, np.ndarray], n_logits: int) -> VocabIndex:
+    slices = {}
+    for name, ranges in SLICES.items():
+        length = arrays[f"{name}.length"]
+        if length.shape != (n_logits,) or length.dtype != np.int16:
+            raise ValueError("slice of the wrong size")
+        parts = {f: arrays[f"{name}.{f}"] for f in _SLICE_ARRAYS}
+        ids = np.concatenate([parts["ascii_ids"], parts["wide_ids"]])
+        starts = parts["wide_starts"]
+        if len(ids) and (ids.min() < 0 or ids.max() >= n_logits):
+            raise ValueError("slice token ids out of range")
+        if parts["ascii_bits"].shape != (len(parts["ascii_ids"]), 2) or len(starts) != len(parts["wide_ids"]):
+            raise ValueError("slice arrays do not fit together")
+        if len(starts) and (starts.min() < 0 or starts.max() >= len(parts["wide_cps"])):
+            raise ValueError("slice code points do not fit")
+        rest = TokenTrie.from_arrays(arrays, f"{name}.rest.")
+        slices[name] = Slice(name, ranges, length, rest, **parts)
+    full = TokenTrie.from_arrays(arrays, "trie.")
+    for sl in slices.values():
+        if len(sl.suffix_ok) != len(full.sorted_ids) or len(sl.need_walk) != full.n_nodes:
+            raise ValueError("slice does not fit the trie")
+    return VocabIndex(full, slices)
+
+
+_INDEX: dict[str, VocabIndex] = {}
+_LOCK = threading.Lock()
+
+
+def index_for(vocab: Vocabulary) -> VocabIndex:
+    """The vocabulary's trie and slices: memoized in the process, cached on disk."""
+    from . import cache
+
+    key = vocab.fingerprint
+    hit = _INDEX.get(key)
+    if hit is not None:
+        return hit
+    with _LOCK:
+        hit = _INDEX.get(key)
+        if hit is None:
+            disk_key = cache.trie_key(key)
+            entry = cache.load("trie", disk_key)
+            if entry is not None:
+                try:
+                    hit = _from_arrays(entry.arrays, vocab.n_logits)
+                except (KeyError, ValueError, TypeError):
+                    cache.discard("trie", disk_key)
+            if hit is None:
+                hit = build_index(vocab)
+                cache.save("trie", disk_key, _to_arrays(hit), {"vocab": key})
+            _INDEX[key] = hit
+    return hit
+
+
+# ---------------------------------------------------------------- per grammar: where a slice applies
+
+INFINITE = -1
+
+
+class SliceChains:
+    """Which configurations a slice decides, and how.
+
+    A configuration C qualifies when the characters of S that C can take (its *alive*
+    set A) all lead to one same next configuration C1, C1's alive set is A again and
+    they lead to one C2, and so on, with no C_j holding ACCEPT (a frame could return
+    mid-token and continue below: the walk must see that). A slice token is then legal
+    from C exactly when all its characters are in A and it has at most r of them, r =
+    the number of alive steps (INFINITE when the chain cycles or outlasts the longest
+    token). `limit(C)` is (r, A) with A = FULL when it is all of S, or None when C does
+    not qualify.
+    """
+
+    MAX_PATHS = 512
+
+    def __init__(self, sl: Slice, tr, byte_class: np.ndarray, max_len: int) -> None:
+
+        self.slice = sl
+        self.tr = tr
+        self.max_chars = MAX_SLICE_CHARS  # no slice token has more characters
+        self.max_len = max_len  # nor any token more bytes: a longer uniform chain is for ever
+        self.byte_seqs = utf8_sequences(sl.ranges)
+        self.seqs = [
+            tuple(tuple(sorted(set(byte_class[lo:hi + 1].tolist()))) for lo, hi in seq) for seq in self.byte_seqs
+        ]
+        self.seq_arrays = [tuple(np.asarray(c, dtype=np.int64) for c in seq) for seq in self.seqs]
+        bc = byte_class.tolist()
+        self.class_lo = {c: bc.index(c) for c in set(bc)}
+        self.class_hi = {c: 255 - bc[::-1].index(c) for c in set(bc)}
+        firsts = sorted({b for seq in self.byte_seqs for b in range(seq[0][0], seq[0][1] + 1)})
+        self.first_class = byte_class[np.asarray(firsts, dtype=np.int64)]
+        self.first_weight = np.asarray([1 if b < 0x80 else 64 for b in firsts], dtype=np.int64)
+        self.all_classes = np.arange(int(byte_class.max()) + 1, dtype=np.int64)
+        self._next: dict[int, tuple[int, tuple] | None] = {}
+        self._uni: dict[int, int | None] = {}
+        self._forever: dict[int, bool] = {}
+        self._limit: dict[int, tuple[int, tuple] | None] = {}
+
+    def forever(self, cid: int) -> bool:
+        """Does every character of S lead `cid`, and each configuration after it, to one same
+        next configuration, alive and without ACCEPT, for ever (a cycle, or longer than any
+        token)? Cheaper than `limit`: it gives up at the first step that is not uniform."""
+        hit = self._forever.get(cid)
+        if hit is not None:
+            return hit
+        seen = {cid}
+        x, out = cid, False
+        while True:
+            y = self._uniform_memo(x)
+            if y is None or y == DEAD_ID or self.tr.accept[y]:
+                break
+            if y in seen or len(seen) > self.max_len:
+                out = True
+                break
+            seen.add(y)
+            x = y
+        self._forever[cid] = out
+        return out
+
+    def _uniform_memo(self, cid: int) -> int | None:
+        if cid not in self._uni:
+            self._uni[cid] = self._uniform(cid)
+        return self._uni[cid]
+
+    def _uniform(self, cid: int) -> int | None:
+        """The one configuration every character of S leads `cid` to, None when they differ."""
+        row = self.tr.row
+        target: int | None = None
+        for seq in self.seq_arrays:
+            cur = {cid}
+            for classes in seq:
+                nxt: set[int] = set()
+                for s in cur:
+                    nxt.update(row(s)[classes].tolist())
+                cur = nxt
+                if len(cur) > 1:
+                    return None
+            if target is not None and target not in cur:
+                return None
+            target = next(iter(cur))
+        return target
+
+    def _alive_paths(self, cid: int) -> tuple[int, tuple] | None:
+        """(the one configuration the alive characters lead to, their class paths), None if several."""
+        tr = self.tr
+        target, alive = DEAD_ID, []
+        row = tr.row(cid)
+        for i, seq in enumerate(self.seqs):
+            if not (row[self.seq_arrays[i][0]] != DEAD_ID).any():
+                continue  # no character of this shape can start here
+            states = np.asarray([cid], dtype=np.int64)
+            paths = np.zeros((1, 0), dtype=np.int64)
+            for depth, classes in enumerate(seq):
+                cl = np.asarray(classes, dtype=np.int64)
+                s_rep, c_rep = np.repeat(states, len(cl)), np.tile(cl, len(states))
+                t = tr.next(s_rep, c_rep)
+                keep = t != DEAD_ID
+                paths = np.concatenate([np.repeat(paths, len(cl), axis=0), c_rep[:, None]], axis=1)[keep]
+                states = t[keep].astype(np.int64)
+                if len(states) > self.MAX_PATHS or (depth + 1 < len(seq) and tr.accept[states].any()):
+                    return None  # too many, or a frame could end inside a character
+                if not len(states):
+                    break
+            if len(states):
+                ends = set(states.tolist())
+                if len(ends) > 1 or (target != DEAD_ID and target not in ends):
+                    return None
+                target = ends.pop()
+                alive.extend((i, tuple(p)) for p in paths.tolist())
+        return target, tuple(alive)
+
+    def ranges(self, alive: tuple) -> tuple[tuple[int, int], ...] | None:
+        """The code points spelled by alive class paths, as merged ranges (None: too many)."""
+        out: list[tuple[int, int]] = []
+        for i, path in alive:
+            ivs = [
+                (max(lo, self.class_lo[c]), min(hi, self.class_hi[c])) for (lo, hi), c in zip(self.byte_seqs[i], path)
+            ]
+            got = _interval_code_points(ivs)
+            if got is None:
+                return None
+            out.extend(got)
+        return tuple(merge_ranges(out))
+
+    def char_step(self, cid: int) -> tuple[int, tuple] | None:
+        """(next configuration, alive set: FULL or code point ranges), None if not one chain."""
+        if cid in self._next:
+            return self._next[cid]
+        out: tuple[int, tuple] | None = None
+        row = self.tr.next_from(cid, self.all_classes)  # a walk from cid needs this row anyway
+        alive = row[self.first_class] != DEAD_ID
+        weight = int(self.first_weight[alive].sum())
+        if weight == 0:  # no character of S can come: the end of a chain
+            self._next[cid] = (DEAD_ID, FULL)
+            return self._next[cid]
+        if weight < MIN_ALIVE:  # too few characters to be worth it
+            self._next[cid] = None
+            return None
+        t = self._uniform_memo(cid)
+        if t is not None:
+            out = (t, FULL)
+        else:
+            out = self._alive_paths(cid)
+        self._next[cid] = out
+        return out
+
+    def limit(self, cid: int) -> tuple[int, tuple] | None:
+        if cid in self._limit:
+            return self._limit[cid]
+        first = self.char_step(cid)
+        out: tuple[int, tuple] | None = None
+        if first is not None:
+            alive = first[1]
+            seen = {cid}
+            x, r = cid, 0
+            while True:
+                step = self.char_step(x)
+                if step is None:
+                    break
+                y, a = step
+                if y == DEAD_ID:
+                    out = (r, alive)
+                    break
+                if a != alive or self.tr.accept[y]:
+                    break
+                r += 1
+                if y in seen or r > self.max_chars:
+                    out = (INFINITE, alive)
+                    break
+                seen.add(y)
+                x = y
+        if out is not None and out[1] != FULL:
+            ranges = self.ranges(out[1])
+            worth = ranges is not None and sum(b - a + 1 for a, b in ranges) >= MIN_ALIVE
+            out = (out[0], ranges) if worth else None
+        self._limit[cid] = out
+        return out
+
+
+DEAD_ID = 0
+MIN_ALIVE = 8  # fewer alive characters than this: the walk prunes at once, a slice costs more
+FULL = ("all",)
+
+
+def _interval_code_points(ivs: list[tuple[int, int]], most: int = 4096) -> list[tuple[int, int]] | None:
+    """Code point ranges of the UTF-8 sequences whose k-th byte is in ivs[k]."""
+    from itertools import product
+
+    k = len(ivs)
+    if any(lo > hi for lo, hi in ivs):
+        return []
+    p = k - 1
+    while p > 0 and ivs[p] == (0x80, 0xBF):
+        p -= 1
+    count = 1
+    for lo, hi in ivs[:p]:
+        count *= hi - lo + 1
+    if count > most:
+        return None
+    out = []
+    tail_lo, tail_hi = bytes([0x80] * (k - p - 1)), bytes([0xBF] * (k - p - 1))
+    for prefix in product(*(range(lo, hi + 1) for lo, hi in ivs[:p])):
+        a = bytes(prefix) + bytes([ivs[p][0]]) + tail_lo
+        b = bytes(prefix) + bytes([ivs[p][1]]) + tail_hi
+        out.append((ord(a.decode("utf-8")), ord(b.decode("utf-8"))))
+    return out
+
+
+def lengths_within(sl: Slice, ranges: tuple[tuple[int, int], ...]) -> np.ndarray:
+    """`sl.length`, kept only for the tokens whose characters are all in `ranges`."""
+    lut = np.zeros(0x110000, dtype=bool)
+    for a, b in ranges:
+        lut[a:b + 1] = True
+    word = np.packbits(lut[:128], bitorder="little").view(np.uint64)  # the ASCII part as 2 words
+    fits = ((sl.ascii_bits & ~word) == 0).all(axis=1)
+    out = np.full(len(sl.length), NOT_IN, dtype=np.int16)
+    ids = sl.ascii_ids[fits]
+    out[ids] = sl.length[ids]
+    if len(sl.wide_ids):
+        outside = np.concatenate(([0], np.cumsum(~lut[sl.wide_cps], dtype=np.int64)))
+        ends = np.append(sl.wide_starts[1:], len(sl.wide_cps))
+        ids = sl.wide_ids[outside[ends] == outside[sl.wide_starts]]
+        out[ids] = sl.length[ids]
+    return out

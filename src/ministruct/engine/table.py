@@ -1,0 +1,196 @@
+"""Parser configurations interned to small integers, and their byte-class transition table.
+
+The table fills itself on demand (a lazily determinized pushdown automaton): row = a
+configuration id, column = a byte class of the grammar, cell = the configuration id
+after one byte of that class (DEAD = 0 when the byte is not allowed, UNKNOWN until
+first asked). Not thread-safe by itself: CompiledGrammar serializes every call.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import CompileLimitError
+from .automaton import ACCEPT, MAX_STACKS, Automaton, Config
+
+DEAD = 0
+UNKNOWN = -1
+MAX_CONFIGS = 1_000_000
+ROW_AT_ONCE = 4  # this many unknown cells in one row: fill the whole row in one pass
+
+
+class Transitions:
+    """configs[id] <-> id, `table[id, class]`, and `accept[id]` (ACCEPT is in the configuration)."""
+
+    def __init__(self, automaton: Automaton, byte_class: np.ndarray, class_rep: np.ndarray, source: str) -> None:
+        self.automaton = automaton
+        self.byte_class = byte_class
+        self.class_rep = class_rep
+        self.n_classes = len(class_rep)
+        self.source = source
+        self.configs: list[Config] = [frozenset()]
+        self.ids: dict[Config, int] = {frozenset(): DEAD}
+        self.table = np.full((64, self.n_classes), UNKNOWN, dtype=np.int32)
+        self.table[DEAD, :] = DEAD
+        self.accept = np.zeros(64, dtype=bool)
+
+    def __len__(self) -> int:
+        return len(self.configs)
+
+    def intern(self, config: Config) -> int:
+        """The id of a configuration, allocating a table row for a new one."""
+        cid = self.ids.get(config)
+        if cid is not None:
+            return cid
+        cid = len(self.configs)
+        if cid >= MAX_CONFIGS:
+            raise CompileLimitError(
+                f"{self.source}: more than {MAX_CONFIGS:,} parser configurations; "
+                "the grammar is too large or too deeply nested to mask"
+            )
+        if cid >= len(self.table):
+            grown = np.full((2 * len(self.table), self.n_classes), UNKNOWN, dtype=np.int32)
+            grown[: len(self.table)] = self.table
+            self.table = grown
+            acc = np.zeros(len(grown), dtype=bool)
+            acc[: len(self.accept)] = self.accept
+            self.accept = acc
+        self.configs.append(config)
+        self.ids[config] = cid
+        self.accept[cid] = ACCEPT in config
+        return cid
+
+    def fill(self, states: np.ndarray, classes: np.ndarray) -> None:
+        keys = sorted(set((states.astype(np.int64) * self.n_classes + classes).tolist()))
+        per_state: dict[int, list[int]] = {}
+        for k in keys:
+            s, c = divmod(k, self.n_classes)
+            per_state.setdefault(s, []).append(c)
+        step = self.automaton.step
+        for s, cs in per_state.items():
+            if len(cs) >= ROW_AT_ONCE:
+                self.fill_row(s)
+                continue
+            for c in cs:
+                nxt = self.intern(step(self.configs[s], int(self.class_rep[c])))
+                self.table[s, c] = nxt
+
+    def fill_row(self, state: int) -> None:
+        """Every unknown cell of a row, from one pass over the configuration's byte edges
+        (each edge covers whole classes: their bounds are the edges' bounds)."""
+        a, bc = self.automaton, self.byte_class
+        out: list[set] = [set() for _ in range(self.n_classes)]
+        for st in self.configs[state]:
+            if not st:
+                continue
+            head = st[:-1]
+            for lo, hi, t in a.byte_edges[st[-1]]:
+                reached = a.closure(head + (t,))
+                for c in range(int(bc[lo]), int(bc[hi]) + 1):
+                    out[c] |= reached
+        for c, stacks in enumerate(out):
+            if self.table[state, c] != UNKNOWN:
+                continue
+            if len(stacks) > MAX_STACKS:
+                raise CompileLimitError(f"{self.source}: grammar too ambiguous: {len(stacks):,} parses alive at once")
+            nxt = self.intern(frozenset(stacks))
+            self.table[state, c] = nxt
+
+    def row(self, state: int) -> np.ndarray:
+        """The whole row of a configuration, filled."""
+        r = self.table[state]
+        if (r == UNKNOWN).any():
+            self.fill_row(state)
+            r = self.table[state]
+        return r
+
+    def get(self, state: int, cls: int) -> int:
+        nxt = int(self.table[state, cls])
+        if nxt == UNKNOWN:
+            nxt = self.intern(self.automaton.step(self.configs[state], int(self.class_rep[cls])))
+            self.table[state, cls] = nxt
+        return nxt
+
+    def next(self, states: np.ndarray, classes: np.ndarray) -> np.ndarray:
+        """The configuration ids after one byte of each class, from each state (vectorized)."""
+        nxt = self.table[states, classes]
+        unknown = nxt == UNKNOWN
+        if unknown.any():
+            self.fill(states[unknown], classes[unknown])
+            nxt = self.table[states, classes]
+        return nxt
+
+    def next_from(self, state: int, classes: np.ndarray) -> np.ndarray:
+        """Like `next` with one state for every class."""
+        row = self.table[state]
+        nxt = row[classes]
+        if (nxt == UNKNOWN).any():
+            u = np.asarray(sorted(set(classes[nxt == UNKNOWN].tolist())), dtype=np.int64)
+            if len(u) >= ROW_AT_ONCE:
+                self.fill_row(state)
+            else:
+                self.fill(np.full(len(u), state), u)
+            nxt = self.table[state][classes]
+        return nxt
+
+    def step_bytes(self, cid: int, data: bytes) -> int:
+        for b in data:
+            if cid == DEAD:
+                return DEAD
+            cid = self.get(cid, int(self.byte_class[b]))
+        return cid
+
+    # ------------------------------------------------------------ persistence (data only)
+
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        """Configurations as flat int arrays, plus the filled part of the table."""
+        n_stacks, lengths, states = [], [], []
+        for config in self.configs:
+            stacks = sorted(config)
+            n_stacks.append(len(stacks))
+            for st in stacks:
+                lengths.append(len(st))
+                states.extend(st)
+        return {
+            "n_stacks": np.asarray(n_stacks, dtype=np.int64),
+            "stack_lengths": np.asarray(lengths, dtype=np.int64),
+            "stack_states": np.asarray(states, dtype=np.int64),
+            "table": np.ascontiguousarray(self.table[: len(self.configs)]),
+        }
+
+    def load_arrays(self, arrays: dict[str, np.ndarray], keep: tuple[int, Config] | None = None) -> None:
+        """Replace the configurations and table by saved ones (ValueError when inconsistent,
+        or when `keep` = (id, configuration) does not hold in them; then nothing changes)."""
+        n_stacks = arrays["n_stacks"].tolist()
+        lengths = arrays["stack_lengths"].tolist()
+        states = arrays["stack_states"].tolist()
+        table = np.asarray(arrays["table"], dtype=np.int32)
+        n = len(n_stacks)
+        if sum(n_stacks) != len(lengths) or sum(lengths) != len(states) or table.shape != (n, self.n_classes):
+            raise ValueError("saved configurations do not fit together")
+        if n == 0 or n_stacks[0] != 0 or (table < UNKNOWN).any() or (table >= n).any():
+            raise ValueError("saved table out of range")
+        n_states = len(self.automaton.eps)
+        if states and (min(states) < 0 or max(states) >= n_states):
+            raise ValueError("saved configuration names an unknown automaton state")
+        configs: list[Config] = []
+        k = j = 0
+        for count in n_stacks:
+            stacks = []
+            for _ in range(count):
+                stacks.append(tuple(states[j:j + lengths[k]]))
+                j += lengths[k]
+                k += 1
+            configs.append(frozenset(stacks))
+        ids = {c: i for i, c in enumerate(configs)}
+        if len(ids) != n:
+            raise ValueError("saved configurations repeat")
+        if keep is not None and (keep[0] >= n or configs[keep[0]] != keep[1]):
+            raise ValueError("saved configurations belong to another grammar")
+        self.configs[:] = configs
+        self.ids = ids
+        size = max(64, 1 << (n - 1).bit_length())
+        self.table = np.full((size, self.n_classes), UNKNOWN, dtype=np.int32)
+        self.table[:n] = table
+        self.accept = np.zeros(size, dtype=bool)
+        self.accept[:n] = [ACCEPT in c for c in configs]

@@ -1,0 +1,145 @@
+"""Vectorized walks of a token trie through the transition table.
+
+A walk starts from a set of trie nodes, all in one configuration, and goes down the
+trie a level of bytes at a time, keeping only nodes whose configuration is alive.
+It reports the tokens that end at a live node and the live nodes where the
+configuration holds ACCEPT (for a relative configuration: its bottom frame can
+return there, so the rest of the token belongs to the frames below; compile.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from .table import DEAD, Transitions
+from .trie import TokenTrie, expand_children
+
+_EMPTY_IDS = np.zeros(0, dtype=np.int32)
+_EMPTY_NODES = np.zeros(0, dtype=np.int64)
+
+
+@dataclass(frozen=True)
+class Pruner:
+    """Cut the walk below nodes whose configuration a slice decides for good.
+
+    `stable(states)` says, per configuration id, whether every character of the slice
+    keeps it alive and in configurations that do the same, for ever (compile.py); below
+    such a node at depth d, the tokens whose bytes from d on are whole slice characters
+    are legal, and when no longer token there is anything else (`need_walk` false) the
+    walk stops at the node.
+    """
+
+    need_walk: np.ndarray
+    suffix_ok: np.ndarray
+    stable: Callable[[np.ndarray], np.ndarray]
+    max_depth: int
+    min_tokens: int  # below smaller subtrees walking is cheaper than asking `stable`
+    one_byte: np.ndarray  # bool per byte: a one-byte character of the slice
+
+
+@dataclass(frozen=True)
+class WalkResult:
+    """Tokens a walk found legal, and the live nodes where its bottom frame may return."""
+
+    trie: TokenTrie
+    ids: np.ndarray     # int32 token ids (twins of duplicate tokens not included)
+    exits: np.ndarray   # int64 node ids of `trie`
+
+    @property
+    def nbytes(self) -> int:
+        return self.ids.nbytes + self.exits.nbytes
+
+
+def walk(
+    trie: TokenTrie,
+    byte_class: np.ndarray,
+    tr: Transitions,
+    start_nodes: np.ndarray,
+    state: int,
+    targets: np.ndarray | None = None,
+    prune: Pruner | None = None,
+) -> WalkResult:
+    """Walk below `start_nodes` from configuration `state`.
+
+    With `targets`, also write each legal token's end configuration into it. With
+    `prune` (only from the root: every node of a step is at the same depth), stop below
+    nodes a slice decides.
+    """
+    found: list[np.ndarray] = []
+    exits: list[np.ndarray] = []
+    nodes = np.asarray(start_nodes, dtype=np.int64)
+    states: np.ndarray | None = None  # None: every node is in `state`
+    child_start, child_count = trie.child_start, trie.child_count
+    node_byte, node_token = trie.node_byte, trie.node_token
+    accept = tr.accept
+    depth = 0
+    covered: np.ndarray | None = None  # per node: its slice tokens were taken higher up
+    while len(nodes):
+        counts = child_count[nodes]
+        idx = expand_children(child_start[nodes], counts)
+        if not len(idx):
+            break
+        cls = byte_class[node_byte[idx]]
+        if states is None:
+            nxt = tr.next_from(state, cls)
+        else:
+            nxt = tr.next(np.repeat(states, counts), cls)
+        accept = tr.accept  # the table may have grown
+        live = nxt != DEAD
+        nodes = idx[live]
+        states = nxt[live].astype(np.int64)
+        if not len(nodes):
+            break
+        tok = node_token[nodes]
+        ends = tok >= 0
+        if ends.any():
+            found.append(tok[ends])
+            if targets is not None:
+                targets[tok[ends]] = states[ends]
+        acc = accept[states]
+        if acc.any():
+            exits.append(nodes[acc])
+        depth += 1
+        if prune is not None:
+            if covered is None:
+                covered = np.zeros(len(nodes), dtype=bool)
+            else:
+                # coverage passes only through one-byte slice characters: then a tail of
+                # slice characters from here is one from where the tokens were taken
+                covered = np.repeat(covered, counts)[live] & prune.one_byte[node_byte[nodes]]
+            if depth < prune.max_depth:
+                covered, keep = _cut(trie, prune, nodes, states, covered, depth, found)
+                if keep is not None:
+                    nodes, states, covered = nodes[keep], states[keep], covered[keep]
+                    if not len(nodes):
+                        break
+        first = int(states[0])
+        if (states == first).all():
+            state, states = first, None
+    ids = np.concatenate(found).astype(np.int32, copy=False) if found else _EMPTY_IDS
+    out = np.concatenate(exits) if exits else _EMPTY_NODES
+    return WalkResult(trie, ids, out)
+
+
+def _cut(trie: TokenTrie, prune: Pruner, nodes: np.ndarray, states: np.ndarray, covered: np.ndarray,
+         depth: int, found: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray | None]:
+    """Take the slice tails below stable nodes (once per subtree) and drop the nodes below
+    which nothing else is. Returns (covered, the nodes to keep or None for all)."""
+    ask = covered | (trie.tok_count[nodes] >= prune.min_tokens)
+    if not ask.any():
+        return covered, None
+    stable = np.zeros(len(nodes), dtype=bool)
+    stable[ask] = prune.stable(states[ask])
+    take = stable & ~covered
+    if take.any():
+        below = expand_children(trie.tok_lo[nodes[take]], trie.tok_count[nodes[take]])
+        whole = ((prune.suffix_ok[below] >> np.uint64(depth)) & np.uint64(1)).astype(bool)
+        found.append(trie.sorted_ids[below[whole]])
+        covered = covered | take
+    done = stable & ~prune.need_walk[nodes]
+    # a covered node that is not stable (a character left the slice) must be walked in full
+    covered = covered & stable
+    return covered, (~done if done.any() else None)

@@ -1,0 +1,202 @@
+"""Vocabulary slices (engine/slices.py): masks stay exact where slice tokens are taken by length.
+
+Strings of character classes, bounded and unbounded, over a vocabulary of multi-character
+tokens in ASCII, Latin, Greek, CJK and astral characters (plus tokens that are pieces of a
+character), against the `regex` package's partial matching on bytes. The oracle spells a
+class as the alternation of the UTF-8 encodings of the alphabet's characters it contains:
+every token is made of alphabet characters (or pieces of one), so that is exact.
+"""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+import regex
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ministruct.engine import compile as compile_module
+from ministruct.engine.compile import compile_grammar
+from ministruct.engine.matcher import Matcher
+from ministruct.engine.slices import MAX_SLICE_CHARS, NOT_IN, index_for
+from ministruct.engine.vocab import Vocabulary
+from ministruct.grammar.ir import Alt, CharClass, Grammar, Literal, Repeat, Seq
+
+ALPHABET = list('abcdxyz0159"\\ -\n') + ["é", "ü", "ñ", "α", "ω", "中", "𝄞"]
+
+
+def vocabulary() -> tuple[list[bytes], Vocabulary]:
+    rng = random.Random(11)
+    toks = {c.encode() for c in ALPHABET}
+    while len(toks) < 250:
+        toks.add("".join(rng.choice(ALPHABET) for _ in range(rng.randint(2, 7))).encode())
+    for c in ("é", "中", "𝄞"):  # pieces of characters
+        b = c.encode()
+        toks.update({b[:1], b[1:], b"a" + b[:-1]})
+    ordered = sorted(toks)
+    return ordered, Vocabulary.from_bytes(ordered + [b""], eog_ids=[len(ordered)])
+
+
+TOKENS, VOCAB = vocabulary()
+
+
+@pytest.fixture(autouse=True)
+def prune_small_subtrees(monkeypatch):
+    """The walk asks whether a slice decides a node only above 2048 tokens; this vocabulary
+    is small, so lower the bar to have every node asked."""
+    monkeypatch.setattr(compile_module, "PRUNE_MIN_TOKENS", 1)
+EOG = len(TOKENS)
+
+
+def char_class(chars: list[str], negated: bool) -> CharClass:
+    if negated:  # exclude ASCII only: a piece of a character is then legal exactly when the
+        # alphabet has a character starting with it (the oracle knows only the alphabet)
+        chars = [c for c in chars if c.isascii()]
+    return CharClass(tuple((ord(c), ord(c)) for c in sorted(set(chars))), negated=negated)
+
+
+def oracle_class(c: CharClass) -> bytes:
+    inside = {ch for ch in ALPHABET if any(a <= ord(ch) <= b for a, b in c.ranges)}
+    if c.negated:
+        inside = set(ALPHABET) - inside
+        other = b"|[\xc2-\xdf][\x80-\xbf]|[\xe0-\xef][\x80-\xbf]{2}|[\xf0-\xf4][\x80-\xbf]{3}"
+        return b"(?:" + b"|".join(regex.escape(ch.encode()) for ch in sorted(inside)) + other + b")"
+    if not inside:
+        return b"(?!)"
+    return b"(?:" + b"|".join(regex.escape(ch.encode()) for ch in sorted(inside)) + b")"
+
+
+def oracle(e) -> bytes:
+    if isinstance(e, Literal):
+        return regex.escape(e.text.encode())
+    if isinstance(e, CharClass):
+        return oracle_class(e)
+    if isinstance(e, Seq):
+        return b"(?:" + b"".join(oracle(x) for x in e.items) + b")"
+    if isinstance(e, Alt):
+        return b"(?:" + b"|".join(oracle(x) for x in e.options) + b")"
+    if isinstance(e, Repeat):
+        hi = b"" if e.max is None else str(e.max).encode()
+        return b"(?:" + oracle(e.item) + b"){" + str(e.min).encode() + b"," + hi + b"}"
+    raise TypeError(e)
+
+
+classes = st.builds(
+    char_class,
+    st.lists(st.sampled_from(ALPHABET), min_size=1, max_size=len(ALPHABET)),
+    st.booleans(),
+)
+repeats = st.builds(
+    lambda c, m, extra: Repeat(c, m, None if extra is None else m + extra),
+    classes, st.integers(0, 3), st.none() | st.integers(0, 12),
+)
+# JSON-like strings: [^"\\] with or without control characters, after a literal prefix
+# (walks from before the quote reach configurations the slice decides for good)
+body = st.sampled_from([
+    CharClass(((0x22, 0x22), (0x5C, 0x5C)), negated=True),
+    CharClass(((0x00, 0x1F), (0x22, 0x22), (0x5C, 0x5C)), negated=True),
+    CharClass(((0x22, 0x22),), negated=True),
+])
+open_strings = st.builds(
+    lambda b, lead, tail: Seq((Literal(lead + '"'), Repeat(b, 0, None), Literal('"' + tail))),
+    body, st.sampled_from(["", "a", "-", "é"]), st.sampled_from(["", "x", " "]),
+) | st.builds(
+    lambda b, word: Alt((Literal('"' + word + '"'), Seq((Literal('"'), Repeat(b, 1, None), Literal('"'))))),
+    body, st.sampled_from(["ab", "é", "a-"]),
+)
+strings = open_strings | st.one_of(
+    repeats.map(lambda r: Seq((Literal('"'), r, Literal('"')))),
+    st.tuples(repeats, repeats).map(lambda rs: Seq((rs[0], Literal("-"), rs[1]))),
+    st.tuples(repeats, repeats).map(lambda rs: Alt((Seq((rs[0], Literal(" "))), Seq((rs[1], Literal("ü")))))),
+    st.tuples(repeats, st.sampled_from(["a", "é", "中"])).map(lambda t: Repeat(Seq((t[0], Literal(t[1]))), 0, 3)),
+)
+
+
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(expr=strings, walk=st.lists(st.integers(0, 10_000), max_size=6))
+def test_masks_with_slices_equal_partial_matching(expr, walk):
+    pattern = regex.compile(oracle(expr), flags=regex.DOTALL)
+    m = Matcher(compile_grammar(Grammar({"root": expr}), VOCAB, use_cache=False))
+    out = b""
+    for choice in walk + [None]:
+        mask = m.mask()
+        want = np.asarray([pattern.fullmatch(out + t, partial=True) is not None for t in TOKENS] + [False])
+        want[EOG] = pattern.fullmatch(out) is not None
+        assert (mask == want).all(), (
+            out, [TOKENS[i] for i in np.flatnonzero(mask & ~want) if i < EOG],
+            [TOKENS[i] for i in np.flatnonzero(want & ~mask) if i < EOG],
+        )
+        legal = [t for t in np.flatnonzero(mask).tolist() if t != EOG]
+        if choice is None or not legal:
+            break
+        t = legal[choice % len(legal)]
+        m.advance(t)
+        out += TOKENS[t]
+
+
+def test_the_slices_decide_most_string_masks():
+    """The JSON character slice holds the tokens made only of string characters, with their
+    lengths, and a long string's masks are decided through it (not only by walking)."""
+    sl = index_for(VOCAB).slices["json-char"]
+    for i, t in enumerate(TOKENS):
+        try:
+            text = t.decode()
+        except UnicodeDecodeError:
+            text = None
+        inside = text is not None and not any(c in '"\\' or ord(c) < 0x20 for c in text)
+        inside = inside and len(text) <= MAX_SLICE_CHARS
+        assert (sl.length[i] != NOT_IN) == inside, t
+        if inside:
+            assert sl.length[i] == len(text)
+    body = Repeat(char_class(['"', "\\"], negated=True), 0, 30)
+    c = compile_grammar(Grammar({"root": Seq((Literal('"'), body, Literal('"')))}), VOCAB, use_cache=False)
+    m = Matcher(c)
+    m.advance(TOKENS.index(b'"'))
+    m.mask()
+    assert any(p.members is not None for p in c._walks.values())
+    # a walk of the whole trie (a few letters or a string may start here) stops below '"'
+    # once the slice's tokens are taken
+    start = Alt((Seq((Literal('"'), body, Literal('"'))), Repeat(char_class(list("abcd"), False), 1, 3)))
+    c = compile_grammar(Grammar({"root": start}), VOCAB, use_cache=False)
+    m = Matcher(c)
+    asked = []
+    stable = c._pruner().stable
+    object.__setattr__(c._prune, "stable", lambda states: asked.append(stable(states)) or asked[-1])
+    m.mask()
+    assert any(a.any() for a in asked)
+    # a class of some string characters: its slice tokens are picked out by their characters
+    letters = Repeat(char_class(list("abcdxyzéüñα"), negated=False), 1, 25)
+    c = compile_grammar(Grammar({"root": Seq((Literal("-"), letters, Literal('"')))}), VOCAB, use_cache=False)
+    m = Matcher(c)
+    m.advance(TOKENS.index(b"-"))
+    m.mask()
+    assert c._lengths  # the per-class lengths were computed
+
+
+def test_a_character_outside_the_slice_between_stable_nodes_is_walked():
+    """[^"] takes a newline too: below '"\\n' the tails are string characters again, but
+    they were not taken at '"' (the newline is not one): they must still be found."""
+    toks = [b"a", b'"', b'"\n', b'"\nx', b'"\nxy', b'"x', b'"xy', b"\n", b"x", b'x"', b""]
+    vocab = Vocabulary.from_bytes(toks, eog_ids=[len(toks) - 1])
+    body = Repeat(CharClass(((0x22, 0x22),), negated=True), 0, None)
+    # a few letters may start too: the walk goes over the whole trie, cutting below '"'
+    start = Alt((Seq((Literal('"'), body, Literal('"'))), Repeat(char_class(list("abcd"), False), 1, 3)))
+    m = Matcher(compile_grammar(Grammar({"root": start}), vocab, use_cache=False))
+    assert [toks[i] for i in np.flatnonzero(m.mask())] == [b"a", b'"', b'"\n', b'"\nx', b'"\nxy', b'"x', b'"xy']
+
+
+def test_tokens_longer_than_a_slice_holds_are_walked():
+    long_ascii, long_wide = b"ab" * 15, "é".encode() * 26  # 30 and 26 characters
+    toks = [b'"', b"a", b"b", long_ascii, long_wide, long_ascii + b'"', b""]
+    vocab = Vocabulary.from_bytes(toks, eog_ids=[len(toks) - 1])
+    assert (index_for(vocab).slices["json-char"].length[[3, 4]] == NOT_IN).all()
+    body = Repeat(char_class(['"', "\\"], negated=True), 0, None)
+    m = Matcher(compile_grammar(Grammar({"root": Seq((Literal('"'), body, Literal('"')))}), vocab, use_cache=False))
+    m.advance(0)
+    assert np.flatnonzero(m.mask()).tolist() == [0, 1, 2, 3, 4, 5]
+    bounded = Repeat(char_class(["a", "b", "é"], negated=False), 0, 28)
+    m = Matcher(compile_grammar(Grammar({"root": Seq((Literal('"'), bounded, Literal('"')))}), vocab, use_cache=False))
+    m.advance(0)
+    assert np.flatnonzero(m.mask()).tolist() == [0, 1, 2, 4]  # 30 letters do not fit, 26 do
