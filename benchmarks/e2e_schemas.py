@@ -99,6 +99,7 @@ def main() -> None:
     ap.add_argument("--budgets", default="256,64")
     ap.add_argument("--json", default=None)
     ap.add_argument("--no-llama", action="store_true")
+    ap.add_argument("--skip", type=int, default=0, help="leave out the first N picked schemas (resume a long run)")
     ap.add_argument("--llama-child", nargs=3, default=None)
     args = ap.parse_args()
     if args.llama_child:
@@ -119,7 +120,7 @@ def main() -> None:
     params = SamplingParams(temperature=0.7, top_p=0.9, seed=1)
     rows = []
     tmp = Path(tempfile.mkdtemp())
-    picked = schemas(args.every)
+    picked = schemas(args.every)[args.skip:]
     print(f"{len(picked)} schemas (every {args.every}th under {MAX_CHARS} characters)", file=sys.stderr)
     for i, (name, schema) in enumerate(picked):
         row: dict = {"schema": name}
