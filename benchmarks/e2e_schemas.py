@@ -66,12 +66,27 @@ def llama_child(schema_path: str, max_tokens: int, user: str) -> None:
     llm = llama_cpp.Llama(str(bundled_model_path()), n_ctx=2048, seed=1, verbose=False)
     t0 = time.perf_counter()
     res = llm.create_chat_completion(
-        messages=[{"role": "user", "content": user}], grammar=grammar,
-        temperature=0.7, top_p=0.9, top_k=0, min_p=0.0, repeat_penalty=1.0, seed=1, max_tokens=max_tokens,
+        messages=[{"role": "user", "content": user}],
+        grammar=grammar,
+        temperature=0.7,
+        top_p=0.9,
+        top_k=0,
+        min_p=0.0,
+        repeat_penalty=1.0,
+        seed=1,
+        max_tokens=max_tokens,
     )
     choice = res["choices"][0]
-    print(json.dumps({"output": choice["message"]["content"], "finish": choice["finish_reason"],
-                      "n_tokens": res["usage"]["completion_tokens"], "s": time.perf_counter() - t0}))
+    print(
+        json.dumps(
+            {
+                "output": choice["message"]["content"],
+                "finish": choice["finish_reason"],
+                "n_tokens": res["usage"]["completion_tokens"],
+                "s": time.perf_counter() - t0,
+            }
+        )
+    )
 
 
 def run_llama(name: str, schema: object, max_tokens: int, user: str, tmp: Path) -> dict:
@@ -80,7 +95,9 @@ def run_llama(name: str, schema: object, max_tokens: int, user: str, tmp: Path) 
     try:
         p = subprocess.run(
             [sys.executable, __file__, "--llama-child", str(path), str(max_tokens), user],
-            capture_output=True, text=True, timeout=600,
+            capture_output=True,
+            text=True,
+            timeout=600,
         )
     except subprocess.TimeoutExpired:
         return {"status": "timeout"}
@@ -89,8 +106,12 @@ def run_llama(name: str, schema: object, max_tokens: int, user: str, tmp: Path) 
     rec = json.loads(p.stdout.strip().splitlines()[-1])
     if "refused" in rec:
         return {"status": "refused", "why": rec["refused"]}
-    return {"status": "valid" if is_valid(schema, rec["output"]) else "invalid", "n_tokens": rec["n_tokens"],
-            "finish": rec["finish"], "s": rec["s"]}
+    return {
+        "status": "valid" if is_valid(schema, rec["output"]) else "invalid",
+        "n_tokens": rec["n_tokens"],
+        "finish": rec["finish"],
+        "s": rec["s"],
+    }
 
 
 def main() -> None:
@@ -108,9 +129,9 @@ def main() -> None:
 
     import tempfile
 
+    from ministruct.constraints import Constraint
     from ministruct.errors import BudgetTooSmall, MinistructError
     from ministruct.grammar.schema import schema_to_grammar
-    from ministruct.constraints import Constraint
     from ministruct.model import Model
     from ministruct.pipeline import GenerationJob
     from ministruct.sampling import SamplingParams
@@ -120,7 +141,7 @@ def main() -> None:
     params = SamplingParams(temperature=0.7, top_p=0.9, seed=1)
     rows = []
     tmp = Path(tempfile.mkdtemp())
-    picked = schemas(args.every)[args.skip:]
+    picked = schemas(args.every)[args.skip :]
     print(f"{len(picked)} schemas (every {args.every}th under {MAX_CHARS} characters)", file=sys.stderr)
     for i, (name, schema) in enumerate(picked):
         row: dict = {"schema": name}
@@ -139,15 +160,26 @@ def main() -> None:
                     t0 = time.perf_counter()
                     res = job.run(PROMPT)
                     ok = res.complete and is_valid(schema, res.output)
-                    row["ours"][b] = {"status": "valid" if ok else ("invalid" if res.complete else "incomplete"),
-                                      "n_tokens": res.n_tokens, "s": time.perf_counter() - t0,
-                                      "budget_limited": res.budget_limited, "warnings": len(res.warnings)}
+                    row["ours"][b] = {
+                        "status": "valid" if ok else ("invalid" if res.complete else "incomplete"),
+                        "n_tokens": res.n_tokens,
+                        "s": time.perf_counter() - t0,
+                        "budget_limited": res.budget_limited,
+                        "warnings": len(res.warnings),
+                    }
                 except MinistructError as e:
-                    row["ours"][b] = {"status": "too_small" if isinstance(e, BudgetTooSmall) else "error", "why": str(e)[:200]}
+                    row["ours"][b] = {
+                        "status": "too_small" if isinstance(e, BudgetTooSmall) else "error",
+                        "why": str(e)[:200],
+                    }
         if not args.no_llama:
             row["llama"] = {b: run_llama(f"s{i}", schema, b, user, tmp) for b in budgets}
         rows.append(row)
-        print(f"[{i + 1}/{len(picked)}] {name}: " + json.dumps({k: {b: v[b]["status"] for b in budgets} for k, v in row.items() if k != "schema"}), file=sys.stderr)
+        print(
+            f"[{i + 1}/{len(picked)}] {name}: "
+            + json.dumps({k: {b: v[b]["status"] for b in budgets} for k, v in row.items() if k != "schema"}),
+            file=sys.stderr,
+        )
 
     print(f"\n{'engine':10} {'budget':>6} {'compiled':>9} {'valid':>6} {'share':>7} {'crash':>6} {'limited':>8}")
     summary = {}
@@ -161,10 +193,21 @@ def main() -> None:
             crash = sum(x["status"] == "crash" for x in rs)
             limited = sum(bool(x.get("budget_limited")) for x in rs)
             share = valid / len(compiled) if compiled else 0.0
-            summary[f"{eng}@{b}"] = {"schemas": len(rs), "compiled": len(compiled), "valid": valid, "share": share, "crashes": crash}
+            summary[f"{eng}@{b}"] = {
+                "schemas": len(rs),
+                "compiled": len(compiled),
+                "valid": valid,
+                "share": share,
+                "crashes": crash,
+            }
             label = "ministruct" if eng == "ours" else "llama.cpp"
             print(f"{label:10} {b:>6} {len(compiled):>9} {valid:>6} {share:>7.1%} {crash:>6} {limited:>8}")
-    both = [r for r in rows if "llama" in r and all(r["ours"][b]["status"] != "refused" and r["llama"][b]["status"] != "refused" for b in budgets)]
+    both = [
+        r
+        for r in rows
+        if "llama" in r
+        and all(r["ours"][b]["status"] != "refused" and r["llama"][b]["status"] != "refused" for b in budgets)
+    ]
     for b in budgets:
         o = sum(r["ours"][b]["status"] == "valid" for r in both)
         l_ = sum(r["llama"][b]["status"] == "valid" for r in both)

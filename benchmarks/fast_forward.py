@@ -53,10 +53,16 @@ from ministruct.sampling import Sampler, SamplingParams  # noqa: E402
 
 SCHEMAS = {"conj": ROOT / "samples" / "conj.json", "nested3": ROOT / "benchmarks" / "nested_order.json"}
 PROMPTS = {
-    "conj": ["Conjugate 'comer' in the present, 1st person.", "Conjugate 'ir' in the future, 3rd person.",
-             "Conjugate 'hablar' in the imperfect, 2nd person."],
-    "nested3": ["Make up an order from a customer in Spain.", "Make up a courier order to Paris.",
-                "Make up an order for pickup by a VIP customer."],
+    "conj": [
+        "Conjugate 'comer' in the present, 1st person.",
+        "Conjugate 'ir' in the future, 3rd person.",
+        "Conjugate 'hablar' in the imperfect, 2nd person.",
+    ],
+    "nested3": [
+        "Make up an order from a customer in Spain.",
+        "Make up a courier order to Paris.",
+        "Make up an order for pickup by a VIP customer.",
+    ],
 }
 PARAMS = SamplingParams(temperature=0.7, top_p=0.9, seed=1)
 
@@ -107,8 +113,9 @@ def logit_diffs(job: GenerationJob, prompts: list[str]) -> dict:
             dec = Decoder(model, ids, Matcher(job.compiled), params, max_tokens=job.max_tokens)
             steps = list(dec.steps())
             gen = dec.result
-            off = Decoder(model, ids, Matcher(job.compiled), params, max_tokens=job.max_tokens,
-                          fast_forward=False).run()
+            off = Decoder(
+                model, ids, Matcher(job.compiled), params, max_tokens=job.max_tokens, fast_forward=False
+            ).run()
             runs += 1
             same += off.output == gen.output
             model.reset()
@@ -132,8 +139,14 @@ def logit_diffs(job: GenerationJob, prompts: list[str]) -> dict:
                     break
                 model.eval([s.token_id])
                 history.append(s.token_id)
-    return {"max_diff_ff": worst_ff, "max_diff_after": worst_after, "sampled": sampled, "changed": changed,
-            "same_output": same, "runs": runs}
+    return {
+        "max_diff_ff": worst_ff,
+        "max_diff_after": worst_after,
+        "sampled": sampled,
+        "changed": changed,
+        "same_output": same,
+        "runs": runs,
+    }
 
 
 def main() -> None:
@@ -156,8 +169,14 @@ def main() -> None:
             prompts = PROMPTS[sname][: 1 if args.quick else None]
             sp = speed(job, prompts[0], rounds)
             diffs = logit_diffs(job, prompts)
-            row = {"model": mname, "n_vocab": model.n_logits, "schema": sname, "max_tokens": job.max_tokens,
-                   **sp, **diffs}
+            row = {
+                "model": mname,
+                "n_vocab": model.n_logits,
+                "schema": sname,
+                "max_tokens": job.max_tokens,
+                **sp,
+                **diffs,
+            }
             rows.append(row)
             print(json.dumps(row), file=sys.stderr, flush=True)
         model.close()
@@ -167,17 +186,23 @@ def main() -> None:
 
 
 def table(rows: list[dict]) -> None:
-    head = (f"{'model':8} {'schema':8} {'(a) free':>9} {'(b) tbt':>8} {'(c) ff':>8} {'c/a':>5} {'c/b':>5} "
-            f"{'ff share':>8} {'max|dz| ff':>10} {'after':>8} {'changed':>9} {'same out':>8}")
+    head = (
+        f"{'model':8} {'schema':8} {'(a) free':>9} {'(b) tbt':>8} {'(c) ff':>8} {'c/a':>5} {'c/b':>5} "
+        f"{'ff share':>8} {'max|dz| ff':>10} {'after':>8} {'changed':>9} {'same out':>8}"
+    )
     print(head)
     print("-" * len(head))
     for r in rows:
         a, b, c = r["unconstrained"], r["constrained"], r["fast_forward"]
-        print(f"{r['model']:8} {r['schema']:8} {a:9.1f} {b:8.1f} {c:8.1f} {c / a:5.2f} {c / b:5.2f} "
-              f"{r['ff_share']:8.0%} {r['max_diff_ff']:10.2e} {r['max_diff_after']:8.2e} "
-              f"{r['changed']:>3}/{r['sampled']:<5} {r['same_output']:>3}/{r['runs']:<3}")
-    print("tokens/s: output tokens over the decode loop's time (median of the rounds); "
-          "max|dz|: largest logit difference, batched vs token by token")
+        print(
+            f"{r['model']:8} {r['schema']:8} {a:9.1f} {b:8.1f} {c:8.1f} {c / a:5.2f} {c / b:5.2f} "
+            f"{r['ff_share']:8.0%} {r['max_diff_ff']:10.2e} {r['max_diff_after']:8.2e} "
+            f"{r['changed']:>3}/{r['sampled']:<5} {r['same_output']:>3}/{r['runs']:<3}"
+        )
+    print(
+        "tokens/s: output tokens over the decode loop's time (median of the rounds); "
+        "max|dz|: largest logit difference, batched vs token by token"
+    )
 
 
 if __name__ == "__main__":

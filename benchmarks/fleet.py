@@ -32,7 +32,11 @@ from ministruct.model import default_model_path
 from ministruct.records import InputRecord
 from ministruct.sampling import SamplingParams
 
-SCHEMA = {"type": "object", "properties": {"n": {"type": "integer"}, "day": {"type": "string", "format": "date"}}, "required": ["n"]}
+SCHEMA = {
+    "type": "object",
+    "properties": {"n": {"type": "integer"}, "day": {"type": "string", "format": "date"}},
+    "required": ["n"],
+}
 SCHEMA_OUTPUTS = ['{"n": 42, "day": "2026-12-01"}', '{ "day":"2024-02-29" , "n":7 }', '{"n": "x"}', "not json"]
 
 
@@ -82,7 +86,7 @@ def main() -> None:
         outputs: list[str] = []
         load_before = os.getloadavg()[0]
         for r in range(args.repeat):
-            for n in ((1, 2) if r % 2 == 0 else (2, 1)):
+            for n in (1, 2) if r % 2 == 0 else (2, 1):
                 prompts = [f"Run {r}.{n}, record {i}. A number:" for i in range(args.records)]
                 dt, outs = run_batch(urls[:n], c, settings, prompts)
                 rates[n].append(args.records / dt)
@@ -109,8 +113,12 @@ def main() -> None:
     if args.json:
         print(json.dumps(result))
         return
-    print(f"batch: {args.records} records, regex [0-9]{{2}}, raw prompts, max_tokens {args.max_tokens}, median of {args.repeat}")
-    print(f"  load average (1 min) before/after the timed runs: {load_before:.2f} / {load_after:.2f} on {os.cpu_count()} cores")
+    print(
+        f"batch: {args.records} records, regex [0-9]{{2}}, raw prompts, max_tokens {args.max_tokens}, median of {args.repeat}"
+    )
+    print(
+        f"  load average (1 min) before/after the timed runs: {load_before:.2f} / {load_after:.2f} on {os.cpu_count()} cores"
+    )
     print(f"  1 server : {one:7.2f} records/s   (runs: {', '.join(f'{x:.2f}' for x in rates[1])})")
     print(f"  2 servers: {two:7.2f} records/s   (runs: {', '.join(f'{x:.2f}' for x in rates[2])})")
     print(f"  ratio 2/1: {two / one:7.2f}   (best run of each: {max(rates[2]) / max(rates[1]):.2f})")

@@ -18,11 +18,10 @@ import time
 from types import SimpleNamespace
 from typing import Callable
 
-from ministruct.grammar.gbnf import parse as gbnf
 from ministruct.grammar.analysis import check_grammar
+from ministruct.grammar.gbnf import parse as gbnf
 from ministruct.grammar.gbnf.lexer import GbnfLexer
 from ministruct.grammar.ir import Grammar
-
 
 SPECIAL = ("<|im_start|>", "<|im_end|>", "<|endoftext|>")  # tokens of the bundled model's vocabulary
 
@@ -34,9 +33,9 @@ def mixed(target: int) -> str:
     size = len(parts[0])
     while size < target:
         rule = (
-            f"r{i} ::= \"key-{i}\\u00e9\\\"\" ws ( r{i + 1} | [a-z0-9_\\-]+ | \"\\x41\"{{1,3}} ) |\n"
-            f"  [^\"\\\\\\x00-\\x1F] . <[{i % 5000}]> !{SPECIAL[i % 3]} r{i + 2}? # alt {i}\n"
-            f"r{i}-x ::= (\n    \"a\" ws\n    | \"b\"{{2,}} \"c\"*\n  ) r{i + 3}\n"
+            f'r{i} ::= "key-{i}\\u00e9\\"" ws ( r{i + 1} | [a-z0-9_\\-]+ | "\\x41"{{1,3}} ) |\n'
+            f'  [^"\\\\\\x00-\\x1F] . <[{i % 5000}]> !{SPECIAL[i % 3]} r{i + 2}? # alt {i}\n'
+            f'r{i}-x ::= (\n    "a" ws\n    | "b"{{2,}} "c"*\n  ) r{i + 3}\n'
         )
         parts.append(rule)
         size += len(rule)
@@ -50,21 +49,23 @@ def _count(target: int, per_item: int) -> int:
 
 
 SHAPES: dict[str, Callable[[int], str]] = {
-    "one big alternation": lambda n: "root ::= "
-    + " |\n  ".join(f'"word{i}"' for i in range(_count(n, 13)))
-    + "\n",
+    "one big alternation": lambda n: "root ::= " + " |\n  ".join(f'"word{i}"' for i in range(_count(n, 13))) + "\n",
     "long sequence": lambda n: "root ::= " + " ".join(f'"w{i}" [a-z]?' for i in range(_count(n, 17))) + "\n",
-    "many tiny rules": lambda n: "root ::= r0\n"
-    + "".join(f'r{i} ::= "{i}" r{i + 1}?\n' for i in range(_count(n, 26)))
-    + f'r{_count(n, 26)} ::= "x"\n',
+    "many tiny rules": lambda n: (
+        "root ::= r0\n"
+        + "".join(f'r{i} ::= "{i}" r{i + 1}?\n' for i in range(_count(n, 26)))
+        + f'r{_count(n, 26)} ::= "x"\n'
+    ),
     # llama.cpp expands a rule's first element when it sets up, so a chain that starts
     # with a reference costs it quadratic time; this one starts with a literal
-    "deep chain of rules": lambda n: "root ::= a0\n"
-    + "".join(f'a{i} ::= "x" (a{i + 1} | "w") "y"\n' for i in range(_count(n, 32)))
-    + f'a{_count(n, 32)} ::= "z"\n',
-    "long literals": lambda n: "root ::= "
-    + " | ".join('"' + "abcdefghij" * 10 + str(i) + '"' for i in range(_count(n, 110)))
-    + "\n",
+    "deep chain of rules": lambda n: (
+        "root ::= a0\n"
+        + "".join(f'a{i} ::= "x" (a{i + 1} | "w") "y"\n' for i in range(_count(n, 32)))
+        + f'a{_count(n, 32)} ::= "z"\n'
+    ),
+    "long literals": lambda n: (
+        "root ::= " + " | ".join('"' + "abcdefghij" * 10 + str(i) + '"' for i in range(_count(n, 110))) + "\n"
+    ),
 }
 
 

@@ -26,8 +26,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
 from ministruct.constraints import load_constraint  # noqa: E402
-from ministruct.engine.bench import RESET, TimeStats, prepare_vocabulary, random_walk  # noqa: E402
 from ministruct.engine.automaton import Automaton  # noqa: E402
+from ministruct.engine.bench import RESET, TimeStats, prepare_vocabulary, random_walk  # noqa: E402
 from ministruct.engine.compile import compile_grammar  # noqa: E402
 from ministruct.engine.matcher import Matcher  # noqa: E402
 from ministruct.errors import MinistructError  # noqa: E402
@@ -101,9 +101,9 @@ class Llg:
         self.diverged = False
         self.rejected = 0
         self.steps_compared = 0
-        self.steps_differ = 0          # any difference
-        self.steps_differ_text = 0     # ignoring tokens llguidance treats as special
-        self.steps_llg_extra = 0       # llguidance allows a (non-special) token we refuse
+        self.steps_differ = 0  # any difference
+        self.steps_differ_text = 0  # ignoring tokens llguidance treats as special
+        self.steps_llg_extra = 0  # llguidance allows a (non-special) token we refuse
         self.tokens_ours_only = 0
         self.tokens_llg_only = 0
 
@@ -178,10 +178,10 @@ def llg_tokenizer(model: Model):
 @dataclass
 class Spec:
     name: str
-    kind: str          # regex | grammar | schema
-    text: str          # pattern, GBNF text, or schema JSON text
+    kind: str  # regex | grammar | schema
+    text: str  # pattern, GBNF text, or schema JSON text
     path: str | None = None
-    group: str = ""    # "" for a named constraint, "jsonschemabench" for the sample
+    group: str = ""  # "" for a named constraint, "jsonschemabench" for the sample
 
     def ours(self):
         if self.kind == "regex":
@@ -302,12 +302,24 @@ class Result:
 
     def to_dict(self) -> dict:
         return {
-            "model": self.model, "constraint": self.spec.name, "kind": self.spec.kind, "group": self.spec.group,
-            "steps": self.steps, "error": self.error,
-            "ministruct": {"compile_ms": round(self.ours_compile_ms, 3), "first_mask_ready_ms": round(self.ours_first_ms, 3),
-                           "mask_us": self.ours.to_dict() if self.ours else None, "peak_mem_mb": self.ours_mem_mb},
-            "llguidance": {"compile_ms": round(self.llg_compile_ms, 3), "first_mask_ready_ms": round(self.llg_first_ms, 3),
-                           "mask_us": self.llg.to_dict() if self.llg else None, "peak_mem_mb": self.llg_mem_mb},
+            "model": self.model,
+            "constraint": self.spec.name,
+            "kind": self.spec.kind,
+            "group": self.spec.group,
+            "steps": self.steps,
+            "error": self.error,
+            "ministruct": {
+                "compile_ms": round(self.ours_compile_ms, 3),
+                "first_mask_ready_ms": round(self.ours_first_ms, 3),
+                "mask_us": self.ours.to_dict() if self.ours else None,
+                "peak_mem_mb": self.ours_mem_mb,
+            },
+            "llguidance": {
+                "compile_ms": round(self.llg_compile_ms, 3),
+                "first_mask_ready_ms": round(self.llg_first_ms, 3),
+                "mask_us": self.llg.to_dict() if self.llg else None,
+                "peak_mem_mb": self.llg_mem_mb,
+            },
             "agreement": self.agreement,
         }
 
@@ -329,7 +341,7 @@ def measure(model: Model, tokenizer, special: np.ndarray, spec: Spec, steps: int
         return res
 
     def on_step(_: int, mask: np.ndarray) -> None:
-        llg.ours = mask
+        llg.ours = mask  # noqa: F821  (bound in the try above; the except returns)
 
     walk = random_walk(compiled, steps, seed=seed, companion=llg, on_step=on_step)
     res.steps = walk.steps
@@ -338,9 +350,12 @@ def measure(model: Model, tokenizer, special: np.ndarray, spec: Spec, steps: int
     res.ours_first_ms = res.ours_compile_ms + walk.first_mask_us / 1000
     res.llg_first_ms = res.llg_compile_ms + (llg.mask_us[0] / 1000 if llg.mask_us else 0.0)
     res.agreement = {
-        "steps_compared": llg.steps_compared, "steps_differ": llg.steps_differ,
-        "steps_differ_text": llg.steps_differ_text, "steps_llg_allows_more": llg.steps_llg_extra,
-        "tokens_ours_only": llg.tokens_ours_only, "tokens_llg_only": llg.tokens_llg_only,
+        "steps_compared": llg.steps_compared,
+        "steps_differ": llg.steps_differ,
+        "steps_differ_text": llg.steps_differ_text,
+        "steps_llg_allows_more": llg.steps_llg_extra,
+        "tokens_ours_only": llg.tokens_ours_only,
+        "tokens_llg_only": llg.tokens_llg_only,
         "llg_rejected_our_token": llg.rejected,
     }
     del compiled, llg
@@ -378,9 +393,14 @@ def decode_speed(prompt: str, rounds: int, max_tokens: int) -> list[dict]:
 
     model = Model.load(bundled_model_path(), n_ctx=1024, seed=0)
     out = []
-    for label, kw in (("regex [a-z ]{0,300}", {"regex": "[a-z ]{0,300}"}), ("json.gbnf", {"grammar": str(grammar_file("json"))})):
+    for label, kw in (
+        ("regex [a-z ]{0,300}", {"regex": "[a-z ]{0,300}"}),
+        ("json.gbnf", {"grammar": str(grammar_file("json"))}),
+    ):
         c = load_constraint(**kw)
-        job = GenerationJob(model, c, SamplingParams(temperature=0.7, top_p=0.9, seed=0), max_tokens=max_tokens, chat=True)
+        job = GenerationJob(
+            model, c, SamplingParams(temperature=0.7, top_p=0.9, seed=0), max_tokens=max_tokens, chat=True
+        )
         ids = job.prompt_tokens(prompt)
         Decoder(model, ids, None, job.params, max_tokens=4).run()  # warm-up
         free, cons, ntok = [], [], []
@@ -390,8 +410,15 @@ def decode_speed(prompt: str, rounds: int, max_tokens: int) -> list[dict]:
             rate, n = decode_rate(Decoder(model, ids, m, job.params, max_tokens=max_tokens))
             cons.append(rate)
             ntok.append(n)
-        out.append({"constraint": label, "unconstrained": float(np.median(free)), "constrained": float(np.median(cons)),
-                    "constrained_tokens": ntok, "rounds": rounds})
+        out.append(
+            {
+                "constraint": label,
+                "unconstrained": float(np.median(free)),
+                "constrained": float(np.median(cons)),
+                "constrained_tokens": ntok,
+                "rounds": rounds,
+            }
+        )
     model.close()
     return out
 
@@ -484,9 +511,16 @@ def main(argv: list[str] | None = None) -> int:
         warm_up(model, tok)
         special = np.zeros(vocab.n_logits, dtype=bool)
         special[[i for i in range(min(tok.vocab_size, vocab.n_logits)) if tok.is_special_token(i)]] = True
-        setup.append({"model": model.name, "n_vocab": vocab.n_logits, "load_vocab_s": round(load_s, 3),
-                      "ministruct_trie_s": round(trie_s, 3), "llguidance_tokenizer_s": round(tok_s, 3),
-                      "llguidance_special_tokens": int(special.sum())})
+        setup.append(
+            {
+                "model": model.name,
+                "n_vocab": vocab.n_logits,
+                "load_vocab_s": round(load_s, 3),
+                "ministruct_trie_s": round(trie_s, 3),
+                "llguidance_tokenizer_s": round(tok_s, 3),
+                "llguidance_special_tokens": int(special.sum()),
+            }
+        )
         specs = named_specs(notes if key == args.models.split(",")[0] else [])
         sample_notes: list[str] = []
         specs += schema_sample(args.schemas, tok, sample_notes)
@@ -505,12 +539,23 @@ def main(argv: list[str] | None = None) -> int:
     decode = [] if args.no_generate else decode_speed("Describe a cat in a few words.", args.rounds, args.max_tokens)
     print_report(results, setup, decode, notes, args)
     if args.json_out:
-        Path(args.json_out).write_text(json.dumps({
-            "v": 1, "setup": setup, "results": [r.to_dict() for r in results],
-            "pooled": [dict(pooled(results, s["model"]).to_dict(), **pooled(results, s["model"]).extra)  # type: ignore[union-attr]
-                       for s in setup if pooled(results, s["model"]) is not None],
-            "decode": decode, "notes": notes,
-        }, indent=1))
+        Path(args.json_out).write_text(
+            json.dumps(
+                {
+                    "v": 1,
+                    "setup": setup,
+                    "results": [r.to_dict() for r in results],
+                    "pooled": [
+                        dict(pooled(results, s["model"]).to_dict(), **pooled(results, s["model"]).extra)  # type: ignore[union-attr]
+                        for s in setup
+                        if pooled(results, s["model"]) is not None
+                    ],
+                    "decode": decode,
+                    "notes": notes,
+                },
+                indent=1,
+            )
+        )
     return 0
 
 
@@ -533,8 +578,12 @@ def warm_up(model: Model, tokenizer) -> None:
         Matcher(c).mask()
     except Exception:
         pass
-    llg = Llg(tokenizer, llguidance.grammar_from("regex", "ab|c"), model.vocabulary.n_logits,
-              np.zeros(model.vocabulary.n_logits, dtype=bool))
+    llg = Llg(
+        tokenizer,
+        llguidance.grammar_from("regex", "ab|c"),
+        model.vocabulary.n_logits,
+        np.zeros(model.vocabulary.n_logits, dtype=bool),
+    )
     llg.mask()
 
 
@@ -545,12 +594,16 @@ def _gemma_path() -> str:
 
 
 def print_report(results: list[Result], setup: list[dict], decode: list[dict], notes: list[str], args) -> None:
-    print("Mask time per step (us), first visits included (cold compile, no disk cache); "
-          "llg = llguidance 1.9.1 on the same walk; ratio = ours / llguidance")
+    print(
+        "Mask time per step (us), first visits included (cold compile, no disk cache); "
+        "llg = llguidance 1.9.1 on the same walk; ratio = ours / llguidance"
+    )
     print(f"steps per walk: {args.steps} (named), {args.schema_steps} (each schema); seed {args.seed}\n")
     for s in setup:
-        print(f"== {s['model']}  ({s['n_vocab']:,} tokens; vocab load {s['load_vocab_s']:.2f} s, "
-              f"ministruct trie {s['ministruct_trie_s']:.2f} s, llguidance tokenizer {s['llguidance_tokenizer_s']:.2f} s)")
+        print(
+            f"== {s['model']}  ({s['n_vocab']:,} tokens; vocab load {s['load_vocab_s']:.2f} s, "
+            f"ministruct trie {s['ministruct_trie_s']:.2f} s, llguidance tokenizer {s['llguidance_tokenizer_s']:.2f} s)"
+        )
         print(HEADER)
         for r in results:
             if r.model != s["model"] or r.spec.group == "jsonschemabench":
@@ -560,16 +613,20 @@ def print_report(results: list[Result], setup: list[dict], decode: list[dict], n
         if agg is not None:
             print(row(agg.spec.name, agg))
             x = agg.extra  # type: ignore[attr-defined]
-            print(f"{'':<24} schemas: compile max {x['compile_ms_max']:.1f} ms, first mask ready max "
-                  f"{x['first_ms_max']:.1f} ms (llg {x['llg_first_ms_max']:.1f}); mean ratio > 2 in "
-                  f"{x['schemas_mean_ratio_over_2']}, p99 > 1 ms in {x['schemas_p99_over_1ms']}")
+            print(
+                f"{'':<24} schemas: compile max {x['compile_ms_max']:.1f} ms, first mask ready max "
+                f"{x['first_ms_max']:.1f} ms (llg {x['llg_first_ms_max']:.1f}); mean ratio > 2 in "
+                f"{x['schemas_mean_ratio_over_2']}, p99 > 1 ms in {x['schemas_p99_over_1ms']}"
+            )
         print()
     if decode:
         print("Decode speed, SmolLM2 (median tokens/s over rounds, first token to last; prefill excluded)")
         for d in decode:
             loss = 1 - d["constrained"] / d["unconstrained"]
-            print(f"  {d['constraint']:<22} constrained {d['constrained']:6.1f}  unconstrained {d['unconstrained']:6.1f}  "
-                  f"slowdown {loss * 100:+5.1f}%  (tokens {d['constrained_tokens']})")
+            print(
+                f"  {d['constraint']:<22} constrained {d['constrained']:6.1f}  unconstrained {d['unconstrained']:6.1f}  "
+                f"slowdown {loss * 100:+5.1f}%  (tokens {d['constrained_tokens']})"
+            )
         print()
     print("Targets")
     for s in setup:
@@ -581,13 +638,17 @@ def print_report(results: list[Result], setup: list[dict], decode: list[dict], n
             ratio = r.ours.mean / r.llg.mean if r.llg.mean else float("inf")
             ok_r = "ok  " if ratio <= TARGET_MEAN_RATIO else "MISS"
             ok_p = "ok  " if r.ours.p99 < TARGET_P99_US else "MISS"
-            print(f"  {s['model'][:22]:<22} {r.spec.name:<24} mean ratio {ratio:6.2f} (<= 2) {ok_r}   "
-                  f"p99 {r.ours.p99:8.1f} us (< 1000) {ok_p}")
+            print(
+                f"  {s['model'][:22]:<22} {r.spec.name:<24} mean ratio {ratio:6.2f} (<= 2) {ok_r}   "
+                f"p99 {r.ours.p99:8.1f} us (< 1000) {ok_p}"
+            )
         if s["n_vocab"] > 200_000:
             for r in results:
                 if r.model == s["model"] and r.spec.name in ("conj.json", "json.gbnf") and r.ours is not None:
                     ok = "ok  " if r.ours_first_ms < TARGET_FIRST_MS else "MISS"
-                    print(f"  {s['model'][:22]:<22} {r.spec.name:<24} first mask ready {r.ours_first_ms:7.1f} ms (< {TARGET_FIRST_MS:.0f}) {ok}")
+                    print(
+                        f"  {s['model'][:22]:<22} {r.spec.name:<24} first mask ready {r.ours_first_ms:7.1f} ms (< {TARGET_FIRST_MS:.0f}) {ok}"
+                    )
     for d in decode:
         loss = 1 - d["constrained"] / d["unconstrained"]
         ok = "ok  " if loss <= TARGET_DECODE_LOSS else "MISS"

@@ -25,7 +25,16 @@ def jsts_rows(whitespace: str = "flexible") -> list[dict]:
     """One row per core draft2020-12 file: cases, compiled, tests checked, agreed, FA, FR."""
     rows = []
     for f in sorted((SUITES / "jsts" / "draft2020-12").glob("*.json")):
-        row = {"file": f.stem, "cases": 0, "compiled": 0, "tests": 0, "agreed": 0, "false_accepts": [], "false_rejects": [], "errors": []}
+        row = {
+            "file": f.stem,
+            "cases": 0,
+            "compiled": 0,
+            "tests": 0,
+            "agreed": 0,
+            "false_accepts": [],
+            "false_rejects": [],
+            "errors": [],
+        }
         for case in json.loads(f.read_text()):
             row["cases"] += 1
             try:
@@ -76,8 +85,19 @@ def llguidance_compiles(schema) -> bool | None:
 
 def bench_rows(every: int = 1, whitespace: str = "flexible", with_llg: bool = True) -> dict[str, dict]:
     """Per subset: schemas, compiled, valid (accepted), invalid (accepted), errors, llg compiled."""
-    stats: dict[str, dict] = defaultdict(lambda: {"schemas": 0, "compiled": 0, "valid": 0, "valid_ok": 0,
-                                                   "invalid": 0, "invalid_acc": [], "errors": [], "llg": 0, "ms": 0.0})
+    stats: dict[str, dict] = defaultdict(
+        lambda: {
+            "schemas": 0,
+            "compiled": 0,
+            "valid": 0,
+            "valid_ok": 0,
+            "invalid": 0,
+            "invalid_acc": [],
+            "errors": [],
+            "llg": 0,
+            "ms": 0.0,
+        }
+    )
     for f in bench_files(every):
         d = json.loads(f.read_text())
         s = stats[subset_of(f)]
@@ -131,8 +151,9 @@ def check_rows(every: int = 1) -> dict[str, dict]:
     schemas, checked, valid accepted, invalid accepted (false accepts), errors."""
     from ministruct.instance import InstanceChecker
 
-    rows: dict[str, dict] = defaultdict(lambda: {"schemas": 0, "checked": 0, "valid": 0, "valid_ok": 0,
-                                                  "invalid": 0, "false_accepts": [], "refused": 0})
+    rows: dict[str, dict] = defaultdict(
+        lambda: {"schemas": 0, "checked": 0, "valid": 0, "valid_ok": 0, "invalid": 0, "false_accepts": [], "refused": 0}
+    )
 
     def run(label: str, schema, tests, name: str, registry=None, format_assertion: bool = True) -> None:
         r = rows[label]
@@ -178,42 +199,58 @@ def main() -> None:
     ap.add_argument("--every", type=int, default=1, help="use every Nth JSONSchemaBench schema")
     args = ap.parse_args()
     if args.which in ("check", "all"):
-        print(f"{'check --schema':20} {'schemas':>7} {'checked':>7} {'valid':>6} {'accepted':>9} {'invalid':>7} {'FA':>4}")
+        print(
+            f"{'check --schema':20} {'schemas':>7} {'checked':>7} {'valid':>6} {'accepted':>9} {'invalid':>7} {'FA':>4}"
+        )
         for label, r in check_rows(args.every).items():
-            print(f"{label:20} {r['schemas']:7} {r['checked']:7} {r['valid']:6} "
-                  f"{_pct(r['valid_ok'], r['valid']):>9} {r['invalid']:7} {len(r['false_accepts']):4}")
+            print(
+                f"{label:20} {r['schemas']:7} {r['checked']:7} {r['valid']:6} "
+                f"{_pct(r['valid_ok'], r['valid']):>9} {r['invalid']:7} {len(r['false_accepts']):4}"
+            )
             for x in r["false_accepts"][:20]:
                 print("    !!", x)
     if args.which in ("jsts", "all"):
         rows = jsts_rows()
-        print(f"{'JSTS draft2020-12 file':26} {'cases':>5} {'compiled':>8} {'tests':>5} {'agreed':>6} {'FA':>3} {'FR':>3}")
+        print(
+            f"{'JSTS draft2020-12 file':26} {'cases':>5} {'compiled':>8} {'tests':>5} {'agreed':>6} {'FA':>3} {'FR':>3}"
+        )
         tot = defaultdict(int)
         for r in rows:
-            print(f"{r['file']:26} {r['cases']:5} {r['compiled']:8} {r['tests']:5} {r['agreed']:6} {len(r['false_accepts']):3} {len(r['false_rejects']):3}")
+            print(
+                f"{r['file']:26} {r['cases']:5} {r['compiled']:8} {r['tests']:5} {r['agreed']:6} {len(r['false_accepts']):3} {len(r['false_rejects']):3}"
+            )
             for k in ("cases", "compiled", "tests", "agreed"):
                 tot[k] += r[k]
             tot["fa"] += len(r["false_accepts"])
             tot["fr"] += len(r["false_rejects"])
             for x in r["false_accepts"] + r["errors"]:
                 print("    !!", x)
-        print(f"{'TOTAL':26} {tot['cases']:5} {tot['compiled']:8} {tot['tests']:5} {tot['agreed']:6} {tot['fa']:3} {tot['fr']:3}")
+        print(
+            f"{'TOTAL':26} {tot['cases']:5} {tot['compiled']:8} {tot['tests']:5} {tot['agreed']:6} {tot['fa']:3} {tot['fr']:3}"
+        )
     if args.which in ("bench", "all"):
         t0 = time.time()
         st = bench_rows(args.every)
-        print(f"\n{'JSONSchemaBench subset':22} {'schemas':>7} {'compiled':>8} {'valid acc':>9} {'invalid acc':>11} {'llg comp':>8} {'ms/schema':>9}")
+        print(
+            f"\n{'JSONSchemaBench subset':22} {'schemas':>7} {'compiled':>8} {'valid acc':>9} {'invalid acc':>11} {'llg comp':>8} {'ms/schema':>9}"
+        )
         tot = defaultdict(int)
         for name in sorted(st):
             s = st[name]
             llg = "n/a" if s["llg"] is None else _pct(s["llg"], s["schemas"])
-            print(f"{name:22} {s['schemas']:7} {_pct(s['compiled'], s['schemas']):>8} {_pct(s['valid_ok'], s['valid']):>9} "
-                  f"{len(s['invalid_acc']):5}/{s['invalid']:<5} {llg:>8} {s['ms'] / max(s['schemas'], 1):9.1f}")
+            print(
+                f"{name:22} {s['schemas']:7} {_pct(s['compiled'], s['schemas']):>8} {_pct(s['valid_ok'], s['valid']):>9} "
+                f"{len(s['invalid_acc']):5}/{s['invalid']:<5} {llg:>8} {s['ms'] / max(s['schemas'], 1):9.1f}"
+            )
             for k in ("schemas", "compiled", "valid", "valid_ok", "invalid"):
                 tot[k] += s[k]
             tot["ia"] += len(s["invalid_acc"])
             for x in s["errors"][:5]:
                 print("    !!", x)
-        print(f"{'TOTAL':22} {tot['schemas']:7} {_pct(tot['compiled'], tot['schemas']):>8} {_pct(tot['valid_ok'], tot['valid']):>9} "
-              f"{tot['ia']:5}/{tot['invalid']:<5}   ({time.time() - t0:.0f} s)")
+        print(
+            f"{'TOTAL':22} {tot['schemas']:7} {_pct(tot['compiled'], tot['schemas']):>8} {_pct(tot['valid_ok'], tot['valid']):>9} "
+            f"{tot['ia']:5}/{tot['invalid']:<5}   ({time.time() - t0:.0f} s)"
+        )
 
 
 if __name__ == "__main__":

@@ -53,8 +53,11 @@ def main(argv: list[str] | None = None) -> int:
     model = Model.load(args.model or gemma_path(), n_ctx=args.tokens + 256)
     params = SamplingParams(temperature=args.temperature, top_p=args.top_p, seed=args.seed)
     job = GenerationJob(model, load_constraint(regex=args.regex), params, max_tokens=args.tokens, chat=True)
-    print(f"model {model.name} ({model.vocabulary.n_logits:,} logits rows), regex {args.regex!r}, "
-          f"{args.tokens} tokens, T={args.temperature}, top_p={args.top_p}", file=sys.stderr)
+    print(
+        f"model {model.name} ({model.vocabulary.n_logits:,} logits rows), regex {args.regex!r}, "
+        f"{args.tokens} tokens, T={args.temperature}, top_p={args.top_p}",
+        file=sys.stderr,
+    )
 
     plain_s: list[float] = []
     traced_s: list[float] = []
@@ -81,8 +84,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"tokens generated     {n_tokens} (stop: {warm.stop_reason})")
     print(f"plain gen            {plain:.3f} s  ({plain / n_tokens * 1e3:.2f} ms/token)  runs {_fmt(plain_s)}")
     print(f"gen --trace          {traced_t:.3f} s  ({traced_t / n_tokens * 1e3:.2f} ms/token)  runs {_fmt(traced_s)}")
-    print(f"ratio traced/plain   {ratio:.3f}  (overhead {(ratio - 1) * 100:+.1f}%, "
-          f"{(traced_t - plain) / n_tokens * 1e3:.2f} ms/token; target < {TARGET_RATIO})")
+    print(
+        f"ratio traced/plain   {ratio:.3f}  (overhead {(ratio - 1) * 100:+.1f}%, "
+        f"{(traced_t - plain) / n_tokens * 1e3:.2f} ms/token; target < {TARGET_RATIO})"
+    )
     print(f"trace file           {trace_bytes:,} bytes")
     return 0 if ratio < TARGET_RATIO else 1
 

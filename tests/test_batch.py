@@ -61,7 +61,9 @@ def test_ten_thousand_records_over_three_schemas_load_three_times(tmp_path):
         p.write_text(json.dumps({"type": t}))
         paths.append(str(p))
     texts = {0: '"x"', 1: "7", 2: "true"}
-    lines = [json.dumps({"id": i, "text": texts[i % 3], "schema": paths[i % 3]}).encode() + b"\n" for i in range(10_000)]
+    lines = [
+        json.dumps({"id": i, "text": texts[i % 3], "schema": paths[i % 3]}).encode() + b"\n" for i in range(10_000)
+    ]
     cache = ConstraintCache.of_options({"regex": "unused", "whitespace": "compact", "lenient": False})
     seen = []
 

@@ -32,8 +32,30 @@ from ministruct.grammar.ir import Alt, CharClass, Grammar, Literal, Repeat, Seq
 from ministruct.pipeline import GenerationJob
 from ministruct.sampling import SamplingParams
 
-TOKENS = [b"", b"{", b'"', b"a", b"b", b"1", b"2", b'{"', b'":', b'",', b"key", b"ke", b"y", b":", b"}",
-          b'"}', b"x", b",", b"k", b"e", b" ", b"ab"]
+TOKENS = [
+    b"",
+    b"{",
+    b'"',
+    b"a",
+    b"b",
+    b"1",
+    b"2",
+    b'{"',
+    b'":',
+    b'",',
+    b"key",
+    b"ke",
+    b"y",
+    b":",
+    b"}",
+    b'"}',
+    b"x",
+    b",",
+    b"k",
+    b"e",
+    b" ",
+    b"ab",
+]
 EOS = 0
 VOCAB = Vocabulary.from_bytes(TOKENS, eog_ids=[EOS], control_text={EOS: "</s>"}, n_logits=24, name="fake")
 PROMPT = [16, 16, 16]
@@ -86,8 +108,10 @@ class BatchModel:
             return self.split(data)
         out, i = [], 0
         while i < len(data):
-            best = max((t for t in range(1, len(TOKENS)) if TOKENS[t] and data.startswith(TOKENS[t], i)),
-                       key=lambda t: len(TOKENS[t]))
+            best = max(
+                (t for t in range(1, len(TOKENS)) if TOKENS[t] and data.startswith(TOKENS[t], i)),
+                key=lambda t: len(TOKENS[t]),
+            )
             out.append(best)
             i += len(TOKENS[best])
         return out
@@ -198,8 +222,13 @@ def test_budget_aware_fast_forward_keeps_a_completion_in_reach():
         list(generate(BatchModel(), PROMPT, matcher_for(regex), GREEDY, max_tokens=least - 1))
     for max_tokens in range(least, least + 6):
         for seed in range(3):
-            dec = generate(BatchModel(), PROMPT, matcher_for(regex), SamplingParams(temperature=1.5, seed=seed),
-                           max_tokens=max_tokens)
+            dec = generate(
+                BatchModel(),
+                PROMPT,
+                matcher_for(regex),
+                SamplingParams(temperature=1.5, seed=seed),
+                max_tokens=max_tokens,
+            )
             steps = list(dec)
             assert dec.result.complete and len(dec.result.tokens) <= max_tokens
             check_against_token_by_token(steps, regex, max_tokens)
@@ -214,8 +243,10 @@ def test_a_split_longer_than_the_bound_is_cut_to_the_budget():
         return [TOKENS.index(bytes([b])) for b in data]
 
     least = matcher_for(regex).min_tokens_to_complete()
-    lens = [len(plan(BatchModel(split=one_byte), matcher_for(regex), least + room, budget_aware=True)[0])
-            for room in range(4)]
+    lens = [
+        len(plan(BatchModel(split=one_byte), matcher_for(regex), least + room, budget_aware=True)[0])
+        for room in range(4)
+    ]
     unbounded, _ = plan(BatchModel(split=one_byte), matcher_for(regex), 100, budget_aware=False)
     assert len(unbounded) == len(b'{"key":"') - 1  # one short of the free value
     # no room: not even "{" fits (the bound crosses '{"' in one token); more room, more tokens
@@ -233,8 +264,9 @@ def test_same_seed_same_output():
     regex = r'\{"key":"[ab12]{1,6}", ?"ke":[12]{1,3}\}'
     for seed in range(4):
         p = SamplingParams(temperature=1.2, top_p=0.95, seed=seed)
-        runs = [[s.token_id for s in generate(BatchModel(), PROMPT, matcher_for(regex), p, max_tokens=40)]
-                for _ in range(2)]
+        runs = [
+            [s.token_id for s in generate(BatchModel(), PROMPT, matcher_for(regex), p, max_tokens=40)] for _ in range(2)
+        ]
         assert runs[0] == runs[1]
 
 
@@ -246,8 +278,12 @@ def test_fast_forward_steps_in_the_statistics():
     for s, r in zip(steps, recs):
         assert (r.tag == FAST_FORWARD) == s.fast_forward
         again = stats.compute(s.logits, s.mask)
-        assert (r.legal_count, r.Z, r.kl, r.nucleus_masked) == (again.legal_count, again.Z, again.kl,
-                                                               again.nucleus_masked)
+        assert (r.legal_count, r.Z, r.kl, r.nucleus_masked) == (
+            again.legal_count,
+            again.Z,
+            again.kl,
+            again.nucleus_masked,
+        )
         if r.tag == FAST_FORWARD:
             assert not r.collapsed
         if r.legal_count == 1:
@@ -260,8 +296,14 @@ def test_fast_forward_steps_in_the_statistics():
 
 @pytest.mark.parametrize("fast_forward", [True, False])
 def test_trace_marks_fast_forwarded_steps(fast_forward):
-    job = GenerationJob(BatchModel(), load_constraint(regex=r'\{"key":"[ab]{1,3}"\}'), WARM, max_tokens=30,
-                        chat=False, fast_forward=fast_forward)
+    job = GenerationJob(
+        BatchModel(),
+        load_constraint(regex=r'\{"key":"[ab]{1,3}"\}'),
+        WARM,
+        max_tokens=30,
+        chat=False,
+        fast_forward=fast_forward,
+    )
     buf = io.StringIO()
     tracer = TraceWriter(buf, job)
     res = tracer.run("a prompt", rid=1, seed=3)
@@ -281,8 +323,10 @@ def test_trace_marks_fast_forwarded_steps(fast_forward):
 # -- random grammars ---------------------------------------------------------------
 
 ALPHABET = b'{}":,abk'
-literals = st.binary(min_size=1, max_size=5).map(lambda b: bytes(ALPHABET[x % len(ALPHABET)] for x in b)).map(
-    lambda b: Literal(b.decode())
+literals = (
+    st.binary(min_size=1, max_size=5)
+    .map(lambda b: bytes(ALPHABET[x % len(ALPHABET)] for x in b))
+    .map(lambda b: Literal(b.decode()))
 )
 classes = st.sampled_from([CharClass(((0x61, 0x62),)), CharClass(((0x31, 0x32),)), CharClass(((0x22, 0x22),))])
 
@@ -309,8 +353,9 @@ def test_random_grammars_fast_forward_soundly(expr, seed, extra, budget_aware):
     if max_tokens == 0:
         max_tokens = 1
     m = BatchModel()
-    dec = generate(m, PROMPT, matcher, SamplingParams(temperature=1.0, seed=seed), max_tokens=max_tokens,
-                   budget_aware=budget_aware)
+    dec = generate(
+        m, PROMPT, matcher, SamplingParams(temperature=1.0, seed=seed), max_tokens=max_tokens, budget_aware=budget_aware
+    )
     steps = list(dec)
     res = dec.result
     assert len(res.tokens) <= max_tokens

@@ -55,8 +55,13 @@ def spy(model, monkeypatch) -> list[tuple[str, list[int]]]:
 def test_dictated_output_is_one_batch_plus_the_end(model, vocab, prompt_ids, monkeypatch):
     calls = spy(model, monkeypatch)
     grammar = load_constraint(regex=DICTATED).grammar
-    dec = generate(model, prompt_ids, Matcher(compile_grammar(grammar, vocab)), SamplingParams(temperature=0.7, seed=1),
-                   max_tokens=64)
+    dec = generate(
+        model,
+        prompt_ids,
+        Matcher(compile_grammar(grammar, vocab)),
+        SamplingParams(temperature=0.7, seed=1),
+        max_tokens=64,
+    )
     steps = list(dec)
     res = dec.result
     assert res.output == b'{"name": "ministruct", "kind": "library"}' and res.complete
@@ -86,8 +91,14 @@ def test_dictated_output_is_one_batch_plus_the_end(model, vocab, prompt_ids, mon
 def test_no_fast_forward_evaluates_one_token_at_a_time(model, vocab, prompt_ids, monkeypatch):
     calls = spy(model, monkeypatch)
     grammar = load_constraint(regex=DICTATED).grammar
-    dec = generate(model, prompt_ids, Matcher(compile_grammar(grammar, vocab)), SamplingParams(temperature=0.7, seed=1),
-                   max_tokens=64, fast_forward=False)
+    dec = generate(
+        model,
+        prompt_ids,
+        Matcher(compile_grammar(grammar, vocab)),
+        SamplingParams(temperature=0.7, seed=1),
+        max_tokens=64,
+        fast_forward=False,
+    )
     steps = list(dec)
     assert dec.result.output == b'{"name": "ministruct", "kind": "library"}'
     assert not any(s.fast_forward for s in steps) and dec.result.n_fast_forward == 0
@@ -114,8 +125,9 @@ def grammars():
 
 
 @pytest.mark.model
-@settings(max_examples=6, deadline=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
 @given(grammar=grammars(), seed=st.integers(0, 100), extra=st.integers(0, 4))
 def test_random_grammars_outputs_are_in_the_language(model, vocab, prompt_ids, grammar, seed, extra):
     matcher = Matcher(compile_grammar(grammar, vocab, use_cache=False))
@@ -124,8 +136,9 @@ def test_random_grammars_outputs_are_in_the_language(model, vocab, prompt_ids, g
     max_tokens = max(1, min(least + extra, 24))
     if least > max_tokens:
         return  # too long for a quick example: nothing to generate within the budget
-    dec = generate(model, prompt_ids, matcher, SamplingParams(temperature=1.0, top_p=0.95, seed=seed),
-                   max_tokens=max_tokens)
+    dec = generate(
+        model, prompt_ids, matcher, SamplingParams(temperature=1.0, top_p=0.95, seed=seed), max_tokens=max_tokens
+    )
     steps = list(dec)
     res = dec.result
     assert len(res.tokens) <= max_tokens and res.complete
@@ -135,8 +148,13 @@ def test_random_grammars_outputs_are_in_the_language(model, vocab, prompt_ids, g
 
 
 def conj_job(model, **kw) -> GenerationJob:
-    return GenerationJob(model, load_constraint(schema=str(CONJ)), SamplingParams(temperature=0.8, top_p=0.9, seed=5),
-                         max_tokens=64, **kw)
+    return GenerationJob(
+        model,
+        load_constraint(schema=str(CONJ)),
+        SamplingParams(temperature=0.8, top_p=0.9, seed=5),
+        max_tokens=64,
+        **kw,
+    )
 
 
 @pytest.mark.model

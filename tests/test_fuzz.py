@@ -86,18 +86,49 @@ def test_garbage_regexes(regex, text):
     library(text, regex=regex)
 
 
-keywords = st.sampled_from([
-    "type", "properties", "items", "prefixItems", "required", "enum", "const", "anyOf", "oneOf", "allOf", "not",
-    "$ref", "$defs", "pattern", "minLength", "maxLength", "minimum", "maximum", "multipleOf", "minItems",
-    "maxItems", "additionalProperties", "patternProperties", "format", "uniqueItems", "exclusiveMinimum",
-])
+keywords = st.sampled_from(
+    [
+        "type",
+        "properties",
+        "items",
+        "prefixItems",
+        "required",
+        "enum",
+        "const",
+        "anyOf",
+        "oneOf",
+        "allOf",
+        "not",
+        "$ref",
+        "$defs",
+        "pattern",
+        "minLength",
+        "maxLength",
+        "minimum",
+        "maximum",
+        "multipleOf",
+        "minItems",
+        "maxItems",
+        "additionalProperties",
+        "patternProperties",
+        "format",
+        "uniqueItems",
+        "exclusiveMinimum",
+    ]
+)
 json_leaf = st.one_of(
-    st.none(), st.booleans(), st.integers(-10**12, 10**12), st.floats(allow_nan=False), st.text(max_size=8),
+    st.none(),
+    st.booleans(),
+    st.integers(-(10**12), 10**12),
+    st.floats(allow_nan=False),
+    st.text(max_size=8),
     st.sampled_from(["string", "integer", "object", "array", "null", "#", "#/$defs/a", "^a+$", "email"]),
 )
 schemas = st.recursive(
     json_leaf,
-    lambda kids: st.one_of(st.lists(kids, max_size=3), st.dictionaries(st.one_of(keywords, st.text(max_size=4)), kids, max_size=4)),
+    lambda kids: st.one_of(
+        st.lists(kids, max_size=3), st.dictionaries(st.one_of(keywords, st.text(max_size=4)), kids, max_size=4)
+    ),
     max_leaves=25,
 )
 
@@ -128,20 +159,33 @@ def test_garbage_input_lines(data):
 
 
 @FUZZ_CLI
-@given(st.lists(st.one_of(
-    st.dictionaries(st.sampled_from(["id", "text", "regex", "choice", "schema", "seed", "extra"]), json_leaf, max_size=4),
-    st.text(max_size=20),
-), max_size=8))
+@given(
+    st.lists(
+        st.one_of(
+            st.dictionaries(
+                st.sampled_from(["id", "text", "regex", "choice", "schema", "seed", "extra"]), json_leaf, max_size=4
+            ),
+            st.text(max_size=20),
+        ),
+        max_size=8,
+    )
+)
 def test_garbage_json_records(items):
-    data = "\n".join(json.dumps(x) if isinstance(x, dict) else x.replace("\n", " ") for x in items).encode("utf-8", "surrogatepass")
+    data = "\n".join(json.dumps(x) if isinstance(x, dict) else x.replace("\n", " ") for x in items).encode(
+        "utf-8", "surrogatepass"
+    )
     code, out, err = run("check", "--choice", "a", "--input", "-", stdin=data + b"\n")
     assert_clean(code, err)
     assert code in (0, 1)
 
 
 def test_cli_errors_are_one_line_for_bad_constraints():
-    for args in (("--regex", "a{1000000}"), ("--regex", "(a"), ("--grammar", write("bad.gbnf", "root ::= (")),
-                 ("--schema", write("bad.json", '{"type": "string", "maxLength": 1e8}'), "--as-generated")):
+    for args in (
+        ("--regex", "a{1000000}"),
+        ("--regex", "(a"),
+        ("--grammar", write("bad.gbnf", "root ::= (")),
+        ("--schema", write("bad.json", '{"type": "string", "maxLength": 1e8}'), "--as-generated"),
+    ):
         code, out, err = run("check", *args, "a")
         assert_clean(code, err)
         assert code == 2 and out == "" and err.count("ministruct: error:") == 1, err

@@ -55,13 +55,15 @@ def _run(lines: list[str], n: int = 1, resume: Resume | None = None) -> tuple[in
 
 
 def test_each_record_runs_with_its_own_settings_and_one_compile_per_constraint():
-    status, out, pool = _run([
-        "plain",
-        '{"prompt": "a", "regex": "[0-9]", "seed": 9, "temperature": 0, "top_p": 0.5, "max_tokens": 3, "system": "S"}',
-        '{"prompt": "b", "regex": "[0-9]"}',
-        '{"prompt": "c", "regex": "[0-9]", "max_tokens": 4}',
-        '{"prompt": "d"}',
-    ])
+    status, out, pool = _run(
+        [
+            "plain",
+            '{"prompt": "a", "regex": "[0-9]", "seed": 9, "temperature": 0, "top_p": 0.5, "max_tokens": 3, "system": "S"}',
+            '{"prompt": "b", "regex": "[0-9]"}',
+            '{"prompt": "c", "regex": "[0-9]", "max_tokens": 4}',
+            '{"prompt": "d"}',
+        ]
+    )
     assert status == 0
     assert [r.output for r in out] == [
         "command|0.7|0.9|16|None|5",
@@ -98,6 +100,8 @@ def test_resume_does_not_repeat_error_records():
 
 @pytest.mark.parametrize("settings", [{"schema": "/no/such.json"}, {"regex": "(", "seed": 1}])
 def test_a_record_whose_constraint_fails_is_an_error_record(settings):
-    pool = JobPool(StubJob(), ConstraintCache(lambda kind, value: (_ for _ in ()).throw(MinistructError(f"{value}: bad"))))
+    pool = JobPool(
+        StubJob(), ConstraintCache(lambda kind, value: (_ for _ in ()).throw(MinistructError(f"{value}: bad")))
+    )
     with pytest.raises(MinistructError, match="bad"):
         pool.job_for(settings)

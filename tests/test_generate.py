@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 
 from ministruct.cli.errors import exit_code
-
 from ministruct.engine.vocab import Vocabulary
 from ministruct.errors import ModelError, NoLegalContinuation, UsageError
 from ministruct.generate import Decoder, Generation, Step, generate

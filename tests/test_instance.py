@@ -54,8 +54,10 @@ def _registry():
 
     remotes = JSTS / "remotes"
     return Registry().with_resources(
-        ("http://localhost:1234/" + f.relative_to(remotes).as_posix(),
-         Resource.from_contents(json.loads(f.read_text()), default_specification=DRAFT202012))
+        (
+            "http://localhost:1234/" + f.relative_to(remotes).as_posix(),
+            Resource.from_contents(json.loads(f.read_text()), default_specification=DRAFT202012),
+        )
         for f in remotes.rglob("*.json")
     )
 

@@ -54,8 +54,12 @@ def imports(path: Path, top_level_only: bool) -> set[str]:
                 continue
             for a in node.names:  # `from . import x` may name a submodule
                 sub = f"{mod}.{a.name}"
-                out.add(sub if (SRC.parent / (sub.replace(".", "/") + ".py")).exists()
-                        or (SRC.parent / sub.replace(".", "/")).is_dir() else mod)
+                out.add(
+                    sub
+                    if (SRC.parent / (sub.replace(".", "/") + ".py")).exists()
+                    or (SRC.parent / sub.replace(".", "/")).is_dir()
+                    else mod
+                )
     out.discard(me)
     return out
 

@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 
 from ministruct.cli.errors import exit_code
-
 from ministruct.errors import ModelError
 from ministruct.model import GGUF_MAGIC, Model, bundled_model_path, default_model_path
 

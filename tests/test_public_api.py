@@ -24,15 +24,19 @@ def test_importing_the_package_does_not_load_llama_cpp():
     import subprocess
     import sys
 
-    out = subprocess.run([sys.executable, "-c", "import sys, ministruct; print('llama_cpp' in sys.modules)"],
-                         capture_output=True, text=True, check=True).stdout.strip()
+    out = subprocess.run(
+        [sys.executable, "-c", "import sys, ministruct; print('llama_cpp' in sys.modules)"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     assert out == "False"
 
 
 @pytest.mark.model
 def test_readme_library_example_runs(capsys):
     text = README.read_text()
-    section = text[text.index("## As a library"):]
+    section = text[text.index("## As a library") :]
     code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
     exec(compile(code, "README.md", "exec"), {})
     out = capsys.readouterr().out.splitlines()

@@ -25,7 +25,10 @@ def test_only_newline_splits_records(sep):
     # finding 1: str.splitlines cut one JSON record into two plain-text records
     line = json.dumps({"id": "a", "prompt": f"one{sep}two"}, ensure_ascii=False)
     out = recs((line + "\n" + "plain" + sep + "text\n").encode())
-    assert [(r.index, r.id, r.value, r.error) for r in out] == [(1, "a", f"one{sep}two", None), (2, 2, f"plain{sep}text", None)]
+    assert [(r.index, r.id, r.value, r.error) for r in out] == [
+        (1, "a", f"one{sep}two", None),
+        (2, 2, f"plain{sep}text", None),
+    ]
 
 
 def test_str_lines_are_split_on_newline_only_too():
@@ -54,7 +57,7 @@ def test_blank_lines_are_skipped_but_counted():
 @pytest.mark.parametrize(
     "line, error",
     [
-        ('{"prompt": "broken json"', 'in.jsonl:1: not valid JSON: Expecting \',\' delimiter (column 25)'),
+        ('{"prompt": "broken json"', "in.jsonl:1: not valid JSON: Expecting ',' delimiter (column 25)"),
         ('{"prompt": "a"} trailing', "in.jsonl:1: not valid JSON: Extra data (column 17)"),
         ("[1, 2]", 'in.jsonl:1: a JSON line must be an object with "prompt", not an array'),
         ('["not", "closed"', "in.jsonl:1: not valid JSON"),
@@ -62,7 +65,10 @@ def test_blank_lines_are_skipped_but_counted():
         ('{"id": 7}', 'in.jsonl:1: no "prompt" field'),
         ('{"prompt": 5}', 'in.jsonl:1: "prompt" is not a string (a number)'),
         ('{"prompt": null}', 'in.jsonl:1: "prompt" is not a string (null)'),
-        ('{"prompt": "a", "temprature": 1}', 'in.jsonl:1: unknown field "temprature" (allowed: "id", "prompt", "schema", "seed"'),
+        (
+            '{"prompt": "a", "temprature": 1}',
+            'in.jsonl:1: unknown field "temprature" (allowed: "id", "prompt", "schema", "seed"',
+        ),
         ("  " + "[" * 100_000 + "]" * 100_000, "in.jsonl:1: not usable JSON: nested too deeply"),
     ],
 )

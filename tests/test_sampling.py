@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from ministruct.cli.errors import error_text, exit_code
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ministruct.cli.errors import error_text, exit_code
 from ministruct.errors import NoLegalContinuation, UsageError
 from ministruct.sampling import (
     Sampler,
@@ -167,8 +166,11 @@ def test_degenerate_law(logits, only, temperature, params):
     mask = np.zeros(N, bool)
     mask[only] = True
     p = SamplingParams(
-        temperature=temperature, top_p=params.top_p, top_k=params.top_k,
-        repeat_penalty=params.repeat_penalty, seed=params.seed,
+        temperature=temperature,
+        top_p=params.top_p,
+        top_k=params.top_k,
+        repeat_penalty=params.repeat_penalty,
+        seed=params.seed,
     )
     assert set(_draws(p, logits, mask, n=10, history=[only])) == {only}
 

@@ -34,8 +34,10 @@ def validate(schema, value) -> None:
 def run(model, schema, prompt: str, max_tokens: int, seed: int = 0):
     g = schema_to_grammar(schema, whitespace="compact", source="<test>")
     job = GenerationJob(
-        model, Constraint("schema", g, "<test>", json.dumps(schema), schema=schema),
-        SamplingParams(temperature=0.7, top_p=0.9, seed=seed), max_tokens=max_tokens,
+        model,
+        Constraint("schema", g, "<test>", json.dumps(schema), schema=schema),
+        SamplingParams(temperature=0.7, top_p=0.9, seed=seed),
+        max_tokens=max_tokens,
     )
     return job.run(prompt)
 

@@ -12,11 +12,11 @@ or a list of choices) is bound to a model's `Vocabulary` by `compile_grammar`; a
 `Matcher` walks one generation through the resulting `CompiledGrammar`.
 """
 
-from .constraints import Constraint, load_constraint
-from .engine.compile import CompiledGrammar, compile_grammar
-from .engine.matcher import Matcher
-from .engine.vocab import Vocabulary
-from .errors import (
+from ministruct.constraints import Constraint, load_constraint
+from ministruct.engine.compile import CompiledGrammar, compile_grammar
+from ministruct.engine.matcher import Matcher
+from ministruct.engine.vocab import Vocabulary
+from ministruct.errors import (
     BudgetTooSmall,
     CompileLimitError,
     GrammarError,
@@ -29,12 +29,12 @@ from .errors import (
     TokenRejected,
     UsageError,
 )
-from .generate import Decoder, Generation, Step, generate
-from .grammar.ir import Grammar
-from .instance import InstanceChecker
-from .model import Model
-from .pipeline import GenerationJob, GenResult
-from .sampling import SamplingParams
+from ministruct.generate import Decoder, Generation, Step, generate
+from ministruct.grammar.ir import Grammar
+from ministruct.instance import InstanceChecker
+from ministruct.model import Model
+from ministruct.pipeline import GenerationJob, GenResult
+from ministruct.sampling import SamplingParams
 
 try:
     from importlib.metadata import PackageNotFoundError, version
@@ -44,9 +44,32 @@ except PackageNotFoundError:  # pragma: no cover - a source tree that was never 
     __version__ = "0+unknown"
 
 __all__ = [
-    "BudgetTooSmall", "CompileLimitError", "CompiledGrammar", "Constraint", "Decoder", "GenResult",
-    "Generation", "GenerationJob", "Grammar", "GrammarError", "GrammarSyntaxError", "InputError",
-    "InstanceChecker", "Matcher", "MinistructError", "Model", "ModelError", "NoLegalContinuation",
-    "SamplingParams", "SchemaError", "Step", "TokenRejected", "UsageError", "Vocabulary", "__version__", "compile_grammar",
-    "generate", "load_constraint",
+    "BudgetTooSmall",
+    "CompileLimitError",
+    "CompiledGrammar",
+    "Constraint",
+    "Decoder",
+    "GenResult",
+    "Generation",
+    "GenerationJob",
+    "Grammar",
+    "GrammarError",
+    "GrammarSyntaxError",
+    "InputError",
+    "InstanceChecker",
+    "Matcher",
+    "MinistructError",
+    "Model",
+    "ModelError",
+    "NoLegalContinuation",
+    "SamplingParams",
+    "SchemaError",
+    "Step",
+    "TokenRejected",
+    "UsageError",
+    "Vocabulary",
+    "__version__",
+    "compile_grammar",
+    "generate",
+    "load_constraint",
 ]

@@ -1,5 +1,5 @@
 """`python -m ministruct` runs the command line."""
 
-from .cli.app import main
+from ministruct.cli.app import main
 
 main()

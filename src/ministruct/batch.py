@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Generic, Iterable, Iterator, Protocol, TypeVar
 
-from .constraints import Constraint, load_constraint
-from .errors import InputError, MinistructError
-from .records import InputRecord, split_lines
+from ministruct.constraints import Constraint, load_constraint
+from ministruct.errors import InputError, MinistructError
+from ministruct.records import InputRecord, split_lines
 
 T = TypeVar("T")
 CONSTRAINT_FIELDS = ("schema", "grammar", "regex", "choice")
@@ -46,20 +46,20 @@ def settings_error(settings: dict[str, Any]) -> str | None:
         return f"give at most one constraint per record, not {' and '.join(kinds)}"
     for k in ("schema", "grammar", "regex", "system"):
         if k in settings and not isinstance(settings[k], str) and not (k == "system" and settings[k] is None):
-            return f"\"{k}\" must be a string, not {_type(settings[k])}"
+            return f'"{k}" must be a string, not {_type(settings[k])}'
     if "choice" in settings:
         ch = settings["choice"]
         if not isinstance(ch, list) or not ch or not all(isinstance(x, str) for x in ch):
-            return "\"choice\" must be a non-empty array of strings"
+            return '"choice" must be a non-empty array of strings'
     for k, lo in (("seed", 0), ("max_tokens", 1)):
         if k in settings:
             v = settings[k]
             if isinstance(v, bool) or not isinstance(v, int) or v < lo:
-                return f"\"{k}\" must be an integer >= {lo}, not {json.dumps(v)}"
+                return f'"{k}" must be an integer >= {lo}, not {json.dumps(v)}'
     if "temperature" in settings and not _number(settings["temperature"], lambda x: x >= 0):
-        return f"\"temperature\" must be a number >= 0, not {json.dumps(settings['temperature'])}"
+        return f'"temperature" must be a number >= 0, not {json.dumps(settings["temperature"])}'
     if "top_p" in settings and not _number(settings["top_p"], lambda x: 0 < x <= 1):
-        return f"\"top_p\" must be a number in (0, 1], not {json.dumps(settings['top_p'])}"
+        return f'"top_p" must be a number in (0, 1], not {json.dumps(settings["top_p"])}'
     return None
 
 
@@ -68,8 +68,14 @@ def _number(v: Any, ok: Callable[[float], bool]) -> bool:
 
 
 def _type(v: Any) -> str:
-    return {dict: "an object", list: "an array", bool: "a boolean", int: "a number", float: "a number",
-            type(None): "null"}.get(type(v), type(v).__name__)
+    return {
+        dict: "an object",
+        list: "an array",
+        bool: "a boolean",
+        int: "a number",
+        float: "a number",
+        type(None): "null",
+    }.get(type(v), type(v).__name__)
 
 
 def validated(records: Iterable[InputRecord]) -> Iterator[InputRecord]:

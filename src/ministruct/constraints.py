@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import InputError, SchemaError, UsageError
-from .grammar.ir import Grammar
+from ministruct.errors import InputError, SchemaError, UsageError
+from ministruct.grammar.ir import Grammar
 
 BUNDLED_GRAMMARS = Path(__file__).resolve().parent / "grammars"
 
@@ -26,7 +26,7 @@ class Constraint:
     warnings: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        from .grammar.limits import bounded
+        from ministruct.grammar.limits import bounded
 
         self.grammar = bounded(self.grammar)  # deep or shared parts as rules; refused when too large
 
@@ -65,7 +65,7 @@ def load_schema_text(text: str, source: str) -> Any:
             f"{source}: not valid JSON: {e.msg} (line {e.lineno}, column {e.colno})", pointer=None, source=source
         ) from None
     except RecursionError:
-        from .grammar.limits import MAX_JSON_NESTING, short_pointer, text_nesting_pointer
+        from ministruct.grammar.limits import MAX_JSON_NESTING, short_pointer, text_nesting_pointer
 
         ptr = text_nesting_pointer(text) or "/"
         raise SchemaError(
@@ -90,8 +90,17 @@ def load_constraint(
 
     `extra_properties` ("explicit" or "spec") is the schema's generation language:
     see `grammar.schema.schema_to_grammar`."""
-    given = [n for n, v in (("--regex", regex), ("--grammar", grammar), ("--schema", schema),
-                            ("--choice", choice or None), ("--lark", lark)) if v is not None]
+    given = [
+        n
+        for n, v in (
+            ("--regex", regex),
+            ("--grammar", grammar),
+            ("--schema", schema),
+            ("--choice", choice or None),
+            ("--lark", lark),
+        )
+        if v is not None
+    ]
     if len(given) != 1:
         if not given:
             raise UsageError("give a constraint: --regex, --grammar, --schema or --choice")
@@ -99,12 +108,12 @@ def load_constraint(
     if root is not None and grammar is None:
         raise UsageError("--root only applies to --grammar")
     if regex is not None:
-        from .grammar.regex import parse_regex
+        from ministruct.grammar.regex import parse_regex
 
         g = parse_regex(regex, source="<regex>")
         return Constraint("regex", g, "<regex>", regex, warnings=list(g.warnings))
     if grammar is not None:
-        from .grammar.gbnf import parse_gbnf
+        from ministruct.grammar.gbnf import parse_gbnf
 
         if grammar in bundled_grammar_names() and not Path(grammar).exists():
             path = str(BUNDLED_GRAMMARS / f"{grammar}.gbnf")
@@ -118,12 +127,16 @@ def load_constraint(
         g = parse_gbnf(text, source=source, root=root or "root")
         return Constraint("grammar", g, source, text, warnings=list(g.warnings))
     if schema is not None:
-        from .grammar.schema import schema_to_grammar
+        from ministruct.grammar.schema import schema_to_grammar
 
         text, source = read_text(schema, "schema")
         value = load_schema_text(text, source)
         g = schema_to_grammar(
-            value, whitespace=whitespace, lenient=lenient, source=source, oneof_as_anyof=oneof_as_anyof,
+            value,
+            whitespace=whitespace,
+            lenient=lenient,
+            source=source,
+            oneof_as_anyof=oneof_as_anyof,
             extra_properties=extra_properties,
         )
         return Constraint("schema", g, source, text, schema=value, warnings=list(g.warnings))

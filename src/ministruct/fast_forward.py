@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol, Sequence, runtime_checkable
 import numpy as np
 
 if TYPE_CHECKING:
-    from .engine.vocab import Vocabulary
+    from ministruct.engine.vocab import Vocabulary
 
 MIN_FORCED_BYTES = 2  # a single forced byte is one token anyway: nothing to gain
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
-    from .generate import Step
+    from ministruct.generate import Step
 
 LOW_MEAN_Z = 0.2
 LOW_RUN_Z = 0.05
@@ -36,7 +36,9 @@ def legal_mass(logits: np.ndarray, mask: np.ndarray | None) -> float:
     return float(w[mask[: len(w)]].sum() / total) if total > 0 else 0.0
 
 
-def repeated_pattern(data: bytes, min_len: int = LOOP_MIN_BYTES, copies: int = LOOP_MIN_COPIES) -> tuple[bytes, int] | None:
+def repeated_pattern(
+    data: bytes, min_len: int = LOOP_MIN_BYTES, copies: int = LOOP_MIN_COPIES
+) -> tuple[bytes, int] | None:
     """(pattern, copies) of the longest run of one pattern of >= min_len bytes repeated
     >= copies times back to back, or None."""
     n = len(data)
@@ -57,7 +59,7 @@ def repeated_pattern(data: bytes, min_len: int = LOOP_MIN_BYTES, copies: int = L
         if lengths[k] >= need:
             n_copies = int(lengths[k] // p) + 1
             if best is None or n_copies * p > best[1] * len(best[0]):
-                best = (bytes(a[starts[k]: starts[k] + p]), n_copies)
+                best = (bytes(a[starts[k] : starts[k] + p]), n_copies)
     return best
 
 

@@ -12,13 +12,13 @@ import copy
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
-from .batch import ConstraintCache, record_constraint
-from .errors import MinistructError
-from .pipeline import GenerationJob, GenResult
-from .records import InputRecord
+from ministruct.batch import ConstraintCache, record_constraint
+from ministruct.errors import MinistructError
+from ministruct.pipeline import GenerationJob, GenResult
+from ministruct.records import InputRecord
 
 if TYPE_CHECKING:
-    from .diagnostics.trace import TraceWriter
+    from ministruct.diagnostics.trace import TraceWriter
 
 SAMPLING_FIELDS = ("temperature", "top_p")
 

@@ -361,6 +361,11 @@ def generate(
     BudgetTooSmall when not even the shortest completion fits. With `fast_forward` (the
     default) stretches the grammar dictates are evaluated in one batch (fast_forward.py)."""
     return Decoder(
-        model, prompt_tokens, matcher, params, max_tokens=max_tokens, budget_aware=budget_aware,
+        model,
+        prompt_tokens,
+        matcher,
+        params,
+        max_tokens=max_tokens,
+        budget_aware=budget_aware,
         fast_forward=fast_forward,
     )

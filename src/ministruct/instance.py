@@ -18,8 +18,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import SchemaError
-from .grammar.schema.metaschema import check_schema, json_pointer, short_reason
+from ministruct.errors import SchemaError
+from ministruct.grammar.schema.metaschema import check_schema, json_pointer, short_reason
 
 
 @dataclass
@@ -92,4 +92,6 @@ class InstanceChecker:
             raise SchemaError(f"cannot resolve a $ref: {e}", pointer="/", keyword="$ref", source=self.source) from None
         if err is None:
             return InstanceResult(True)
-        return InstanceResult(False, pointer=json_pointer(err.absolute_path), keyword=str(err.validator), reason=short_reason(err.message))
+        return InstanceResult(
+            False, pointer=json_pointer(err.absolute_path), keyword=str(err.validator), reason=short_reason(err.message)
+        )

@@ -176,7 +176,7 @@ class Model:
         modification time, and this module's source), else built and saved."""
         import hashlib
 
-        from .engine import cache
+        from ministruct.engine import cache
 
         st = self.path.stat()
         key = hashlib.sha256(
@@ -416,8 +416,7 @@ class Model:
         tokens = [int(t) for t in tokens]
         if len(self._tokens) + len(tokens) > self.n_ctx:
             raise ModelError(
-                f"{self.path}: context full: {len(self._tokens)} + {len(tokens)} tokens "
-                f"exceed n_ctx={self.n_ctx}"
+                f"{self.path}: context full: {len(self._tokens)} + {len(tokens)} tokens exceed n_ctx={self.n_ctx}"
             )
         n_logits = self.n_logits
         bad = [t for t in tokens if not 0 <= t < n_logits]

@@ -13,13 +13,13 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from .constraints import Constraint
-from .engine.compile import CompiledGrammar, compile_grammar
-from .engine.matcher import Matcher
-from .fight import FightMonitor
-from .generate import Decoder, Generation, Step
-from .model import Model
-from .sampling import SamplingParams
+from ministruct.constraints import Constraint
+from ministruct.engine.compile import CompiledGrammar, compile_grammar
+from ministruct.engine.matcher import Matcher
+from ministruct.fight import FightMonitor
+from ministruct.generate import Decoder, Generation, Step
+from ministruct.model import Model
+from ministruct.sampling import SamplingParams
 
 SCHEMA_INSTRUCTION = "Answer with JSON that matches this JSON Schema:"
 
@@ -46,8 +46,12 @@ class GenResult:
         if self.has_json:
             rec["json"] = self.json_value
         rec.update(
-            complete=self.complete, stop_reason=self.stop_reason, n_tokens=self.n_tokens, error=self.error,
-            budget_limited=self.budget_limited, warnings=list(self.warnings),
+            complete=self.complete,
+            stop_reason=self.stop_reason,
+            n_tokens=self.n_tokens,
+            error=self.error,
+            budget_limited=self.budget_limited,
+            warnings=list(self.warnings),
         )
         return rec
 
@@ -111,8 +115,13 @@ class GenerationJob:
         compiled = self.compiled
         matcher = Matcher(compiled) if compiled is not None else None
         return Decoder(
-            self.model, self.prompt_tokens(prompt), matcher, params,
-            max_tokens=self.max_tokens, budget_aware=self.budget_aware, fast_forward=self.fast_forward,
+            self.model,
+            self.prompt_tokens(prompt),
+            matcher,
+            params,
+            max_tokens=self.max_tokens,
+            budget_aware=self.budget_aware,
+            fast_forward=self.fast_forward,
         )
 
     def run(

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Collection, Iterable, Iterator
 
-from .errors import InputError, OutputClosed, OutputError
+from ministruct.errors import InputError, OutputClosed, OutputError
 
 RECORD_VERSION = 1
 BOM = b"\xef\xbb\xbf"
@@ -95,7 +95,7 @@ def split_lines(lines: Iterable[bytes | str]) -> Iterator[tuple[int, str | None,
             n += 1
             if isinstance(raw, bytes):
                 if n == 1 and raw.startswith(BOM):
-                    raw = raw[len(BOM):]
+                    raw = raw[len(BOM) :]
                 raw = raw[:-1] if raw.endswith(b"\n") else raw
                 raw = raw[:-1] if raw.endswith(b"\r") else raw
                 try:
@@ -138,7 +138,9 @@ def read_records(
         yield rec
 
 
-def _json_record(n: int, line: str, field: str, where: str, settings: Collection[str], allow_extra: bool) -> InputRecord:
+def _json_record(
+    n: int, line: str, field: str, where: str, settings: Collection[str], allow_extra: bool
+) -> InputRecord:
     try:
         obj = json.loads(line)
     except json.JSONDecodeError as e:
@@ -146,7 +148,7 @@ def _json_record(n: int, line: str, field: str, where: str, settings: Collection
     except RecursionError:
         return InputRecord(n, n, None, f"{where}: not usable JSON: nested too deeply")
     if not isinstance(obj, dict):
-        return InputRecord(n, n, None, f"{where}: a JSON line must be an object with \"{field}\", not an array")
+        return InputRecord(n, n, None, f'{where}: a JSON line must be an object with "{field}", not an array')
     rid = obj.get("id", n)
     val = obj.get(field)
     value = val if isinstance(val, str) else None
@@ -154,20 +156,28 @@ def _json_record(n: int, line: str, field: str, where: str, settings: Collection
     extra = {k: v for k, v in obj.items() if k not in settings and k not in (field, "id")}
     rec = InputRecord(n, rid, value, settings=known, extra=extra if allow_extra else {})
     if field not in obj:
-        rec.error = f"{where}: no \"{field}\" field"
+        rec.error = f'{where}: no "{field}" field'
     elif value is None:
-        rec.error = f"{where}: \"{field}\" is not a string ({_json_type(val)})"
+        rec.error = f'{where}: "{field}" is not a string ({_json_type(val)})'
     elif extra and not allow_extra:
         names = ", ".join(f'"{k}"' for k in extra)
         allowed = ", ".join(f'"{k}"' for k in ("id", field, *settings))
         s = "s" if len(extra) > 1 else ""
-        rec.error = f"{where}: unknown field{s} {names} (allowed: {allowed}; --allow-extra-fields passes others through)"
+        rec.error = (
+            f"{where}: unknown field{s} {names} (allowed: {allowed}; --allow-extra-fields passes others through)"
+        )
     return rec
 
 
 def _json_type(v: Any) -> str:
-    return {dict: "an object", list: "an array", bool: "a boolean", int: "a number", float: "a number",
-            type(None): "null"}.get(type(v), type(v).__name__)
+    return {
+        dict: "an object",
+        list: "an array",
+        bool: "a boolean",
+        int: "a number",
+        float: "a number",
+        type(None): "null",
+    }.get(type(v), type(v).__name__)
 
 
 def dumps_record(obj: dict) -> str:

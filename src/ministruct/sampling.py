@@ -213,9 +213,7 @@ class Sampler:
         kept = probs[pos]
         return ids[pos], kept / kept.sum()
 
-    def sample(
-        self, logits: np.ndarray, legal_mask: np.ndarray | None = None, history: Sequence[int] = ()
-    ) -> int:
+    def sample(self, logits: np.ndarray, legal_mask: np.ndarray | None = None, history: Sequence[int] = ()) -> int:
         """One token id. Raises NoLegalContinuation when the legal set is empty."""
         ids, probs = self.distribution(logits, legal_mask, history)
         if ids.shape[0] == 1:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from guards import hang_guard  # tests/ is on sys.path
 
-from .conftest import REPO, assert_one_line_error
+from cli.conftest import REPO, assert_one_line_error
 
 LONG = "word " * 2500  # more tokens than the bundled model's context (2048)
 ASK = "Answer:"  # every runnable record has this prompt: its prefill is evaluated once and reused
@@ -51,8 +51,14 @@ def _mixed(tmp_path: Path) -> tuple[Path, list[bytes]]:
         elif kind == 6:
             rec = {"id": rid, "prompt": ASK, "schema": str(yn), "max_tokens": 8}
         elif kind == 7:
-            rec = {"id": rid, "prompt": ASK, "regex": "[a-z]{3}", "seed": (i // 10) % 2,
-                   "temperature": 1.0, "max_tokens": 6}
+            rec = {
+                "id": rid,
+                "prompt": ASK,
+                "regex": "[a-z]{3}",
+                "seed": (i // 10) % 2,
+                "temperature": 1.0,
+                "max_tokens": 6,
+            }
         elif kind == 8:
             rec = {"id": rid, "prompt": ASK, "regex": "[a-z]{1,40}", "max_tokens": 2}
         else:
@@ -81,9 +87,14 @@ def test_two_hundred_mixed_records(run_cli, tmp_path):
             assert r["stop_reason"] is None and r["output"] == "" and r["n_tokens"] == 0
             assert r["error"].startswith(f"{path}:{i + 1}: "), r["error"]
     for r in by_kind[0]:
-        assert r["error"] is None and r["output"] in (("yes", "no") if isinstance(r["id"], int) else ("maybe", "perhaps"))
+        assert r["error"] is None and r["output"] in (
+            ("yes", "no") if isinstance(r["id"], int) else ("maybe", "perhaps")
+        )
     assert all("not valid JSON" in r["error"] and r["prompt"] is None for r in by_kind[1])
-    assert all("/nonexistent/s" in r["error"] and "no such schema file" in r["error"] and r["prompt"] == "p" for r in by_kind[2])
+    assert all(
+        "/nonexistent/s" in r["error"] and "no such schema file" in r["error"] and r["prompt"] == "p"
+        for r in by_kind[2]
+    )
     assert all('unknown field "colour"' in r["error"] and "colour" not in r for r in by_kind[3])
     assert all(r["error"].endswith("the prompt is empty") and r["prompt"] == "" for r in by_kind[4])
     assert all("exceed the context size" in r["error"] and r["prompt"] == LONG for r in by_kind[5])
@@ -110,8 +121,14 @@ def _big(tmp_path: Path, n: int = 40) -> Path:
 
 
 def _popen(cli_env: dict, *args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "ministruct", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, cwd=REPO, env=cli_env)
+    return subprocess.Popen(
+        [sys.executable, "-m", "ministruct", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+        env=cli_env,
+    )
 
 
 @pytest.mark.model
@@ -153,9 +170,14 @@ def test_signal_then_resume_completes_without_duplicates(cli_env, run_cli, tmp_p
 def test_non_utf8_on_stdin_is_one_error_record(run_cli):
     # finding 3: on stdin it ended in "internal error: UnicodeEncodeError", exit 3
     data = f"{ASK}\nbad \udcff byte\n{ASK}\n"
-    p = subprocess.run([sys.executable, "-m", "ministruct", "gen", "--choice", "yes", "--choice", "no", "--input", "-", *RAW],
-                       input=data.encode("utf-8", "surrogateescape"), capture_output=True, cwd=REPO,
-                       env={k: v for k, v in os.environ.items() if k != "MINISTRUCT_DEBUG"}, timeout=300)
+    p = subprocess.run(
+        [sys.executable, "-m", "ministruct", "gen", "--choice", "yes", "--choice", "no", "--input", "-", *RAW],
+        input=data.encode("utf-8", "surrogateescape"),
+        capture_output=True,
+        cwd=REPO,
+        env={k: v for k, v in os.environ.items() if k != "MINISTRUCT_DEBUG"},
+        timeout=300,
+    )
     recs = _lines(p.stdout.decode())
     assert [r["id"] for r in recs] == [1, 2, 3] and p.returncode == 1
     assert recs[1]["error"] == "<stdin>:2: not UTF-8 text (byte 5 of the line is 0xff)"
@@ -163,26 +185,46 @@ def test_non_utf8_on_stdin_is_one_error_record(run_cli):
 
 
 @pytest.mark.model
-@pytest.mark.parametrize("args, needle", [
-    ((), "ministruct: error: <stdout>: cannot write: No space left on device"),
-    (("--trace", "/dev/full"), "ministruct: error: /dev/full: cannot write the trace file: No space left on device"),
-])
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        ((), "ministruct: error: <stdout>: cannot write: No space left on device"),
+        (
+            ("--trace", "/dev/full"),
+            "ministruct: error: /dev/full: cannot write the trace file: No space left on device",
+        ),
+    ],
+)
 def test_full_disk_names_the_output(cli_env, args, needle):
     # finding 5: `> /dev/full` and `--trace /dev/full` were internal errors (exit 3)
     with open("/dev/full", "w") as full:
-        p = subprocess.run([sys.executable, "-m", "ministruct", "gen", "--choice", "yes", ASK, *RAW, *args],
-                           stdout=full, stderr=subprocess.PIPE, text=True, cwd=REPO, env=cli_env, timeout=300)
+        p = subprocess.run(
+            [sys.executable, "-m", "ministruct", "gen", "--choice", "yes", ASK, *RAW, *args],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=REPO,
+            env=cli_env,
+            timeout=300,
+        )
     assert p.returncode == 2 and p.stderr.strip() == needle, p.stderr
 
 
 def test_check_batch_extra_fields_and_resume(run_cli, tmp_path):
-    lines = [json.dumps({"id": "a", "text": "yes", "row": 7}), json.dumps({"id": "b", "text": "no", "regex": "n."}),
-             json.dumps({"id": "c", "text": "x", "tag": None})]
+    lines = [
+        json.dumps({"id": "a", "text": "yes", "row": 7}),
+        json.dumps({"id": "b", "text": "no", "regex": "n."}),
+        json.dumps({"id": "c", "text": "x", "tag": None}),
+    ]
     inp = tmp_path / "in.jsonl"
     inp.write_text("\n".join(lines) + "\n")
     strict = run_cli("check", "--choice", "yes", "--input", str(inp))
     assert strict.returncode == 1
-    assert [(r["accepted"], r["error"] is None) for r in _lines(strict.stdout)] == [(None, False), (True, True), (None, False)]
+    assert [(r["accepted"], r["error"] is None) for r in _lines(strict.stdout)] == [
+        (None, False),
+        (True, True),
+        (None, False),
+    ]
     loose = run_cli("check", "--choice", "yes", "--input", str(inp), "--allow-extra-fields")
     recs = _lines(loose.stdout)
     assert [(r["id"], r["accepted"]) for r in recs] == [("a", True), ("b", True), ("c", False)]
@@ -200,7 +242,9 @@ def test_resume_and_extra_fields_need_input(run_cli):
 
 def test_check_input_bad_constraint_in_a_record_names_the_line(run_cli, tmp_path):
     inp = tmp_path / "in.jsonl"
-    inp.write_text(json.dumps({"text": "a", "regex": "a{1000000}"}) + "\n" + json.dumps({"text": "a", "regex": "a"}) + "\n")
+    inp.write_text(
+        json.dumps({"text": "a", "regex": "a{1000000}"}) + "\n" + json.dumps({"text": "a", "regex": "a"}) + "\n"
+    )
     p = run_cli("check", "--choice", "a", "--input", str(inp))
     recs = _lines(p.stdout)
     assert recs[0]["error"].startswith(f"{inp}:1: <regex>: rule 'root': repetition") and recs[1]["accepted"] is True
@@ -209,9 +253,15 @@ def test_check_input_bad_constraint_in_a_record_names_the_line(run_cli, tmp_path
 
 def test_stdin_is_streamed_and_each_result_flushed(cli_env):
     # finding 6: --input was read whole; a pipeline sees each result as soon as its line is in
-    p = subprocess.Popen([sys.executable, "-m", "ministruct", "check", "--choice", "yes", "--input", "-"],
-                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         cwd=REPO, env=cli_env)
+    p = subprocess.Popen(
+        [sys.executable, "-m", "ministruct", "check", "--choice", "yes", "--input", "-"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+        env=cli_env,
+    )
     try:
         for i, text in enumerate(["yes", "no", "yes"], start=1):
             p.stdin.write(json.dumps({"id": i, "text": text}) + "\n")

@@ -6,10 +6,21 @@ import json
 
 import pytest
 
-from .conftest import assert_one_line_error
+from cli.conftest import assert_one_line_error
 
-KEYS = ["v", "model", "n_vocab", "constraint", "steps", "compile_ms", "mask_us", "tokens_per_s", "ff_share",
-        "first_mask_ms", "peak_rss_mb"]
+KEYS = [
+    "v",
+    "model",
+    "n_vocab",
+    "constraint",
+    "steps",
+    "compile_ms",
+    "mask_us",
+    "tokens_per_s",
+    "ff_share",
+    "first_mask_ms",
+    "peak_rss_mb",
+]
 
 
 @pytest.mark.model
@@ -46,8 +57,16 @@ def test_json_with_generation_reports_both_rates(run_cli):
 @pytest.mark.model
 def test_json_ff_share_of_a_dictated_output(run_cli):
     """A constraint with output the grammar dictates whole: every output token is fast-forwarded."""
-    p = run_cli("bench", "--regex", '\\{"name": "ministruct", "kind": "library"\\}', "--steps", "5",
-                "--max-tokens", "64", "--json")
+    p = run_cli(
+        "bench",
+        "--regex",
+        '\\{"name": "ministruct", "kind": "library"\\}',
+        "--steps",
+        "5",
+        "--max-tokens",
+        "64",
+        "--json",
+    )
     assert p.returncode == 0, p.stderr
     r = json.loads(p.stdout)
     assert r["ff_share"] == 1.0

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from .conftest import assert_one_line_error
+from cli.conftest import assert_one_line_error
 
 
 def test_check_accepts_and_rejects_with_place(run_cli):
@@ -36,7 +36,11 @@ def test_check_jsonl_batch_in_order_with_bad_records(run_cli):
     p = run_cli("check", "--choice", "yes", "--choice", "no", "--input", "-", input="\n".join(lines) + "\n")
     recs = [json.loads(x) for x in p.stdout.splitlines()]
     assert [(r["v"], r["index"], r["id"], r["accepted"]) for r in recs] == [
-        (1, 1, "x", True), (1, 2, "y", None), (1, 3, 3, True), (1, 4, 4, False)]
+        (1, 1, "x", True),
+        (1, 2, "y", None),
+        (1, 3, 3, True),
+        (1, 4, 4, False),
+    ]
     assert recs[0]["error"] is None and "text" in recs[1]["error"] and "line 1, column 1" in recs[3]["error"]
     assert set(recs[0]) == {"v", "index", "id", "accepted", "error"}
     assert p.returncode == 1  # a failed record fails the batch (cli.md); it still ran

@@ -6,18 +6,36 @@ import json
 
 import pytest
 
+from cli.conftest import REPO, assert_one_line_error
 from ministruct.cli.options import ConstraintFlags
 from ministruct.errors import UsageError
-
-from .conftest import REPO, assert_one_line_error
 
 PROMPT = "Conjugate 'comer', 3rd person, future"
 KEYS = {
     "generation": {"schema", "prompt", "condition", "seed", "complete", "n_steps", "n_free", "n_forced"},
-    "cell": {"schema", "condition", "temperature", "top_p", "free_steps", "collapsed", "pooled_rate",
-             "per_generation", "nucleus_changed", "top_changed", "mean_Z", "pearson_Z_collapsed"},
-    "paired": {"schema", "n_pairs", "mean_Z_shown", "mean_Z_withheld", "mean_paired_drop",
-               "collapse_shown", "collapse_withheld"},
+    "cell": {
+        "schema",
+        "condition",
+        "temperature",
+        "top_p",
+        "free_steps",
+        "collapsed",
+        "pooled_rate",
+        "per_generation",
+        "nucleus_changed",
+        "top_changed",
+        "mean_Z",
+        "pearson_Z_collapsed",
+    },
+    "paired": {
+        "schema",
+        "n_pairs",
+        "mean_Z_shown",
+        "mean_Z_withheld",
+        "mean_paired_drop",
+        "collapse_shown",
+        "collapse_withheld",
+    },
 }
 
 
@@ -28,13 +46,42 @@ def _rate(x):
 @pytest.mark.model
 def test_two_schemas_report_shape_and_consistency(run_cli, tmp_path):
     yn = tmp_path / "yn.json"
-    yn.write_text(json.dumps({"type": "object", "properties": {"answer": {"enum": ["yes", "no"]}},
-                              "required": ["answer"], "additionalProperties": False}))
+    yn.write_text(
+        json.dumps(
+            {
+                "type": "object",
+                "properties": {"answer": {"enum": ["yes", "no"]}},
+                "required": ["answer"],
+                "additionalProperties": False,
+            }
+        )
+    )
     out = tmp_path / "report.json"
-    p = run_cli("collapse", "--schema", "samples/conj.json", "--schema", str(yn), "--input", "-",
-                "--seeds", "2", "--seed", "4", "--temperatures", "0.7,1.0", "--top-ps", "0.9,1.0",
-                "--max-tokens", "12", "--out", str(out), "--no-progress", "--width", "80",
-                input=json.dumps({"id": "q", "prompt": PROMPT}) + "\n")
+    p = run_cli(
+        "collapse",
+        "--schema",
+        "samples/conj.json",
+        "--schema",
+        str(yn),
+        "--input",
+        "-",
+        "--seeds",
+        "2",
+        "--seed",
+        "4",
+        "--temperatures",
+        "0.7,1.0",
+        "--top-ps",
+        "0.9,1.0",
+        "--max-tokens",
+        "12",
+        "--out",
+        str(out),
+        "--no-progress",
+        "--width",
+        "80",
+        input=json.dumps({"id": "q", "prompt": PROMPT}) + "\n",
+    )
     rep = json.loads(out.read_text())
     gens, cells, paired = rep["generations"], rep["cells"], rep["paired"]
     incomplete = sum(not g["complete"] for g in gens)
@@ -51,7 +98,11 @@ def test_two_schemas_report_shape_and_consistency(run_cli, tmp_path):
         assert g["n_free"] + g["n_forced"] == g["n_steps"] >= 1
     for s in schemas:  # shown and withheld back to back, on the same seeds
         assert [(g["condition"], g["seed"]) for g in gens if g["schema"] == s] == [
-            ("shown", 4), ("withheld", 4), ("shown", 5), ("withheld", 5)]
+            ("shown", 4),
+            ("withheld", 4),
+            ("shown", 5),
+            ("withheld", 5),
+        ]
 
     assert len(cells) == 3 * 2 * 4  # (2 schemas + all) x conditions x grid
     for c in cells:
@@ -80,9 +131,27 @@ def test_two_schemas_report_shape_and_consistency(run_cli, tmp_path):
 
 @pytest.mark.model
 def test_out_dash_prints_the_report_alone(run_cli):
-    p = run_cli("collapse", "--choice", "yes", "--choice", "no", "Is the sky blue?", "--input", "-",
-                "--seeds", "1", "--temperatures", "1.0", "--top-ps", "0.5,1.0", "--max-tokens", "4", "--out", "-",
-                input="Is grass green?\n")
+    p = run_cli(
+        "collapse",
+        "--choice",
+        "yes",
+        "--choice",
+        "no",
+        "Is the sky blue?",
+        "--input",
+        "-",
+        "--seeds",
+        "1",
+        "--temperatures",
+        "1.0",
+        "--top-ps",
+        "0.5,1.0",
+        "--max-tokens",
+        "4",
+        "--out",
+        "-",
+        input="Is grass green?\n",
+    )
     assert p.returncode == 0, p.stderr
     rep = json.loads(p.stdout)
     assert [g["prompt"] for g in rep["generations"]] == ["Is the sky blue?", "Is grass green?"]
@@ -92,8 +161,23 @@ def test_out_dash_prints_the_report_alone(run_cli):
 
 @pytest.mark.model
 def test_an_explicit_condition_flag_runs_that_condition_only(run_cli):
-    p = run_cli("collapse", "--schema", "samples/conj.json", PROMPT, "--withhold-schema", "--seeds", "2",
-                "--temperatures", "0.7", "--top-ps", "0.9", "--max-tokens", "3", "--out", "-")
+    p = run_cli(
+        "collapse",
+        "--schema",
+        "samples/conj.json",
+        PROMPT,
+        "--withhold-schema",
+        "--seeds",
+        "2",
+        "--temperatures",
+        "0.7",
+        "--top-ps",
+        "0.9",
+        "--max-tokens",
+        "3",
+        "--out",
+        "-",
+    )
     assert p.returncode == 1, p.stderr  # 3 tokens cannot complete the schema
     rep = json.loads(p.stdout)
     assert [(g["condition"], g["seed"]) for g in rep["generations"]] == [("withheld", 0), ("withheld", 1)]
@@ -106,22 +190,32 @@ def test_plot_without_matplotlib_is_a_one_line_error(run_cli, tmp_path):
     fake = tmp_path / "fake" / "matplotlib"
     fake.mkdir(parents=True)
     (fake / "__init__.py").write_text("raise ImportError('no matplotlib here')\n")
-    p = run_cli("collapse", "--schema", "samples/conj.json", "x", "--plot", str(tmp_path / "figs"),
-                env={"PYTHONPATH": str(fake.parent)})
+    p = run_cli(
+        "collapse",
+        "--schema",
+        "samples/conj.json",
+        "x",
+        "--plot",
+        str(tmp_path / "figs"),
+        env={"PYTHONPATH": str(fake.parent)},
+    )
     assert_one_line_error(p, "--plot needs matplotlib")
     assert not (tmp_path / "figs").exists()
 
 
-@pytest.mark.parametrize("args, needle", [
-    (["--temperatures", "0.5,x"], "--temperatures"),
-    (["--top-ps", "0.5,1.5"], "--top-ps"),
-    (["--temperatures", "0.3,0.3"], "twice"),
-    (["--seeds", "0"], "--seeds"),
-    (["--seeds", "1,1"], "twice"),
-    (["--seeds", "a"], "--seeds"),
-    (["--schema", "samples/conj.json"], "twice"),
-    (["--out", "/nonexistent-dir/r.json"], "/nonexistent-dir"),
-])
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["--temperatures", "0.5,x"], "--temperatures"),
+        (["--top-ps", "0.5,1.5"], "--top-ps"),
+        (["--temperatures", "0.3,0.3"], "twice"),
+        (["--seeds", "0"], "--seeds"),
+        (["--seeds", "1,1"], "twice"),
+        (["--seeds", "a"], "--seeds"),
+        (["--schema", "samples/conj.json"], "twice"),
+        (["--out", "/nonexistent-dir/r.json"], "/nonexistent-dir"),
+    ],
+)
 def test_bad_flags_fail_before_the_run(run_cli, args, needle):
     p = run_cli("collapse", "--schema", "samples/conj.json", PROMPT, *args)
     assert_one_line_error(p, needle)
@@ -130,8 +224,9 @@ def test_bad_flags_fail_before_the_run(run_cli, args, needle):
 def test_needs_a_prompt_and_reports_bad_input_records(run_cli):
     assert_one_line_error(run_cli("collapse", "--schema", "samples/conj.json"), "PROMPT")
     bad = json.dumps({"id": 1, "prompt": 5}) + "\n"
-    assert_one_line_error(run_cli("collapse", "--schema", "samples/conj.json", "--input", "-", input=bad),
-                          "<stdin>:1", "not a string")
+    assert_one_line_error(
+        run_cli("collapse", "--schema", "samples/conj.json", "--input", "-", input=bad), "<stdin>:1", "not a string"
+    )
 
 
 def _flags(schema):
@@ -155,8 +250,23 @@ def test_several_schemas_load_each_and_one_schema_commands_refuse_them(tmp_path)
 @pytest.mark.model
 def test_plot_writes_the_figures(run_cli, tmp_path):
     figs = tmp_path / "figs"
-    p = run_cli("collapse", "--schema", "samples/conj.json", PROMPT, "--seeds", "1", "--temperatures", "0.7,1.0",
-                "--top-ps", "0.9,1.0", "--out", str(tmp_path / "r.json"), "--plot", str(figs), "--no-progress")
+    p = run_cli(
+        "collapse",
+        "--schema",
+        "samples/conj.json",
+        PROMPT,
+        "--seeds",
+        "1",
+        "--temperatures",
+        "0.7,1.0",
+        "--top-ps",
+        "0.9,1.0",
+        "--out",
+        str(tmp_path / "r.json"),
+        "--plot",
+        str(figs),
+        "--no-progress",
+    )
     assert p.returncode in (0, 1), p.stderr
     for name in ("collapse_grid.png", "paired_Z.png"):
         assert (figs / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name

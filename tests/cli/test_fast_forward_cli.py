@@ -6,8 +6,17 @@ import json
 
 import pytest
 
-ARGS = ("gen", "Conjugate 'ser' in the present, 1st person.", "--schema", "samples/conj.json",
-        "--seed", "4", "--max-tokens", "64", "--no-progress")
+ARGS = (
+    "gen",
+    "Conjugate 'ser' in the present, 1st person.",
+    "--schema",
+    "samples/conj.json",
+    "--seed",
+    "4",
+    "--max-tokens",
+    "64",
+    "--no-progress",
+)
 
 
 def trace_of(run_cli, tmp_path, *extra: str) -> tuple[list[dict], str]:
@@ -35,7 +44,14 @@ def test_fast_forward_by_default_and_off_with_the_flag(run_cli, tmp_path):
 
 @pytest.mark.model
 def test_inspect_marks_fast_forwarded_rows(run_cli):
-    p = run_cli("inspect", "Conjugate 'ir' in the future, 2nd person.", "--schema", "samples/conj.json",
-                "--seed", "1", "--no-progress")
+    p = run_cli(
+        "inspect",
+        "Conjugate 'ir' in the future, 2nd person.",
+        "--schema",
+        "samples/conj.json",
+        "--seed",
+        "1",
+        "--no-progress",
+    )
     assert p.returncode == 0, p.stderr
     assert "» ff" in p.stdout and "fast-forwarded" in p.stdout

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from .conftest import assert_one_line_error
+from cli.conftest import assert_one_line_error
 
 pytestmark = pytest.mark.model
 
@@ -29,11 +29,16 @@ def test_same_seed_same_output_and_seeds_differ(run_cli):
 
 
 def test_jsonl_batch_keeps_order_and_reports_bad_records(run_cli):
-    batch = "\n".join([
-        json.dumps({"id": "a", "prompt": "Say yes or no:"}),
-        json.dumps({"id": "b"}),
-        "plain line prompt",
-    ]) + "\n"
+    batch = (
+        "\n".join(
+            [
+                json.dumps({"id": "a", "prompt": "Say yes or no:"}),
+                json.dumps({"id": "b"}),
+                "plain line prompt",
+            ]
+        )
+        + "\n"
+    )
     p = run_cli("gen", "--choice", "yes", "--choice", "no", "--input", "-", input=batch)
     recs = [json.loads(x) for x in p.stdout.splitlines()]
     assert [r["id"] for r in recs] == ["a", "b", 3]

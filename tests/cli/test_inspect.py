@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from .conftest import assert_one_line_error
+from cli.conftest import assert_one_line_error
 
 pytestmark = pytest.mark.model
 
@@ -23,7 +23,15 @@ def test_grammar_report_tables(run_cli):
     p = run_cli("inspect", "--regex", "[0-9]{4}", "--no-progress")
     assert p.returncode == 0, p.stderr
     out = p.stdout
-    for needle in ("grammar", "canonical GBNF", "root ::=", "NFA states", "legal-set sizes", "sample strings", "tokenizer"):
+    for needle in (
+        "grammar",
+        "canonical GBNF",
+        "root ::=",
+        "NFA states",
+        "legal-set sizes",
+        "sample strings",
+        "tokenizer",
+    ):
         assert needle in out, needle
     assert max(len(line) for line in out.splitlines()) <= 100  # COLUMNS=100 from conftest
 
@@ -67,8 +75,17 @@ def test_same_seed_same_walks(run_cli):
 
 
 def test_generation_table_and_summary(run_cli):
-    p = run_cli("inspect", "Is the sky blue? Answer yes or no.", "--choice", "yes", "--choice", "no",
-                "--width", "90", "--no-progress")
+    p = run_cli(
+        "inspect",
+        "Is the sky blue? Answer yes or no.",
+        "--choice",
+        "yes",
+        "--choice",
+        "no",
+        "--width",
+        "90",
+        "--no-progress",
+    )
     assert p.returncode == 0, p.stderr
     out = p.stdout
     assert "|L|" in out and "masked" in out and "tag" in out
@@ -77,8 +94,21 @@ def test_generation_table_and_summary(run_cli):
 
 
 def test_generation_json_is_consistent(run_cli):
-    p = run_cli("inspect", "Is the sky blue? Answer yes or no.", "--choice", "yes", "--choice", "no",
-                "--json", "--temperature", "1.0", "--top-p", "0.9", "--seed", "2")
+    p = run_cli(
+        "inspect",
+        "Is the sky blue? Answer yes or no.",
+        "--choice",
+        "yes",
+        "--choice",
+        "no",
+        "--json",
+        "--temperature",
+        "1.0",
+        "--top-p",
+        "0.9",
+        "--seed",
+        "2",
+    )
     assert p.returncode == 0, p.stderr
     obj = _json(p)
     steps, summary, result = obj["steps"], obj["summary"], obj["result"]

@@ -9,11 +9,21 @@ import json
 import pytest
 from jsonschema import Draft202012Validator
 
-from .conftest import REPO, assert_one_line_error
+from cli.conftest import REPO, assert_one_line_error
 
 RECIPE = REPO / "samples" / "recipe.json"
-DISHES = ["pancakes", "tomato soup", "a green salad", "scrambled eggs", "guacamole",
-          "lemonade", "fried rice", "banana bread", "hummus", "french toast"]
+DISHES = [
+    "pancakes",
+    "tomato soup",
+    "a green salad",
+    "scrambled eggs",
+    "guacamole",
+    "lemonade",
+    "fried rice",
+    "banana bread",
+    "hummus",
+    "french toast",
+]
 
 
 @pytest.mark.model
@@ -36,8 +46,19 @@ def test_recipe_batch_is_complete_and_valid_at_120_tokens(run_cli):
 @pytest.mark.model
 def test_a_tight_budget_closes_the_output_validly_and_says_so(run_cli, tmp_path):
     trace = tmp_path / "t.jsonl"
-    p = run_cli("gen", "--schema", str(RECIPE), "A recipe for pancakes.", "--max-tokens", "40",
-                "--format", "json", "--trace", str(trace), "--quiet")
+    p = run_cli(
+        "gen",
+        "--schema",
+        str(RECIPE),
+        "A recipe for pancakes.",
+        "--max-tokens",
+        "40",
+        "--format",
+        "json",
+        "--trace",
+        str(trace),
+        "--quiet",
+    )
     rec = json.loads(p.stdout)
     assert rec["complete"] and rec["budget_limited"] is True, rec
     Draft202012Validator(json.loads(RECIPE.read_text())).validate(json.loads(rec["output"]))
@@ -51,8 +72,18 @@ def test_a_tight_budget_closes_the_output_validly_and_says_so(run_cli, tmp_path)
 
 @pytest.mark.model
 def test_hard_cut_truncates_plainly(run_cli):
-    p = run_cli("gen", "--schema", str(RECIPE), "A recipe for pancakes.", "--max-tokens", "40",
-                "--format", "json", "--hard-cut", "--quiet")
+    p = run_cli(
+        "gen",
+        "--schema",
+        str(RECIPE),
+        "A recipe for pancakes.",
+        "--max-tokens",
+        "40",
+        "--format",
+        "json",
+        "--hard-cut",
+        "--quiet",
+    )
     rec = json.loads(p.stdout)
     assert not rec["complete"] and rec["stop_reason"] == "max_tokens" and rec["budget_limited"] is False
     assert p.returncode == 1
@@ -81,8 +112,11 @@ def test_fighting_the_grammar_warns_on_stderr_and_quiet_silences_it(run_cli):
 
 def test_check_schema_answers_validity_whatever_the_key_order(run_cli, tmp_path):
     schema = tmp_path / "s.json"
-    schema.write_text(json.dumps({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}},
-                                  "required": ["a"]}))
+    schema.write_text(
+        json.dumps(
+            {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}}, "required": ["a"]}
+        )
+    )
     ok = run_cli("check", "--schema", str(schema), '{ "b": "x",\n  "a": 1, "extra": [true] }')
     assert ok.returncode == 0 and ok.stdout.strip() == "ok"
     bad = run_cli("check", "--schema", str(schema), '{"b": "x", "a": "1"}')
@@ -96,14 +130,18 @@ def test_check_schema_answers_validity_whatever_the_key_order(run_cli, tmp_path)
     assert generated.returncode == 1 and "expected" in generated.stdout
     assert run_cli("check", "--schema", str(schema), "--as-generated", '{"a":1,"b":"x"}').returncode == 0
     assert run_cli("check", "--schema", str(schema), "--as-generated", '{"a":1,"zz":2}').returncode == 1
-    assert run_cli("check", "--schema", str(schema), "--as-generated", "--extra-properties", "spec",
-                   '{"a":1,"zz":2}').returncode == 0
+    assert (
+        run_cli(
+            "check", "--schema", str(schema), "--as-generated", "--extra-properties", "spec", '{"a":1,"zz":2}'
+        ).returncode
+        == 0
+    )
 
 
 def test_check_schema_jsonl_names_pointer_per_record(run_cli, tmp_path):
     schema = tmp_path / "s.json"
     schema.write_text(json.dumps({"type": "array", "items": {"type": "integer"}}))
-    batch = "".join(json.dumps({"id": i, "text": t}) + "\n" for i, t in enumerate(["[1, 2]", "[1, \"x\"]", "[1"]))
+    batch = "".join(json.dumps({"id": i, "text": t}) + "\n" for i, t in enumerate(["[1, 2]", '[1, "x"]', "[1"]))
     p = run_cli("check", "--schema", str(schema), "--input", "-", input=batch)
     recs = [json.loads(x) for x in p.stdout.splitlines()]
     assert [r["accepted"] for r in recs] == [True, False, False]

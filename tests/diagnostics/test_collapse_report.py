@@ -14,19 +14,36 @@ from hypothesis.extra import numpy as hnp
 
 from ministruct.diagnostics.collapse import Grid, GridRecorder, StudySettings
 from ministruct.diagnostics.collapse_report import (
-    ALL, CollapseReport, cell_row, pairs_of, paired_row, pearson, rate_summary,
+    ALL,
+    CollapseReport,
+    cell_row,
+    paired_row,
+    pairs_of,
+    pearson,
+    rate_summary,
 )
 from ministruct.diagnostics.stats import StepRecord, StepStats
 from ministruct.errors import UsageError
 from ministruct.sampling import SamplingParams
 
 
-def rec(*, free: bool = True, collapsed: bool = False, Z: float = 1.0, changed: bool = False,
-        top: bool = False) -> StepRecord:
+def rec(
+    *, free: bool = True, collapsed: bool = False, Z: float = 1.0, changed: bool = False, top: bool = False
+) -> StepRecord:
     return StepRecord(
-        step=0, token_id=0, token="", legal_count=5 if free else 1, Z=Z, kl=-math.log(Z), tag="free" if free else "forced",
-        nucleus_raw=3, nucleus_masked=1 if collapsed or not free else 2, collapsed=collapsed,
-        nucleus_changed=changed, top_changed=top, mask_us=0.0,
+        step=0,
+        token_id=0,
+        token="",
+        legal_count=5 if free else 1,
+        Z=Z,
+        kl=-math.log(Z),
+        tag="free" if free else "forced",
+        nucleus_raw=3,
+        nucleus_masked=1 if collapsed or not free else 2,
+        collapsed=collapsed,
+        nucleus_changed=changed,
+        top_changed=top,
+        mask_us=0.0,
     )
 
 
@@ -131,8 +148,12 @@ def test_report_rows_per_schema_then_all_and_no_nan():
     obj = json.loads(report.dumps())  # allow_nan=False: any NaN would raise
     assert obj["v"] == 1
     assert [(c["schema"], c["condition"]) for c in obj["cells"]] == [
-        ("a.json", "shown"), ("a.json", "withheld"), ("b.json", "shown"), ("b.json", "withheld"),
-        (ALL, "shown"), (ALL, "withheld"),
+        ("a.json", "shown"),
+        ("a.json", "withheld"),
+        ("b.json", "shown"),
+        ("b.json", "withheld"),
+        (ALL, "shown"),
+        (ALL, "withheld"),
     ]
     b_shown = obj["cells"][2]
     assert b_shown["pooled_rate"] is None and b_shown["mean_Z"] is None
@@ -150,10 +171,17 @@ def test_reference_outside_the_grid_is_evaluated_too():
     assert st2.evaluated == st2.grid.cells
 
 
-@pytest.mark.parametrize("temps, top_ps, needle", [
-    ((), (0.9,), "--temperatures"), ((0.5, 0.5), (0.9,), "twice"), ((-0.1,), (0.9,), ">= 0"),
-    ((float("nan"),), (0.9,), ">= 0"), ((1.0,), (0.0,), "(0, 1]"), ((1.0,), (1.5,), "(0, 1]"),
-])
+@pytest.mark.parametrize(
+    "temps, top_ps, needle",
+    [
+        ((), (0.9,), "--temperatures"),
+        ((0.5, 0.5), (0.9,), "twice"),
+        ((-0.1,), (0.9,), ">= 0"),
+        ((float("nan"),), (0.9,), ">= 0"),
+        ((1.0,), (0.0,), "(0, 1]"),
+        ((1.0,), (1.5,), "(0, 1]"),
+    ],
+)
 def test_grid_rejects_bad_values(temps, top_ps, needle):
     with pytest.raises(UsageError, match=re.escape(needle)):
         Grid(temps, top_ps)

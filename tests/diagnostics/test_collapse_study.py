@@ -43,7 +43,9 @@ def test_generations_pair_over_the_same_seeds(study):
         assert g.collapsed.shape == g.nucleus_changed.shape == (g.n_steps, len(GRID.cells))
     obj = report.to_dict()
     assert [p["n_pairs"] for p in obj["paired"]] == [2, 2]
-    assert {(r["seed"], r["condition"]) for r in obj["generations"]} == {(s, c) for s in (3, 5) for c in ("shown", "withheld")}
+    assert {(r["seed"], r["condition"]) for r in obj["generations"]} == {
+        (s, c) for s in (3, 5) for c in ("shown", "withheld")
+    }
 
 
 @pytest.fixture(scope="module")
@@ -97,8 +99,11 @@ def test_reference_cell_matches_the_trace_records(study, reruns, model):
             collapsed += s.collapsed
             changed += sum(r.nucleus_changed for r in records if r.tag == "free")
             z += [r.Z for r in records if r.tag == "free"]
-        cell = next(x for x in report.cells()
-                    if (x["schema"], x["condition"], x["temperature"], x["top_p"]) == ("all", cond, 0.7, 0.9))
+        cell = next(
+            x
+            for x in report.cells()
+            if (x["schema"], x["condition"], x["temperature"], x["top_p"]) == ("all", cond, 0.7, 0.9)
+        )
         assert (cell["free_steps"], cell["collapsed"], cell["nucleus_changed"]) == (free, collapsed, changed)
         assert cell["mean_Z"] == pytest.approx(sum(z) / len(z))
         assert cell["pooled_rate"] == pytest.approx(collapsed / free)
@@ -118,7 +123,9 @@ def test_report_is_consistent(study):
         if (t, p) == (0.7, 0.9):
             assert cell["collapsed"] == sum(g["collapsed"] for g in gens)
         assert by[("all", cond, t, p)] == {**cell, "schema": "all"}  # one schema: "all" is the same
-    ref = {c["condition"]: c for c in obj["cells"] if c["schema"] == "all" and (c["temperature"], c["top_p"]) == (0.7, 0.9)}
+    ref = {
+        c["condition"]: c for c in obj["cells"] if c["schema"] == "all" and (c["temperature"], c["top_p"]) == (0.7, 0.9)
+    }
     pair = obj["paired"][-1]
     assert pair["collapse_shown"] == ref["shown"]["pooled_rate"]
     assert pair["collapse_withheld"] == ref["withheld"]["pooled_rate"]

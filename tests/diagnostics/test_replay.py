@@ -17,7 +17,6 @@ import sys
 
 import numpy as np
 import pytest
-
 import regex  # noqa: E402  (a test dependency: no skip)
 
 PATTERN = r"(yes|no)\. [a-z ]{30,60}\."
@@ -48,10 +47,28 @@ def trace(tmp_path_factory):
     path = d / "trace.jsonl"
     env = dict(os.environ, MINISTRUCT_CACHE_DIR=str(d / "cache"))
     cmd = [
-        sys.executable, "-m", "ministruct", "gen", "Is water wet? Answer yes or no, then say why.",
-        "--regex", PATTERN, "--temperature", str(TEMPERATURE), "--top-p", str(TOP_P), "--seed", "2",
-        "--max-tokens", "40", "--trace", str(path), "--trace-legal", "--no-progress", "--no-fast-forward",
-        "--model", str(bundled_model_path()),
+        sys.executable,
+        "-m",
+        "ministruct",
+        "gen",
+        "Is water wet? Answer yes or no, then say why.",
+        "--regex",
+        PATTERN,
+        "--temperature",
+        str(TEMPERATURE),
+        "--top-p",
+        str(TOP_P),
+        "--seed",
+        "2",
+        "--max-tokens",
+        "40",
+        "--trace",
+        str(path),
+        "--trace-legal",
+        "--no-progress",
+        "--no-fast-forward",
+        "--model",
+        str(bundled_model_path()),
     ]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode in (0, 1), proc.stderr

@@ -21,8 +21,19 @@ from ministruct.pipeline import GenerationJob
 from ministruct.sampling import SamplingParams
 
 STEP_FIELDS = {
-    "step", "token_id", "token", "legal_count", "Z", "kl", "tag", "nucleus_raw", "nucleus_masked",
-    "collapsed", "nucleus_changed", "top_changed", "mask_us",
+    "step",
+    "token_id",
+    "token",
+    "legal_count",
+    "Z",
+    "kl",
+    "tag",
+    "nucleus_raw",
+    "nucleus_masked",
+    "collapsed",
+    "nucleus_changed",
+    "top_changed",
+    "mask_us",
 }
 TOKENS = [b"", b"a", b"b", b"ab", b"c", b" ", b"\xe2", b"\x82\xac", b"", b"1"]
 
@@ -121,8 +132,17 @@ def test_steps_recompute_from_the_same_logits_and_legal_ids():
         assert s["legal"] == np.flatnonzero(mask).tolist()
         assert s["token_id"] in s["legal"]
         again = stats.compute(logits_after(history), mask).to_record()
-        for key in ("legal_count", "Z", "kl", "tag", "nucleus_raw", "nucleus_masked", "collapsed",
-                    "nucleus_changed", "top_changed"):
+        for key in (
+            "legal_count",
+            "Z",
+            "kl",
+            "tag",
+            "nucleus_raw",
+            "nucleus_masked",
+            "collapsed",
+            "nucleus_changed",
+            "top_changed",
+        ):
             assert s[key] == again[key], key
         if s["token_id"] == 0:
             assert s["control"] is True and s["token"] == "</s>"

@@ -6,14 +6,13 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_matcher import TOKENS, VOCAB, exprs
 
 from ministruct.engine.automaton import Automaton
 from ministruct.engine.budget import INF, budget_for
 from ministruct.engine.compile import DEAD, compile_grammar
 from ministruct.engine.matcher import Matcher
 from ministruct.grammar.ir import CharClass, Grammar, Literal, Repeat, RuleRef, alt, seq
-
-from test_matcher import TOKENS, VOCAB, exprs
 
 SETTINGS = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 ONE_BYTE = sorted({t for t in TOKENS if len(t) == 1})

@@ -147,7 +147,7 @@ def test_damaged_grammar_entry_is_detected_and_rebuilt(cache_dir, damage):
 
 @pytest.mark.parametrize("damage", [flip_bytes, truncate, garbage, evil], ids=lambda f: f.__name__)
 def test_damaged_vocabulary_index_is_detected_and_rebuilt(cache_dir, damage, monkeypatch):
-    vocab = Vocabulary.from_bytes([b"1", b"12", b"a", b"ab", b"\"x", b"\xc3", b""], eog_ids=[6])
+    vocab = Vocabulary.from_bytes([b"1", b"12", b"a", b"ab", b'"x', b"\xc3", b""], eog_ids=[6])
     monkeypatch.setattr(slices, "_INDEX", {})
     want = walk_masks(compile_grammar(DIGITS, vocab, use_cache=False), [0, 0])
     (path,) = entries(cache_dir, "trie")

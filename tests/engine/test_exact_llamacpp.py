@@ -27,12 +27,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from oracles import LlamaGrammarOracle  # tests/ is on sys.path (rootdir conftest)
 
 from ministruct.engine.compile import compile_grammar
 from ministruct.engine.matcher import Matcher
 from ministruct.grammar.gbnf.parse import parse_gbnf
-
-from oracles import LlamaGrammarOracle  # tests/ is on sys.path (rootdir conftest)
 
 pytestmark = pytest.mark.model
 
@@ -66,7 +65,7 @@ def comparable_ids(vocab, n: int) -> np.ndarray:
         t = vocab.tokens[i]
         if i not in vocab.control_ids and (not t or t[0] == 0):
             keep[i] = False
-    keep[vocab.n_tokens:] = False  # padding rows: never legal in ours, not tokens in llama.cpp
+    keep[vocab.n_tokens :] = False  # padding rows: never legal in ours, not tokens in llama.cpp
     return keep
 
 

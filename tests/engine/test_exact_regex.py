@@ -25,7 +25,7 @@ explicit code point classes `re` itself matches; the rest is the `regex` package
 from __future__ import annotations
 
 import re
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 import pytest
@@ -114,7 +114,7 @@ def prefix_range(tail: bytes) -> tuple[int, int] | None:
     return min(found), max(found)
 
 
-@lru_cache(maxsize=None)
+@cache
 def completions(tail: bytes, literals: str) -> tuple[str, ...]:
     """A few code points completing `tail`, one per class the patterns can tell apart."""
     rng = prefix_range(tail)
@@ -138,7 +138,7 @@ def partial_ok(pat: regex.Pattern, data: bytes, literals: str) -> bool:
         if e.reason != "unexpected end of data":
             return False
         head = data[: e.start].decode("utf-8")
-        return any(pat.fullmatch(head + c, partial=True) for c in completions(data[e.start:], literals))
+        return any(pat.fullmatch(head + c, partial=True) for c in completions(data[e.start :], literals))
 
 
 def oracle_legal(pat: regex.Pattern, out: bytes, vocab, literals: str) -> np.ndarray:
@@ -160,8 +160,8 @@ def oracle_legal(pat: regex.Pattern, out: bytes, vocab, literals: str) -> np.nda
 def test_prefix_range_is_the_set_of_code_points_with_that_prefix():
     assert prefix_range(b"\xc3") == (0xC0, 0xFF)
     assert prefix_range(b"\xe2\x80") == (0x2000, 0x203F)
-    assert prefix_range(b"\xe0") == (0x800, 0xFFF)      # E0 80..9F would be overlong
-    assert prefix_range(b"\xed") == (0xD000, 0xD7FF)    # ED A0.. would be surrogates
+    assert prefix_range(b"\xe0") == (0x800, 0xFFF)  # E0 80..9F would be overlong
+    assert prefix_range(b"\xed") == (0xD000, 0xD7FF)  # ED A0.. would be surrogates
     assert prefix_range(b"\xf4") == (0x100000, 0x10FFFF)
     assert prefix_range(b"\xf5") is None and prefix_range(b"\x80") is None
 

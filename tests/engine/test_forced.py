@@ -7,13 +7,12 @@ import numpy as np
 import regex
 from hypothesis import HealthCheck, given, reject, settings
 from hypothesis import strategies as st
+from test_matcher import TOKENS, VOCAB, exprs, to_bytes_regex
 
 from ministruct.engine.compile import compile_grammar
 from ministruct.engine.forced import ForcedBytes, forced_bytes, forced_for
 from ministruct.engine.matcher import Matcher
 from ministruct.grammar.ir import CharClass, Grammar, Literal, Repeat, RuleRef, TokenRef, alt, seq
-
-from test_matcher import TOKENS, VOCAB, exprs, to_bytes_regex
 
 DIGIT = CharClass(((0x30, 0x39),))
 

@@ -18,7 +18,7 @@ from ministruct.engine.compile import compile_grammar
 from ministruct.engine.matcher import Matcher, TokenRejected
 from ministruct.engine.vocab import Vocabulary
 from ministruct.errors import GrammarError
-from ministruct.grammar.ir import Alt, CharClass, Grammar, Literal, Repeat, RuleRef, Seq, TokenRef, seq, alt
+from ministruct.grammar.ir import Alt, CharClass, Grammar, Literal, Repeat, RuleRef, Seq, TokenRef, alt, seq
 
 DIGIT = CharClass(((0x30, 0x39),))
 
@@ -131,7 +131,14 @@ def test_advance_rejects_illegal_and_rollback_fork():
 
 def test_recursive_grammar_deep_nesting_stays_exact():
     v = vocab_of(b"[", b"]", b"[[", b"]]", b"1", b",")
-    value = alt(seq(Literal("["), Repeat(seq(RuleRef("v"), Repeat(seq(Literal(","), RuleRef("v")), 0, None)), 0, 1), Literal("]")), DIGIT)
+    value = alt(
+        seq(
+            Literal("["),
+            Repeat(seq(RuleRef("v"), Repeat(seq(Literal(","), RuleRef("v")), 0, None)), 0, 1),
+            Literal("]"),
+        ),
+        DIGIT,
+    )
     m = Matcher(compile_grammar(Grammar({"root": RuleRef("v"), "v": value}), v))
     for _ in range(200):
         m.advance(2)
@@ -155,13 +162,15 @@ def to_bytes_regex(e) -> bytes:
     if isinstance(e, Literal):
         return b"(?:" + re.escape(e.text.encode()) + b")"
     if isinstance(e, CharClass):
-        body = b"".join(
-            re.escape(bytes([a])) + (b"-" + re.escape(bytes([b])) if b != a else b"") for a, b in e.ranges
-        )
+        body = b"".join(re.escape(bytes([a])) + (b"-" + re.escape(bytes([b])) if b != a else b"") for a, b in e.ranges)
         if e.negated:
             # negated over code points: any other character, as its UTF-8 bytes
             ascii_part = b"[^" + body + b"\x80-\xff]" if body else b"[\x00-\x7f]"
-            return b"(?:" + ascii_part + b"|[\xc2-\xdf][\x80-\xbf]|\xe0[\xa0-\xbf][\x80-\xbf]|[\xe1-\xec\xee\xef][\x80-\xbf]{2}|\xed[\x80-\x9f][\x80-\xbf]|\xf0[\x90-\xbf][\x80-\xbf]{2}|[\xf1-\xf3][\x80-\xbf]{3}|\xf4[\x80-\x8f][\x80-\xbf]{2})"
+            return (
+                b"(?:"
+                + ascii_part
+                + b"|[\xc2-\xdf][\x80-\xbf]|\xe0[\xa0-\xbf][\x80-\xbf]|[\xe1-\xec\xee\xef][\x80-\xbf]{2}|\xed[\x80-\x9f][\x80-\xbf]|\xf0[\x90-\xbf][\x80-\xbf]{2}|[\xf1-\xf3][\x80-\xbf]{3}|\xf4[\x80-\x8f][\x80-\xbf]{2})"
+            )
         return b"[" + body + b"]"
     if isinstance(e, Seq):
         return b"(?:" + b"".join(to_bytes_regex(x) for x in e.items) + b")"
@@ -175,9 +184,13 @@ def to_bytes_regex(e) -> bytes:
 
 ALPHABET = "ab1é"
 literals = st.text(alphabet=ALPHABET, min_size=0, max_size=3).map(Literal)
-classes = st.sampled_from([
-    CharClass(((0x61, 0x62),)), CharClass(((0x31, 0x31),)), CharClass(((0x61, 0x61),), negated=True),
-])
+classes = st.sampled_from(
+    [
+        CharClass(((0x61, 0x62),)),
+        CharClass(((0x31, 0x31),)),
+        CharClass(((0x61, 0x61),), negated=True),
+    ]
+)
 
 
 def exprs():
@@ -198,7 +211,11 @@ TOKENS = [b"a", b"b", b"1", b"ab", b"ba", b"aa", b"11", b"a1b", "é".encode(), b
 VOCAB = Vocabulary.from_bytes(TOKENS + [b""], eog_ids=[len(TOKENS)])
 
 
-@settings(max_examples=int(__import__("os").environ.get("MINISTRUCT_HYPOTHESIS_EXAMPLES", "150")), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=int(__import__("os").environ.get("MINISTRUCT_HYPOTHESIS_EXAMPLES", "150")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 @given(expr=exprs(), walk=st.lists(st.integers(0, 10_000), max_size=6))
 def test_mask_equals_partial_match_oracle(expr, walk):
     pattern = regex.compile(to_bytes_regex(expr), flags=regex.DOTALL)
@@ -241,8 +258,11 @@ long_repeats = st.tuples(
 ).map(lambda t: Repeat(t[0], t[1], None if t[2] is None else t[1] + t[2]))
 
 
-@settings(max_examples=int(__import__("os").environ.get("MINISTRUCT_HYPOTHESIS_EXAMPLES", "150")), deadline=None,
-          suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=int(__import__("os").environ.get("MINISTRUCT_HYPOTHESIS_EXAMPLES", "150")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 @given(rep=long_repeats, tail=literals, walk=st.lists(st.integers(0, 10_000), min_size=5, max_size=25))
 def test_long_repeats_share_masks_exactly(rep, tail, walk):
     """Copies far from a repeat's bounds share one mask; it must stay exact near the bounds."""

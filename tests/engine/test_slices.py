@@ -47,6 +47,8 @@ def prune_small_subtrees(monkeypatch):
     """The walk asks whether a slice decides a node only above 2048 tokens; this vocabulary
     is small, so lower the bar to have every node asked."""
     monkeypatch.setattr(compile_module, "PRUNE_MIN_TOKENS", 1)
+
+
 EOG = len(TOKENS)
 
 
@@ -90,21 +92,28 @@ classes = st.builds(
 )
 repeats = st.builds(
     lambda c, m, extra: Repeat(c, m, None if extra is None else m + extra),
-    classes, st.integers(0, 3), st.none() | st.integers(0, 12),
+    classes,
+    st.integers(0, 3),
+    st.none() | st.integers(0, 12),
 )
 # JSON-like strings: [^"\\] with or without control characters, after a literal prefix
 # (walks from before the quote reach configurations the slice decides for good)
-body = st.sampled_from([
-    CharClass(((0x22, 0x22), (0x5C, 0x5C)), negated=True),
-    CharClass(((0x00, 0x1F), (0x22, 0x22), (0x5C, 0x5C)), negated=True),
-    CharClass(((0x22, 0x22),), negated=True),
-])
+body = st.sampled_from(
+    [
+        CharClass(((0x22, 0x22), (0x5C, 0x5C)), negated=True),
+        CharClass(((0x00, 0x1F), (0x22, 0x22), (0x5C, 0x5C)), negated=True),
+        CharClass(((0x22, 0x22),), negated=True),
+    ]
+)
 open_strings = st.builds(
     lambda b, lead, tail: Seq((Literal(lead + '"'), Repeat(b, 0, None), Literal('"' + tail))),
-    body, st.sampled_from(["", "a", "-", "é"]), st.sampled_from(["", "x", " "]),
+    body,
+    st.sampled_from(["", "a", "-", "é"]),
+    st.sampled_from(["", "x", " "]),
 ) | st.builds(
     lambda b, word: Alt((Literal('"' + word + '"'), Seq((Literal('"'), Repeat(b, 1, None), Literal('"'))))),
-    body, st.sampled_from(["ab", "é", "a-"]),
+    body,
+    st.sampled_from(["ab", "é", "a-"]),
 )
 strings = open_strings | st.one_of(
     repeats.map(lambda r: Seq((Literal('"'), r, Literal('"')))),
@@ -125,7 +134,8 @@ def test_masks_with_slices_equal_partial_matching(expr, walk):
         want = np.asarray([pattern.fullmatch(out + t, partial=True) is not None for t in TOKENS] + [False])
         want[EOG] = pattern.fullmatch(out) is not None
         assert (mask == want).all(), (
-            out, [TOKENS[i] for i in np.flatnonzero(mask & ~want) if i < EOG],
+            out,
+            [TOKENS[i] for i in np.flatnonzero(mask & ~want) if i < EOG],
             [TOKENS[i] for i in np.flatnonzero(want & ~mask) if i < EOG],
         )
         legal = [t for t in np.flatnonzero(mask).tolist() if t != EOG]

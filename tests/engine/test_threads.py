@@ -14,7 +14,7 @@ from ministruct.engine.matcher import Matcher
 from ministruct.engine.vocab import Vocabulary
 from ministruct.grammar.gbnf import parse_gbnf
 
-JSON = r'''
+JSON = r"""
 root   ::= value
 value  ::= object | array | string | number | "true" | "false" | "null"
 object ::= "{" ws ( member ( "," ws member )* )? "}"
@@ -23,7 +23,7 @@ array  ::= "[" ws ( value ws ( "," ws value ws )* )? "]"
 string ::= "\"" ( [^"\\\x00-\x1F] | "\\" ["\\/bfnrt] ){0,12} "\""
 number ::= "-"? [0-9]{1,6} ( "." [0-9]+ )?
 ws     ::= [ \n]{0,3}
-'''
+"""
 
 
 def vocabulary() -> Vocabulary:

@@ -77,10 +77,17 @@ def run_cli(tmp_path_factory):
         env.pop(k, None)
     env["PYTHONPATH"] = str(REPO / "src") + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
 
-    def run(*args: str, input: str = "", extra_env: dict | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
+    def run(
+        *args: str, input: str = "", extra_env: dict | None = None, timeout: float = 600
+    ) -> subprocess.CompletedProcess:
         return subprocess.run(
-            [sys.executable, "-m", "ministruct", *args], input=input, capture_output=True, text=True,
-            cwd=REPO, env={**env, **(extra_env or {})}, timeout=timeout,
+            [sys.executable, "-m", "ministruct", *args],
+            input=input,
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            env={**env, **(extra_env or {})},
+            timeout=timeout,
         )
 
     run.env = env  # type: ignore[attr-defined]

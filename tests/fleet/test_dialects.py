@@ -7,6 +7,7 @@ import math
 
 import pytest
 
+from fleet.conftest import assert_usage_error
 from ministruct.constraints import load_constraint
 from ministruct.errors import UsageError
 from ministruct.fleet import Dialect, Settings, Verifier, split_servers
@@ -15,9 +16,12 @@ from ministruct.fleet.trace import logprob_steps
 from ministruct.pipeline import SCHEMA_INSTRUCTION
 from ministruct.sampling import SamplingParams
 
-from .conftest import assert_usage_error
-
-SCHEMA = {"title": "A point!", "type": "object", "properties": {"x": {"type": "integer"}, "y": {"type": "string", "format": "date"}}, "required": ["x"]}
+SCHEMA = {
+    "title": "A point!",
+    "type": "object",
+    "properties": {"x": {"type": "integer"}, "y": {"type": "string", "format": "date"}},
+    "required": ["x"],
+}
 
 
 @pytest.fixture
@@ -40,7 +44,14 @@ def test_llama_sends_our_gbnf_and_every_sampling_field():
     assert d.path == "/v1/chat/completions" and d.field == "grammar"
     assert b["grammar"] == c.grammar.to_gbnf()
     assert b["messages"] == [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Pick:"}]
-    assert (b["temperature"], b["top_p"], b["top_k"], b["repeat_penalty"], b["seed"], b["max_tokens"]) == (0.5, 0.8, 7, 1.2, 11, 9)
+    assert (b["temperature"], b["top_p"], b["top_k"], b["repeat_penalty"], b["seed"], b["max_tokens"]) == (
+        0.5,
+        0.8,
+        7,
+        1.2,
+        11,
+        9,
+    )
     assert b["min_p"] == 0.0 and b["model"] == "m" and b["stream"] is False
     assert "structured_outputs" not in b and "response_format" not in b
 
@@ -50,11 +61,14 @@ def test_llama_sends_off_values_the_server_would_otherwise_default():
     assert (b["top_k"], b["repeat_penalty"]) == (0, 1.0)
 
 
-@pytest.mark.parametrize("flags, key, value", [
-    ({"regex": "[a-c]+x"}, "regex", "[a-c]+x"),
-    ({"choice": ["yes", "no"]}, "choice", ["yes", "no"]),
-    ({"grammar": "digits"}, "grammar", None),
-])
+@pytest.mark.parametrize(
+    "flags, key, value",
+    [
+        ({"regex": "[a-c]+x"}, "regex", "[a-c]+x"),
+        ({"choice": ["yes", "no"]}, "choice", ["yes", "no"]),
+        ({"grammar": "digits"}, "grammar", None),
+    ],
+)
 def test_vllm_structured_outputs_per_constraint(flags, key, value):
     c = load_constraint(**flags)
     b = Dialect("vllm", c, settings()).body("p", seed=1)
@@ -80,17 +94,23 @@ def test_vllm_leaves_off_values_out():
 def test_openai_response_format(schema_c):
     b = Dialect("openai", schema_c, settings(params=SamplingParams(temperature=0.2))).body("p", seed=3, model="listed")
     assert b["model"] == "gpt-x"  # the model the user named wins over the server's list
-    assert b["response_format"] == {"type": "json_schema", "json_schema": {"name": "A_point", "schema": SCHEMA, "strict": True}}
+    assert b["response_format"] == {
+        "type": "json_schema",
+        "json_schema": {"name": "A_point", "schema": SCHEMA, "strict": True},
+    }
     assert "top_k" not in b and "repeat_penalty" not in b and "grammar" not in b
 
 
-@pytest.mark.parametrize("kw, param", [
-    ({"params": SamplingParams(top_k=5)}, "top_k"),
-    ({"params": SamplingParams(repeat_penalty=1.1)}, "repeat_penalty"),
-    ({"params": SamplingParams(), "chat": False}, "chat"),
-    ({"params": SamplingParams(), "top_logprobs": 21}, "top_logprobs"),
-    ({"params": SamplingParams(), "model": None}, "model"),
-])
+@pytest.mark.parametrize(
+    "kw, param",
+    [
+        ({"params": SamplingParams(top_k=5)}, "top_k"),
+        ({"params": SamplingParams(repeat_penalty=1.1)}, "repeat_penalty"),
+        ({"params": SamplingParams(), "chat": False}, "chat"),
+        ({"params": SamplingParams(), "top_logprobs": 21}, "top_logprobs"),
+        ({"params": SamplingParams(), "model": None}, "model"),
+    ],
+)
 def test_openai_refuses_what_it_cannot_honour(schema_c, kw, param):
     with pytest.raises(UsageError) as e:
         Dialect("openai", schema_c, settings(**kw))
@@ -124,14 +144,42 @@ def test_schema_name():
 
 
 def test_parse_chat_and_completion_replies():
-    chat = {"choices": [{"message": {"content": "42"}, "finish_reason": "stop", "logprobs": {"content": [
-        {"token": "4", "logprob": -0.5, "bytes": [52], "top_logprobs": [{"token": "4", "logprob": -0.5}, {"token": "x", "logprob": -1.0}]},
-        {"token": "2", "logprob": -0.1, "top_logprobs": []},
-    ]}}], "usage": {"completion_tokens": 2}}
+    chat = {
+        "choices": [
+            {
+                "message": {"content": "42"},
+                "finish_reason": "stop",
+                "logprobs": {
+                    "content": [
+                        {
+                            "token": "4",
+                            "logprob": -0.5,
+                            "bytes": [52],
+                            "top_logprobs": [{"token": "4", "logprob": -0.5}, {"token": "x", "logprob": -1.0}],
+                        },
+                        {"token": "2", "logprob": -0.1, "top_logprobs": []},
+                    ]
+                },
+            }
+        ],
+        "usage": {"completion_tokens": 2},
+    }
     r = parse_reply(chat, chat=True)
     assert (r.text, r.finish_reason, r.n_tokens) == ("42", "stop", 2)
     assert [t.token for t in r.logprobs] == [b"4", b"2"] and r.logprobs[0].top == [(b"4", -0.5), (b"x", -1.0)]
-    comp = {"choices": [{"text": "ab", "finish_reason": "length", "logprobs": {"tokens": ["a", "b"], "token_logprobs": [-1.0, -2.0], "top_logprobs": [{"a": -1.0}, {"b": -2.0, "c": -0.5}]}}]}
+    comp = {
+        "choices": [
+            {
+                "text": "ab",
+                "finish_reason": "length",
+                "logprobs": {
+                    "tokens": ["a", "b"],
+                    "token_logprobs": [-1.0, -2.0],
+                    "top_logprobs": [{"a": -1.0}, {"b": -2.0, "c": -0.5}],
+                },
+            }
+        ]
+    }
     r = parse_reply(comp, chat=False)
     assert (r.text, r.n_tokens, r.logprobs[1].top) == ("ab", 2, [(b"b", -2.0), (b"c", -0.5)])
     assert parse_reply({"choices": [{"message": {"content": "x"}}]}, chat=True).logprobs is None
@@ -160,7 +208,9 @@ def test_schema_verdict_any_whitespace_and_key_order(schema_c):
     bad = v('{"x": 3, "y": "2023-02-29"}')  # the format checker knows 2023 is no leap year
     assert not bad.ok and bad.position == {"pointer": "/y", "keyword": "format"}
     missing = v('{"y": "2024-01-01"}')
-    assert missing.position == {"pointer": "/", "keyword": "required"} and "'x' is a required property" in missing.message
+    assert (
+        missing.position == {"pointer": "/", "keyword": "required"} and "'x' is a required property" in missing.message
+    )
     notjson = v('{"x": 3')
     f = notjson.fields()
     assert f["verified"] is False and f["check_position"]["offset"] == 7 and f["check_expected"] == ["JSON"]
@@ -188,7 +238,11 @@ def test_looks_unconstrained(schema_c):
 def test_logprob_steps_legal_mass_is_a_lower_bound():
     c = load_constraint(regex="[0-9]{2}")
     toks = [
-        TokenLogprob(b"4", math.log(0.1), [(b"The", math.log(0.5)), (b"4", math.log(0.1)), (b"42", math.log(0.2)), (b"4", math.log(0.1))]),
+        TokenLogprob(
+            b"4",
+            math.log(0.1),
+            [(b"The", math.log(0.5)), (b"4", math.log(0.1)), (b"42", math.log(0.2)), (b"4", math.log(0.1))],
+        ),
         TokenLogprob(b"2", math.log(0.3), [(b"2", math.log(0.3)), (b"", math.log(0.4)), (b"23", math.log(0.1))]),
         TokenLogprob(b"", math.log(0.9), [(b"", math.log(0.9)), (b"1", math.log(0.05))]),
     ]
@@ -210,7 +264,24 @@ def test_cli_flag_errors_name_flags(run_cli, tmp_path):
     assert_usage_error(run_cli("gen", "--schema", str(schema), "p", *openai, "--top-k", "4"), "--top-k 4")
     assert_usage_error(run_cli("gen", "--schema", str(schema), "p", *openai, "--raw"), "--raw")
     assert_usage_error(run_cli("gen", "--schema", str(schema), "p", *openai[:4]), "--model")
-    assert_usage_error(run_cli("gen", "--regex", "a", "p", "--server", url, "--server-kind", "tgi"), "--server-kind must be one of")
+    assert_usage_error(
+        run_cli("gen", "--regex", "a", "p", "--server", url, "--server-kind", "tgi"), "--server-kind must be one of"
+    )
     assert_usage_error(run_cli("gen", "--regex", "a", "p", "--server-kind", "vllm"), "need --server URL")
     assert_usage_error(run_cli("gen", "--regex", "a", "p", "--server", "localhost:8080"), "not an http")
-    assert_usage_error(run_cli("gen", "--regex", "a", "p", "--server", url, "--server-kind", "llama", "--trace", str(tmp_path / "t"), "--trace-legal"), "--trace-legal")
+    assert_usage_error(
+        run_cli(
+            "gen",
+            "--regex",
+            "a",
+            "p",
+            "--server",
+            url,
+            "--server-kind",
+            "llama",
+            "--trace",
+            str(tmp_path / "t"),
+            "--trace-legal",
+        ),
+        "--trace-legal",
+    )

@@ -11,13 +11,12 @@ import sys
 
 import pytest
 
+from fleet.conftest import REPO, assert_usage_error, batch, records
 from ministruct.constraints import load_constraint
 from ministruct.fleet import FleetBatch, Server, Settings, connect
 from ministruct.fleet.serve import free_port
 from ministruct.records import InputRecord
 from ministruct.sampling import SamplingParams
-
-from .conftest import REPO, assert_usage_error, batch, records
 
 pytestmark = pytest.mark.model
 
@@ -31,8 +30,17 @@ def servers_args(servers) -> list[str]:
 
 
 def test_sixty_records_split_over_two_servers_in_order_all_verified(fleet_servers, run_cli):
-    p = run_cli("gen", "--input", "-", *TWO_DIGITS, "--raw", "--server-kind", "llama", *servers_args(fleet_servers),
-                input=batch(60, RAW))
+    p = run_cli(
+        "gen",
+        "--input",
+        "-",
+        *TWO_DIGITS,
+        "--raw",
+        "--server-kind",
+        "llama",
+        *servers_args(fleet_servers),
+        input=batch(60, RAW),
+    )
     assert p.returncode == 0, p.stderr
     recs = records(p.stdout)
     assert [r["id"] for r in recs] == [f"r{i}" for i in range(60)]
@@ -68,8 +76,9 @@ def test_a_server_killed_mid_batch_loses_and_duplicates_nothing(fleet_servers, s
 
 
 def test_the_dialect_the_server_ignores_is_caught_on_the_first_record(fleet_servers, run_cli):
-    p = run_cli("gen", "--input", "-", *TWO_DIGITS, "--server-kind", "vllm", *servers_args(fleet_servers),
-                input=batch(4, WORDS))
+    p = run_cli(
+        "gen", "--input", "-", *TWO_DIGITS, "--server-kind", "vllm", *servers_args(fleet_servers), input=batch(4, WORDS)
+    )
     assert p.returncode == 1, p.stderr
     recs = records(p.stdout)
     assert [r["id"] for r in recs] == ["r0", "r1", "r2", "r3"]
@@ -85,17 +94,48 @@ def test_the_dialect_the_server_ignores_is_caught_on_the_first_record(fleet_serv
 
 
 def test_retry_unverified_resends_and_counts(fleet_servers, run_cli):
-    p = run_cli("gen", "--input", "-", *TWO_DIGITS, "--server-kind", "vllm", "--retry-unverified", "1",
-                "--server", fleet_servers[0].url, input=batch(1, WORDS))
+    p = run_cli(
+        "gen",
+        "--input",
+        "-",
+        *TWO_DIGITS,
+        "--server-kind",
+        "vllm",
+        "--retry-unverified",
+        "1",
+        "--server",
+        fleet_servers[0].url,
+        input=batch(1, WORDS),
+    )
     assert p.returncode == 1
     assert [(r["resent"], r["verified"]) for r in records(p.stdout)] == [(1, False)]
 
 
 def test_a_schema_is_verified_as_an_instance(fleet_servers, run_cli, tmp_path):
     schema = tmp_path / "s.json"
-    schema.write_text(json.dumps({"type": "object", "properties": {"n": {"type": "integer", "minimum": 0, "maximum": 9}}, "required": ["n"], "additionalProperties": False}))
-    p = run_cli("gen", "--input", "-", "--schema", str(schema), "--max-tokens", "12", "--server-kind", "llama",
-                *servers_args(fleet_servers), input=batch(3, "Record {i}: give n"))
+    schema.write_text(
+        json.dumps(
+            {
+                "type": "object",
+                "properties": {"n": {"type": "integer", "minimum": 0, "maximum": 9}},
+                "required": ["n"],
+                "additionalProperties": False,
+            }
+        )
+    )
+    p = run_cli(
+        "gen",
+        "--input",
+        "-",
+        "--schema",
+        str(schema),
+        "--max-tokens",
+        "12",
+        "--server-kind",
+        "llama",
+        *servers_args(fleet_servers),
+        input=batch(3, "Record {i}: give n"),
+    )
     assert p.returncode == 0, p.stderr
     recs = records(p.stdout)
     assert all(r["verified"] and isinstance(r["json"]["n"], int) for r in recs)
@@ -103,8 +143,21 @@ def test_a_schema_is_verified_as_an_instance(fleet_servers, run_cli, tmp_path):
 
 def test_unreachable_server_gets_no_records_and_dead_fleet_gives_error_records(fleet_servers, run_cli):
     dead = f"http://127.0.0.1:{free_port()}"
-    p = run_cli("gen", "--input", "-", *TWO_DIGITS, "--server-kind", "llama", "--server", dead,
-                "--server", fleet_servers[1].url, "--concurrency", "2", input=batch(3))
+    p = run_cli(
+        "gen",
+        "--input",
+        "-",
+        *TWO_DIGITS,
+        "--server-kind",
+        "llama",
+        "--server",
+        dead,
+        "--server",
+        fleet_servers[1].url,
+        "--concurrency",
+        "2",
+        input=batch(3),
+    )
     assert p.returncode == 0, p.stderr
     assert [r["server"] for r in records(p.stdout)] == [fleet_servers[1].url] * 3
     assert f"server {dead}: not reachable" in p.stderr
@@ -123,16 +176,39 @@ def test_kind_cannot_be_detected_on_llama_cpp_python(fleet_servers, run_cli):
 
 def test_servers_from_the_environment_and_text_output(fleet_servers, run_cli):
     env = {"MINISTRUCT_SERVERS": f"{fleet_servers[0].url}, {fleet_servers[1].url}/v1"}
-    p = run_cli("gen", "--choice", "yes", "--choice", "no", "--server-kind", "llama", "--max-tokens", "3",
-                "Say yes or no:", extra_env=env)
+    p = run_cli(
+        "gen",
+        "--choice",
+        "yes",
+        "--choice",
+        "no",
+        "--server-kind",
+        "llama",
+        "--max-tokens",
+        "3",
+        "Say yes or no:",
+        extra_env=env,
+    )
     assert p.returncode == 0, p.stderr
     assert p.stdout in ("yes\n", "no\n")
 
 
 def test_trace_has_chosen_probability_and_a_lower_bound_on_z(fleet_servers, run_cli, tmp_path):
     trace = tmp_path / "t.jsonl"
-    p = run_cli("gen", "--input", "-", *TWO_DIGITS, "--server-kind", "llama", "--raw", "--trace", str(trace),
-                "--server", fleet_servers[0].url, input=batch(2, "Record {i}. Number:"))
+    p = run_cli(
+        "gen",
+        "--input",
+        "-",
+        *TWO_DIGITS,
+        "--server-kind",
+        "llama",
+        "--raw",
+        "--trace",
+        str(trace),
+        "--server",
+        fleet_servers[0].url,
+        input=batch(2, "Record {i}. Number:"),
+    )
     assert p.returncode == 0, p.stderr
     recs = [json.loads(x) for x in trace.read_text().splitlines()]
     assert [r["type"] for r in recs if r["type"] != "step"] == ["header", "summary", "header", "summary"]
@@ -145,10 +221,28 @@ def test_trace_has_chosen_probability_and_a_lower_bound_on_z(fleet_servers, run_
 
 
 def test_ctrl_c_writes_every_finished_record_and_exits_130(fleet_servers, run_cli):
-    args = [sys.executable, "-m", "ministruct", "gen", "--input", "-", *TWO_DIGITS, "--raw", "--server-kind", "llama",
-            *servers_args(fleet_servers)]
-    proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, cwd=REPO, env=run_cli.env)
+    args = [
+        sys.executable,
+        "-m",
+        "ministruct",
+        "gen",
+        "--input",
+        "-",
+        *TWO_DIGITS,
+        "--raw",
+        "--server-kind",
+        "llama",
+        *servers_args(fleet_servers),
+    ]
+    proc = subprocess.Popen(
+        args,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+        env=run_cli.env,
+    )
     proc.stdin.write(batch(40, RAW))
     proc.stdin.close()
     first = "".join(proc.stdout.readline() for _ in range(3))  # the batch is under way

@@ -15,12 +15,39 @@ from ministruct.engine.vocab import Vocabulary
 WIDTH = 100
 
 
-def _rec(step, token_id, token, legal, z, kl, nr, nm, *, collapsed=False, changed=False, top=False,
-         us=12.5, data=None, control=False) -> StepRecord:
+def _rec(
+    step,
+    token_id,
+    token,
+    legal,
+    z,
+    kl,
+    nr,
+    nm,
+    *,
+    collapsed=False,
+    changed=False,
+    top=False,
+    us=12.5,
+    data=None,
+    control=False,
+) -> StepRecord:
     return StepRecord(
-        step=step, token_id=token_id, token=token, legal_count=legal, Z=z, kl=kl,
-        tag="forced" if legal == 1 else "free", nucleus_raw=nr, nucleus_masked=nm, collapsed=collapsed,
-        nucleus_changed=changed, top_changed=top, mask_us=us, token_bytes=data, control=control,
+        step=step,
+        token_id=token_id,
+        token=token,
+        legal_count=legal,
+        Z=z,
+        kl=kl,
+        tag="forced" if legal == 1 else "free",
+        nucleus_raw=nr,
+        nucleus_masked=nm,
+        collapsed=collapsed,
+        nucleus_changed=changed,
+        top_changed=top,
+        mask_us=us,
+        token_bytes=data,
+        control=control,
     )
 
 
@@ -42,7 +69,10 @@ def step_table_case():
 
 def summary_case():
     return summary_panel(
-        summarize(RECORDS), output='{"name": "Ada"}', stop_reason="eos", complete=True,
+        summarize(RECORDS),
+        output='{"name": "Ada"}',
+        stop_reason="eos",
+        complete=True,
         notes=["tokenizer note: re-tokenizing the output gives 5 ids instead of the 7 generated"],
     )
 
@@ -54,7 +84,7 @@ def summary_empty_case():
 def grammar_case():
     info = GrammarInfo(
         constraint={"kind": "regex", "source": "<regex>", "text": "[0-9]{4}"},
-        gbnf='root ::= [0-9]{4}\n',
+        gbnf="root ::= [0-9]{4}\n",
         rules=1,
         stats={"nfa_states": 9, "configurations": 6, "byte_classes": 3, "masks_cached": 5, "compile_ms": 12.25},
         warnings=["'x' is never used"],

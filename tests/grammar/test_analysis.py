@@ -10,18 +10,18 @@ from ministruct.grammar.gbnf.parse import parse_gbnf
 from ministruct.grammar.ir import Grammar, Literal, Repeat, RuleRef, Seq
 
 
-
-
 def test_nullable_rules_fixpoint():
-    g = Grammar({
-        "root": Seq((RuleRef("e2"), Literal("x"))),
-        "e1": Literal(""),
-        "e2": RuleRef("e1"),
-        "opt": Repeat(Literal("a"), 0, 3),
-        "plus": Repeat(RuleRef("e2"), 1, None),
-        "solid": Repeat(Literal("a"), 1, None),
-        "undef": RuleRef("nowhere"),
-    })
+    g = Grammar(
+        {
+            "root": Seq((RuleRef("e2"), Literal("x"))),
+            "e1": Literal(""),
+            "e2": RuleRef("e1"),
+            "opt": Repeat(Literal("a"), 0, 3),
+            "plus": Repeat(RuleRef("e2"), 1, None),
+            "solid": Repeat(Literal("a"), 1, None),
+            "undef": RuleRef("nowhere"),
+        }
+    )
     assert nullable_rules(g) == {"e1", "e2", "opt", "plus"}
 
 
@@ -32,8 +32,10 @@ def test_nullable_rules_fixpoint():
         ('root ::= asdf\nasdf ::= "a" | asdf "a"', "asdf -> asdf"),
         ('root ::= asdf\nasdf ::= "a" | foo "b"\nfoo ::= "c" | asdf "d" | "e"', "asdf -> foo -> asdf"),
         # through a rule with an empty alternative (llama.cpp finds this one too)
-        ('root ::= asdf\nasdf ::= "a" | foo "b"\nfoo ::= "c" | empty asdf "d" | "e"\nempty ::= "blah" |',
-         "asdf -> foo -> asdf"),
+        (
+            'root ::= asdf\nasdf ::= "a" | foo "b"\nfoo ::= "c" | empty asdf "d" | "e"\nempty ::= "blah" |',
+            "asdf -> foo -> asdf",
+        ),
         # through nullable prefixes llama.cpp does not see: a nullable chain, x*, x?, "", x{0}
         ('root ::= e2 root "x" | "y"\ne2 ::= e1\ne1 ::= "q" |', "root -> root"),
         ('root ::= "a"* root | "b"', "root -> root"),

@@ -140,7 +140,9 @@ def test_lenient_is_named_as_parameter_and_flag():
 def test_a_grammar_too_large_is_refused_naming_its_largest_rule():
     pattern = "|".join(f"{c}{{99999}}" for c in "abcdefghijkl")  # each count allowed, together too large
     with hang_guard(10, "a too large grammar"):
-        with pytest.raises(CompileLimitError, match=r"^<regex>: grammar too large to compile \(about 2,4.* largest rule is 'root'"):
+        with pytest.raises(
+            CompileLimitError, match=r"^<regex>: grammar too large to compile \(about 2,4.* largest rule is 'root'"
+        ):
             load_constraint(regex=pattern)
 
 

@@ -7,6 +7,10 @@ import sys
 
 import click
 
+from ministruct.cli.base import app
+from ministruct.cli.errors import error_text, exit_code
+from ministruct.errors import MinistructError, OutputClosed, OutputError
+
 try:  # typer >= 0.29 carries its own copy of click
     from typer._click import exceptions as _tcx
 
@@ -19,14 +23,9 @@ _UsageErr = tuple(m.UsageError for m in _CLICK)
 _ClickErr = tuple(m.ClickException for m in _CLICK)
 _Abort = tuple(getattr(m, "Abort") for m in _CLICK if hasattr(m, "Abort"))
 
-from ..errors import MinistructError, OutputClosed, OutputError
-
-from .base import app
-from .errors import error_text, exit_code
-
 
 def _register() -> None:
-    from . import check, collapse, convert, gen  # noqa: F401  (each module adds its command to `app`)
+    from ministruct.cli import check, collapse, convert, gen  # noqa: F401  (each module adds its command to `app`)
 
     for optional in ("inspect", "bench"):
         try:
@@ -87,6 +86,8 @@ def main() -> None:
     except Exception as e:  # a bug: say so in one line unless debugging
         if debug:
             raise
-        print(f"ministruct: internal error: {type(e).__name__}: {e} (set MINISTRUCT_DEBUG=1 for the traceback)", file=sys.stderr)
+        print(
+            f"ministruct: internal error: {type(e).__name__}: {e} (set MINISTRUCT_DEBUG=1 for the traceback)",
+            file=sys.stderr,
+        )
         sys.exit(3)
-

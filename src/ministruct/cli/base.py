@@ -18,7 +18,7 @@ app = typer.Typer(
 
 def _print_version(value: bool) -> None:
     if value:
-        from .. import __version__
+        from ministruct import __version__
 
         typer.echo(f"ministruct {__version__}")
         raise typer.Exit(0)
@@ -26,7 +26,9 @@ def _print_version(value: bool) -> None:
 
 @app.callback()
 def _root(
-    version: bool = typer.Option(False, "--version", help="Print the version and exit.", is_eager=True, callback=_print_version),
+    version: bool = typer.Option(
+        False, "--version", help="Print the version and exit.", is_eager=True, callback=_print_version
+    ),
 ) -> None:
     """Grammar-constrained generation with local GGUF models, and the numbers behind every step."""
 

@@ -22,14 +22,14 @@ from typing import Annotated, Any
 
 import typer
 
-from ..engine.bench import output_rate, peak_rss_mb, prepare_vocabulary, random_walk
-from ..engine.compile import compile_grammar
-from ..engine.matcher import Matcher
-from ..generate import Decoder
-from ..model import Model
-from ..pipeline import GenerationJob
-from . import options as o
-from .base import app, warn
+from ministruct.cli import options as o
+from ministruct.cli.base import app, warn
+from ministruct.engine.bench import output_rate, peak_rss_mb, prepare_vocabulary, random_walk
+from ministruct.engine.compile import compile_grammar
+from ministruct.engine.matcher import Matcher
+from ministruct.generate import Decoder
+from ministruct.model import Model
+from ministruct.pipeline import GenerationJob
 
 DEFAULT_PROMPT = "Write a short answer."
 
@@ -42,10 +42,19 @@ def bench(
     constraint: o.ConstraintFlags,
     run: o.RunFlags,
     prompt: Annotated[str, typer.Option("--prompt", help="Prompt for the tokens/s measurement.")] = DEFAULT_PROMPT,
-    steps: Annotated[int, typer.Option("--steps", min=1, help="Random-walk steps (random legal tokens, seeded by --seed).")] = 200,
-    no_generate: Annotated[bool, typer.Option("--no-generate", help="Measure masks only (loads the vocabulary, not the weights).")] = False,
-    cold: Annotated[bool, typer.Option("--cold/--warm", help="Cold: ignore the disk cache of masks (default). Warm: use and fill it.")] = True,
-    rounds: Annotated[int, typer.Option("--rounds", min=1, help="Generations per condition; the median rate is reported.")] = 1,
+    steps: Annotated[
+        int, typer.Option("--steps", min=1, help="Random-walk steps (random legal tokens, seeded by --seed).")
+    ] = 200,
+    no_generate: Annotated[
+        bool, typer.Option("--no-generate", help="Measure masks only (loads the vocabulary, not the weights).")
+    ] = False,
+    cold: Annotated[
+        bool,
+        typer.Option("--cold/--warm", help="Cold: ignore the disk cache of masks (default). Warm: use and fill it."),
+    ] = True,
+    rounds: Annotated[
+        int, typer.Option("--rounds", min=1, help="Generations per condition; the median rate is reported.")
+    ] = 1,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of a table.")] = False,
 ) -> None:
     """Time masks along a seeded random walk, compile time, and tokens/s constrained vs unconstrained."""
@@ -67,7 +76,12 @@ def bench(
     ff_share: float | None = None
     if not no_generate:
         job = GenerationJob(
-            llm, c, run.params, max_tokens=run.max_tokens, chat=run.chat, system=run.system,
+            llm,
+            c,
+            run.params,
+            max_tokens=run.max_tokens,
+            chat=run.chat,
+            system=run.system,
             show_schema=run.show_schema,
         )
         rates, ff_share = _rates(job, prompt, rounds, cold)
@@ -133,8 +147,10 @@ def _table(r: dict[str, Any], *, resets: int, cold: bool) -> None:
     t.add_row("constraint", f"{con['kind']} {con['source'] if con['kind'] == 'grammar' else con['text'][:60]}")
     t.add_row("compile", f"{r['compile_ms']:.1f} ms ({'cold' if cold else 'warm'} cache)")
     m = r["mask_us"]
-    t.add_row(f"mask, {r['steps']} steps ({resets} restarts)",
-              f"mean {m['mean']:.1f} us  p50 {m['p50']:.1f}  p99 {m['p99']:.1f}  max {m['max']:.1f}")
+    t.add_row(
+        f"mask, {r['steps']} steps ({resets} restarts)",
+        f"mean {m['mean']:.1f} us  p50 {m['p50']:.1f}  p99 {m['p99']:.1f}  max {m['max']:.1f}",
+    )
     t.add_row("first mask ready", f"{r['first_mask_ms']:.1f} ms")
     tps = r["tokens_per_s"]
     if tps is None:

@@ -7,24 +7,48 @@ from typing import Annotated, Any, Callable, Iterator, Optional
 
 import typer
 
-from ..batch import CHECK_LABELS, CHECK_SETTINGS, ConstraintCache, Resume, record_constraint, run_batch, stderr_report, validated, with_constraint
-from ..constraints import load_schema_text, read_text
-from ..engine.check import check_text
-from ..errors import MinistructError, UsageError
-from ..instance import InstanceChecker
-from ..records import InputRecord, open_lines, read_records, write_line, write_record
-from . import options as o
-from .base import app, warn
+from ministruct.batch import (
+    CHECK_LABELS,
+    CHECK_SETTINGS,
+    ConstraintCache,
+    Resume,
+    record_constraint,
+    run_batch,
+    stderr_report,
+    validated,
+    with_constraint,
+)
+from ministruct.cli import options as o
+from ministruct.cli.base import app, warn
+from ministruct.constraints import load_schema_text, read_text
+from ministruct.engine.check import check_text
+from ministruct.errors import MinistructError, UsageError
+from ministruct.instance import InstanceChecker
+from ministruct.records import InputRecord, open_lines, read_records, write_line, write_record
 
 
 @app.command()
 @o.constraint_flags
 def check(
     text: Annotated[Optional[str], typer.Argument(help="The text to check (or use --input).")] = None,
-    input: Annotated[Optional[str], typer.Option("--input", help="JSONL records with 'text' (and 'id'), or plain lines; '-' for stdin.")] = None,
-    format: Annotated[Optional[str], typer.Option("--format", help="text or jsonl (jsonl is the default with --input).")] = None,
-    prefix: Annotated[bool, typer.Option("--prefix", help="Ask whether the text can still be completed instead.")] = False,
-    as_generated: Annotated[bool, typer.Option("--as-generated", help="With --schema: ask whether ministruct could have generated TEXT (its key order, whitespace and properties), not whether TEXT is a valid instance.")] = False,
+    input: Annotated[
+        Optional[str],
+        typer.Option("--input", help="JSONL records with 'text' (and 'id'), or plain lines; '-' for stdin."),
+    ] = None,
+    format: Annotated[
+        Optional[str], typer.Option("--format", help="text or jsonl (jsonl is the default with --input).")
+    ] = None,
+    prefix: Annotated[
+        bool, typer.Option("--prefix", help="Ask whether the text can still be completed instead.")
+    ] = False,
+    as_generated: Annotated[
+        bool,
+        typer.Option(
+            "--as-generated",
+            help="With --schema: ask whether ministruct could have generated TEXT (its key order, whitespace "
+            "and properties), not whether TEXT is a valid instance.",
+        ),
+    ] = False,
     allow_extra_fields: o.AllowExtraFields = False,
     resume: o.ResumeFile = None,
     *,
@@ -50,15 +74,24 @@ def check(
         else:
             write_line("ok" if res.accepted else f"rejected at {res.message()}")
         raise typer.Exit(0 if res.accepted else 1)
-    cache = ConstraintCache(lambda kind, value: _verdict(with_constraint(constraint, kind, value), prefix, as_generated))
+    cache = ConstraintCache(
+        lambda kind, value: _verdict(with_constraint(constraint, kind, value), prefix, as_generated)
+    )
     with open_lines(input) as (lines, source):
         records = read_records(lines, "text", source, settings=CHECK_SETTINGS, allow_extra=allow_extra_fields)
-        status = run_batch(validated(records), _checker(verdict, cache, fmt), labels=CHECK_LABELS,
-                           resume=Resume.load(resume), report=stderr_report)
+        status = run_batch(
+            validated(records),
+            _checker(verdict, cache, fmt),
+            labels=CHECK_LABELS,
+            resume=Resume.load(resume),
+            report=stderr_report,
+        )
     raise typer.Exit(status)
 
 
-def _checker(verdict: Callable[[str], Any], cache: ConstraintCache, fmt: str) -> Callable[[InputRecord, int], Iterator[str]]:
+def _checker(
+    verdict: Callable[[str], Any], cache: ConstraintCache, fmt: str
+) -> Callable[[InputRecord, int], Iterator[str]]:
     """The per-record step of run_batch: check one record (with its own constraint, if it
     names one), write its result, yield its status."""
 

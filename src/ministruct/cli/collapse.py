@@ -10,13 +10,20 @@ from typing import Annotated, Optional
 import typer
 from rich.console import Console
 
-from ..diagnostics.collapse import CONDITIONS, DEFAULT_TEMPERATURES, DEFAULT_TOP_PS, CollapseStudy, Grid, StudySettings
-from ..errors import InputError, UsageError
-from ..model import Model
-from ..records import open_lines, read_records
-from . import options as o
-from .base import app, warn
-from .progress import Progress
+from ministruct.cli import options as o
+from ministruct.cli.base import app, warn
+from ministruct.cli.progress import Progress
+from ministruct.diagnostics.collapse import (
+    CONDITIONS,
+    DEFAULT_TEMPERATURES,
+    DEFAULT_TOP_PS,
+    CollapseStudy,
+    Grid,
+    StudySettings,
+)
+from ministruct.errors import InputError, UsageError
+from ministruct.model import Model
+from ministruct.records import open_lines, read_records
 
 
 def _csv(values) -> str:
@@ -32,13 +39,27 @@ def collapse(
     *,
     constraint: o.ConstraintFlags,
     run: o.RunFlags,
-    input: Annotated[Optional[str], typer.Option("--input", help="More prompts: JSONL records with 'prompt', or plain lines; '-' for stdin.")] = None,
-    seeds: Annotated[str, typer.Option("--seeds", help="A count N (seeds --seed .. --seed+N-1) or a comma-separated list.")] = "4",
-    temperatures: Annotated[str, typer.Option("--temperatures", help="Grid temperatures, comma-separated.")] = _csv(DEFAULT_TEMPERATURES),
+    input: Annotated[
+        Optional[str],
+        typer.Option("--input", help="More prompts: JSONL records with 'prompt', or plain lines; '-' for stdin."),
+    ] = None,
+    seeds: Annotated[
+        str, typer.Option("--seeds", help="A count N (seeds --seed .. --seed+N-1) or a comma-separated list.")
+    ] = "4",
+    temperatures: Annotated[str, typer.Option("--temperatures", help="Grid temperatures, comma-separated.")] = _csv(
+        DEFAULT_TEMPERATURES
+    ),
     top_ps: Annotated[str, typer.Option("--top-ps", help="Grid top_p values, comma-separated.")] = _csv(DEFAULT_TOP_PS),
-    out: Annotated[Optional[str], typer.Option("--out", help="Write the report JSON to this file ('-': stdout, instead of the summary).")] = None,
-    plot: Annotated[Optional[str], typer.Option("--plot", help="Write figures (PNG) to this folder (needs matplotlib).")] = None,
-    width: Annotated[Optional[int], typer.Option("--width", min=40, help="Output width (default: the terminal, or $COLUMNS).")] = None,
+    out: Annotated[
+        Optional[str],
+        typer.Option("--out", help="Write the report JSON to this file ('-': stdout, instead of the summary)."),
+    ] = None,
+    plot: Annotated[
+        Optional[str], typer.Option("--plot", help="Write figures (PNG) to this folder (needs matplotlib).")
+    ] = None,
+    width: Annotated[
+        Optional[int], typer.Option("--width", min=40, help="Output width (default: the terminal, or $COLUMNS).")
+    ] = None,
     no_progress: o.NoProgress = False,
 ) -> None:
     """The collapse study: sample each generation once at --temperature/--top-p (the
@@ -46,8 +67,13 @@ def collapse(
     re-evaluate every step's logits over the temperature x top_p grid."""
     grid = Grid(_floats(temperatures, "--temperatures"), _floats(top_ps, "--top-ps"))
     settings = StudySettings(
-        seeds=_seeds(seeds, run.params.seed), grid=grid, params=run.params, conditions=_conditions(ctx, run),
-        max_tokens=run.max_tokens, chat=run.chat, system=run.system,
+        seeds=_seeds(seeds, run.params.seed),
+        grid=grid,
+        params=run.params,
+        conditions=_conditions(ctx, run),
+        max_tokens=run.max_tokens,
+        chat=run.chat,
+        system=run.system,
     )
     prompts = _prompts(prompt, input)
     constraints = constraint.load_each()
@@ -55,7 +81,7 @@ def collapse(
         for w in c.warnings:
             warn(f"{c.source}: {w}")
     if plot is not None:
-        from ..diagnostics.collapse_render import require_matplotlib
+        from ministruct.diagnostics.collapse_render import require_matplotlib
 
         require_matplotlib()
     if out not in (None, "-"):
@@ -70,17 +96,19 @@ def collapse(
     else:
         if out is not None:
             report.write(out)
-        from ..diagnostics.collapse_render import collapse_summary
+        from ministruct.diagnostics.collapse_render import collapse_summary
 
         (Console(width=width) if width else Console()).print(collapse_summary(report))
     if plot is not None:
-        from ..diagnostics.collapse_render import write_figures
+        from ministruct.diagnostics.collapse_render import write_figures
 
         for path in write_figures(report, plot):
             print(f"ministruct: wrote {path}", file=sys.stderr)
     if report.incomplete:
-        warn(f"{report.incomplete} of {len(report.generations)} generations did not complete "
-             f"(cut off by --max-tokens {run.max_tokens} or no legal continuation); their steps are counted")
+        warn(
+            f"{report.incomplete} of {len(report.generations)} generations did not complete "
+            f"(cut off by --max-tokens {run.max_tokens} or no legal continuation); their steps are counted"
+        )
         raise typer.Exit(1)
 
 

@@ -6,9 +6,9 @@ from typing import Annotated
 
 import typer
 
-from ..errors import UsageError
-from . import options as o
-from .base import app, warn
+from ministruct.cli import options as o
+from ministruct.cli.base import app, warn
+from ministruct.errors import UsageError
 
 
 @app.command()
@@ -25,7 +25,7 @@ def convert(
     if to == "gbnf":
         typer.echo(c.grammar.to_gbnf(), nl=False)
     elif to == "regex":
-        from ..grammar.regex import grammar_to_regex
+        from ministruct.grammar.regex import grammar_to_regex
 
         typer.echo(grammar_to_regex(c.grammar))
     elif to == "lark":

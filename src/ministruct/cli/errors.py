@@ -5,18 +5,40 @@ from __future__ import annotations
 
 import re
 
-from ..errors import BudgetTooSmall, GrammarSyntaxError, MinistructError, NoLegalContinuation, UsageError
+from ministruct.errors import BudgetTooSmall, GrammarSyntaxError, MinistructError, NoLegalContinuation, UsageError
 
 # library parameter -> the flag (or argument) that sets it
 FLAGS = {
-    "temperature": "--temperature", "top_p": "--top-p", "top_k": "--top-k", "repeat_penalty": "--repeat-penalty",
-    "seed": "--seed", "max_tokens": "--max-tokens", "regex": "--regex", "grammar": "--grammar",
-    "schema": "--schema", "choice": "--choice", "lark": "--lark", "root": "--root", "lenient": "--lenient",
-    "whitespace": "--whitespace", "extra_properties": "--extra-properties", "oneof_as_anyof": "--oneof-as-anyof",
-    "chat": "--chat/--raw", "system": "--system", "seeds": "--seeds", "temperatures": "--temperatures",
-    "top_ps": "--top-ps", "trace": "--trace", "prompt": "PROMPT or --input", "input": "--input",
-    "format": "--format", "n": "--n",
-    "server": "--server", "kind": "--server-kind", "concurrency": "--concurrency", "retry_unverified": "--retry-unverified",
+    "temperature": "--temperature",
+    "top_p": "--top-p",
+    "top_k": "--top-k",
+    "repeat_penalty": "--repeat-penalty",
+    "seed": "--seed",
+    "max_tokens": "--max-tokens",
+    "regex": "--regex",
+    "grammar": "--grammar",
+    "schema": "--schema",
+    "choice": "--choice",
+    "lark": "--lark",
+    "root": "--root",
+    "lenient": "--lenient",
+    "whitespace": "--whitespace",
+    "extra_properties": "--extra-properties",
+    "oneof_as_anyof": "--oneof-as-anyof",
+    "chat": "--chat/--raw",
+    "system": "--system",
+    "seeds": "--seeds",
+    "temperatures": "--temperatures",
+    "top_ps": "--top-ps",
+    "trace": "--trace",
+    "prompt": "PROMPT or --input",
+    "input": "--input",
+    "format": "--format",
+    "n": "--n",
+    "server": "--server",
+    "kind": "--server-kind",
+    "concurrency": "--concurrency",
+    "retry_unverified": "--retry-unverified",
     "model": "--model",
 }
 
@@ -48,7 +70,7 @@ def error_text(e: MinistructError) -> str:
     if isinstance(e, UsageError) and e.parameter in FLAGS:
         flag = FLAGS[e.parameter]
         if body.startswith(e.parameter):
-            body = flag + body[len(e.parameter):]
+            body = flag + body[len(e.parameter) :]
         elif flag not in body:
             body += f" ({flag})"
     text = f"ministruct: error: {flag_text(body)}"

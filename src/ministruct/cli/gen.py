@@ -8,15 +8,15 @@ from typing import Annotated, Iterable, Iterator, Optional
 
 import typer
 
-from ..batch import GEN_SETTINGS, ConstraintCache, Resume, run_batch, stderr_report, validated, with_constraint
-from ..errors import UsageError
-from ..gen_batch import GenBatch, JobPool, status_of
-from ..model import Model
-from ..pipeline import GenerationJob, GenResult
-from ..records import InputRecord, count_lines, open_lines, read_records, write_line, write_record
-from . import options as o
-from .base import app, warn
-from .progress import Progress
+from ministruct.batch import GEN_SETTINGS, ConstraintCache, Resume, run_batch, stderr_report, validated, with_constraint
+from ministruct.cli import options as o
+from ministruct.cli.base import app, warn
+from ministruct.cli.progress import Progress
+from ministruct.errors import UsageError
+from ministruct.gen_batch import GenBatch, JobPool, status_of
+from ministruct.model import Model
+from ministruct.pipeline import GenerationJob, GenResult
+from ministruct.records import InputRecord, count_lines, open_lines, read_records, write_line, write_record
 
 
 @app.command()
@@ -28,20 +28,52 @@ def gen(
     constraint: o.ConstraintFlags,
     run: o.RunFlags,
     n: Annotated[int, typer.Option("--n", min=1, help="Samples per prompt (seeds seed, seed+1, ...).")] = 1,
-    input: Annotated[Optional[str], typer.Option("--input", help="JSONL records with 'prompt' (and 'id'), or plain lines; '-' for stdin.")] = None,
-    format: Annotated[Optional[str], typer.Option("--format", help="text, json or jsonl (jsonl is the default with --input).")] = None,
+    input: Annotated[
+        Optional[str],
+        typer.Option("--input", help="JSONL records with 'prompt' (and 'id'), or plain lines; '-' for stdin."),
+    ] = None,
+    format: Annotated[
+        Optional[str], typer.Option("--format", help="text, json or jsonl (jsonl is the default with --input).")
+    ] = None,
     trace: Annotated[Optional[str], typer.Option("--trace", help="Write per-step JSONL records to this file.")] = None,
-    trace_legal: Annotated[bool, typer.Option("--trace-legal", help="Add each step's legal token ids to the trace.")] = False,
+    trace_legal: Annotated[
+        bool, typer.Option("--trace-legal", help="Add each step's legal token ids to the trace.")
+    ] = False,
     hard_cut: o.HardCut = False,
     no_fast_forward: o.NoFastForward = False,
     quiet: o.Quiet = False,
     no_progress: o.NoProgress = False,
     allow_extra_fields: o.AllowExtraFields = False,
     resume: o.ResumeFile = None,
-    server: Annotated[Optional[list[str]], typer.Option("--server", help="An OpenAI-compatible server URL to run on instead of the local model (repeat; env MINISTRUCT_SERVERS); every output is checked.", rich_help_panel="Server fleet")] = None,
-    server_kind: Annotated[Optional[str], typer.Option("--server-kind", help="llama, vllm or openai: the servers' constraint dialect (default: detected where a server says).", rich_help_panel="Server fleet")] = None,
-    concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="Requests in flight per server.", rich_help_panel="Server fleet")] = 1,
-    retry_unverified: Annotated[int, typer.Option("--retry-unverified", min=0, help="Resend an output that fails our check up to N times.", rich_help_panel="Server fleet")] = 0,
+    server: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            "--server",
+            help="An OpenAI-compatible server URL to run on instead of the local model "
+            "(repeat; env MINISTRUCT_SERVERS); every output is checked.",
+            rich_help_panel="Server fleet",
+        ),
+    ] = None,
+    server_kind: Annotated[
+        Optional[str],
+        typer.Option(
+            "--server-kind",
+            help="llama, vllm or openai: the servers' constraint dialect (default: detected where a server says).",
+            rich_help_panel="Server fleet",
+        ),
+    ] = None,
+    concurrency: Annotated[
+        int, typer.Option("--concurrency", min=1, help="Requests in flight per server.", rich_help_panel="Server fleet")
+    ] = 1,
+    retry_unverified: Annotated[
+        int,
+        typer.Option(
+            "--retry-unverified",
+            min=0,
+            help="Resend an output that fails our check up to N times.",
+            rich_help_panel="Server fleet",
+        ),
+    ] = 0,
 ) -> None:
     """Generate text that satisfies the constraint. The output alone goes to stdout."""
     if (prompt is None) == (input is None):
@@ -56,32 +88,54 @@ def gen(
     c = constraint.load()
     for w in c.warnings:
         warn(w)
-    from .gen_fleet import gen_on_fleet, servers_requested
+    from ministruct.cli.gen_fleet import gen_on_fleet, servers_requested
 
     if servers_requested(server):
         if resume is not None:
             raise UsageError("--resume is not supported with --server yet")
         with _fleet_records(prompt, input, allow_extra_fields) as records:
-            raise typer.Exit(gen_on_fleet(
-                server, c, run, records, n=n, fmt=fmt, trace=trace, trace_legal=trace_legal,
-                server_kind=server_kind, concurrency=concurrency, retry_unverified=retry_unverified,
-            ))
+            raise typer.Exit(
+                gen_on_fleet(
+                    server,
+                    c,
+                    run,
+                    records,
+                    n=n,
+                    fmt=fmt,
+                    trace=trace,
+                    trace_legal=trace_legal,
+                    server_kind=server_kind,
+                    concurrency=concurrency,
+                    retry_unverified=retry_unverified,
+                )
+            )
     if server_kind is not None or concurrency != 1 or retry_unverified:
         raise UsageError("--server-kind, --concurrency and --retry-unverified need --server URL")
     resumed = Resume.load(resume) if input is not None else None
     llm = Model.load(run.model)
     job = GenerationJob(
-        llm, c, run.params, max_tokens=run.max_tokens, chat=run.chat, system=run.system,
-        show_schema=run.show_schema, budget_aware=not hard_cut, fast_forward=not no_fast_forward,
+        llm,
+        c,
+        run.params,
+        max_tokens=run.max_tokens,
+        chat=run.chat,
+        system=run.system,
+        show_schema=run.show_schema,
+        budget_aware=not hard_cut,
+        fast_forward=not no_fast_forward,
     )
     tracer = None
     if trace is not None:
-        from ..diagnostics.trace import TraceWriter
+        from ministruct.diagnostics.trace import TraceWriter
 
         tracer = TraceWriter.open(trace, job, legal=trace_legal)
-    pool = JobPool(job, ConstraintCache(lambda kind, value: with_constraint(constraint, kind, value).load(), on_load=_warn_once))
+    pool = JobPool(
+        job, ConstraintCache(lambda kind, value: with_constraint(constraint, kind, value).load(), on_load=_warn_once)
+    )
     label = input is not None or n > 1
-    batch = GenBatch(pool, n=n, seed=run.params.seed, emit=lambda res, extra: _emit(res, fmt, extra, quiet, label), tracer=tracer)
+    batch = GenBatch(
+        pool, n=n, seed=run.params.seed, emit=lambda res, extra: _emit(res, fmt, extra, quiet, label), tracer=tracer
+    )
     try:
         if input is None:
             status = _single(batch, prompt, n, no_progress)
@@ -90,8 +144,9 @@ def gen(
                 progress = Progress(enabled=not no_progress, total=count_lines(input), label="generating")
                 records = read_records(lines, "prompt", source, settings=GEN_SETTINGS, allow_extra=allow_extra_fields)
                 with progress:
-                    status = run_batch(validated(records), batch, resume=resumed, per_record=n,
-                                       progress=progress, report=stderr_report)
+                    status = run_batch(
+                        validated(records), batch, resume=resumed, per_record=n, progress=progress, report=stderr_report
+                    )
     finally:
         if tracer is not None:
             tracer.close()
@@ -107,6 +162,7 @@ def _fleet_records(prompt: str | None, input: str | None, allow_extra: bool) -> 
         yield [InputRecord(1, 1, prompt)]
         return
     with open_lines(input) as (lines, source):
+
         def records() -> Iterator[InputRecord]:
             for rec in validated(read_records(lines, "prompt", source, settings=GEN_SETTINGS, allow_extra=allow_extra)):
                 if rec.error is None and rec.settings:

@@ -11,12 +11,12 @@ import os
 import sys
 from typing import IO, Iterable
 
-from ..constraints import Constraint
-from ..errors import UsageError
-from ..fleet import KINDS, FleetBatch, FleetResult, Ignored, Settings, connect, split_servers
-from ..records import InputRecord, write_record
-from .base import warn
-from .options import RunFlags
+from ministruct.cli.base import warn
+from ministruct.cli.options import RunFlags
+from ministruct.constraints import Constraint
+from ministruct.errors import UsageError
+from ministruct.fleet import KINDS, FleetBatch, FleetResult, Ignored, Settings, connect, split_servers
+from ministruct.records import InputRecord, write_record
 
 ENV_SERVERS = "MINISTRUCT_SERVERS"
 ENV_API_KEY = "MINISTRUCT_API_KEY"
@@ -49,15 +49,25 @@ def gen_on_fleet(
     if trace_legal:
         raise UsageError("--trace-legal needs the model's vocabulary, which a server does not share")
     settings = Settings(
-        run.params, run.max_tokens, run.chat, run.system, run.show_schema,
-        top_logprobs=TRACE_TOP_LOGPROBS if trace is not None else None, model=run.model,
+        run.params,
+        run.max_tokens,
+        run.chat,
+        run.system,
+        run.show_schema,
+        top_logprobs=TRACE_TOP_LOGPROBS if trace is not None else None,
+        model=run.model,
     )
     key = os.environ.get(ENV_API_KEY)
     headers = {"Authorization": f"Bearer {key}"} if key else None
     servers = connect(urls, constraint, settings, kind=server_kind, headers=headers, warn=warn)
     batch = FleetBatch(
-        servers, constraint, settings, concurrency=concurrency, retry_unverified=retry_unverified,
-        headers=headers, on_ignored=lambda e: _say_ignored(e, constraint),
+        servers,
+        constraint,
+        settings,
+        concurrency=concurrency,
+        retry_unverified=retry_unverified,
+        headers=headers,
+        on_ignored=lambda e: _say_ignored(e, constraint),
     )
     trace_out: IO[str] | None = None
     if trace is not None:

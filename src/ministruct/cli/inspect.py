@@ -15,30 +15,36 @@ from typing import Annotated, Optional
 import typer
 from rich.console import Console
 
-from ..diagnostics.grammar_info import grammar_info
-from ..diagnostics.render import grammar_report, step_table, summary_panel, tokenizer_panel
-from ..diagnostics.tokenizer import round_trip, tokenizer_report
-from ..diagnostics.trace import TraceWriter
-from ..engine.compile import compile_grammar
-from ..model import Model
-from ..pipeline import GenerationJob
-from ..records import RECORD_VERSION
-from . import options as o
-from .base import app
-from .progress import Progress
+from ministruct.cli import options as o
+from ministruct.cli.base import app
+from ministruct.cli.progress import Progress
+from ministruct.diagnostics.grammar_info import grammar_info
+from ministruct.diagnostics.render import grammar_report, step_table, summary_panel, tokenizer_panel
+from ministruct.diagnostics.tokenizer import round_trip, tokenizer_report
+from ministruct.diagnostics.trace import TraceWriter
+from ministruct.engine.compile import compile_grammar
+from ministruct.model import Model
+from ministruct.pipeline import GenerationJob
+from ministruct.records import RECORD_VERSION
 
 
 @app.command()
 @o.constraint_flags
 @o.run_flags(max_tokens=64)
 def inspect(
-    prompt: Annotated[Optional[str], typer.Argument(help="Run one generation and show every token (omit for the grammar report).")] = None,
+    prompt: Annotated[
+        Optional[str], typer.Argument(help="Run one generation and show every token (omit for the grammar report).")
+    ] = None,
     *,
     constraint: o.ConstraintFlags,
     run: o.RunFlags,
-    walks: Annotated[int, typer.Option("--walks", min=0, help="Random walks for legal-set sizes and samples (no PROMPT).")] = 5,
+    walks: Annotated[
+        int, typer.Option("--walks", min=0, help="Random walks for legal-set sizes and samples (no PROMPT).")
+    ] = 5,
     walk_steps: Annotated[int, typer.Option("--walk-steps", min=1, help="Tokens per random walk at most.")] = 32,
-    width: Annotated[Optional[int], typer.Option("--width", min=40, help="Output width (default: the terminal, or $COLUMNS).")] = None,
+    width: Annotated[
+        Optional[int], typer.Option("--width", min=40, help="Output width (default: the terminal, or $COLUMNS).")
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")] = False,
     no_progress: o.NoProgress = False,
 ) -> None:
@@ -49,8 +55,17 @@ def inspect(
         _grammar_report(c, run.model, run.params.seed, walks, walk_steps, console, as_json, no_progress)
         return
     status = _generation_report(
-        c, run.model, run.params, prompt, max_tokens=run.max_tokens, chat=run.chat, system=run.system,
-        show_schema=run.show_schema, console=console, as_json=as_json, no_progress=no_progress,
+        c,
+        run.model,
+        run.params,
+        prompt,
+        max_tokens=run.max_tokens,
+        chat=run.chat,
+        system=run.system,
+        show_schema=run.show_schema,
+        console=console,
+        as_json=as_json,
+        no_progress=no_progress,
     )
     raise typer.Exit(status)
 
@@ -61,7 +76,12 @@ def _grammar_report(c, model, seed, walks, walk_steps, console, as_json, no_prog
     compiled = compile_grammar(c.grammar, vocab)
     with Progress(enabled=not no_progress, total=walks, label="walking the grammar") as progress:
         info = grammar_info(
-            compiled, c.describe(), warnings=c.warnings, walks=walks, max_steps=walk_steps, seed=seed,
+            compiled,
+            c.describe(),
+            warnings=c.warnings,
+            walks=walks,
+            max_steps=walk_steps,
+            seed=seed,
             on_walk=lambda _: progress.advance(),
         )
     compiled.persist()
@@ -73,8 +93,9 @@ def _grammar_report(c, model, seed, walks, walk_steps, console, as_json, no_prog
     console.print(tokenizer_panel(tok))
 
 
-def _generation_report(c, model, params, prompt, *, max_tokens, chat, system, show_schema,
-                       console, as_json, no_progress) -> int:
+def _generation_report(
+    c, model, params, prompt, *, max_tokens, chat, system, show_schema, console, as_json, no_progress
+) -> int:
     llm = Model.load(model)
     job = GenerationJob(llm, c, params, max_tokens=max_tokens, chat=chat, system=system, show_schema=show_schema)
     tracer = TraceWriter(None, job)
@@ -87,18 +108,23 @@ def _generation_report(c, model, params, prompt, *, max_tokens, chat, system, sh
     assert summary is not None
     status = 0 if result.complete else 1
     if as_json:
-        _print_json({
-            "header": tracer.header,
-            "steps": [r.to_record() for r in tracer.records],
-            "summary": summary.to_record(),
-            "result": result.to_record(),
-            "round_trip": rt.to_dict(),
-        })
+        _print_json(
+            {
+                "header": tracer.header,
+                "steps": [r.to_record() for r in tracer.records],
+                "summary": summary.to_record(),
+                "result": result.to_record(),
+                "round_trip": rt.to_dict(),
+            }
+        )
         return status
     console.print(step_table(tracer.records, title=f"{len(tracer.records)} tokens, {llm.name}"))
     notes = [n for n in (rt.note(),) if n]
-    console.print(summary_panel(summary, output=result.output, stop_reason=result.stop_reason,
-                                complete=result.complete, notes=notes))
+    console.print(
+        summary_panel(
+            summary, output=result.output, stop_reason=result.stop_reason, complete=result.complete, notes=notes
+        )
+    )
     return status
 
 

@@ -2,47 +2,152 @@
 
 from __future__ import annotations
 
+import functools
+import inspect as _inspect
+import typing
+from dataclasses import dataclass
 from typing import Annotated, Optional
 
 import typer
 
-from ..constraints import Constraint, load_constraint
-from ..errors import UsageError
+from ministruct.constraints import Constraint, load_constraint
+from ministruct.errors import UsageError
+from ministruct.sampling import SamplingParams
 
-Regex = Annotated[Optional[str], typer.Option("--regex", help="A regular expression the whole output must match.", rich_help_panel="Constraint")]
-GrammarOpt = Annotated[Optional[str], typer.Option("--grammar", help="A GBNF grammar file, or a bundled grammar's name (json, digits, ...).", rich_help_panel="Constraint")]
-Schema = Annotated[Optional[str], typer.Option("--schema", help="A JSON Schema file ('-' for stdin).", rich_help_panel="Constraint")]
-Schemas = Annotated[Optional[list[str]], typer.Option("--schema", help="A JSON Schema file ('-' for stdin); repeat the flag for several.", rich_help_panel="Constraint")]
-Choice = Annotated[Optional[list[str]], typer.Option("--choice", help="One of these strings (repeat the flag).", rich_help_panel="Constraint")]
-LarkOpt = Annotated[Optional[str], typer.Option("--lark", help="A Lark grammar (not supported yet).", rich_help_panel="Constraint", hidden=True)]
+Regex = Annotated[
+    Optional[str],
+    typer.Option("--regex", help="A regular expression the whole output must match.", rich_help_panel="Constraint"),
+]
+GrammarOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--grammar",
+        help="A GBNF grammar file, or a bundled grammar's name (json, digits, ...).",
+        rich_help_panel="Constraint",
+    ),
+]
+Schema = Annotated[
+    Optional[str], typer.Option("--schema", help="A JSON Schema file ('-' for stdin).", rich_help_panel="Constraint")
+]
+Schemas = Annotated[
+    Optional[list[str]],
+    typer.Option(
+        "--schema",
+        help="A JSON Schema file ('-' for stdin); repeat the flag for several.",
+        rich_help_panel="Constraint",
+    ),
+]
+Choice = Annotated[
+    Optional[list[str]],
+    typer.Option("--choice", help="One of these strings (repeat the flag).", rich_help_panel="Constraint"),
+]
+LarkOpt = Annotated[
+    Optional[str],
+    typer.Option("--lark", help="A Lark grammar (not supported yet).", rich_help_panel="Constraint", hidden=True),
+]
 Root = Annotated[Optional[str], typer.Option("--root", help="Start rule of a --grammar.", rich_help_panel="Constraint")]
-Whitespace = Annotated[str, typer.Option("--whitespace", help="JSON whitespace for --schema: compact, flexible or pretty.", rich_help_panel="Constraint")]
-Lenient = Annotated[bool, typer.Option("--lenient", help="Ignore schema keywords that cannot be enforced (one warning each).", rich_help_panel="Constraint")]
-OneOfAsAnyOf = Annotated[bool, typer.Option("--oneof-as-anyof", help="Treat a oneOf whose branches may overlap as anyOf.", rich_help_panel="Constraint")]
-ExtraProperties = Annotated[Optional[str], typer.Option(
-    "--extra-properties",
-    help="spec: objects may carry properties the schema does not name, unless it forbids them (JSON Schema's "
-    "meaning; the default of check); explicit: only where additionalProperties, patternProperties or "
-    "unevaluatedProperties allow them, and no items past prefixItems unless items says so (the default "
-    "of gen, inspect, collapse, bench and convert).",
-    rich_help_panel="Constraint")]
+Whitespace = Annotated[
+    str,
+    typer.Option(
+        "--whitespace", help="JSON whitespace for --schema: compact, flexible or pretty.", rich_help_panel="Constraint"
+    ),
+]
+Lenient = Annotated[
+    bool,
+    typer.Option(
+        "--lenient",
+        help="Ignore schema keywords that cannot be enforced (one warning each).",
+        rich_help_panel="Constraint",
+    ),
+]
+OneOfAsAnyOf = Annotated[
+    bool,
+    typer.Option(
+        "--oneof-as-anyof", help="Treat a oneOf whose branches may overlap as anyOf.", rich_help_panel="Constraint"
+    ),
+]
+ExtraProperties = Annotated[
+    Optional[str],
+    typer.Option(
+        "--extra-properties",
+        help="spec: objects may carry properties the schema does not name, unless it forbids them (JSON Schema's "
+        "meaning; the default of check); explicit: only where additionalProperties, patternProperties or "
+        "unevaluatedProperties allow them, and no items past prefixItems unless items says so (the default "
+        "of gen, inspect, collapse, bench and convert).",
+        rich_help_panel="Constraint",
+    ),
+]
 
-Model = Annotated[Optional[str], typer.Option("--model", help="GGUF model file (default: env MINISTRUCT_MODEL, else the bundled SmolLM2-135M).", rich_help_panel="Model and sampling")]
-MaxTokens = Annotated[int, typer.Option("--max-tokens", min=1, help="Stop after this many tokens.", rich_help_panel="Model and sampling")]
+Model = Annotated[
+    Optional[str],
+    typer.Option(
+        "--model",
+        help="GGUF model file (default: env MINISTRUCT_MODEL, else the bundled SmolLM2-135M).",
+        rich_help_panel="Model and sampling",
+    ),
+]
+MaxTokens = Annotated[
+    int, typer.Option("--max-tokens", min=1, help="Stop after this many tokens.", rich_help_panel="Model and sampling")
+]
 Temperature = Annotated[float, typer.Option("--temperature", help="0 is greedy.", rich_help_panel="Model and sampling")]
 TopP = Annotated[float, typer.Option("--top-p", help="Nucleus mass in (0, 1].", rich_help_panel="Model and sampling")]
-TopK = Annotated[int, typer.Option("--top-k", help="Keep the K most probable tokens (0: off).", rich_help_panel="Model and sampling")]
-RepeatPenalty = Annotated[float, typer.Option("--repeat-penalty", help="1.0 is off.", rich_help_panel="Model and sampling")]
-Seed = Annotated[int, typer.Option("--seed", help="Random seed (deterministic per seed).", rich_help_panel="Model and sampling")]
-Chat = Annotated[bool, typer.Option("--chat/--raw", help="Apply the model's chat template, or send the prompt as is.", rich_help_panel="Model and sampling")]
-System = Annotated[Optional[str], typer.Option("--system", help="System message (with --chat).", rich_help_panel="Model and sampling")]
-ShowSchema = Annotated[bool, typer.Option("--show-schema/--withhold-schema", help="Put the schema text in the user message, or not.", rich_help_panel="Model and sampling")]
-HardCut = Annotated[bool, typer.Option("--hard-cut", help="Cut plainly at --max-tokens (no budget-aware closing).", rich_help_panel="Model and sampling")]
-NoFastForward = Annotated[bool, typer.Option("--no-fast-forward", help="Evaluate stretches the grammar dictates token by token (one sampled step each) instead of in one batch.", rich_help_panel="Model and sampling")]
+TopK = Annotated[
+    int, typer.Option("--top-k", help="Keep the K most probable tokens (0: off).", rich_help_panel="Model and sampling")
+]
+RepeatPenalty = Annotated[
+    float, typer.Option("--repeat-penalty", help="1.0 is off.", rich_help_panel="Model and sampling")
+]
+Seed = Annotated[
+    int, typer.Option("--seed", help="Random seed (deterministic per seed).", rich_help_panel="Model and sampling")
+]
+Chat = Annotated[
+    bool,
+    typer.Option(
+        "--chat/--raw",
+        help="Apply the model's chat template, or send the prompt as is.",
+        rich_help_panel="Model and sampling",
+    ),
+]
+System = Annotated[
+    Optional[str], typer.Option("--system", help="System message (with --chat).", rich_help_panel="Model and sampling")
+]
+ShowSchema = Annotated[
+    bool,
+    typer.Option(
+        "--show-schema/--withhold-schema",
+        help="Put the schema text in the user message, or not.",
+        rich_help_panel="Model and sampling",
+    ),
+]
+HardCut = Annotated[
+    bool,
+    typer.Option(
+        "--hard-cut",
+        help="Cut plainly at --max-tokens (no budget-aware closing).",
+        rich_help_panel="Model and sampling",
+    ),
+]
+NoFastForward = Annotated[
+    bool,
+    typer.Option(
+        "--no-fast-forward",
+        help="Evaluate stretches the grammar dictates token by token (one sampled step each) instead of in one batch.",
+        rich_help_panel="Model and sampling",
+    ),
+]
 Quiet = Annotated[bool, typer.Option("--quiet", help="No warnings when the model fights the grammar.")]
 NoProgress = Annotated[bool, typer.Option("--no-progress", help="No progress display on stderr.")]
-AllowExtraFields = Annotated[bool, typer.Option("--allow-extra-fields", help="Pass unknown fields of --input records through into the results (else they are error records).")]
-ResumeFile = Annotated[Optional[str], typer.Option("--resume", metavar="OUT", help="Skip --input records whose ids already have results in OUT.")]
+AllowExtraFields = Annotated[
+    bool,
+    typer.Option(
+        "--allow-extra-fields",
+        help="Pass unknown fields of --input records through into the results (else they are error records).",
+    ),
+]
+ResumeFile = Annotated[
+    Optional[str],
+    typer.Option("--resume", metavar="OUT", help="Skip --input records whose ids already have results in OUT."),
+]
 
 
 def constraint_from_flags(
@@ -61,19 +166,20 @@ def constraint_from_flags(
     if extra_properties not in ("explicit", "spec"):
         raise UsageError(f"--extra-properties must be spec or explicit, got {extra_properties!r}")
     return load_constraint(
-        regex=regex, grammar=grammar, schema=schema, choice=choice, lark=lark, root=root,
-        whitespace=whitespace, lenient=lenient, oneof_as_anyof=oneof_as_anyof, extra_properties=extra_properties,
+        regex=regex,
+        grammar=grammar,
+        schema=schema,
+        choice=choice,
+        lark=lark,
+        root=root,
+        whitespace=whitespace,
+        lenient=lenient,
+        oneof_as_anyof=oneof_as_anyof,
+        extra_properties=extra_properties,
     )
 
 
 # ---------------------------------------------------------------- shared flag groups
-
-import functools
-import inspect as _inspect
-import typing
-from dataclasses import dataclass
-
-from ..sampling import SamplingParams
 
 
 @dataclass
@@ -115,8 +221,16 @@ class ConstraintFlags:
 
     def _load(self, schema: str | None, extra_default: str = "explicit") -> Constraint:
         return constraint_from_flags(
-            self.regex, self.grammar, schema, self.choice, self.lark, self.root,
-            self.whitespace, self.lenient, self.oneof_as_anyof, self.extra_properties or extra_default,
+            self.regex,
+            self.grammar,
+            schema,
+            self.choice,
+            self.lark,
+            self.root,
+            self.whitespace,
+            self.lenient,
+            self.oneof_as_anyof,
+            self.extra_properties or extra_default,
         )
 
 
@@ -133,18 +247,31 @@ class RunFlags:
 
 
 _CONSTRAINT_PARAMS = (
-    ("regex", Regex, None), ("grammar", GrammarOpt, None), ("schema", Schema, None),
-    ("choice", Choice, None), ("lark", LarkOpt, None), ("root", Root, None),
-    ("whitespace", Whitespace, "compact"), ("lenient", Lenient, False), ("oneof_as_anyof", OneOfAsAnyOf, False),
+    ("regex", Regex, None),
+    ("grammar", GrammarOpt, None),
+    ("schema", Schema, None),
+    ("choice", Choice, None),
+    ("lark", LarkOpt, None),
+    ("root", Root, None),
+    ("whitespace", Whitespace, "compact"),
+    ("lenient", Lenient, False),
+    ("oneof_as_anyof", OneOfAsAnyOf, False),
     ("extra_properties", ExtraProperties, None),
 )
 
 
 def _run_params(max_tokens: int) -> tuple:
     return (
-        ("model", Model, None), ("max_tokens", MaxTokens, max_tokens), ("temperature", Temperature, 0.7),
-        ("top_p", TopP, 0.9), ("top_k", TopK, 0), ("repeat_penalty", RepeatPenalty, 1.0), ("seed", Seed, 0),
-        ("chat", Chat, True), ("system", System, None), ("show_schema", ShowSchema, True),
+        ("model", Model, None),
+        ("max_tokens", MaxTokens, max_tokens),
+        ("temperature", Temperature, 0.7),
+        ("top_p", TopP, 0.9),
+        ("top_k", TopK, 0),
+        ("repeat_penalty", RepeatPenalty, 1.0),
+        ("seed", Seed, 0),
+        ("chat", Chat, True),
+        ("system", System, None),
+        ("show_schema", ShowSchema, True),
     )
 
 
@@ -152,7 +279,9 @@ def _with_flags(fn, target: str, specs: tuple, pack):
     """Replace `fn`'s parameter `target` by the flags in `specs`, packed by `pack(dict)`."""
     hints = typing.get_type_hints(fn, include_extras=True)
     sig = _inspect.signature(fn)
-    params = [p.replace(annotation=hints.get(p.name, p.annotation)) for p in sig.parameters.values() if p.name != target]
+    params = [
+        p.replace(annotation=hints.get(p.name, p.annotation)) for p in sig.parameters.values() if p.name != target
+    ]
     kind = _inspect.Parameter.KEYWORD_ONLY
     extra = [_inspect.Parameter(name, kind, annotation=ann, default=default) for name, ann, default in specs]
     ordered = [p for p in params if p.kind != kind] + extra + [p for p in params if p.kind == kind]
@@ -189,8 +318,11 @@ def run_flags(max_tokens: int = 256):
 
     def pack(d: dict) -> RunFlags:
         params = SamplingParams(
-            temperature=d["temperature"], top_p=d["top_p"], top_k=d["top_k"],
-            repeat_penalty=d["repeat_penalty"], seed=d["seed"],
+            temperature=d["temperature"],
+            top_p=d["top_p"],
+            top_k=d["top_k"],
+            repeat_penalty=d["repeat_penalty"],
+            seed=d["seed"],
         )
         return RunFlags(d["model"], d["max_tokens"], params, d["chat"], d["system"], d["show_schema"])
 

@@ -7,8 +7,16 @@ import time
 
 from rich.console import Console
 from rich.progress import (
-    BarColumn, MofNCompleteColumn, Progress as RichProgress, ProgressColumn, Task, TextColumn, TimeElapsedColumn,
+    BarColumn,
+    MofNCompleteColumn,
+    ProgressColumn,
+    Task,
+    TextColumn,
+    TimeElapsedColumn,
     TimeRemainingColumn,
+)
+from rich.progress import (
+    Progress as RichProgress,
 )
 from rich.text import Text
 
@@ -49,8 +57,13 @@ class Progress:
 
     def columns(self) -> list[ProgressColumn]:
         """Label, bar, done/total, rate, elapsed, and the ETA when the total is known."""
-        cols: list[ProgressColumn] = [TextColumn(f"[bold]{self.label}"), BarColumn(), MofNCompleteColumn(),
-                                      RateColumn(), TimeElapsedColumn()]
+        cols: list[ProgressColumn] = [
+            TextColumn(f"[bold]{self.label}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            RateColumn(),
+            TimeElapsedColumn(),
+        ]
         if self.total is not None:
             cols.append(TimeRemainingColumn())
         return cols

@@ -24,25 +24,21 @@ from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
 
-from ..errors import UsageError
-from ..pipeline import GenerationJob
-from ..sampling import SamplingParams
-from .collapse_grid import (  # noqa: F401  (re-exported: the study's public names)
-    CONDITIONS,
-    DEFAULT_TEMPERATURES,
-    DEFAULT_TOP_PS,
-    REFERENCE,
+from ministruct.diagnostics.collapse_grid import (
     GenerationGrid,
-    Grid,
     StudySettings,
 )
-from .collapse_report import CollapseReport
-from .stats import FREE, StepRecord, StepStats
+from ministruct.diagnostics.collapse_report import CollapseReport
+from ministruct.diagnostics.stats import FREE, StepRecord, StepStats
+from ministruct.errors import UsageError
+from ministruct.pipeline import GenerationJob
+from ministruct.sampling import SamplingParams
 
 if TYPE_CHECKING:
-    from ..constraints import Constraint
-    from ..generate import Step
-    from ..model import Model
+    from ministruct.constraints import Constraint
+    from ministruct.generate import Step
+    from ministruct.model import Model
+
 
 class GridRecorder:
     """Evaluates each step at every cell and keeps one row of flags per step (no logits).
@@ -66,10 +62,15 @@ class GridRecorder:
         if len(records) != len(self.cells):
             raise ValueError(f"{len(records)} records for {len(self.cells)} cells")
         r0 = records[self.primary]
-        self._rows.append((
-            r0.Z, r0.tag == FREE, r0.top_changed,
-            [r.collapsed for r in records], [r.nucleus_changed for r in records],
-        ))
+        self._rows.append(
+            (
+                r0.Z,
+                r0.tag == FREE,
+                r0.top_changed,
+                [r.collapsed for r in records],
+                [r.nucleus_changed for r in records],
+            )
+        )
 
     def finish(self, **meta) -> GenerationGrid:
         """The generation's arrays (meta: the GenerationGrid's other fields); starts afresh."""
@@ -107,8 +108,14 @@ class CollapseStudy:
         self.jobs = [
             # token by token: the study's statistics are about the model's own steps
             GenerationJob(
-                model, c, s.params, max_tokens=s.max_tokens, chat=s.chat, system=s.system,
-                fast_forward=False, budget_aware=False,
+                model,
+                c,
+                s.params,
+                max_tokens=s.max_tokens,
+                chat=s.chat,
+                system=s.system,
+                fast_forward=False,
+                budget_aware=False,
             )
             for c in self.constraints
         ]
@@ -126,7 +133,7 @@ class CollapseStudy:
 
     def run(self, on_generation: Callable[[GenerationGrid], None] | None = None) -> CollapseReport:
         """Run every generation (shown and withheld of one seed back to back)."""
-    
+
         evaluated = self.settings.evaluated
         recorder = GridRecorder(evaluated, primary=evaluated.index(self.settings.reference))
         gens: list[GenerationGrid] = []
@@ -141,8 +148,14 @@ class CollapseStudy:
                                 recorder.add_step(step)
                             res = dec.result
                             g = recorder.finish(
-                                schema=c.source, prompt=prompt, prompt_index=pi, condition=cond, seed=seed,
-                                complete=res.complete, stop_reason=res.stop_reason, output=res.text,
+                                schema=c.source,
+                                prompt=prompt,
+                                prompt_index=pi,
+                                condition=cond,
+                                seed=seed,
+                                complete=res.complete,
+                                stop_reason=res.stop_reason,
+                                output=res.text,
                             )
                             gens.append(g)
                             if on_generation is not None:

@@ -8,10 +8,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..errors import UsageError
-from ..pipeline import SCHEMA_INSTRUCTION
-from ..sampling import SamplingParams
-
+from ministruct.errors import UsageError
+from ministruct.pipeline import SCHEMA_INSTRUCTION
+from ministruct.sampling import SamplingParams
 
 CONDITIONS = ("shown", "withheld")
 DEFAULT_TEMPERATURES = (0.0, 0.3, 0.5, 0.7, 1.0, 1.5)

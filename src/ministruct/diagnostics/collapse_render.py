@@ -14,9 +14,9 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from ..errors import InputError, UsageError
-from .collapse_report import ALL, CollapseReport, pairs_of
-from .render import fmt_prob
+from ministruct.diagnostics.collapse_report import ALL, CollapseReport, pairs_of
+from ministruct.diagnostics.render import fmt_prob
+from ministruct.errors import InputError, UsageError
 
 MATPLOTLIB_MISSING = "--plot needs matplotlib, which is not installed (pip install matplotlib)"
 
@@ -41,11 +41,15 @@ def grid_table(report: CollapseReport, condition: str, schema: str = ALL) -> Gro
     """Pooled collapse rate per cell: one row per temperature, one column per top_p."""
     grid = report.settings.grid
     ref = report.settings.reference
-    cells = {(c["temperature"], c["top_p"]): c for c in report.cells()
-             if c["schema"] == schema and c["condition"] == condition}
+    cells = {
+        (c["temperature"], c["top_p"]): c
+        for c in report.cells()
+        if c["schema"] == schema and c["condition"] == condition
+    }
     free = next(iter(cells.values()))["free_steps"] if cells else 0
-    title = Text(f"collapse rate, schema {condition} ({_names(report).get(schema, schema)}: {free} free steps)",
-                 style="bold")
+    title = Text(
+        f"collapse rate, schema {condition} ({_names(report).get(schema, schema)}: {free} free steps)", style="bold"
+    )
     t = Table(box=box.SIMPLE_HEAD)
     t.add_column("T \\ top_p", justify="right")
     for p in grid.top_ps:
@@ -63,8 +67,15 @@ def grid_table(report: CollapseReport, condition: str, schema: str = ALL) -> Gro
 def reference_table(report: CollapseReport) -> Table:
     """Each schema and condition at the reference setting: counts, rates, Z, Pearson."""
     t_ref, p_ref = report.settings.reference
-    t = Table(title=f"free steps at the reference setting (T={t_ref:g}, top_p={p_ref:g})",
-              box=box.SIMPLE_HEAD, title_justify="left", title_style="bold", padding=0, pad_edge=False, show_edge=False)
+    t = Table(
+        title=f"free steps at the reference setting (T={t_ref:g}, top_p={p_ref:g})",
+        box=box.SIMPLE_HEAD,
+        title_justify="left",
+        title_style="bold",
+        padding=0,
+        pad_edge=False,
+        show_edge=False,
+    )
     t.add_column("schema", overflow="fold", min_width=6, max_width=24)
     t.add_column("cond", no_wrap=True)
     for name in ("free", "coll", "pooled", "per gen", "range", "nucl", "top", "mean Z", "r(Z,c)"):
@@ -72,30 +83,52 @@ def reference_table(report: CollapseReport) -> Table:
     names = _names(report)
     for c in report.reference_cells():
         g = c["per_generation"]
-        per = "n/a" if g["mean"] is None else (
-            f"{g['mean']:.1%}" if g["sd"] is None else f"{100 * g['mean']:.1f}±{100 * g['sd']:.1f}%")
+        per = (
+            "n/a"
+            if g["mean"] is None
+            else (f"{g['mean']:.1%}" if g["sd"] is None else f"{100 * g['mean']:.1f}±{100 * g['sd']:.1f}%")
+        )
         span = "n/a" if g["min"] is None else f"{100 * g['min']:.0f}-{g['max']:.0%}"
         t.add_row(
-            Text(names.get(c["schema"], c["schema"])), c["condition"], str(c["free_steps"]), str(c["collapsed"]), _pct(c["pooled_rate"]),
-            per, span, str(c["nucleus_changed"]), str(c["top_changed"]),
-            "n/a" if c["mean_Z"] is None else fmt_prob(c["mean_Z"]), _num(c["pearson_Z_collapsed"]),
+            Text(names.get(c["schema"], c["schema"])),
+            c["condition"],
+            str(c["free_steps"]),
+            str(c["collapsed"]),
+            _pct(c["pooled_rate"]),
+            per,
+            span,
+            str(c["nucleus_changed"]),
+            str(c["top_changed"]),
+            "n/a" if c["mean_Z"] is None else fmt_prob(c["mean_Z"]),
+            _num(c["pearson_Z_collapsed"]),
         )
     return t
 
 
 def paired_table(report: CollapseReport, rows: list[dict]) -> Table:
     """Shown vs withheld over the same seeds: mean Z, its paired drop, collapse rates."""
-    t = Table(title="schema shown vs withheld, paired by prompt and seed (collapse at the reference setting)",
-              box=box.SIMPLE_HEAD, title_justify="left", title_style="bold", padding=0, pad_edge=False, show_edge=False)
+    t = Table(
+        title="schema shown vs withheld, paired by prompt and seed (collapse at the reference setting)",
+        box=box.SIMPLE_HEAD,
+        title_justify="left",
+        title_style="bold",
+        padding=0,
+        pad_edge=False,
+        show_edge=False,
+    )
     t.add_column("schema", overflow="fold", min_width=6, max_width=24)
     for name in ("pairs", "Z shown", "Z w/held", "drop", "coll s", "coll w", "nucl s/w", "top s/w"):
         t.add_column(name, justify="right", no_wrap=True)
     names = _names(report)
     for r in rows:
         t.add_row(
-            Text(names.get(r["schema"], r["schema"])), str(r["n_pairs"]), _num(r["mean_Z_shown"], "{:.4f}"),
-            _num(r["mean_Z_withheld"], "{:.4f}"), _num(r["mean_paired_drop"], "{:+.4f}"),
-            _pct(r["collapse_shown"]), _pct(r["collapse_withheld"]),
+            Text(names.get(r["schema"], r["schema"])),
+            str(r["n_pairs"]),
+            _num(r["mean_Z_shown"], "{:.4f}"),
+            _num(r["mean_Z_withheld"], "{:.4f}"),
+            _num(r["mean_paired_drop"], "{:+.4f}"),
+            _pct(r["collapse_shown"]),
+            _pct(r["collapse_withheld"]),
             f"{r['nucleus_changed_shown']}/{r['nucleus_changed_withheld']}",
             f"{r['top_changed_shown']}/{r['top_changed_withheld']}",
         )
@@ -112,10 +145,13 @@ def collapse_summary(report: CollapseReport) -> RenderableType:
         f"{len(info.get('schemas', []))} schema(s) x {len(info.get('prompts', []))} prompt(s) x "
         f"{len(report.settings.seeds)} seed(s) x {', '.join(report.conditions())}"
     )
-    note = Text("pooled rate = collapsed / free steps; highlighted: the reference setting the generations "
-                "were sampled at; per gen: mean ± sd of each generation's rate; nucl / top: free steps where "
-                "the mask changed the nucleus / the top token; mean Z and r(Z,c) (Pearson, Z vs collapsed) "
-                "over free steps; s / w: schema shown / withheld", style="dim")
+    note = Text(
+        "pooled rate = collapsed / free steps; highlighted: the reference setting the generations "
+        "were sampled at; per gen: mean ± sd of each generation's rate; nucl / top: free steps where "
+        "the mask changed the nucleus / the top token; mean Z and r(Z,c) (Pearson, Z vs collapsed) "
+        "over free steps; s / w: schema shown / withheld",
+        style="dim",
+    )
     parts: list[RenderableType] = [head, note]
     parts += [grid_table(report, cond) for cond in report.conditions()]
     parts.append(reference_table(report))
@@ -153,11 +189,13 @@ def write_figures(report: CollapseReport, folder: str) -> list[Path]:
     grid = report.settings.grid
     conds = report.conditions()
     cells = report.cells()
-    fig, axes = plt.subplots(1, len(conds), figsize=(4.8 * len(conds) + 1, 4.2), squeeze=False,
-                             constrained_layout=True)
+    fig, axes = plt.subplots(1, len(conds), figsize=(4.8 * len(conds) + 1, 4.2), squeeze=False, constrained_layout=True)
     for ax, cond in zip(axes[0], conds):
-        by = {(c["temperature"], c["top_p"]): c["pooled_rate"] for c in cells
-              if c["schema"] == ALL and c["condition"] == cond}
+        by = {
+            (c["temperature"], c["top_p"]): c["pooled_rate"]
+            for c in cells
+            if c["schema"] == ALL and c["condition"] == cond
+        }
         data = [[by.get((t, p)) for p in grid.top_ps] for t in grid.temperatures]
         values = [[float("nan") if v is None else v for v in row] for row in data]
         im = ax.imshow(values, vmin=0, vmax=1, cmap="viridis", aspect="auto")

@@ -26,9 +26,9 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
-from ..errors import InputError
-from ..records import RECORD_VERSION
-from .collapse_grid import GenerationGrid, StudySettings
+from ministruct.diagnostics.collapse_grid import GenerationGrid, StudySettings
+from ministruct.errors import InputError
+from ministruct.records import RECORD_VERSION
 
 ALL = "all"
 
@@ -61,8 +61,9 @@ def _ratio(num: int, den: int) -> float | None:
     return num / den if den else None
 
 
-def cell_row(gens: Sequence[GenerationGrid], col: int, *, schema: str, condition: str,
-             temperature: float, top_p: float) -> dict:
+def cell_row(
+    gens: Sequence[GenerationGrid], col: int, *, schema: str, condition: str, temperature: float, top_p: float
+) -> dict:
     """One `cells` row: the generations' free steps evaluated at column `col`."""
     free = sum(g.n_free for g in gens)
     per_gen = [g.collapsed[g.free, col] for g in gens]

@@ -14,7 +14,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..engine.compile import DEAD, CompiledGrammar
+from ministruct.engine.compile import DEAD, CompiledGrammar
 
 # Histogram buckets of legal-set sizes: (label, low, high inclusive).
 BUCKETS = (

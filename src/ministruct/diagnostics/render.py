@@ -15,9 +15,9 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from .grammar_info import GrammarInfo
-from .stats import FAST_FORWARD, FORCED, StepRecord, Summary
-from .tokenizer import TokenizerReport
+from ministruct.diagnostics.grammar_info import GrammarInfo
+from ministruct.diagnostics.stats import FAST_FORWARD, FORCED, StepRecord, Summary
+from ministruct.diagnostics.tokenizer import TokenizerReport
 
 SPACE_MARK = "\u2423"  # ␣
 ROW_STYLES = {"forced": "cyan", "fast_forward": "dim cyan", "collapsed": "bold red", "changed": "yellow", "free": ""}
@@ -104,8 +104,14 @@ def step_table(records: Sequence[StepRecord], *, title: str | None = None) -> Ta
     return t
 
 
-def summary_panel(s: Summary, *, output: str | None = None, stop_reason: str | None = None,
-                  complete: bool | None = None, notes: Iterable[str] = ()) -> Panel:
+def summary_panel(
+    s: Summary,
+    *,
+    output: str | None = None,
+    stop_reason: str | None = None,
+    complete: bool | None = None,
+    notes: Iterable[str] = (),
+) -> Panel:
     """The generation's aggregates (plus its output and stop reason when given)."""
     g = Table.grid(padding=(0, 2))
     g.add_column(style="bold")
@@ -151,8 +157,11 @@ def grammar_report(info: GrammarInfo) -> Group:
     parts.append(Panel(Text(info.gbnf.rstrip("\n")), title="canonical GBNF", title_align="left", box=box.ROUNDED))
 
     sizes = Table(
-        title="legal-set sizes |L| over the configurations reached", box=box.SIMPLE_HEAD,
-        title_justify="left", caption_justify="left", min_width=60,
+        title="legal-set sizes |L| over the configurations reached",
+        box=box.SIMPLE_HEAD,
+        title_justify="left",
+        caption_justify="left",
+        min_width=60,
     )
     sizes.add_column("|L|")
     sizes.add_column("configurations", justify="right")
@@ -160,7 +169,9 @@ def grammar_report(info: GrammarInfo) -> Group:
         sizes.add_row(label, str(count))
     d = info.legal.to_dict()
     if d["configurations"]:
-        sizes.caption = f"min {d['min']:,}, median {d['median']:,.1f}, max {d['max']:,} over {d['configurations']} configurations"
+        sizes.caption = (
+            f"min {d['min']:,}, median {d['median']:,.1f}, max {d['max']:,} over {d['configurations']} configurations"
+        )
     parts.append(sizes)
 
     samples = Table(

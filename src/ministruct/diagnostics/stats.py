@@ -39,11 +39,11 @@ from typing import TYPE_CHECKING, Iterable, Sequence
 
 import numpy as np
 
-from ..sampling import SamplingParams
+from ministruct.sampling import SamplingParams
 
 if TYPE_CHECKING:
-    from ..engine.vocab import Vocabulary
-    from ..generate import Step
+    from ministruct.engine.vocab import Vocabulary
+    from ministruct.generate import Step
 
 FORCED = "forced"
 FREE = "free"
@@ -287,7 +287,12 @@ class StepStats:
         """The record of a Step yielded by the decoder."""
         text, data, control = token_text(step.token_id, step.token, self.vocab)
         rec = self.compute(
-            step.logits, step.mask, step=step.index, token_id=step.token_id, token=text, mask_us=step.mask_us,
+            step.logits,
+            step.mask,
+            step=step.index,
+            token_id=step.token_id,
+            token=text,
+            mask_us=step.mask_us,
             fast_forward=getattr(step, "fast_forward", False),
         )
         return replace(rec, token_bytes=data, control=control)

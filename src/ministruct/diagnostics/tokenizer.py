@@ -15,7 +15,7 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Sequence
 
-from ..engine.vocab import Vocabulary
+from ministruct.engine.vocab import Vocabulary
 
 
 @dataclass
@@ -81,9 +81,7 @@ def tokenizer_report(vocab: Vocabulary, *, examples: int = 5) -> TokenizerReport
             {"text": vocab.tokens[ids[0]].decode("utf-8", "replace"), "ids": ids} for ids in dups[:examples]
         ],
         leading_space=len(spaced),
-        leading_space_examples=[
-            {"text": t.decode("utf-8", "replace"), "ids": [a, b]} for t, a, b in spaced[:examples]
-        ],
+        leading_space_examples=[{"text": t.decode("utf-8", "replace"), "ids": [a, b]} for t, a, b in spaced[:examples]],
     )
     rep.notes = _notes(rep)
     return rep

@@ -18,14 +18,14 @@ from typing import IO, TYPE_CHECKING, Any, Callable, Iterator
 
 import numpy as np
 
-from ..errors import InputError, OutputError, UsageError
-from ..fight import FightMonitor
-from ..records import dumps_record
-from .stats import StepRecord, StepStats, Summary, summarize
+from ministruct.diagnostics.stats import StepRecord, StepStats, Summary, summarize
+from ministruct.errors import InputError, OutputError, UsageError
+from ministruct.fight import FightMonitor
+from ministruct.records import dumps_record
 
 if TYPE_CHECKING:
-    from ..generate import Step
-    from ..pipeline import GenerationJob, GenResult
+    from ministruct.generate import Step
+    from ministruct.pipeline import GenerationJob, GenResult
 
 
 class TraceWriter:

@@ -16,19 +16,9 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Iterable
 
-from ..errors import CompileLimitError, GrammarError
-from ..grammar.ir import (
-    Alt,
-    CharClass,
-    Expr,
-    Grammar,
-    Literal,
-    Repeat,
-    RuleRef,
-    Seq,
-    TokenRef,
-)
-from .utf8 import merge_ranges, utf8_sequences
+from ministruct.engine.utf8 import merge_ranges, utf8_sequences
+from ministruct.errors import CompileLimitError, GrammarError
+from ministruct.grammar.ir import Alt, CharClass, Expr, Grammar, Literal, Repeat, RuleRef, Seq, TokenRef
 
 MAX_NFA_STATES = 2_000_000
 MAX_STACKS = 4_096
@@ -131,7 +121,7 @@ class Automaton:
         self._shared: dict[Expr, str] = {}
         # per bounded repeat: (first state of each copy's block, end, min, max, item nullable)
         self.repeat_blocks: list[tuple[list[int], int, int, int | None, bool]] = []
-        from ..grammar.analysis import _nullable, nullable_rules
+        from ministruct.grammar.analysis import _nullable, nullable_rules
 
         self._nullable_rules = nullable_rules(grammar)
         self._expr_nullable = _nullable
@@ -144,7 +134,9 @@ class Automaton:
         for name, body in grammar.rules.items():
             for ref in _rule_refs(body):
                 if ref not in grammar.rules:
-                    raise GrammarError(f"rule '{ref}' is used in '{name}' but never defined", source=grammar.source, rule=ref)
+                    raise GrammarError(
+                        f"rule '{ref}' is used in '{name}' but never defined", source=grammar.source, rule=ref
+                    )
         self._trim()
         self._local: dict[int, tuple[tuple[Stack, ...], bool]] = {}
         self._target_cache: dict[int, tuple[int, ...]] = {}
@@ -497,9 +489,7 @@ class Automaton:
             for t in self._targets(st[-1], byte):
                 out |= self.closure(st[:-1] + (t,))
         if len(out) > MAX_STACKS:
-            raise CompileLimitError(
-                f"{self.grammar.source}: grammar too ambiguous: {len(out):,} parses alive at once"
-            )
+            raise CompileLimitError(f"{self.grammar.source}: grammar too ambiguous: {len(out):,} parses alive at once")
         return frozenset(out)
 
     def step_bytes(self, config: Config, data: bytes) -> Config:
@@ -549,7 +539,7 @@ def token_matches(edge: TokenEdge, token_id: int, resolve) -> bool:
 
 
 def _rule_refs(e: Expr) -> Iterable[str]:
-    from ..grammar.ir import walk
+    from ministruct.grammar.ir import walk
 
     for x in walk(e):
         if isinstance(x, RuleRef):

@@ -23,11 +23,11 @@ from typing import Callable, Iterable, Protocol
 
 import numpy as np
 
-from ..grammar.ir import Grammar
-from .compile import CompiledGrammar, compile_grammar
-from .matcher import Matcher
-from .slices import index_for
-from .vocab import Vocabulary
+from ministruct.engine.compile import CompiledGrammar, compile_grammar
+from ministruct.engine.matcher import Matcher
+from ministruct.engine.slices import index_for
+from ministruct.engine.vocab import Vocabulary
+from ministruct.grammar.ir import Grammar
 
 RESET = -1  # marks, in a walk's token list, a restart after end-of-generation (or a dead end)
 

@@ -1,20 +1,20 @@
 """Token budgets: the fewest tokens that can still finish the grammar, and the legal set
 narrowed to tokens after which a completion is guaranteed to fit.
 
-The bound is sound, not a guess. Every NFA state q gets `fin[q]`, the fewest steps from q
-to the end of its rule, where a step is one byte that the vocabulary has as a one-byte
-token, one token that spells a literal stretch, or one whole-token edge (`<[N]>`), and
-a call costs the called rule's own fewest steps. A parser stack (return points, then the current state) can be finished in the sum
-of `fin` over its frames, a configuration in the least such sum over its stacks: that
-many one-byte tokens always complete the output. `fin` is a shortest-derivation problem
-(Knuth's generalisation of Dijkstra): states are settled in order of cost from the rule
-ends backwards, and a call edge is relaxed once both its return point and the called
-rule's start are settled.
+The bound is sound, not a guess. Every NFA state q gets `fin[q]`, the fewest steps from
+q to the end of its rule, where a step is one byte that the vocabulary has as a one-byte
+token, one token that spells a literal stretch, or one whole-token edge (`<[N]>`), and a
+call costs the called rule's own fewest steps. A parser stack (return points, then the
+current state) can be finished in the sum of `fin` over its frames, a configuration in
+the least such sum over its stacks: that many one-byte tokens always complete the
+output. `fin` is a shortest-derivation problem (Knuth's generalisation of Dijkstra):
+states are settled in order of cost from the rule ends backwards, and a call edge is
+relaxed once both its return point and the called rule's start are settled.
 
 Literal stretches (keys, punctuation) may also be crossed by the longest vocabulary
-token that spells them, one step each; everything else counts one token per byte. So
-the bound over-estimates what a real tokenizer needs inside free text (a word is
-usually one token, not one per letter): narrowing starts a little early, never too late.
+token that spells them, one step each; everything else counts one token per byte. So the
+bound over-estimates what a real tokenizer needs inside free text (a word is usually one
+token, not one per letter): narrowing starts a little early, never too late.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from collections import OrderedDict
 
 import numpy as np
 
-from .automaton import Config
-from .compile import DEAD, CompiledGrammar
+from ministruct.engine.automaton import Config
+from ministruct.engine.compile import DEAD, CompiledGrammar
 
 INF = np.iinfo(np.int32).max // 4
 NEED_CACHE_BYTES = 64 * 1024 * 1024

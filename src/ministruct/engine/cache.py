@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from ..grammar.ir import Grammar
+from ministruct.grammar.ir import Grammar
 
 _ENGINE_MODULES = ("automaton.py", "compile.py", "trie.py", "slices.py", "walk.py", "utf8.py", "cache.py")
 MAGIC = b"MINISTRUCT-CACHE-1\n"
@@ -119,10 +119,10 @@ def decode(buf: Any) -> Entry:
     n0 = len(MAGIC) + 12
     if len(view) < n0 or bytes(view[: len(MAGIC)]) != MAGIC:
         raise ValueError("not a ministruct cache entry")
-    hlen, hcrc = struct.unpack("<QI", view[len(MAGIC):n0])
+    hlen, hcrc = struct.unpack("<QI", view[len(MAGIC) : n0])
     if n0 + hlen > len(view):
         raise ValueError("truncated header")
-    header = bytes(view[n0:n0 + hlen])
+    header = bytes(view[n0 : n0 + hlen])
     if zlib.crc32(header) != hcrc:
         raise ValueError("header checksum mismatch")
     info = json.loads(header)

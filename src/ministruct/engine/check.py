@@ -4,18 +4,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..grammar.ir import Grammar
-from .automaton import Automaton, automaton_for
+from ministruct.engine.automaton import Automaton, automaton_for
+from ministruct.grammar.ir import Grammar
 
 
 @dataclass
 class CheckResult:
     accepted: bool
-    offset: int | None = None      # byte offset of the failure
-    line: int | None = None        # 1-based
-    column: int | None = None      # 1-based, in characters
+    offset: int | None = None  # byte offset of the failure
+    line: int | None = None  # 1-based
+    column: int | None = None  # 1-based, in characters
     expected: tuple[str, ...] = ()
-    found: str | None = None       # the offending character, or None at end of text
+    found: str | None = None  # the offending character, or None at end of text
 
     def message(self) -> str | None:
         """One line saying where the text was rejected and what was expected."""
@@ -84,5 +84,5 @@ def _reject(a: Automaton, config, data: bytes, offset: int) -> CheckResult:
     column = len(before) - (before.rfind("\n") + 1) + 1
     found = None
     if offset < len(data):
-        found = data[offset:offset + 4].decode("utf-8", "replace")[:1]
+        found = data[offset : offset + 4].decode("utf-8", "replace")[:1]
     return CheckResult(False, offset, line, column, describe_expected(a, config), found)

@@ -27,14 +27,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..grammar.ir import Grammar
-from .automaton import ACCEPT, Automaton, Config, Stack
-from .slices import FULL, INFINITE, MAX_SUFFIX_DEPTH, NOT_IN, SliceChains, index_for, lengths_within
-from .table import DEAD, Transitions
-from .token_edges import TokenEdges
-from .trie import TokenTrie, copy_duplicates
-from .vocab import Vocabulary
-from .walk import Pruner, WalkResult, walk
+from ministruct.engine.automaton import ACCEPT, Automaton, Config, Stack
+from ministruct.engine.slices import FULL, INFINITE, MAX_SUFFIX_DEPTH, NOT_IN, SliceChains, index_for, lengths_within
+from ministruct.engine.table import DEAD, Transitions
+from ministruct.engine.token_edges import TokenEdges
+from ministruct.engine.trie import TokenTrie, copy_duplicates
+from ministruct.engine.vocab import Vocabulary
+from ministruct.engine.walk import Pruner, WalkResult, walk
+from ministruct.grammar.ir import Grammar
 
 MASK_CACHE_BYTES = 512 * 1024 * 1024
 WALK_CACHE_BYTES = 256 * 1024 * 1024
@@ -106,13 +106,13 @@ class CompiledGrammar:
     # ------------------------------------------------------------ disk cache
 
     def cache_key(self) -> str:
-        from . import cache
+        from ministruct.engine import cache
 
         return cache.grammar_key(self.grammar, self.vocab.fingerprint)
 
     def restore(self) -> bool:
         """Load configurations, transitions and masks a previous run saved (False if none)."""
-        from . import cache
+        from ministruct.engine import cache
 
         with self._lock:
             key = self.cache_key()
@@ -150,15 +150,22 @@ class CompiledGrammar:
 
     def _forget_ids(self) -> None:
         """Drop everything that names configurations by id (they were just renumbered)."""
-        for cache in (self._token_steps, self._walks, self._splits, self._returns, self._chains,
-                      self._members, self._mask_keys):
+        for cache in (
+            self._token_steps,
+            self._walks,
+            self._splits,
+            self._returns,
+            self._chains,
+            self._members,
+            self._mask_keys,
+        ):
             cache.clear()
         self._walk_bytes = 0
         self._prune = None
 
     def persist(self) -> None:
         """Save what this process has learned, if it learned anything new."""
-        from . import cache
+        from ministruct.engine import cache
 
         with self._lock:
             size = (len(self.configs), len(self._masks))
@@ -382,7 +389,7 @@ class CompiledGrammar:
 
             one_byte = np.zeros(256, dtype=bool)
             for a, b in sl.ranges:
-                one_byte[a:min(b, 0x7F) + 1] = a <= 0x7F
+                one_byte[a : min(b, 0x7F) + 1] = a <= 0x7F
             self._prune = Pruner(sl.need_walk, sl.suffix_ok, stable, MAX_SUFFIX_DEPTH, PRUNE_MIN_TOKENS, one_byte)
         return self._prune
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import threading
 
-from .compile import DEAD, CompiledGrammar
+from ministruct.engine.compile import DEAD, CompiledGrammar
 
 MAX_FORCED = 512  # bytes followed at most from one configuration (a bound, not a limit in practice)
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import TokenRejected
-from .budget import INF, budget_for
-from .compile import DEAD, CompiledGrammar
-from .forced import forced_for
+from ministruct.engine.budget import INF, budget_for
+from ministruct.engine.compile import DEAD, CompiledGrammar
+from ministruct.engine.forced import forced_for
+from ministruct.errors import TokenRejected
 
 
 class Matcher:
@@ -97,9 +97,7 @@ class Matcher:
             return
         nxt = self.compiled.step_token(self.state, token_id)
         if nxt == DEAD:
-            raise TokenRejected(
-                f"token {token_id} ({self.compiled.vocab.piece(token_id)!r}) is not allowed here"
-            )
+            raise TokenRejected(f"token {token_id} ({self.compiled.vocab.piece(token_id)!r}) is not allowed here")
         self._history.append(nxt)
 
     def rollback(self, n: int) -> None:

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .trie import TokenTrie
-from .utf8 import merge_ranges, utf8_sequences
-from .vocab import Vocabulary
+from ministruct.engine.trie import TokenTrie
+from ministruct.engine.utf8 import merge_ranges, utf8_sequences
+from ministruct.engine.vocab import Vocabulary
 
 NOT_IN = np.iinfo(np.int16).max
 _SLICE_ARRAYS = ("ascii_ids", "ascii_bits", "wide_ids", "wide_starts", "wide_cps", "suffix_ok", "need_walk")
@@ -40,16 +40,16 @@ SLICES: dict[str, tuple[tuple[int, int], ...]] = {
 class Slice:
     name: str
     ranges: tuple[tuple[int, int], ...]  # code points of S
-    length: np.ndarray                  # int16 per logits row: characters, NOT_IN outside the slice
-    rest: TokenTrie                     # the text tokens outside the slice
-    ascii_ids: np.ndarray               # int32: the slice's all-ASCII tokens ...
-    ascii_bits: np.ndarray              # uint64 (n, 2): ... the set of their characters
-    wide_ids: np.ndarray                # int32: the slice's other tokens ...
-    wide_starts: np.ndarray             # int64: ... where each one's code points start in `wide_cps`
-    wide_cps: np.ndarray                # int32: their code points, token after token
-    suffix_ok: np.ndarray               # uint64 per token of the full trie (byte order): bit d set
+    length: np.ndarray  # int16 per logits row: characters, NOT_IN outside the slice
+    rest: TokenTrie  # the text tokens outside the slice
+    ascii_ids: np.ndarray  # int32: the slice's all-ASCII tokens ...
+    ascii_bits: np.ndarray  # uint64 (n, 2): ... the set of their characters
+    wide_ids: np.ndarray  # int32: the slice's other tokens ...
+    wide_starts: np.ndarray  # int64: ... where each one's code points start in `wide_cps`
+    wide_cps: np.ndarray  # int32: their code points, token after token
+    suffix_ok: np.ndarray  # uint64 per token of the full trie (byte order): bit d set
     #                                     when the token's bytes from d on are whole characters of S
-    need_walk: np.ndarray               # bool per node of the full trie: some longer token below
+    need_walk: np.ndarray  # bool per node of the full trie: some longer token below
     #                                     it is not whole characters of S from the node's depth on
 
 
@@ -115,8 +115,9 @@ def need_walk(trie: TokenTrie, suffix_ok: np.ndarray) -> np.ndarray:
     return out
 
 
-def _slice(vocab: Vocabulary, tokens: list[bytes], name: str, ranges: tuple[tuple[int, int], ...],
-           full: TokenTrie) -> Slice:
+def _slice(
+    vocab: Vocabulary, tokens: list[bytes], name: str, ranges: tuple[tuple[int, int], ...], full: TokenTrie
+) -> Slice:
     length = slice_lengths(vocab, ranges)
     ids = vocab.text_ids
     ascii_ids, bits, wide_ids, wide = [], [], [], []
@@ -135,11 +136,17 @@ def _slice(vocab: Vocabulary, tokens: list[bytes], name: str, ranges: tuple[tupl
     rest = TokenTrie.build(tokens, ids[length[ids] == NOT_IN])
     suffix = suffix_bits([tokens[i] for i in full.sorted_ids.tolist()], ranges)
     return Slice(
-        name, ranges, length, rest,
-        np.asarray(ascii_ids, dtype=np.int32), np.asarray(bits, dtype=np.uint64).reshape(-1, 2),
-        np.asarray(wide_ids, dtype=np.int32), np.cumsum(counts) - counts,
+        name,
+        ranges,
+        length,
+        rest,
+        np.asarray(ascii_ids, dtype=np.int32),
+        np.asarray(bits, dtype=np.uint64).reshape(-1, 2),
+        np.asarray(wide_ids, dtype=np.int32),
+        np.cumsum(counts) - counts,
         np.frombuffer(b"".join(wide), dtype=np.int32).copy(),
-        suffix, need_walk(full, suffix),
+        suffix,
+        need_walk(full, suffix),
     )
 
 
@@ -190,7 +197,7 @@ _LOCK = threading.Lock()
 
 def index_for(vocab: Vocabulary) -> VocabIndex:
     """The vocabulary's trie and slices: memoized in the process, cached on disk."""
-    from . import cache
+    from ministruct.engine import cache
 
     key = vocab.fingerprint
     hit = _INDEX.get(key)
@@ -241,7 +248,7 @@ class SliceChains:
         self.max_len = max_len  # nor any token more bytes: a longer uniform chain is for ever
         self.byte_seqs = utf8_sequences(sl.ranges)
         self.seqs = [
-            tuple(tuple(sorted(set(byte_class[lo:hi + 1].tolist()))) for lo, hi in seq) for seq in self.byte_seqs
+            tuple(tuple(sorted(set(byte_class[lo : hi + 1].tolist()))) for lo, hi in seq) for seq in self.byte_seqs
         ]
         self.seq_arrays = [tuple(np.asarray(c, dtype=np.int64) for c in seq) for seq in self.seqs]
         bc = byte_class.tolist()
@@ -430,7 +437,7 @@ def lengths_within(sl: Slice, ranges: tuple[tuple[int, int], ...]) -> np.ndarray
     """`sl.length`, kept only for the tokens whose characters are all in `ranges`."""
     lut = np.zeros(0x110000, dtype=bool)
     for a, b in ranges:
-        lut[a:b + 1] = True
+        lut[a : b + 1] = True
     word = np.packbits(lut[:128], bitorder="little").view(np.uint64)  # the ASCII part as 2 words
     fits = ((sl.ascii_bits & ~word) == 0).all(axis=1)
     out = np.full(len(sl.length), NOT_IN, dtype=np.int16)

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import CompileLimitError
-from .automaton import ACCEPT, MAX_STACKS, Automaton, Config
+from ministruct.engine.automaton import ACCEPT, MAX_STACKS, Automaton, Config
+from ministruct.errors import CompileLimitError
 
 DEAD = 0
 UNKNOWN = -1
@@ -178,7 +178,7 @@ class Transitions:
         for count in n_stacks:
             stacks = []
             for _ in range(count):
-                stacks.append(tuple(states[j:j + lengths[k]]))
+                stacks.append(tuple(states[j : j + lengths[k]]))
                 j += lengths[k]
                 k += 1
             configs.append(frozenset(stacks))

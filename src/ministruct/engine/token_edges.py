@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import GrammarError
-from .automaton import Automaton, Config, TokenEdge
-from .vocab import Vocabulary
+from ministruct.engine.automaton import Automaton, Config, TokenEdge
+from ministruct.engine.vocab import Vocabulary
+from ministruct.errors import GrammarError
 
 
 class TokenEdges:

@@ -16,8 +16,17 @@ from dataclasses import dataclass
 import numpy as np
 
 _FIELDS = (
-    "node_byte", "child_start", "child_count", "node_token", "dup_src", "dup_dst",
-    "level_start", "tok_lo", "tok_count", "sorted_ids", "sorted_len",
+    "node_byte",
+    "child_start",
+    "child_count",
+    "node_token",
+    "dup_src",
+    "dup_dst",
+    "level_start",
+    "tok_lo",
+    "tok_count",
+    "sorted_ids",
+    "sorted_len",
 )
 
 
@@ -25,17 +34,17 @@ _FIELDS = (
 class TokenTrie:
     """Flat trie. node 0 is the root; `node_token[n]` is the token ending at n or -1."""
 
-    node_byte: np.ndarray    # uint8: the byte leading into each node
+    node_byte: np.ndarray  # uint8: the byte leading into each node
     child_start: np.ndarray  # int32: first child's node id
     child_count: np.ndarray  # int32: number of children
-    node_token: np.ndarray   # int32: token whose bytes end here (-1: none)
-    dup_src: np.ndarray      # int32: a token id that has a node ...
-    dup_dst: np.ndarray      # int32: ... and another token with the same bytes
+    node_token: np.ndarray  # int32: token whose bytes end here (-1: none)
+    dup_src: np.ndarray  # int32: a token id that has a node ...
+    dup_dst: np.ndarray  # int32: ... and another token with the same bytes
     level_start: np.ndarray  # int64: first node id of each level (depth), and the total
-    tok_lo: np.ndarray       # int32: the tokens below a node are sorted_ids[tok_lo : tok_lo + tok_count]
-    tok_count: np.ndarray    # int32
-    sorted_ids: np.ndarray   # int32: the trie's tokens in byte order
-    sorted_len: np.ndarray   # int32: their lengths in bytes
+    tok_lo: np.ndarray  # int32: the tokens below a node are sorted_ids[tok_lo : tok_lo + tok_count]
+    tok_count: np.ndarray  # int32
+    sorted_ids: np.ndarray  # int32: the trie's tokens in byte order
+    sorted_len: np.ndarray  # int32: their lengths in bytes
     max_len: int
 
     @property

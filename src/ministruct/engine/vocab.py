@@ -128,9 +128,7 @@ class Vocabulary:
     @cached_property
     def text_ids(self) -> np.ndarray:
         """Ids of ordinary, non-empty text tokens: the only candidates for byte matching."""
-        ids = [
-            i for i, t in enumerate(self.tokens) if t and i not in self.control_ids
-        ]
+        ids = [i for i, t in enumerate(self.tokens) if t and i not in self.control_ids]
         return np.asarray(ids, dtype=np.int32)
 
     @cached_property

@@ -14,8 +14,8 @@ from typing import Callable
 
 import numpy as np
 
-from .table import DEAD, Transitions
-from .trie import TokenTrie, expand_children
+from ministruct.engine.table import DEAD, Transitions
+from ministruct.engine.trie import TokenTrie, expand_children
 
 _EMPTY_IDS = np.zeros(0, dtype=np.int32)
 _EMPTY_NODES = np.zeros(0, dtype=np.int64)
@@ -45,8 +45,8 @@ class WalkResult:
     """Tokens a walk found legal, and the live nodes where its bottom frame may return."""
 
     trie: TokenTrie
-    ids: np.ndarray     # int32 token ids (twins of duplicate tokens not included)
-    exits: np.ndarray   # int64 node ids of `trie`
+    ids: np.ndarray  # int32 token ids (twins of duplicate tokens not included)
+    exits: np.ndarray  # int64 node ids of `trie`
 
     @property
     def nbytes(self) -> int:
@@ -124,8 +124,15 @@ def walk(
     return WalkResult(trie, ids, out)
 
 
-def _cut(trie: TokenTrie, prune: Pruner, nodes: np.ndarray, states: np.ndarray, covered: np.ndarray,
-         depth: int, found: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray | None]:
+def _cut(
+    trie: TokenTrie,
+    prune: Pruner,
+    nodes: np.ndarray,
+    states: np.ndarray,
+    covered: np.ndarray,
+    depth: int,
+    found: list[np.ndarray],
+) -> tuple[np.ndarray, np.ndarray | None]:
     """Take the slice tails below stable nodes (once per subtree) and drop the nodes below
     which nothing else is. Returns (covered, the nodes to keep or None for all)."""
     ask = covered | (trie.tok_count[nodes] >= prune.min_tokens)

@@ -7,12 +7,21 @@ own engine; `trace` turns returned logprobs into per-token records; `serve` star
 llama-cpp-python servers.
 """
 
-from .client import Server, split_servers
-from .dialects import KINDS, Dialect, Settings
-from .run import FleetBatch, FleetResult, Ignored, connect
-from .verify import Verdict, Verifier
+from ministruct.fleet.client import Server, split_servers
+from ministruct.fleet.dialects import KINDS, Dialect, Settings
+from ministruct.fleet.run import FleetBatch, FleetResult, Ignored, connect
+from ministruct.fleet.verify import Verdict, Verifier
 
 __all__ = [
-    "KINDS", "Dialect", "FleetBatch", "FleetResult", "Ignored", "Server", "Settings",
-    "Verdict", "Verifier", "connect", "split_servers",
+    "KINDS",
+    "Dialect",
+    "FleetBatch",
+    "FleetResult",
+    "Ignored",
+    "Server",
+    "Settings",
+    "Verdict",
+    "Verifier",
+    "connect",
+    "split_servers",
 ]

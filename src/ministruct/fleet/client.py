@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import http.client
 import json
-import socket
 import threading
 import time
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
-from ..errors import UsageError
+from ministruct.errors import UsageError
 
 PROBE_TIMEOUT = 5.0
 
@@ -120,7 +119,7 @@ class Connection:
                 # a kept-alive connection the server closed while idle: one fresh try
                 self.close()
                 status, raw = self._send(method, path, data)
-        except socket.timeout:
+        except TimeoutError:
             self.close()
             raise ServerFault(f"no answer within {self.timeout:g} s") from None
         except (OSError, http.client.HTTPException) as e:
@@ -136,7 +135,6 @@ class Connection:
         except ValueError:
             self.close()
             raise ServerFault(f"HTTP {status} with a body that is not JSON") from None
-
 
     def _send(self, method: str, path: str, data: bytes | None) -> tuple[int, bytes]:
         if self._conn is None:
@@ -166,7 +164,11 @@ def _detail(raw: bytes) -> str:
     if isinstance(obj, dict):
         err = obj.get("error")
         msg = err.get("message") if isinstance(err, dict) else err if isinstance(err, str) else None
-        msg = msg or (obj.get("detail") if isinstance(obj.get("detail"), str) else None) or (json.dumps(obj.get("detail")) if obj.get("detail") else None)
+        msg = (
+            msg
+            or (obj.get("detail") if isinstance(obj.get("detail"), str) else None)
+            or (json.dumps(obj.get("detail")) if obj.get("detail") else None)
+        )
     text = msg or raw.decode("utf-8", "replace")
     text = " ".join(text.split())
     return text[:300] or "(empty body)"
@@ -182,7 +184,9 @@ class Probe:
     error: str | None = None
 
 
-def probe(url: str, *, headers: dict[str, str] | None = None, timeout: float = PROBE_TIMEOUT, detect: bool = True) -> Probe:
+def probe(
+    url: str, *, headers: dict[str, str] | None = None, timeout: float = PROBE_TIMEOUT, detect: bool = True
+) -> Probe:
     """Ask /v1/models (the model's name, vLLM's owned_by) and, when `detect`, /props (llama-server)."""
     conn = Connection(url, timeout, headers)
     try:
@@ -205,7 +209,9 @@ def probe(url: str, *, headers: dict[str, str] | None = None, timeout: float = P
             props = conn.request("GET", "/props")
         except (ServerFault, RequestRejected):
             props = None
-        if isinstance(props, dict) and ("default_generation_settings" in props or "build_info" in props or "model_path" in props):
+        if isinstance(props, dict) and (
+            "default_generation_settings" in props or "build_info" in props or "model_path" in props
+        ):
             return Probe(True, "llama", model)
         return Probe(True, None, model, err)
     finally:

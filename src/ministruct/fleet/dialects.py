@@ -20,10 +20,10 @@ import json
 import re
 from dataclasses import dataclass
 
-from ..constraints import Constraint
-from ..errors import UsageError
-from ..pipeline import user_message
-from ..sampling import SamplingParams
+from ministruct.constraints import Constraint
+from ministruct.errors import UsageError
+from ministruct.pipeline import user_message
+from ministruct.sampling import SamplingParams
 
 KINDS = ("llama", "vllm", "openai")
 CHAT_PATH = "/v1/chat/completions"
@@ -128,14 +128,19 @@ class Dialect:
                 parameter=c.kind,
             )
         if not s.model:
-            raise UsageError("model must name the model for a server of kind openai (it serves many)", parameter="model")
+            raise UsageError(
+                "model must name the model for a server of kind openai (it serves many)", parameter="model"
+            )
         if not s.chat:
             raise UsageError(
-                "a server of kind openai takes response_format on the chat endpoint only: chat=False cannot be honoured",
+                "a server of kind openai takes response_format on the chat endpoint only: "
+                "chat=False cannot be honoured",
                 parameter="chat",
             )
         if s.params.top_k != 0:
-            raise UsageError(f"top_k {s.params.top_k}: a server of kind openai has no top-k sampling", parameter="top_k")
+            raise UsageError(
+                f"top_k {s.params.top_k}: a server of kind openai has no top-k sampling", parameter="top_k"
+            )
         if s.params.repeat_penalty != 1.0:
             raise UsageError(
                 f"repeat_penalty {s.params.repeat_penalty}: a server of kind openai has no repeat penalty "
@@ -224,16 +229,18 @@ def _logprobs(lp: object, *, chat: bool) -> list[TokenLogprob] | None:
             if not isinstance(content, list):
                 return None
             for t in content:
-                top = [(_as_bytes(a["token"], a.get("bytes")), float(a["logprob"])) for a in t.get("top_logprobs") or []]
+                top = [
+                    (_as_bytes(a["token"], a.get("bytes")), float(a["logprob"])) for a in t.get("top_logprobs") or []
+                ]
                 out.append(TokenLogprob(_as_bytes(t["token"], t.get("bytes")), float(t["logprob"]), top))
         else:
             tokens, lps, tops = lp.get("tokens"), lp.get("token_logprobs"), lp.get("top_logprobs") or []
             if not isinstance(tokens, list) or not isinstance(lps, list):
                 return None
-            for i, (tok, l) in enumerate(zip(tokens, lps)):
+            for i, (tok, logp) in enumerate(zip(tokens, lps)):
                 alts = tops[i] if i < len(tops) and isinstance(tops[i], dict) else {}
                 top = [(_as_bytes(k, None), float(v)) for k, v in alts.items()]
-                out.append(TokenLogprob(_as_bytes(tok, None), float(l) if l is not None else float("-inf"), top))
+                out.append(TokenLogprob(_as_bytes(tok, None), float(logp) if logp is not None else float("-inf"), top))
     except (KeyError, TypeError, ValueError):
         return None
     return out

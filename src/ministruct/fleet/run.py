@@ -23,14 +23,14 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
-from ..constraints import Constraint
-from ..pipeline import GenResult
-from ..records import InputRecord
-from .client import Connection, RequestRejected, Server, ServerFault, probe
-from ..errors import UsageError
-from .dialects import BadReply, Dialect, Reply, Settings, parse_reply
-from .trace import trace_records
-from .verify import Verdict, Verifier
+from ministruct.constraints import Constraint
+from ministruct.errors import UsageError
+from ministruct.fleet.client import Connection, RequestRejected, Server, ServerFault, probe
+from ministruct.fleet.dialects import BadReply, Dialect, Reply, Settings, parse_reply
+from ministruct.fleet.trace import trace_records
+from ministruct.fleet.verify import Verdict, Verifier
+from ministruct.pipeline import GenResult
+from ministruct.records import InputRecord
 
 FINISH_TO_STOP = {"stop": "eos", "length": "max_tokens"}
 
@@ -170,7 +170,9 @@ class FleetBatch:
         early: dict[int, FleetResult] = {}
         for rec in records:
             if rec.error is not None:
-                early[len(jobs)] = FleetResult(GenResult.failed(rec.id, rec.value, rec.error), None, None, input_error=True)
+                early[len(jobs)] = FleetResult(
+                    GenResult.failed(rec.id, rec.value, rec.error), None, None, input_error=True
+                )
                 jobs.append(_Job(len(jobs), rec, base, 0))
                 continue
             for k in range(n):
@@ -329,7 +331,13 @@ class FleetBatch:
         if self.settings.top_logprobs is not None:
             summary = {"verified": verdict.ok, "finish_reason": finish}
             out.trace = trace_records(
-                job.rec.id, server.url, self.constraint, self._sampling(), self.settings.top_logprobs, reply.logprobs, summary
+                job.rec.id,
+                server.url,
+                self.constraint,
+                self._sampling(),
+                self.settings.top_logprobs,
+                reply.logprobs,
+                summary,
             )
         return out
 
@@ -337,7 +345,13 @@ class FleetBatch:
         out = FleetResult(GenResult.failed(job.rec.id, job.rec.value or "", message), server, None, job.resent)
         if self.settings.top_logprobs is not None:
             out.trace = trace_records(
-                job.rec.id, server, self.constraint, self._sampling(), self.settings.top_logprobs, None, {"error": message}
+                job.rec.id,
+                server,
+                self.constraint,
+                self._sampling(),
+                self.settings.top_logprobs,
+                None,
+                {"error": message},
             )
         return out
 

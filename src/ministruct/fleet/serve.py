@@ -61,8 +61,18 @@ class LocalServer:
         """Start the server (it is not ready yet: call `wait_ready`)."""
         port = port or free_port()
         cmd = [
-            sys.executable, "-m", "llama_cpp.server", "--model", str(Path(model)),
-            "--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(n_ctx), *(extra_args or []),
+            sys.executable,
+            "-m",
+            "llama_cpp.server",
+            "--model",
+            str(Path(model)),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--n_ctx",
+            str(n_ctx),
+            *(extra_args or []),
         ]
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log)
         return cls(proc, port)
@@ -72,7 +82,9 @@ class LocalServer:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise RuntimeError(f"server on port {self.port} exited with {self.process.returncode} before it was ready")
+                raise RuntimeError(
+                    f"server on port {self.port} exited with {self.process.returncode} before it was ready"
+                )
             try:
                 with urllib.request.urlopen(self.url + "/v1/models", timeout=2.0) as r:
                     if r.status == 200:
@@ -90,4 +102,3 @@ class LocalServer:
         if self.process.poll() is None:
             os.kill(self.process.pid, signal.SIGKILL)
         self.process.wait(timeout=30)
-

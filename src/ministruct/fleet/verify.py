@@ -18,9 +18,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..constraints import Constraint
-from ..engine.check import check_text
-from ..instance import InstanceChecker
+from ministruct.constraints import Constraint
+from ministruct.engine.check import check_text
+from ministruct.instance import InstanceChecker
 
 # first characters a JSON text can start with (after whitespace)
 _JSON_STARTS = set('{["-0123456789tfn')
@@ -38,7 +38,8 @@ class Verdict:
     has_value: bool = False
 
     def fields(self) -> dict[str, Any]:
-        """The result-record fields: `verified`, and on a rejection `check_error`, `check_position`, `check_expected`."""
+        """The result-record fields: `verified`, and on a rejection `check_error`, `check_position`,
+        `check_expected`."""
         if self.ok:
             return {"verified": True}
         return {
@@ -101,4 +102,3 @@ class Verifier:
             except ValueError:
                 return "not JSON, though the server stopped by itself"
         return None
-

@@ -8,8 +8,8 @@ alternative as nullable). Unreachable rules are only a warning.
 
 from __future__ import annotations
 
-from ..errors import GrammarError
-from .ir import Alt, CharClass, Expr, Grammar, Literal, Repeat, RuleRef, Seq, TokenRef
+from ministruct.errors import GrammarError
+from ministruct.grammar.ir import Alt, CharClass, Expr, Grammar, Literal, Repeat, RuleRef, Seq, TokenRef
 
 
 def _nullable(e: Expr, nullable: set[str]) -> bool:

@@ -167,21 +167,21 @@ class Grammar:
     @classmethod
     def from_gbnf(cls, text: str, *, root: str = "root", source: str = "<grammar>") -> "Grammar":
         """Parse GBNF (llama.cpp's dialect); GrammarSyntaxError / GrammarError when it is wrong."""
-        from .gbnf import parse_gbnf
+        from ministruct.grammar.gbnf import parse_gbnf
 
         return parse_gbnf(text, source=source, root=root)
 
     @classmethod
     def from_regex(cls, pattern: str, *, source: str = "<regex>") -> "Grammar":
         """A regular expression (Python `re` syntax) the whole output must match."""
-        from .regex import parse_regex
+        from ministruct.grammar.regex import parse_regex
 
         return parse_regex(pattern, source=source)
 
     @classmethod
     def from_json_schema(cls, schema: Any, **options: Any) -> "Grammar":
         """JSON texts of instances of `schema` (options: see `grammar.schema.schema_to_grammar`)."""
-        from .schema import schema_to_grammar
+        from ministruct.grammar.schema import schema_to_grammar
 
         return schema_to_grammar(schema, **options)
 

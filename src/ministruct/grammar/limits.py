@@ -19,8 +19,8 @@ import json
 import re
 from typing import Any, Callable
 
-from ..errors import CompileLimitError
-from .ir import Alt, CharClass, Expr, Grammar, Literal, Repeat, RuleRef, Seq, format_expr
+from ministruct.errors import CompileLimitError
+from ministruct.grammar.ir import Alt, CharClass, Expr, Grammar, Literal, Repeat, RuleRef, Seq, format_expr
 
 MAX_REPEAT = 100_000  # the largest count of a repetition (a{n}, maxLength, maxItems)
 MAX_STATES = 2_000_000  # the engine's own ceiling (engine.automaton.MAX_NFA_STATES)
@@ -255,5 +255,15 @@ def bounded(grammar: Grammar) -> Grammar:
     return g
 
 
-__all__ = ["bounded", "check_limits", "estimated_states", "nesting_error", "reshape", "text_nesting_pointer",
-           "short_pointer", "MAX_REPEAT", "MAX_STATES", "MAX_JSON_NESTING"]
+__all__ = [
+    "bounded",
+    "check_limits",
+    "estimated_states",
+    "nesting_error",
+    "reshape",
+    "text_nesting_pointer",
+    "short_pointer",
+    "MAX_REPEAT",
+    "MAX_STATES",
+    "MAX_JSON_NESTING",
+]

@@ -10,13 +10,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from grammar.helpers import sample_strings
 from ministruct.errors import GrammarError, GrammarSyntaxError, MinistructError
-from ministruct.grammar.gbnf import parse as gbnf
 from ministruct.grammar.analysis import _ordered_refs
+from ministruct.grammar.gbnf import parse as gbnf
 from ministruct.grammar.gbnf.parse import parse_gbnf
 from ministruct.grammar.ir import EMPTY, Alt, CharClass, Literal, Repeat, RuleRef, Seq, TokenRef
-
-from ..helpers import sample_strings
 
 REPO = Path(__file__).resolve().parents[3]
 ANY = CharClass((), negated=True)
@@ -121,15 +120,27 @@ def test_token_sequence_from_llama_parser_tests():
 
 @pytest.mark.parametrize(
     "suffix, lo, hi",
-    [("*", 0, None), ("+", 1, None), ("?", 0, 1), ("{2}", 2, 2), ("{ 4}", 4, 4), ("{2,}", 2, None),
-     ("{2,4}", 2, 4), ("{ 0 , 3 }", 0, 3), ("{0}", 0, 0), ("{2000}", 2000, 2000)],
+    [
+        ("*", 0, None),
+        ("+", 1, None),
+        ("?", 0, 1),
+        ("{2}", 2, 2),
+        ("{ 4}", 4, 4),
+        ("{2,}", 2, None),
+        ("{2,4}", 2, 4),
+        ("{ 0 , 3 }", 0, 3),
+        ("{0}", 0, 0),
+        ("{2000}", 2000, 2000),
+    ],
 )
 def test_quantifiers(suffix, lo, hi):
     assert body(f'root ::= "ab"{suffix}') == Repeat(Literal("ab"), lo, hi)
 
 
 def test_quantifiers_stack_and_may_follow_a_space():
-    assert body('root ::= "a"*? "b" +') == Seq((Repeat(Repeat(Literal("a"), 0, None), 0, 1), Repeat(Literal("b"), 1, None)))
+    assert body('root ::= "a"*? "b" +') == Seq(
+        (Repeat(Repeat(Literal("a"), 0, None), 0, 1), Repeat(Literal("b"), 1, None))
+    )
 
 
 def test_quantified_empty_group_is_epsilon():
@@ -194,7 +205,7 @@ def test_source_is_kept():
 SAMPLES = [
     'root ::= "a" | [bdx-z] | [^1-3]',
     'root ::= (expr "=" ws term "\\n")+\nexpr ::= term ([-+*/] term)*\nterm ::= [0-9]+ ws\nws ::= [ \\t\\n]*',
-    'root ::= <[10]> (!<[11]>)* <[11]> <|x|> !<think>',
+    "root ::= <[10]> (!<[11]>)* <[11]> <|x|> !<think>",
     'root ::= "\\x00\\x7f\\u0085\\uD800 é\\U0001F600\\"\\\\" [\\x00-\\x1F"\\\\\\]\\-] .',
     'root ::= ("a" ("b" | "c")*){2,5} "d"{3} "e"{1,} ("f" "g")? ("h"*)+',
     'root ::= | "x" ("" | "y")',
@@ -214,7 +225,7 @@ def test_round_trip_empty_class():
     roundtrip(parse_gbnf("root ::= [z-a]"))
 
 
-_CHARS = st.sampled_from(list("abz09 -_\"\\]^[\t\n") + ["é", "中", "😀", "\x7f", "\x00"])
+_CHARS = st.sampled_from(list('abz09 -_"\\]^[\t\n') + ["é", "中", "😀", "\x7f", "\x00"])
 
 
 def _escape_char(c: str, in_class: bool) -> str:
@@ -308,7 +319,9 @@ def test_random_text_raises_only_ministruct_errors(text):
 
 
 @settings(max_examples=400, deadline=None)
-@given(st.sampled_from(VALID), st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 3), _GBNF_ALPHABET), max_size=4))
+@given(
+    st.sampled_from(VALID), st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 3), _GBNF_ALPHABET), max_size=4)
+)
 def test_mutated_grammars_raise_only_ministruct_errors(base, edits):
     text = base
     for pos, op, s in edits:
@@ -335,12 +348,15 @@ def test_deep_nesting_is_an_error_not_a_crash():
         parse_gbnf('root ::= "a"' + "*" * 5000)
 
 
-@pytest.mark.parametrize("with_group, without", [
-    ('root ::= () "a"*', 'root ::= "a"*'),
-    ('root ::= x ()\nx ::= "b"', 'root ::= x\nx ::= "b"'),
-    ('root ::= ()* [a]', "root ::= [a]"),
-    ('root ::= ("a" () "b"+)', 'root ::= "a" "b"+'),
-])
+@pytest.mark.parametrize(
+    "with_group, without",
+    [
+        ('root ::= () "a"*', 'root ::= "a"*'),
+        ('root ::= x ()\nx ::= "b"', 'root ::= x\nx ::= "b"'),
+        ("root ::= ()* [a]", "root ::= [a]"),
+        ('root ::= ("a" () "b"+)', 'root ::= "a" "b"+'),
+    ],
+)
 def test_an_empty_group_adds_nothing_to_a_sequence(with_group, without):
     g = parse_gbnf(with_group)
     assert g.rules == parse_gbnf(without).rules

@@ -14,14 +14,12 @@ import random
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from oracles import LlamaGrammarOracle, single_byte_tokens  # tests/ is on sys.path
 
+from grammar.helpers import sample_strings
 from ministruct.engine.automaton import accepts
 from ministruct.errors import MinistructError
 from ministruct.grammar.gbnf.parse import parse_gbnf
-
-from oracles import LlamaGrammarOracle, single_byte_tokens  # tests/ is on sys.path
-
-from ..helpers import sample_strings
 
 pytestmark = pytest.mark.model
 
@@ -56,6 +54,7 @@ def llama_accepts(llama, gbnf: str, text: str) -> bool | None:
 
 
 # ---------------------------------------------------------------- random grammars
+
 
 def _lit(draw) -> str:
     chars = draw(st.lists(st.sampled_from(ALPHABET), min_size=1, max_size=3))
@@ -94,9 +93,16 @@ def grammars(draw) -> str:
     return f"root ::= {root}\na ::= {a}\nb ::= {b}\n"
 
 
-@settings(max_examples=int(__import__("os").environ.get("MINISTRUCT_HYPOTHESIS_EXAMPLES", "200")), deadline=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(gbnf=grammars(), extra=st.lists(st.text(alphabet="".join(ALPHABET), max_size=6), max_size=6), seed=st.integers(0, 1000))
+@settings(
+    max_examples=int(__import__("os").environ.get("MINISTRUCT_HYPOTHESIS_EXAMPLES", "200")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(
+    gbnf=grammars(),
+    extra=st.lists(st.text(alphabet="".join(ALPHABET), max_size=6), max_size=6),
+    seed=st.integers(0, 1000),
+)
 def test_random_grammars_agree_with_llama_cpp(llama, gbnf, extra, seed):
     try:
         g = parse_gbnf(gbnf)

@@ -9,12 +9,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from grammar.gbnf.test_gbnf import SAMPLES, VALID
+from grammar.gbnf.test_gbnf_errors import CASES
 from ministruct.errors import MinistructError
 from ministruct.grammar.gbnf import parse as gbnf
 from ministruct.grammar.gbnf.lexer import TERMINALS
-
-from .test_gbnf import SAMPLES, VALID
-from .test_gbnf_errors import CASES
 
 REPO = Path(__file__).resolve().parents[3]
 SUITES = REPO / ".." / "shared" / "suites" / "llamacpp"

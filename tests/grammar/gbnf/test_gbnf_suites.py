@@ -10,10 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from grammar.helpers import sample_strings
 from ministruct.errors import CompileLimitError, MinistructError
 from ministruct.grammar.gbnf.parse import parse_gbnf
-
-from ..helpers import sample_strings
 
 SUITES = Path(__file__).resolve().parents[3] / ".." / "shared" / "suites" / "llamacpp"
 if not SUITES.is_dir():
@@ -163,6 +162,12 @@ def test_integration_token_cases(case):
 
 
 def test_token_cases_use_only_the_expected_ids():
-    used = {p["token"] for c in GBNF_CASES if c.get("has_token_inputs")
-            for parts in c["pass_parts"] + c["fail_parts"] for p in parts if isinstance(p, dict)}
+    used = {
+        p["token"]
+        for c in GBNF_CASES
+        if c.get("has_token_inputs")
+        for parts in c["pass_parts"] + c["fail_parts"]
+        for p in parts
+        if isinstance(p, dict)
+    }
     assert used <= set(SPECIAL_IDS)

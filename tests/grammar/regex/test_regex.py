@@ -30,36 +30,109 @@ def assert_same_language(pattern: str, texts: list[str]) -> None:
 # (pattern, alphabet, max length): every string up to that length is compared with re.
 EXHAUSTIVE = [
     # literals, alternation, groups, empties
-    ("abc", "abc", 4), ("a|", "ab", 3), ("()", "a", 2), ("", "a", 2), ("(?:)", "a", 2), ("(())", "a", 2),
-    ("()|()", "a", 2), ("a()b", "ab", 3), ("(a|)", "ab", 2), ("ab(c|)", "abc", 3),
-    ("abc|de(f|g)", "abcdefg", 3), ("(?P<x>ab)c", "abc", 4), ("a|b|ab|", "ab", 3),
+    ("abc", "abc", 4),
+    ("a|", "ab", 3),
+    ("()", "a", 2),
+    ("", "a", 2),
+    ("(?:)", "a", 2),
+    ("(())", "a", 2),
+    ("()|()", "a", 2),
+    ("a()b", "ab", 3),
+    ("(a|)", "ab", 2),
+    ("ab(c|)", "abc", 3),
+    ("abc|de(f|g)", "abcdefg", 3),
+    ("(?P<x>ab)c", "abc", 4),
+    ("a|b|ab|", "ab", 3),
     # quantifiers, greedy and lazy (same language)
-    ("a*", "ab", 4), ("a+", "ab", 4), ("a?", "ab", 3), ("a*?", "ab", 4), ("a+?", "ab", 4), ("a??", "ab", 3),
-    ("a{2}", "ab", 4), ("a{2,}", "ab", 5), ("a{,2}", "ab", 4), ("a{1,3}", "ab", 5), ("a{1,3}?", "ab", 5),
-    ("a{0}", "ab", 2), ("a{0,0}b", "ab", 3), ("a{,}", "ab", 4), ("(ab|a)*b", "ab", 5), ("[ab]{2,3}", "abc", 4),
-    ("(a*)*", "ab", 4), ("(a|)+", "ab", 4), ("(?:a?){2,3}b", "ab", 5), ("(a|b)?[a-c]+(abc)*", "abc", 4),
+    ("a*", "ab", 4),
+    ("a+", "ab", 4),
+    ("a?", "ab", 3),
+    ("a*?", "ab", 4),
+    ("a+?", "ab", 4),
+    ("a??", "ab", 3),
+    ("a{2}", "ab", 4),
+    ("a{2,}", "ab", 5),
+    ("a{,2}", "ab", 4),
+    ("a{1,3}", "ab", 5),
+    ("a{1,3}?", "ab", 5),
+    ("a{0}", "ab", 2),
+    ("a{0,0}b", "ab", 3),
+    ("a{,}", "ab", 4),
+    ("(ab|a)*b", "ab", 5),
+    ("[ab]{2,3}", "abc", 4),
+    ("(a*)*", "ab", 4),
+    ("(a|)+", "ab", 4),
+    ("(?:a?){2,3}b", "ab", 5),
+    ("(a|b)?[a-c]+(abc)*", "abc", 4),
     ("(a|[bc]{2,}){2,3}", "abc", 5),
     # `{` that is not a quantifier is a literal
-    ("a{}", "a{}", 3), ("a{1,x}", "a{1,x}", 6), ("{", "{a", 2), ("a{,", "a{,", 3), ("x{1", "x{1", 3),
+    ("a{}", "a{}", 3),
+    ("a{1,x}", "a{1,x}", 6),
+    ("{", "{a", 2),
+    ("a{,", "a{,", 3),
+    ("x{1", "x{1", 3),
     # classes
-    ("[ab]", "abc", 2), ("[^a]", "ab\n", 2), ("[a-c]+", "abcd", 3), ("[]a]", "]ab", 2), ("[^]a]", "]ab", 2),
-    ("[a-]", "a-b", 2), ("[-a]", "a-b", 2), ("[a-b-c]", "abc-", 2), ("[--/]", "-./0", 2), ("[\\]\\-]", "]-a", 2),
-    ("[\\n\\t]", "\n\t ", 2), ("[\\b]", "\bb", 2), ("[.]", ".a", 2), ("[*+?{}()|^$]", "*+?{}()|^$a", 1),
+    ("[ab]", "abc", 2),
+    ("[^a]", "ab\n", 2),
+    ("[a-c]+", "abcd", 3),
+    ("[]a]", "]ab", 2),
+    ("[^]a]", "]ab", 2),
+    ("[a-]", "a-b", 2),
+    ("[-a]", "a-b", 2),
+    ("[a-b-c]", "abc-", 2),
+    ("[--/]", "-./0", 2),
+    ("[\\]\\-]", "]-a", 2),
+    ("[\\n\\t]", "\n\t ", 2),
+    ("[\\b]", "\bb", 2),
+    ("[.]", ".a", 2),
+    ("[*+?{}()|^$]", "*+?{}()|^$a", 1),
     # dot and DOTALL
-    (".", "a\n", 2), ("(?s).", "a\n", 2), ("(?s:.)(?-s:.)", "a\n", 3), (".*", "a\n", 3),
+    (".", "a\n", 2),
+    ("(?s).", "a\n", 2),
+    ("(?s:.)(?-s:.)", "a\n", 3),
+    (".*", "a\n", 3),
     # anchors, exact wherever they appear (without MULTILINE)
-    ("^abc$", "abc\n", 4), ("^", "a", 1), ("$", "a\n", 2), ("^$", "a\n", 2), ("a$", "a\n", 3),
-    ("a$\n", "a\n", 3), ("$\n", "a\n", 2), ("(a$|b)\n?", "ab\n", 3), ("a?^b", "ab", 3), ("(?:^a|b)*", "ab", 4),
-    ("\\Aa\\Z", "a\n", 3), ("a\\Z\n?", "a\n", 3), ("(?:a|$)*", "a\n", 3), ("(^|a)+b", "ab", 4),
-    ("(?:a$)*\n", "a\n", 3), ("(?:$\n)+", "\n", 3), ("^$|^a\\.b/", "a.b/", 4), ("b(?:^a)?", "ab", 3),
-    ("a\\Z|b$|c", "abc\n", 3), ("(?:\\Z)?a", "a", 2), ("x(?:$|y)*\n*", "xy\n", 4),
+    ("^abc$", "abc\n", 4),
+    ("^", "a", 1),
+    ("$", "a\n", 2),
+    ("^$", "a\n", 2),
+    ("a$", "a\n", 3),
+    ("a$\n", "a\n", 3),
+    ("$\n", "a\n", 2),
+    ("(a$|b)\n?", "ab\n", 3),
+    ("a?^b", "ab", 3),
+    ("(?:^a|b)*", "ab", 4),
+    ("\\Aa\\Z", "a\n", 3),
+    ("a\\Z\n?", "a\n", 3),
+    ("(?:a|$)*", "a\n", 3),
+    ("(^|a)+b", "ab", 4),
+    ("(?:a$)*\n", "a\n", 3),
+    ("(?:$\n)+", "\n", 3),
+    ("^$|^a\\.b/", "a.b/", 4),
+    ("b(?:^a)?", "ab", 3),
+    ("a\\Z|b$|c", "abc\n", 3),
+    ("(?:\\Z)?a", "a", 2),
+    ("x(?:$|y)*\n*", "xy\n", 4),
     # MULTILINE anchors where they can be decided
-    ("(?m)^a$", "a\n", 3), ("(?m)a$\n?", "a\n", 3), ("(?m)^a|b$", "ab\n", 3),
+    ("(?m)^a$", "a\n", 3),
+    ("(?m)a$\n?", "a\n", 3),
+    ("(?m)^a|b$", "ab\n", 3),
     # inline flags and verbose mode
-    ("(?i)ab", "abAB", 3), ("(?i:a)b", "abAB", 3), ("a(?i:b)", "abAB", 3), ("(?x)a b", "ab ", 3),
-    ("(?x)a\\ b", "ab ", 3), ("(?x)[ ]a", "a ", 3), ("(?x)a # comment\nb", "ab #", 3), ("(?x)a *", "a *", 3),
-    ("(?x)a{1, 2}", "a{1, 2}", 1), ("(?x: a b ) c", "abc ", 4), ("(?x)(?-x: a)", "a ", 3), ("a(?#note)*", "a", 3),
-    ("(?i)[^k]", "kKx", 2), ("(?i)[a-c]", "aBCd", 2), ("(?x)(?i)a", "aA ", 2),
+    ("(?i)ab", "abAB", 3),
+    ("(?i:a)b", "abAB", 3),
+    ("a(?i:b)", "abAB", 3),
+    ("(?x)a b", "ab ", 3),
+    ("(?x)a\\ b", "ab ", 3),
+    ("(?x)[ ]a", "a ", 3),
+    ("(?x)a # comment\nb", "ab #", 3),
+    ("(?x)a *", "a *", 3),
+    ("(?x)a{1, 2}", "a{1, 2}", 1),
+    ("(?x: a b ) c", "abc ", 4),
+    ("(?x)(?-x: a)", "a ", 3),
+    ("a(?#note)*", "a", 3),
+    ("(?i)[^k]", "kKx", 2),
+    ("(?i)[a-c]", "aBCd", 2),
+    ("(?x)(?i)a", "aA ", 2),
 ]
 
 
@@ -122,7 +195,9 @@ def test_ignorecase_literals_match_re_on_every_code_point(flags: str) -> None:
         assert _code_points(parse_regex(f"(?{flags}){re.escape(ch)}")) == want, ch
 
 
-@pytest.mark.parametrize("cls", ["[a-z]", "[^k]", "[K-k]", "[\\W]", "[^\\w\\d]", "[ſ-ǅ]", "[ς]", "[\U00010400-\U00010410]"])
+@pytest.mark.parametrize(
+    "cls", ["[a-z]", "[^k]", "[K-k]", "[\\W]", "[^\\w\\d]", "[ſ-ǅ]", "[ς]", "[\U00010400-\U00010410]"]
+)
 def test_ignorecase_classes_match_re_on_every_code_point(cls: str) -> None:
     rx = re.compile(f"(?i:{cls})+")
     want = {i for m in rx.finditer(ALL) for i in range(m.start(), m.end())}
@@ -144,9 +219,7 @@ def test_re_warnings_are_kept() -> None:
 
 
 def test_grammar_to_regex_inlines_rules() -> None:
-    g = Grammar(
-        {"root": Seq((RuleRef("d"), Literal("."), RuleRef("d"))), "d": Repeat(CharClass(((48, 57),)), 1, 3)}
-    )
+    g = Grammar({"root": Seq((RuleRef("d"), Literal("."), RuleRef("d"))), "d": Repeat(CharClass(((48, 57),)), 1, 3)})
     rx = grammar_to_regex(g)
     assert re.compile(rx)
     for s in ["1.2", "123.456", "1234.1", ".1", "1."]:

@@ -22,18 +22,12 @@ SUITES = Path(__file__).resolve().parents[3] / ".." / "shared" / "suites" / "pee
 FILES = ("xgrammar_cases.json", "outlines_cases.json")
 
 JUSTIFIED = {
-    "xgrammar_cases::test_grammar_matcher_regex.py::test_regex_refuse":
-        "xgrammar refuses `{,n}`; Python's re reads a{,3} as a{0,3}, and so do we",
-    "xgrammar_cases::test_regex_converter.py::test_group_modifiers#7":
-        "xgrammar refuses inline flags; we implement (?i) exactly with re's case folding",
-    "xgrammar_cases::test_regex_converter.py::test_escape#2":
-        "\\e is an ECMAScript/PCRE escape; Python's re rejects it (bad escape \\e)",
-    "xgrammar_cases::test_regex_converter.py::test_escape#3":
-        "\\u{20BB7} and \\cJ are ECMAScript syntax; Python's re rejects \\u{ (incomplete escape)",
-    "xgrammar_cases::test_regex_converter.py::test_group_modifiers#2":
-        "(?<name>...) named groups arrived in Python 3.12; 3.11's re rejects them",
-    "outlines_cases::outlines.types.isbn":
-        "uses lookahead (the suite notes it is not a DFA regex); we refuse it with a clear error",
+    "xgrammar_cases::test_grammar_matcher_regex.py::test_regex_refuse": "xgrammar refuses `{,n}`; Python's re reads a{,3} as a{0,3}, and so do we",
+    "xgrammar_cases::test_regex_converter.py::test_group_modifiers#7": "xgrammar refuses inline flags; we implement (?i) exactly with re's case folding",
+    "xgrammar_cases::test_regex_converter.py::test_escape#2": "\\e is an ECMAScript/PCRE escape; Python's re rejects it (bad escape \\e)",
+    "xgrammar_cases::test_regex_converter.py::test_escape#3": "\\u{20BB7} and \\cJ are ECMAScript syntax; Python's re rejects \\u{ (incomplete escape)",
+    "xgrammar_cases::test_regex_converter.py::test_group_modifiers#2": "(?<name>...) named groups arrived in Python 3.12; 3.11's re rejects them",
+    "outlines_cases::outlines.types.isbn": "uses lookahead (the suite notes it is not a DFA regex); we refuse it with a clear error",
 }
 
 

@@ -8,8 +8,8 @@ Round trip: re.fullmatch(grammar_to_regex(parse_regex(p)), s) == re.fullmatch(p,
 from __future__ import annotations
 
 import re
-
 import re._parser as sre
+
 import regex
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
@@ -141,8 +141,9 @@ def _check(pattern: str, data: st.DataObject, exact_prefix_oracle: bool = True) 
                 assert got_prefix or not want, (pattern, s, g.to_gbnf())
 
 
-SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow,
-                                                                          HealthCheck.filter_too_much])
+SETTINGS = settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much]
+)
 
 
 @SETTINGS

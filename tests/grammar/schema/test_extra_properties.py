@@ -10,11 +10,10 @@ import random
 import pytest
 from jsonschema import Draft202012Validator, validators
 
+from grammar.helpers import sample_strings
 from ministruct.engine.automaton import accepts
 from ministruct.errors import SchemaError
 from ministruct.grammar.schema import schema_to_grammar
-
-from ..helpers import sample_strings
 
 D7 = "http://json-schema.org/draft-07/schema#"
 PROPS = {"a": {"type": "integer"}, "b": {"type": "string"}}
@@ -25,21 +24,99 @@ TABLE = [
     ("named only, no extras", {"type": "object", "properties": PROPS}, '{"a":1,"b":"x"}', True, True),
     ("required only", {"type": "object", "required": ["a"]}, '{"a":1,"zz":2}', False, True),
     ("required not listed", {"type": "object", "properties": PROPS, "required": ["c"]}, '{"c":[1]}', True, True),
-    ("additionalProperties true", {"type": "object", "properties": PROPS, "additionalProperties": True}, '{"a":1,"zz":2}', True, True),
-    ("additionalProperties schema", {"type": "object", "properties": PROPS, "additionalProperties": {"type": "integer"}}, '{"a":1,"zz":2}', True, True),
-    ("additionalProperties schema, wrong type", {"type": "object", "properties": PROPS, "additionalProperties": {"type": "integer"}}, '{"a":1,"zz":"x"}', False, False),
-    ("additionalProperties false", {"type": "object", "properties": PROPS, "additionalProperties": False}, '{"a":1,"zz":2}', False, False),
-    ("patternProperties key", {"type": "object", "properties": PROPS, "patternProperties": {"^x": {"type": "integer"}}}, '{"a":1,"x1":2}', True, True),
-    ("patternProperties other key", {"type": "object", "properties": PROPS, "patternProperties": {"^x": {"type": "integer"}}}, '{"a":1,"zz":2}', False, True),
+    (
+        "additionalProperties true",
+        {"type": "object", "properties": PROPS, "additionalProperties": True},
+        '{"a":1,"zz":2}',
+        True,
+        True,
+    ),
+    (
+        "additionalProperties schema",
+        {"type": "object", "properties": PROPS, "additionalProperties": {"type": "integer"}},
+        '{"a":1,"zz":2}',
+        True,
+        True,
+    ),
+    (
+        "additionalProperties schema, wrong type",
+        {"type": "object", "properties": PROPS, "additionalProperties": {"type": "integer"}},
+        '{"a":1,"zz":"x"}',
+        False,
+        False,
+    ),
+    (
+        "additionalProperties false",
+        {"type": "object", "properties": PROPS, "additionalProperties": False},
+        '{"a":1,"zz":2}',
+        False,
+        False,
+    ),
+    (
+        "patternProperties key",
+        {"type": "object", "properties": PROPS, "patternProperties": {"^x": {"type": "integer"}}},
+        '{"a":1,"x1":2}',
+        True,
+        True,
+    ),
+    (
+        "patternProperties other key",
+        {"type": "object", "properties": PROPS, "patternProperties": {"^x": {"type": "integer"}}},
+        '{"a":1,"zz":2}',
+        False,
+        True,
+    ),
     ("bare object names nothing", {"type": "object"}, '{"zz":2}', True, True),
-    ("minProperties beyond the names", {"type": "object", "properties": {"a": {}}, "minProperties": 2}, '{"a":1,"zz":2}', True, True),
-    ("nested object", {"type": "object", "properties": {"o": {"type": "object", "properties": PROPS}}}, '{"o":{"a":1,"zz":2}}', False, True),
-    ("prefixItems, no items", {"type": "array", "prefixItems": [{"type": "integer"}, {"type": "string"}]}, '[1,"x",3]', False, True),
-    ("prefixItems, the tuple", {"type": "array", "prefixItems": [{"type": "integer"}, {"type": "string"}]}, '[1,"x"]', True, True),
-    ("prefixItems with items", {"type": "array", "prefixItems": [{"type": "integer"}], "items": {"type": "integer"}}, "[1,2,3]", True, True),
-    ("prefixItems, minItems beyond", {"type": "array", "prefixItems": [{"type": "integer"}], "minItems": 2}, "[1,2]", True, True),
+    (
+        "minProperties beyond the names",
+        {"type": "object", "properties": {"a": {}}, "minProperties": 2},
+        '{"a":1,"zz":2}',
+        True,
+        True,
+    ),
+    (
+        "nested object",
+        {"type": "object", "properties": {"o": {"type": "object", "properties": PROPS}}},
+        '{"o":{"a":1,"zz":2}}',
+        False,
+        True,
+    ),
+    (
+        "prefixItems, no items",
+        {"type": "array", "prefixItems": [{"type": "integer"}, {"type": "string"}]},
+        '[1,"x",3]',
+        False,
+        True,
+    ),
+    (
+        "prefixItems, the tuple",
+        {"type": "array", "prefixItems": [{"type": "integer"}, {"type": "string"}]},
+        '[1,"x"]',
+        True,
+        True,
+    ),
+    (
+        "prefixItems with items",
+        {"type": "array", "prefixItems": [{"type": "integer"}], "items": {"type": "integer"}},
+        "[1,2,3]",
+        True,
+        True,
+    ),
+    (
+        "prefixItems, minItems beyond",
+        {"type": "array", "prefixItems": [{"type": "integer"}], "minItems": 2},
+        "[1,2]",
+        True,
+        True,
+    ),
     ("draft-07 tuple", {"$schema": D7, "type": "array", "items": [{"type": "integer"}]}, "[1,2]", False, True),
-    ("draft-07 tuple, additionalItems", {"$schema": D7, "type": "array", "items": [{"type": "integer"}], "additionalItems": {"type": "integer"}}, "[1,2]", True, True),
+    (
+        "draft-07 tuple, additionalItems",
+        {"$schema": D7, "type": "array", "items": [{"type": "integer"}], "additionalItems": {"type": "integer"}},
+        "[1,2]",
+        True,
+        True,
+    ),
     ("plain items", {"type": "array", "items": {"type": "integer"}}, "[1,2,3]", True, True),
 ]
 

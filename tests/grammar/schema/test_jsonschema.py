@@ -37,28 +37,70 @@ scalars = st.one_of(
     st.integers(-300, 300),
     st.integers(-(10**30), 10**30),
     st.integers(-(10**6), 10**6).map(lambda x: x / 1000).filter(lambda f: not f.is_integer()),
-    st.text(alphabet=st.sampled_from(list("abcxyzAZ09 _-.:@/\"\\\n\té€😀")), max_size=12),
-    st.sampled_from(["2024-02-29", "2023-02-29", "2023-13-01", "1999-12-31", "a@b.co", "192.168.0.1", "256.1.1.1",
-                     "::1", "12:30:00Z", "comer", "abc", "ABC", "zz", "3f2504e0-4f89-11d3-9a0c-0305e82c3301"]),
+    st.text(alphabet=st.sampled_from(list('abcxyzAZ09 _-.:@/"\\\n\té€😀')), max_size=12),
+    st.sampled_from(
+        [
+            "2024-02-29",
+            "2023-02-29",
+            "2023-13-01",
+            "1999-12-31",
+            "a@b.co",
+            "192.168.0.1",
+            "256.1.1.1",
+            "::1",
+            "12:30:00Z",
+            "comer",
+            "abc",
+            "ABC",
+            "zz",
+            "3f2504e0-4f89-11d3-9a0c-0305e82c3301",
+        ]
+    ),
 )
 keys = st.sampled_from(["a", "b", "c", "name", "x", "é", "a b"])
-values = st.recursive(scalars, lambda ch: st.lists(ch, max_size=4) | st.dictionaries(keys, ch, max_size=4), max_leaves=8)
+values = st.recursive(
+    scalars, lambda ch: st.lists(ch, max_size=4) | st.dictionaries(keys, ch, max_size=4), max_leaves=8
+)
 
 SCHEMAS = {
     "type-list": {"type": ["integer", "null"]},
-    "properties": {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}}, "required": ["a"]},
-    "additional-false": {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "boolean"}}, "additionalProperties": False},
-    "additional-schema": {"type": "object", "properties": {"a": {"type": "integer"}}, "additionalProperties": {"type": "string"}},
-    "required-unlisted": {"type": "object", "required": ["name"], "additionalProperties": {"type": ["integer", "string"]}},
+    "properties": {
+        "type": "object",
+        "properties": {"a": {"type": "integer"}, "b": {"type": "string"}},
+        "required": ["a"],
+    },
+    "additional-false": {
+        "type": "object",
+        "properties": {"a": {"type": "integer"}, "b": {"type": "boolean"}},
+        "additionalProperties": False,
+    },
+    "additional-schema": {
+        "type": "object",
+        "properties": {"a": {"type": "integer"}},
+        "additionalProperties": {"type": "string"},
+    },
+    "required-unlisted": {
+        "type": "object",
+        "required": ["name"],
+        "additionalProperties": {"type": ["integer", "string"]},
+    },
     "min-max-properties": {"type": "object", "properties": {"a": {}, "b": {}}, "minProperties": 1, "maxProperties": 2},
     "enum": {"enum": ["abc", 1, None, [1, 2], {"a": 1}]},
     "const": {"const": {"x": [1, "é"]}},
     "anyOf": {"anyOf": [{"type": "string", "maxLength": 2}, {"type": "integer", "minimum": 0}]},
     "oneOf-disjoint": {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "integer"}}]},
-    "allOf": {"allOf": [{"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]},
-                        {"properties": {"a": {"minimum": 0}, "b": {"type": "string"}}}]},
-    "ref-recursive": {"$defs": {"t": {"type": "array", "items": {"anyOf": [{"type": "integer"}, {"$ref": "#/$defs/t"}]}, "maxItems": 3}},
-                      "$ref": "#/$defs/t"},
+    "allOf": {
+        "allOf": [
+            {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]},
+            {"properties": {"a": {"minimum": 0}, "b": {"type": "string"}}},
+        ]
+    },
+    "ref-recursive": {
+        "$defs": {
+            "t": {"type": "array", "items": {"anyOf": [{"type": "integer"}, {"$ref": "#/$defs/t"}]}, "maxItems": 3}
+        },
+        "$ref": "#/$defs/t",
+    },
     "pattern": {"type": "string", "pattern": "^[a-c]+$"},
     "pattern-search": {"type": "string", "pattern": "b|z"},
     "pattern-length": {"type": "string", "pattern": "^[a-zA-Z]*$", "minLength": 2, "maxLength": 3},
@@ -75,7 +117,11 @@ SCHEMAS = {
     "array-bounds": {"type": "array", "items": {"type": "integer"}, "minItems": 1, "maxItems": 3},
     "prefixItems": {"type": "array", "prefixItems": [{"type": "string"}, {"type": "integer"}], "items": False},
     "propertyNames": {"type": "object", "propertyNames": {"pattern": "^[a-c]$"}},
-    "patternProperties": {"type": "object", "patternProperties": {"^x": {"type": "integer"}}, "additionalProperties": False},
+    "patternProperties": {
+        "type": "object",
+        "patternProperties": {"^x": {"type": "integer"}},
+        "additionalProperties": False,
+    },
     "true": True,
     "nested-any": {"type": "object", "properties": {"a": {"type": "array"}}},
 }
@@ -204,7 +250,11 @@ def test_lenient_warns_once_per_keyword():
     with pytest.raises(SchemaError, match="uniqueItems"):
         schema_to_grammar(schema)
     g = schema_to_grammar(schema, lenient=True)
-    assert len(g.warnings) == 2 and any("/uniqueItems" in w for w in g.warnings) and any("/items/not" in w for w in g.warnings)
+    assert (
+        len(g.warnings) == 2
+        and any("/uniqueItems" in w for w in g.warnings)
+        and any("/items/not" in w for w in g.warnings)
+    )
 
 
 def test_unique_items_trivial_cases_compile():
@@ -220,9 +270,10 @@ def test_big_length_bounds_stay_small():
     assert accepts(g, json.dumps("x" * 5)) and not accepts(g, json.dumps("x" * 4))
 
 
-
 def test_conj_sample():
-    schema = json.loads((__import__("pathlib").Path(__file__).resolve().parents[3] / "samples" / "conj.json").read_text())
+    schema = json.loads(
+        (__import__("pathlib").Path(__file__).resolve().parents[3] / "samples" / "conj.json").read_text()
+    )
     g = schema_to_grammar(schema)
     good = {"verb": "comer", "tense": "presente", "person": "1st", "form": "comemos"}
     assert accepts(g, dump(good, "compact"))

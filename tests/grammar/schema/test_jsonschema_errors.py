@@ -28,8 +28,12 @@ CASES = [
     ("allOf clash", {"allOf": [{"pattern": "a"}, {"pattern": "b"}]}, "/allOf/1/pattern", "allOf"),
     ("negative minLength", {"minLength": -1}, "/minLength", "non-negative"),
     ("empty language", {"type": "string", "enum": [1]}, "/", "accepts no value"),
-    ("endless recursion", {"$defs": {"a": {"type": "array", "items": {"$ref": "#/$defs/a"}, "minItems": 1}}, "$ref": "#/$defs/a"},
-     "/", "finite"),
+    (
+        "endless recursion",
+        {"$defs": {"a": {"type": "array", "items": {"$ref": "#/$defs/a"}, "minItems": 1}}, "$ref": "#/$defs/a"},
+        "/",
+        "finite",
+    ),
     ("dynamicRef", {"$dynamicRef": "#x"}, "/$dynamicRef", None),
 ]
 
@@ -63,8 +67,10 @@ def test_lenient_ignores_with_warning_but_not_bad_schemas():
 
 
 def test_ref_pointer_escapes_resolve():
-    s = {"$defs": {"a/b": {"type": "integer"}, "c~d": {"type": "string"}, "e f": {"type": "null"}},
-         "anyOf": [{"$ref": "#/$defs/a~1b"}, {"$ref": "#/$defs/c~0d"}, {"$ref": "#/$defs/e%20f"}]}
+    s = {
+        "$defs": {"a/b": {"type": "integer"}, "c~d": {"type": "string"}, "e f": {"type": "null"}},
+        "anyOf": [{"$ref": "#/$defs/a~1b"}, {"$ref": "#/$defs/c~0d"}, {"$ref": "#/$defs/e%20f"}],
+    }
     schema_to_grammar(s)
     schema_to_grammar({"definitions": {"x": {"type": "integer"}}, "$ref": "#/definitions/x"})
     schema_to_grammar({"type": "object", "properties": {"self": {"$ref": "#"}}})

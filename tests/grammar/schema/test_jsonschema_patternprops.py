@@ -16,8 +16,8 @@ from jsonschema import Draft202012Validator
 
 from ministruct.engine.automaton import accepts
 from ministruct.errors import SchemaError
-from ministruct.grammar.schema.compiler import canonical_order, schema_to_grammar
 from ministruct.grammar.regex.parse import parse_regex
+from ministruct.grammar.schema.compiler import canonical_order, schema_to_grammar
 from ministruct.grammar.schema.complement import ComplementError, build_dfa, inline_rules
 
 PATTERN_SETS = [

@@ -24,36 +24,53 @@ FILES = sorted(p.stem for p in SUITE.glob("*.json")) if SUITE.is_dir() else []
 
 # (file, case description, test description) -> why the grammar rejects a valid instance
 KNOWN_FALSE_REJECTS = {
-    **{("format", c, t): "formats are enforced (the suite treats core `format` as annotation only)"
-       for c, t in [
-           ("email format", "invalid email string is only an annotation by default"),
-           ("ipv4 format", "invalid ipv4 string is only an annotation by default"),
-           ("ipv6 format", "invalid ipv6 string is only an annotation by default"),
-           ("hostname format", "invalid hostname string is only an annotation by default"),
-           ("date format", "invalid date string is only an annotation by default"),
-           ("date-time format", "invalid date-time string is only an annotation by default"),
-           ("time format", "invalid time string is only an annotation by default"),
-           ("json-pointer format", "invalid json-pointer string is only an annotation by default"),
-           ("uri format", "invalid uri string is only an annotation by default"),
-           ("uri-reference format", "invalid uri-reference string is only an annotation by default"),
-           ("uuid format", "invalid uuid string is only an annotation by default"),
-           ("duration format", "invalid duration string is only an annotation by default"),
-       ]},
-    ("const", "const with object", "same object with different property order is valid"):
-        "enum/const objects are written in the schema's key order",
-    ("const", "const with 0 does not match other zero-like types", "float zero is valid"):
-        "enum/const numbers are written as in the schema (0, not 0.0)",
+    **{
+        ("format", c, t): "formats are enforced (the suite treats core `format` as annotation only)"
+        for c, t in [
+            ("email format", "invalid email string is only an annotation by default"),
+            ("ipv4 format", "invalid ipv4 string is only an annotation by default"),
+            ("ipv6 format", "invalid ipv6 string is only an annotation by default"),
+            ("hostname format", "invalid hostname string is only an annotation by default"),
+            ("date format", "invalid date string is only an annotation by default"),
+            ("date-time format", "invalid date-time string is only an annotation by default"),
+            ("time format", "invalid time string is only an annotation by default"),
+            ("json-pointer format", "invalid json-pointer string is only an annotation by default"),
+            ("uri format", "invalid uri string is only an annotation by default"),
+            ("uri-reference format", "invalid uri-reference string is only an annotation by default"),
+            ("uuid format", "invalid uuid string is only an annotation by default"),
+            ("duration format", "invalid duration string is only an annotation by default"),
+        ]
+    },
+    (
+        "const",
+        "const with object",
+        "same object with different property order is valid",
+    ): "enum/const objects are written in the schema's key order",
+    (
+        "const",
+        "const with 0 does not match other zero-like types",
+        "float zero is valid",
+    ): "enum/const numbers are written as in the schema (0, not 0.0)",
     ("const", "const with 1 does not match true", "float one is valid"): "written as in the schema (1, not 1.0)",
-    ("const", "float and integers are equal up to 64-bit representation limits", "float is valid"):
-        "written as in the schema (an integer, not its float spelling)",
+    (
+        "const",
+        "float and integers are equal up to 64-bit representation limits",
+        "float is valid",
+    ): "written as in the schema (an integer, not its float spelling)",
     ("enum", "enum with 0 does not match false", "float zero is valid"): "written as in the schema (0, not 0.0)",
     ("enum", "enum with [0] does not match [false]", "[0.0] is valid"): "written as in the schema",
     ("enum", "enum with 1 does not match true", "float one is valid"): "written as in the schema (1, not 1.0)",
     ("enum", "enum with [1] does not match [true]", "[1.0] is valid"): "written as in the schema",
-    ("type", "integer type matches integers", "a float with zero fractional part is an integer"):
-        "integers are written without a fraction",
-    ("vocabulary", "schema that uses custom metaschema with with no validation vocabulary",
-     "no validation: invalid number, but it still validates"): "$vocabulary is not honoured: validation keywords always apply",
+    (
+        "type",
+        "integer type matches integers",
+        "a float with zero fractional part is an integer",
+    ): "integers are written without a fraction",
+    (
+        "vocabulary",
+        "schema that uses custom metaschema with with no validation vocabulary",
+        "no validation: invalid number, but it still validates",
+    ): "$vocabulary is not honoured: validation keywords always apply",
 }
 
 
@@ -90,5 +107,8 @@ def test_suite_file(stem):
 @pytest.mark.skipif(not FILES, reason="JSON-Schema-Test-Suite not found at ../shared/suites/jsts")
 def test_overall_compile_rate():
     total = sum(len(json.loads((SUITE / f"{s}.json").read_text())) for s in FILES)
-    compiled = sum(_run(s)[0] for s in ("type", "properties", "required", "enum", "const", "ref", "allOf", "anyOf", "items", "prefixItems"))
+    compiled = sum(
+        _run(s)[0]
+        for s in ("type", "properties", "required", "enum", "const", "ref", "allOf", "anyOf", "items", "prefixItems")
+    )
     assert total >= 383 and compiled >= 100

@@ -20,8 +20,9 @@ NAMES = "abcd"
 @st.composite
 def _schemas(draw):
     listed = draw(st.lists(st.sampled_from(NAMES), min_size=1, max_size=4, unique=True))
-    deps = draw(st.dictionaries(st.sampled_from(NAMES), st.lists(st.sampled_from(NAMES), max_size=3, unique=True),
-                                max_size=3))
+    deps = draw(
+        st.dictionaries(st.sampled_from(NAMES), st.lists(st.sampled_from(NAMES), max_size=3, unique=True), max_size=3)
+    )
     schema = {
         "type": "object",
         "properties": {n: {"type": "integer"} for n in listed},

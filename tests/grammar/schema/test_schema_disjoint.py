@@ -30,18 +30,32 @@ PROVEN = [
     ({"type": "string", "maxLength": 3}, {"type": "string", "minLength": 4}, None),
     # each requires a property the other forbids (Github_hard---o29813)
     (
-        {"type": "object", "additionalProperties": False, "properties": {"src": {}, "replaceWith": {}},
-         "required": ["src", "replaceWith"]},
-        {"type": "object", "additionalProperties": False, "properties": {"replace": {}, "with": {}},
-         "required": ["replace", "with"]},
+        {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {"src": {}, "replaceWith": {}},
+            "required": ["src", "replaceWith"],
+        },
+        {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {"replace": {}, "with": {}},
+            "required": ["replace", "with"],
+        },
         None,
     ),
     # a discriminator both require, behind $ref
     ({"$ref": "#/$defs/cat"}, {"$ref": "#/$defs/dog"}, None),
-    ({"type": "array", "minItems": 1, "prefixItems": [{"const": "x"}]},
-     {"type": "array", "minItems": 1, "items": {"type": "number"}}, None),
-    ({"properties": {"kind": {"const": 1}}}, {"properties": {"kind": {"const": 2}}},
-     {"type": "object", "required": ["kind"]}),
+    (
+        {"type": "array", "minItems": 1, "prefixItems": [{"const": "x"}]},
+        {"type": "array", "minItems": 1, "items": {"type": "number"}},
+        None,
+    ),
+    (
+        {"properties": {"kind": {"const": 1}}},
+        {"properties": {"kind": {"const": 2}}},
+        {"type": "object", "required": ["kind"]},
+    ),
 ]
 DEFS = {
     "cat": {"type": "object", "required": ["kind"], "properties": {"kind": {"const": "cat"}}},
@@ -75,8 +89,13 @@ def test_disjoint_oneof_compiles_and_overlap_is_refused():
 
 # ---------------------------------------------------------------- property: proofs are sound
 
-_SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-3, 3), st.sampled_from([0.5, 2.5, -1.5]),
-                     st.sampled_from(["", "a", "ab", "abc", "abcd"]))
+_SCALARS = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-3, 3),
+    st.sampled_from([0.5, 2.5, -1.5]),
+    st.sampled_from(["", "a", "ab", "abc", "abcd"]),
+)
 _VALUES = st.recursive(
     _SCALARS,
     lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.sampled_from("abc"), inner, max_size=3)),
@@ -97,11 +116,31 @@ def _schemas(draw, depth=0):
             s["const"] = vals[0]
         else:
             s["enum"] = vals
-    for key in draw(st.lists(st.sampled_from(["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
-                                              "minLength", "maxLength", "minItems", "maxItems",
-                                              "minProperties", "maxProperties"]), max_size=2, unique=True)):
-        s[key] = draw(st.integers(0, 3)) if "Length" in key or "Items" in key or "Properties" in key \
+    for key in draw(
+        st.lists(
+            st.sampled_from(
+                [
+                    "minimum",
+                    "maximum",
+                    "exclusiveMinimum",
+                    "exclusiveMaximum",
+                    "minLength",
+                    "maxLength",
+                    "minItems",
+                    "maxItems",
+                    "minProperties",
+                    "maxProperties",
+                ]
+            ),
+            max_size=2,
+            unique=True,
+        )
+    ):
+        s[key] = (
+            draw(st.integers(0, 3))
+            if "Length" in key or "Items" in key or "Properties" in key
             else draw(st.sampled_from([-1, 0, 0.5, 1, 2]))
+        )
     if depth < 2 and draw(st.booleans()):
         names = draw(st.lists(st.sampled_from("abc"), max_size=2, unique=True))
         s["properties"] = {n: draw(_schemas(depth + 1)) for n in names}
@@ -145,14 +184,23 @@ def test_a_proof_of_disjointness_is_never_contradicted(a, b, rest, values):
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.one_of(st.builds(lambda v: {"const": v}, _SCALARS),
-                          st.builds(lambda vs: {"enum": vs}, st.lists(_SCALARS, min_size=1, max_size=3))),
-                min_size=2, max_size=6))
+@given(
+    st.lists(
+        st.one_of(
+            st.builds(lambda v: {"const": v}, _SCALARS),
+            st.builds(lambda vs: {"enum": vs}, st.lists(_SCALARS, min_size=1, max_size=3)),
+        ),
+        min_size=2,
+        max_size=6,
+    )
+)
 def test_value_only_branches_take_the_one_pass_path_with_the_same_answer(branches):
     root: dict = {}
     validator = Draft202012Validator(root)
-    d = Disjointness(Resolver(root, lambda msg, ptr, kw=None: SchemaError(msg, pointer=ptr, keyword=kw)), lambda: validator)
-    pairwise = all(d.disjoint(a, b, {}) for i, a in enumerate(branches) for b in branches[i + 1:])
+    d = Disjointness(
+        Resolver(root, lambda msg, ptr, kw=None: SchemaError(msg, pointer=ptr, keyword=kw)), lambda: validator
+    )
+    pairwise = all(d.disjoint(a, b, {}) for i, a in enumerate(branches) for b in branches[i + 1 :])
     assert (d.first_overlap(branches, {}) is None) == pairwise
 
 
@@ -164,10 +212,17 @@ def test_many_listed_branches_compile():
 
 def test_refs_under_a_nested_id_are_not_read_from_the_wrong_base():
     # inside "sub", #/$defs/a is sub's own integer definition, not the root's string one
-    schema = {"$defs": {"a": {"type": "string"},
-                        "sub": {"$id": "https://example.com/sub", "$defs": {"a": {"type": "integer"}},
-                                "oneOf": [{"$ref": "#/$defs/a"}, {"type": "integer"}]}},
-              "$ref": "#/$defs/sub"}
+    schema = {
+        "$defs": {
+            "a": {"type": "string"},
+            "sub": {
+                "$id": "https://example.com/sub",
+                "$defs": {"a": {"type": "integer"}},
+                "oneOf": [{"$ref": "#/$defs/a"}, {"type": "integer"}],
+            },
+        },
+        "$ref": "#/$defs/sub",
+    }
     with pytest.raises(SchemaError, match="may overlap"):
         schema_to_grammar(schema)
 
@@ -180,8 +235,11 @@ def test_bounds_beyond_floats_are_compared_exactly():
 _BRANCHES = st.one_of(
     st.builds(lambda v: {"const": v}, _SCALARS),
     st.sampled_from([{"type": "string"}, {"type": "integer", "minimum": 2}, {"type": "array"}]),
-    st.builds(lambda vals, extra: {"type": "object", "required": ["a"], "properties": {"a": {"enum": vals}, **extra}},
-              st.lists(_SCALARS, min_size=1, max_size=2), st.sampled_from([{}, {"b": {"type": "integer"}}])),
+    st.builds(
+        lambda vals, extra: {"type": "object", "required": ["a"], "properties": {"a": {"enum": vals}, **extra}},
+        st.lists(_SCALARS, min_size=1, max_size=2),
+        st.sampled_from([{}, {"b": {"type": "integer"}}]),
+    ),
 )
 
 
@@ -190,7 +248,9 @@ _BRANCHES = st.one_of(
 def test_first_overlap_none_means_no_instance_fits_two_branches(branches):
     root: dict = {}
     validator = Draft202012Validator(root)
-    d = Disjointness(Resolver(root, lambda msg, ptr, kw=None: SchemaError(msg, pointer=ptr, keyword=kw)), lambda: validator)
+    d = Disjointness(
+        Resolver(root, lambda msg, ptr, kw=None: SchemaError(msg, pointer=ptr, keyword=kw)), lambda: validator
+    )
     if d.first_overlap(branches, {}) is not None:
         return
     checks = [Draft202012Validator(b) for b in branches]

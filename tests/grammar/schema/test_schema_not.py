@@ -8,20 +8,28 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from grammar.helpers import check_strings_against_jsonschema
 from ministruct.engine.automaton import accepts
 from ministruct.errors import SchemaError
 from ministruct.grammar.schema.compiler import schema_to_grammar
-
-from ..helpers import check_strings_against_jsonschema
 
 AVOID = ["x", "^a", "b$", "^[.,*\\-\\s{}()]+$", "ab|ba", "(?i)Q", "\\d{2}"]
 PATTERNS = [None, "a", "^[a-z]*$", "b|x"]
 _TEXT = st.text(st.sampled_from(list("abxqQ01.- \n") + ["é"]), max_size=7)
 
 
-@settings(max_examples=int(os.environ.get("MINISTRUCT_HYPOTHESIS_EXAMPLES", 150)), deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.sampled_from(AVOID), st.sampled_from(PATTERNS), st.integers(0, 2), st.one_of(st.none(), st.integers(2, 6)),
-       st.lists(_TEXT, min_size=1, max_size=6))
+@settings(
+    max_examples=int(os.environ.get("MINISTRUCT_HYPOTHESIS_EXAMPLES", 150)),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+@given(
+    st.sampled_from(AVOID),
+    st.sampled_from(PATTERNS),
+    st.integers(0, 2),
+    st.one_of(st.none(), st.integers(2, 6)),
+    st.lists(_TEXT, min_size=1, max_size=6),
+)
 def test_strings_avoiding_a_pattern_agree_with_jsonschema(avoid, pattern, lo, hi, texts):
     schema: dict = {"type": "string", "not": {"pattern": avoid}, "minLength": lo}
     if pattern is not None:
@@ -40,10 +48,13 @@ def test_other_types_are_untouched_and_other_nots_stay_refused():
         schema_to_grammar({"allOf": [{"not": {"pattern": "x"}}, {"not": {"pattern": "y"}}]})
 
 
-@pytest.mark.parametrize("schema", [
-    {"type": "string", "pattern": 5, "not": {"pattern": "x"}},
-    {"type": "string", "pattern": 5, "maxLength": 3},
-])
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "string", "pattern": 5, "not": {"pattern": "x"}},
+        {"type": "string", "pattern": 5, "maxLength": 3},
+    ],
+)
 def test_a_pattern_that_is_not_a_string_is_a_schema_error(schema):
     with pytest.raises(SchemaError, match="at /pattern: pattern must be a string"):
         schema_to_grammar(schema)

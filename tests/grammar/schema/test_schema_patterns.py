@@ -9,18 +9,27 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from grammar.helpers import check_strings_against_jsonschema
 from ministruct.engine.automaton import accepts
 from ministruct.errors import SchemaError
 from ministruct.grammar.schema.compiler import schema_to_grammar
-
 from ministruct.grammar.schema.patterns import MAX_PRODUCT_RULES
-
-from ..helpers import check_strings_against_jsonschema
 
 # patterns the length-restriction shortcuts cannot take: alternation at the top, anchors
 # inside, `$` with a search, several unbounded parts
-PATTERNS = ["a|bc", "^(ab|c)+$", "x$|^y", "[0-9]{2}-[0-9]+", "^a.*b$", "(?i)ab|cd", "^[a-z]+(-[a-z]+)*$",
-            "é|ü", "^$", "b+$", "(a|b)c*d"]
+PATTERNS = [
+    "a|bc",
+    "^(ab|c)+$",
+    "x$|^y",
+    "[0-9]{2}-[0-9]+",
+    "^a.*b$",
+    "(?i)ab|cd",
+    "^[a-z]+(-[a-z]+)*$",
+    "é|ü",
+    "^$",
+    "b+$",
+    "(a|b)c*d",
+]
 _TEXT = st.text(st.sampled_from(list("abcdxy-0129é\n") + ["\u00fc", "\U0001f600"]), max_size=8)
 
 
@@ -31,8 +40,11 @@ def _bounds(draw):
     return lo, hi
 
 
-@settings(max_examples=int(os.environ.get("MINISTRUCT_HYPOTHESIS_EXAMPLES", 150)), deadline=None,
-          suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=int(os.environ.get("MINISTRUCT_HYPOTHESIS_EXAMPLES", 150)),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 @given(st.sampled_from(PATTERNS), _bounds(), st.lists(_TEXT, min_size=1, max_size=6))
 def test_pattern_and_length_agree_with_jsonschema(pattern, bounds, texts):
     lo, hi = bounds
@@ -45,8 +57,9 @@ def test_pattern_and_length_agree_with_jsonschema(pattern, bounds, texts):
 def test_impossible_bounds_accept_nothing():
     with pytest.raises(SchemaError, match="accepts no value"):
         schema_to_grammar({"type": "string", "pattern": "^a$|^bb$", "minLength": 4, "maxLength": 4})
-    g = schema_to_grammar({"anyOf": [{"type": "string", "pattern": "^a$|^bb$", "minLength": 4, "maxLength": 4},
-                                     {"type": "integer"}]})
+    g = schema_to_grammar(
+        {"anyOf": [{"type": "string", "pattern": "^a$|^bb$", "minLength": 4, "maxLength": 4}, {"type": "integer"}]}
+    )
     assert accepts(g, "1") and not any(accepts(g, json.dumps(t)) for t in ["abab", "bb\n", "a", "bbbb"])
 
 

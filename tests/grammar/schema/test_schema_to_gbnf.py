@@ -12,12 +12,11 @@ import json
 from pathlib import Path
 
 import pytest
+from oracles import LlamaGrammarOracle, single_byte_tokens  # tests/ is on sys.path
 
 from ministruct.engine.automaton import accepts
 from ministruct.errors import MinistructError
 from ministruct.grammar.schema.compiler import canonical_order, schema_to_grammar
-
-from oracles import LlamaGrammarOracle, single_byte_tokens  # tests/ is on sys.path
 
 pytestmark = pytest.mark.model
 

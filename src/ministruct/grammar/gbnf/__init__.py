@@ -1,5 +1,5 @@
 """GBNF (llama.cpp's dialect) -> grammar IR: `parse_gbnf`."""
 
-from .parse import parse_gbnf
+from ministruct.grammar.gbnf.parse import parse_gbnf
 
 __all__ = ["parse_gbnf"]

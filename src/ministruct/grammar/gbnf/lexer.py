@@ -68,7 +68,9 @@ class ParenDepthError(Exception):
         self.line, self.column = line, column
 
 
-def _token(kind: str, value: str, start: int, end: int, line: int, column: int, end_line: int, end_column: int) -> Token:
+def _token(
+    kind: str, value: str, start: int, end: int, line: int, column: int, end_line: int, end_column: int
+) -> Token:
     tok = str.__new__(Token, value)
     tok.type, tok.value, tok.start_pos, tok.end_pos = kind, value, start, end
     tok.line, tok.column, tok.end_line, tok.end_column = line, column, end_line, end_column
@@ -116,7 +118,9 @@ class GbnfLexer(Lexer):
                 pos = m.end()
                 if pos >= end:
                     return
-                raise UnexpectedCharacters(text, pos, line, pos - line_start + 1, allowed=(expected() - {"$END"}) | {"NL"})
+                raise UnexpectedCharacters(
+                    text, pos, line, pos - line_start + 1, allowed=(expected() - {"$END"}) | {"NL"}
+                )
             start, pos = m.span(kind)
             value = m.group(kind)
             tok_line, column = line, start - line_start + 1

@@ -16,13 +16,14 @@ import re
 import threading
 from functools import lru_cache
 from pathlib import Path
+
 from lark import Lark, Token, Transformer
 from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
 
-from ...errors import GrammarSyntaxError
-from ..analysis import check_grammar
-from .lexer import GbnfLexer, LalrDriver, ParenDepthError
-from ..ir import (
+from ministruct.errors import GrammarSyntaxError
+from ministruct.grammar.analysis import check_grammar
+from ministruct.grammar.gbnf.lexer import GbnfLexer, LalrDriver, ParenDepthError
+from ministruct.grammar.ir import (
     EMPTY,
     MAX_CODE_POINT,
     CharClass,
@@ -544,8 +545,9 @@ def _parse(text: str, source: str, root: str, lark_loop: bool = False) -> Gramma
         except ParenDepthError as e:
             raise GrammarSyntaxError(str(e), source=source, text=text, line=e.line, column=e.column) from None
         except _SyntaxProblem as p:
-            raise GrammarSyntaxError(p.reason, source=source, text=text, line=p.line, column=p.column,
-                                     expected=p.expected) from None
+            raise GrammarSyntaxError(
+                p.reason, source=source, text=text, line=p.line, column=p.column, expected=p.expected
+            ) from None
         except UnexpectedInput as e:
             raise _translate(e, text, source) from None
         except RecursionError:

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...errors import GrammarSyntaxError
-from ..ir import CharClass, Expr, Literal, Repeat, Seq, Alt, alt, seq, walk
+from ministruct.errors import GrammarSyntaxError
+from ministruct.grammar.ir import Alt, CharClass, Expr, Literal, Repeat, Seq, alt, seq, walk
 
 NOTHING = CharClass(())  # the empty language
 EPS = Literal("")
@@ -28,12 +28,21 @@ _FORWARD = {"A", "start", "bol"}
 _BACKWARD = {"Z", "end", "eol"}
 # truth of each anchor per context state: True, False, or None (cannot be decided)
 _TRUTH = {
-    ("A", "F"): True, ("A", "U"): False,
-    ("start", "F"): True, ("start", "U"): False,
-    ("bol", "F"): True, ("bol", "U"): None,
-    ("Z", "E"): True, ("Z", "N"): False, ("Z", "O"): False,
-    ("end", "E"): True, ("end", "N"): True, ("end", "O"): False,
-    ("eol", "E"): True, ("eol", "N"): True, ("eol", "O"): None,
+    ("A", "F"): True,
+    ("A", "U"): False,
+    ("start", "F"): True,
+    ("start", "U"): False,
+    ("bol", "F"): True,
+    ("bol", "U"): None,
+    ("Z", "E"): True,
+    ("Z", "N"): False,
+    ("Z", "O"): False,
+    ("end", "E"): True,
+    ("end", "N"): True,
+    ("end", "O"): False,
+    ("eol", "E"): True,
+    ("eol", "N"): True,
+    ("eol", "O"): None,
 }
 _SINK = {"F": "U", "E": "O"}
 
@@ -263,7 +272,10 @@ class _Pass:
         where = "at the start of the pattern" if a.kind == "bol" else "at the end of the pattern"
         raise GrammarSyntaxError(
             f"anchor {a.text} at column {a.column} with the MULTILINE flag is only supported {where}",
-            source=self.source, text=self.text, line=a.line, column=a.column,
+            source=self.source,
+            text=self.text,
+            line=a.line,
+            column=a.column,
         )
 
 

@@ -24,10 +24,21 @@ from lark import Lark, Token, Transformer
 from lark.exceptions import UnexpectedInput, VisitError
 from lark.lexer import Lexer
 
-from ...errors import GrammarSyntaxError
-from ..ir import MAX_CODE_POINT, CharClass, Expr, Grammar, Literal, Repeat, alt, gc_paused, normalize_ranges, seq
-from .anchors import Assert, eliminate_assertions, has_assertions
-from .printer import grammar_to_regex
+from ministruct.errors import GrammarSyntaxError
+from ministruct.grammar.ir import (
+    MAX_CODE_POINT,
+    CharClass,
+    Expr,
+    Grammar,
+    Literal,
+    Repeat,
+    alt,
+    gc_paused,
+    normalize_ranges,
+    seq,
+)
+from ministruct.grammar.regex.anchors import Assert, eliminate_assertions, has_assertions
+from ministruct.grammar.regex.printer import grammar_to_regex
 
 __all__ = ["parse_regex", "grammar_to_regex"]
 
@@ -231,7 +242,9 @@ class _Scanner:
         elif self.peek() == "+":
             self.i += 1
             q = p[start : self.i]
-            raise _Unsupported(start, f"possessive quantifier {q}", f"is not supported ({_POSSESSIVE_HINT}); use {q[:-1]}")
+            raise _Unsupported(
+                start, f"possessive quantifier {q}", f"is not supported ({_POSSESSIVE_HINT}); use {q[:-1]}"
+            )
         self.emit("QUANT", start, bounds)
 
     # -- escapes outside classes
@@ -244,7 +257,9 @@ class _Scanner:
             self.emit("ANCHOR", start, (e, "\\" + e))
         elif e in "bB":
             name = "word boundary" if e == "b" else "non-boundary"
-            raise _Unsupported(start, f"{name} \\{e}", "is not supported (a zero-width test of the neighbouring characters)")
+            raise _Unsupported(
+                start, f"{name} \\{e}", "is not supported (a zero-width test of the neighbouring characters)"
+            )
         elif e in "dDsSwW":
             self.emit("CATEGORY", start, (e, fl))
         elif e in _DIG and e != "0":
@@ -254,7 +269,7 @@ class _Scanner:
                     self.emit("CHAR", start, (int(p[start + 1 : self.i], 8), fl))
                     return
                 self.i += 1
-            raise _Unsupported(start, f"backreference {p[start:self.i]}")
+            raise _Unsupported(start, f"backreference {p[start : self.i]}")
         else:
             self.emit("CHAR", start, (self.escape_code(e), fl))
 
@@ -300,7 +315,7 @@ class _Scanner:
             self.emit("GROUP_OPEN", start)
         elif c == "P":
             end = p.index(")", self.i)
-            raise _Unsupported(start, f"named backreference {p[start:end + 1]}")
+            raise _Unsupported(start, f"named backreference {p[start : end + 1]}")
         elif c == "#":
             self.i = p.index(")", self.i) + 1
         elif c in "=!":
@@ -310,7 +325,7 @@ class _Scanner:
             raise _Unsupported(start, f"{'negative ' if neg else ''}lookbehind (?<{self.peek(1)}...)")
         elif c == "(":
             end = p.index(")", self.i)
-            raise _Unsupported(start, f"conditional group {p[start:end + 1]}...)")
+            raise _Unsupported(start, f"conditional group {p[start : end + 1]}...)")
         elif c == ">":
             raise _Unsupported(start, "atomic group (?>...)", f"is not supported ({_POSSESSIVE_HINT}); use (?:...)")
         else:
@@ -519,7 +534,11 @@ def _invalid(pattern: str, err: re.error, source: str) -> GrammarSyntaxError:
     col = err.colno if err.colno is not None else 1
     return GrammarSyntaxError(
         f"invalid regex: {msg} at column {col}",
-        source=source, text=pattern, line=err.lineno, column=col, expected=expected,
+        source=source,
+        text=pattern,
+        line=err.lineno,
+        column=col,
+        expected=expected,
     )
 
 
@@ -558,7 +577,10 @@ def _build(pattern: str, source: str, notes: list[str]) -> Grammar:
     except UnexpectedInput as e:  # the scanner and re disagree: report, never crash
         raise GrammarSyntaxError(
             f"regex structure not understood at column {getattr(e, 'column', '?')}",
-            source=source, text=pattern, line=getattr(e, "line", None), column=getattr(e, "column", None),
+            source=source,
+            text=pattern,
+            line=getattr(e, "line", None),
+            column=getattr(e, "column", None),
         ) from None
     except VisitError as e:
         raise e.orig_exc from None

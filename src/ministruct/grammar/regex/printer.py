@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from ...errors import GrammarError
-from ..ir import MAX_CODE_POINT, Alt, CharClass, Expr, Grammar, Literal, Repeat, RuleRef, Seq, TokenRef
+from ministruct.errors import GrammarError
+from ministruct.grammar.ir import MAX_CODE_POINT, Alt, CharClass, Expr, Grammar, Literal, Repeat, RuleRef, Seq, TokenRef
+
 
 def _char(cp: int) -> str:
     """One code point as regex text that means exactly that code point, flags or not."""
@@ -72,9 +73,10 @@ def _inline(grammar: Grammar, name: str, path: tuple[str, ...], done: dict[str, 
     if name in done:
         return done[name]
     if name in path:
-        cycle = " -> ".join(path[path.index(name):] + (name,))
-        raise GrammarError(f"rule {name} is recursive ({cycle}); a regex cannot express it",
-                           source=grammar.source, rule=name)
+        cycle = " -> ".join(path[path.index(name) :] + (name,))
+        raise GrammarError(
+            f"rule {name} is recursive ({cycle}); a regex cannot express it", source=grammar.source, rule=name
+        )
     if name not in grammar.rules:
         raise GrammarError(f"rule {name} is not defined", source=grammar.source, rule=name)
 
@@ -83,8 +85,11 @@ def _inline(grammar: Grammar, name: str, path: tuple[str, ...], done: dict[str, 
             return _inline(grammar, e.name, path + (name,), done)
         if isinstance(e, TokenRef):
             what = f"<[{e.token_id}]>" if e.token_id is not None else str(e.name)
-            raise GrammarError(f"rule {name} matches the whole token {what}; a regex cannot express it",
-                               source=grammar.source, rule=name)
+            raise GrammarError(
+                f"rule {name} matches the whole token {what}; a regex cannot express it",
+                source=grammar.source,
+                rule=name,
+            )
         if isinstance(e, Seq):
             return Seq(tuple(sub(x) for x in e.items))
         if isinstance(e, Alt):

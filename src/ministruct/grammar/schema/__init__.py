@@ -1,5 +1,5 @@
 """JSON Schema -> grammar IR: `schema_to_grammar`, and `canonical_order` for instances."""
 
-from .compiler import canonical_order, schema_to_grammar
+from ministruct.grammar.schema.compiler import canonical_order, schema_to_grammar
 
 __all__ = ["schema_to_grammar", "canonical_order"]

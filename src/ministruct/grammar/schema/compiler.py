@@ -28,10 +28,12 @@ import math
 import re
 from typing import Any, Optional
 
-from ...errors import GrammarSyntaxError, SchemaError
-from . import numbers as num
-from ..ir import EMPTY, CharClass, Expr, Grammar, Literal, Repeat, RuleRef, alt, seq
-from .formats import (
+from ministruct.errors import GrammarSyntaxError, SchemaError
+from ministruct.grammar.ir import EMPTY, CharClass, Expr, Grammar, Literal, Repeat, RuleRef, alt, seq
+from ministruct.grammar.limits import MAX_JSON_NESTING, MAX_REPEAT, nesting_error, reshape, short_pointer
+from ministruct.grammar.schema import numbers as num
+from ministruct.grammar.schema.disjoint import Disjointness
+from ministruct.grammar.schema.formats import (
     ANY_STRING,
     COUNTED_CHAR,
     KNOWN_UNSUPPORTED,
@@ -43,11 +45,9 @@ from .formats import (
     search_with_length,
     string_literal,
 )
-from .disjoint import Disjointness
-from .merge import MergeError, Resolver, merge_all, schema_types
-from .objects import required_dependencies
-from .patterns import PatternTooLarge, pattern_with_length
-from ..limits import MAX_JSON_NESTING, MAX_REPEAT, nesting_error, reshape, short_pointer
+from ministruct.grammar.schema.merge import MergeError, Resolver, merge_all, schema_types
+from ministruct.grammar.schema.objects import required_dependencies
+from ministruct.grammar.schema.patterns import PatternTooLarge, pattern_with_length
 
 __all__ = ["schema_to_grammar", "canonical_order", "SchemaError"]
 
@@ -57,14 +57,46 @@ MAX_PRETTY_DEPTH = 24
 MAX_OBJECT_STATES = 4000
 TYPES = ("null", "boolean", "object", "array", "number", "integer", "string")
 ANNOTATIONS = {
-    "title", "description", "default", "examples", "$comment", "$schema", "$id", "$anchor",
-    "deprecated", "readOnly", "writeOnly", "contentMediaType", "contentEncoding", "contentSchema",
-    "$defs", "definitions", "$vocabulary", "discriminator", "nullable", "example", "id",
+    "title",
+    "description",
+    "default",
+    "examples",
+    "$comment",
+    "$schema",
+    "$id",
+    "$anchor",
+    "deprecated",
+    "readOnly",
+    "writeOnly",
+    "contentMediaType",
+    "contentEncoding",
+    "contentSchema",
+    "$defs",
+    "definitions",
+    "$vocabulary",
+    "discriminator",
+    "nullable",
+    "example",
+    "id",
 }
 UNSUPPORTED = {
-    "not", "if", "then", "else", "contains", "minContains", "maxContains", "uniqueItems",
-    "dependentSchemas", "dependentRequired", "dependencies", "unevaluatedItems",
-    "unevaluatedProperties", "$dynamicRef", "$dynamicAnchor", "$recursiveRef", "$recursiveAnchor",
+    "not",
+    "if",
+    "then",
+    "else",
+    "contains",
+    "minContains",
+    "maxContains",
+    "uniqueItems",
+    "dependentSchemas",
+    "dependentRequired",
+    "dependencies",
+    "unevaluatedItems",
+    "unevaluatedProperties",
+    "$dynamicRef",
+    "$dynamicAnchor",
+    "$recursiveRef",
+    "$recursiveAnchor",
 }
 
 
@@ -85,7 +117,7 @@ def negated_pattern(node: dict) -> Optional[str]:
 def _searched(pattern: str) -> str:
     """A regex whose full matches are the strings `pattern` finds a match in (re.search)."""
     flags = _GLOBAL_FLAGS.match(pattern).group(0)  # type: ignore[union-attr]  # they must stay in front
-    return f"{flags}[\\s\\S]*(?:{pattern[len(flags):]})[\\s\\S]*"
+    return f"{flags}[\\s\\S]*(?:{pattern[len(flags) :]})[\\s\\S]*"
 
 
 def _dead(e: Optional[Expr]) -> bool:
@@ -175,7 +207,9 @@ class _Compiler:
         if self._validator is None:
             from jsonschema import Draft202012Validator
 
-            self._validator = Draft202012Validator(self.resolver.root, format_checker=Draft202012Validator.FORMAT_CHECKER)
+            self._validator = Draft202012Validator(
+                self.resolver.root, format_checker=Draft202012Validator.FORMAT_CHECKER
+            )
         return self._validator
 
     # ------------------------------------------------------------ whitespace
@@ -193,7 +227,9 @@ class _Compiler:
         return self.shared("ws", Repeat(CharClass(((9, 10), (13, 13), (32, 32))), 0, WS_BOUND))
 
     def colon(self) -> Expr:
-        return {"compact": Literal(":"), "pretty": Literal(": ")}.get(self.ws) or seq(self._ws(), Literal(":"), self._ws())
+        return {"compact": Literal(":"), "pretty": Literal(": ")}.get(self.ws) or seq(
+            self._ws(), Literal(":"), self._ws()
+        )
 
     def comma(self, depth: int) -> Expr:
         if self.ws == "pretty":
@@ -229,14 +265,26 @@ class _Compiler:
         name = self.fresh("value" if self.ws != "pretty" else f"value-d{depth}")
         self._any_rules[depth] = name
         ref = RuleRef(name)
-        scalars = [Literal("null"), Literal("true"), Literal("false"), self.shared("string", ANY_STRING), self.shared("number", self.any_number())]
+        scalars = [
+            Literal("null"),
+            Literal("true"),
+            Literal("false"),
+            self.shared("string", ANY_STRING),
+            self.shared("number", self.any_number()),
+        ]
         if self._depth_ok(depth + 1):
             child = self.any_value(depth + 1)
             kv = seq(self.shared("string", ANY_STRING), self.colon(), child)
             members = seq(kv, Repeat(seq(self.comma(depth), kv), 0, None))
             items = seq(child, Repeat(seq(self.comma(depth), child), 0, None))
-            obj = alt(seq(Literal("{"), self.empty_inside(), Literal("}")), seq(Literal("{"), self.open_(depth), members, self.close(depth), Literal("}")))
-            arr = alt(seq(Literal("["), self.empty_inside(), Literal("]")), seq(Literal("["), self.open_(depth), items, self.close(depth), Literal("]")))
+            obj = alt(
+                seq(Literal("{"), self.empty_inside(), Literal("}")),
+                seq(Literal("{"), self.open_(depth), members, self.close(depth), Literal("}")),
+            )
+            arr = alt(
+                seq(Literal("["), self.empty_inside(), Literal("]")),
+                seq(Literal("["), self.open_(depth), items, self.close(depth), Literal("]")),
+            )
         else:
             obj, arr = Literal("{}"), Literal("[]")
         self.define(name, alt(obj, arr, *scalars))
@@ -249,7 +297,13 @@ class _Compiler:
             Repeat(Literal("-"), 0, 1),
             alt(Literal("0"), seq(CharClass(((49, 57),)), Repeat(d, 0, None))),
             Repeat(seq(Literal("."), Repeat(d, 1, None)), 0, 1),
-            Repeat(seq(CharClass(((69, 69), (101, 101))), Repeat(CharClass(((43, 43), (45, 45))), 0, 1), Repeat(d, 1, None)), 0, 1),
+            Repeat(
+                seq(
+                    CharClass(((69, 69), (101, 101))), Repeat(CharClass(((43, 43), (45, 45))), 0, 1), Repeat(d, 1, None)
+                ),
+                0,
+                1,
+            ),
         )
 
     # ------------------------------------------------------------ schema nodes
@@ -340,7 +394,10 @@ class _Compiler:
             if overlap is not None:
                 raise self.error(
                     f"oneOf branches {overlap[0]} and {overlap[1]} may overlap; exactly-one cannot be enforced"
-                    " (oneof_as_anyof=True accepts any branch)", f"{ptr}/oneOf", "oneOf")
+                    " (oneof_as_anyof=True accepts any branch)",
+                    f"{ptr}/oneOf",
+                    "oneOf",
+                )
         opts = []
         for i, sub in enumerate(subs):
             sptr = f"{ptr}/{kw}/{i}"
@@ -389,7 +446,11 @@ class _Compiler:
     def _harmless(self, k: str, node: dict) -> bool:
         types = schema_types(node, "", self.error)
         if k in ("uniqueItems",):
-            return node[k] is False or "array" not in types or (isinstance(node.get("maxItems"), int) and node["maxItems"] <= 1)
+            return (
+                node[k] is False
+                or "array" not in types
+                or (isinstance(node.get("maxItems"), int) and node["maxItems"] <= 1)
+            )
         if k in ("contains", "minContains", "maxContains", "unevaluatedItems", "additionalItems"):
             return "array" not in types or (k == "minContains" and "contains" not in node)
         if k in ("dependentRequired", "dependencies") and required_dependencies(node) is not None:
@@ -413,10 +474,16 @@ class _Compiler:
         for k in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
             if k in node:
                 x = node[k]
-                if isinstance(x, bool) or not isinstance(x, (int, float)) or (isinstance(x, float) and not math.isfinite(x)):
+                if (
+                    isinstance(x, bool)
+                    or not isinstance(x, (int, float))
+                    or (isinstance(x, float) and not math.isfinite(x))
+                ):
                     raise self.error(f"{k} must be a number", f"{ptr}/{k}", k)
                 b[k] = x
-        lo, hi = num.int_bounds(b.get("minimum"), b.get("maximum"), b.get("exclusiveMinimum"), b.get("exclusiveMaximum"))
+        lo, hi = num.int_bounds(
+            b.get("minimum"), b.get("maximum"), b.get("exclusiveMinimum"), b.get("exclusiveMaximum")
+        )
         if "multipleOf" in node:
             m = node["multipleOf"]
             if isinstance(m, bool) or not isinstance(m, (int, float)) or m <= 0:
@@ -433,12 +500,17 @@ class _Compiler:
         ints = num.int_range(lo, hi)
         if integer:
             return ints or NOTHING
-        flo, fhi = num.float_bounds(b.get("minimum"), b.get("maximum"), b.get("exclusiveMinimum"), b.get("exclusiveMaximum"))
+        flo, fhi = num.float_bounds(
+            b.get("minimum"), b.get("maximum"), b.get("exclusiveMinimum"), b.get("exclusiveMaximum")
+        )
         return _alt(ints, num.decimal_range(flo, fhi))
 
     @staticmethod
     def int_syntax() -> Expr:
-        return seq(Repeat(Literal("-"), 0, 1), alt(Literal("0"), seq(CharClass(((49, 57),)), Repeat(CharClass(((48, 57),)), 0, None))))
+        return seq(
+            Repeat(Literal("-"), 0, 1),
+            alt(Literal("0"), seq(CharClass(((49, 57),)), Repeat(CharClass(((48, 57),)), 0, None))),
+        )
 
     def string(self, node: dict, ptr: str) -> Expr:
         lo, hi = 0, None
@@ -473,7 +545,9 @@ class _Compiler:
             if decoded is not None:
                 self.unsupported("not", ptr, "(a pattern to avoid) together with format is not enforced")
             else:
-                return _seq(Literal('"'), self.pattern_avoiding(node.get("pattern"), avoided, ptr, lo, hi), Literal('"'))
+                return _seq(
+                    Literal('"'), self.pattern_avoiding(node.get("pattern"), avoided, ptr, lo, hi), Literal('"')
+                )
         if "pattern" in node:
             if decoded is not None:
                 self.unsupported("pattern", ptr, "together with format is not enforced")
@@ -490,13 +564,15 @@ class _Compiler:
         if r is decoded:
             return self.shared(f"format-{fmt}", seq(Literal('"'), encode_chars(r), Literal('"')))
         if r is None:
-            self.unsupported("maxLength" if hi is not None else "minLength", ptr, f"together with format '{fmt}' is not enforced")
+            self.unsupported(
+                "maxLength" if hi is not None else "minLength", ptr, f"together with format '{fmt}' is not enforced"
+            )
             r = decoded
         return seq(Literal('"'), encode_chars(r), Literal('"'))
 
     def regex_language(self, pattern: Any, text: str, ptr: str) -> Expr:
         """The IR of `text`, a regex made from the schema's `pattern` at `ptr`."""
-        from ..regex.parse import parse_regex
+        from ministruct.grammar.regex.parse import parse_regex
 
         if not isinstance(pattern, str):
             raise self.error("pattern must be a string", ptr, "pattern")
@@ -554,8 +630,10 @@ class _Compiler:
 
     def pattern_avoiding(self, pattern: Any, avoided: str, ptr: str, lo: int, hi: Optional[int]) -> Expr:
         """Strings that match `pattern` (when given) and not `avoided`, with lo..hi characters."""
-        langs = [self.searched_language("" if pattern is None else pattern, f"{ptr}/pattern"),  # "": every string
-                 self.searched_language(avoided, f"{ptr}/not/pattern")]
+        langs = [
+            self.searched_language("" if pattern is None else pattern, f"{ptr}/pattern"),  # "": every string
+            self.searched_language(avoided, f"{ptr}/not/pattern"),
+        ]
         try:
             r = pattern_with_length(langs, lo, hi, self.fresh, self.define, accept=lambda label: label == {0})
         except PatternTooLarge as e:
@@ -570,19 +648,21 @@ class _Compiler:
         try:
             r = pattern_with_length(self.searched_language(pattern, ptr), lo, hi, self.fresh, self.define)
         except PatternTooLarge as e:
-            self.unsupported("pattern", ptr.rsplit("/", 1)[0], f"combined with minLength/maxLength is too large to enforce ({e})")
+            self.unsupported(
+                "pattern", ptr.rsplit("/", 1)[0], f"combined with minLength/maxLength is too large to enforce ({e})"
+            )
             return self.pattern(pattern, ptr, 0, None)
         return NOTHING if r is None else r
 
     # ------------------------------------------------------------ containers
 
     def array(self, node: dict, ptr: str, depth: int) -> Expr:
-        from .objects import array_expr
+        from ministruct.grammar.schema.objects import array_expr
 
         return array_expr(self, node, ptr, depth)
 
     def obj(self, node: dict, ptr: str, depth: int) -> Expr:
-        from .objects import object_expr
+        from ministruct.grammar.schema.objects import object_expr
 
         return object_expr(self, node, ptr, depth)
 
@@ -655,10 +735,14 @@ def schema_to_grammar(
     every string of the grammar is a valid instance.
     """
     if not isinstance(schema, (dict, bool)):
-        raise SchemaError(f"a schema must be an object or a boolean, not {type(schema).__name__}", pointer="/", source=source)
+        raise SchemaError(
+            f"a schema must be an object or a boolean, not {type(schema).__name__}", pointer="/", source=source
+        )
     deep = nesting_error(schema)
     if deep is not None:
-        raise SchemaError(f"the schema nests deeper than {MAX_JSON_NESTING} levels", pointer=short_pointer(deep), source=source)
+        raise SchemaError(
+            f"the schema nests deeper than {MAX_JSON_NESTING} levels", pointer=short_pointer(deep), source=source
+        )
     c = _Compiler(schema, whitespace, lenient, source, oneof_as_anyof, extra_properties)
     c.rules["root"] = NOTHING
     c.at = "/"
@@ -667,12 +751,13 @@ def schema_to_grammar(
     except RecursionError:
         raise SchemaError(
             "schema nests too deeply, or recurses through a $ref that has sibling keywords",
-            pointer=short_pointer(c.at or "/"), source=source,
+            pointer=short_pointer(c.at or "/"),
+            source=source,
         ) from None
     except SchemaError:
         raise
     except Exception:  # noqa: BLE001 - re-raised below unless the schema itself is malformed
-        from .metaschema import check_schema
+        from ministruct.grammar.schema.metaschema import check_schema
 
         check_schema(schema, source=source)  # a malformed schema: its metaschema names the pointer
         raise  # a well-formed schema the compiler cannot handle is a bug
@@ -689,6 +774,6 @@ def schema_to_grammar(
 
 def canonical_order(value: Any, schema: Any) -> Any:
     """`value` with object keys reordered to the layout the grammar generates."""
-    from .objects import reorder
+    from ministruct.grammar.schema.objects import reorder
 
     return reorder(value, schema, Resolver(schema, lambda m, p, k=None: SchemaError(m, pointer=p, keyword=k)), "")

@@ -17,9 +17,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from ...errors import GrammarError
-from ..ir import Alt, CharClass, Expr, Grammar, Literal, Repeat, Seq, normalize_ranges
-from ..regex.printer import inline_root
+from ministruct.errors import GrammarError
+from ministruct.grammar.ir import Alt, CharClass, Expr, Grammar, Literal, Repeat, Seq, normalize_ranges
+from ministruct.grammar.regex.printer import inline_root
 
 MAX_NFA_STATES = 50_000
 MAX_DFA_STATES = 5_000

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any, Optional, Protocol
 
-from ...errors import SchemaError
-from ..ir import Expr, RuleRef
+from ministruct.errors import SchemaError
+from ministruct.grammar.ir import Expr, RuleRef
 
 
 class SchemaContext(Protocol):

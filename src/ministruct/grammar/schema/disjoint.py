@@ -15,8 +15,8 @@ import json
 import math
 from typing import Any, Callable, Optional
 
-from ...errors import MinistructError
-from .merge import ALL_TYPES, MergeError, Resolver, merge_all, schema_types
+from ministruct.errors import MinistructError
+from ministruct.grammar.schema.merge import ALL_TYPES, MergeError, Resolver, merge_all, schema_types
 
 MAX_DEPTH = 8
 _NUMERIC = ("number", "integer")
@@ -276,4 +276,3 @@ def _first_item(s: dict) -> Any:
     if isinstance(items, list):
         return items[0] if items else s.get("additionalItems", True)
     return items if isinstance(items, (dict, bool)) else True
-

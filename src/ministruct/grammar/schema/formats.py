@@ -9,10 +9,22 @@ and `format` see it); `encode_chars` turns one into the JSON text between the qu
 from __future__ import annotations
 
 import re
-from functools import lru_cache
+from functools import cache, lru_cache
 from typing import Optional
 
-from ..ir import EMPTY, MAX_CODE_POINT, Alt, CharClass, Expr, Literal, Repeat, Seq, alt, normalize_ranges, seq
+from ministruct.grammar.ir import (
+    EMPTY,
+    MAX_CODE_POINT,
+    Alt,
+    CharClass,
+    Expr,
+    Literal,
+    Repeat,
+    Seq,
+    alt,
+    normalize_ranges,
+    seq,
+)
 
 HEX_VALUES = "0123456789abcdef"
 
@@ -84,7 +96,16 @@ def u_escape(lo: int, hi: int) -> Expr:
     return seq(L("\\u"), _hex_fixed(f"{lo:04x}", f"{hi:04x}"))
 
 
-SHORT_ESCAPES = {0x22: '\\"', 0x5C: "\\\\", 0x2F: "\\/", 0x08: "\\b", 0x0C: "\\f", 0x0A: "\\n", 0x0D: "\\r", 0x09: "\\t"}
+SHORT_ESCAPES = {
+    0x22: '\\"',
+    0x5C: "\\\\",
+    0x2F: "\\/",
+    0x08: "\\b",
+    0x0C: "\\f",
+    0x0A: "\\n",
+    0x0D: "\\r",
+    0x09: "\\t",
+}
 RAW_OK = CharClass(((0, 0x1F), (0x22, 0x22), (0x5C, 0x5C)), negated=True)
 
 # one decoded code point, any way JSON can write it (surrogate pairs count as one)
@@ -314,7 +335,9 @@ HEX = C("0-9a-fA-F")
 
 
 def _date() -> Expr:
-    year = alt(seq(L("0"), D, D, C("1-9")), seq(L("0"), D, C("1-9"), D), seq(L("0"), C("1-9"), D, D), seq(C("1-9"), D, D, D))
+    year = alt(
+        seq(L("0"), D, D, C("1-9")), seq(L("0"), D, C("1-9"), D), seq(L("0"), C("1-9"), D, D), seq(C("1-9"), D, D, D)
+    )
     d31 = alt(seq(L("0"), C("1-9")), seq(C("12"), D), seq(L("3"), C("01")))
     d30 = alt(seq(L("0"), C("1-9")), seq(C("12"), D), L("30"))
     d28 = alt(seq(L("0"), C("1-9")), seq(L("1"), D), seq(L("2"), C("0-8")))
@@ -335,8 +358,17 @@ def _time() -> Expr:
 
 def _duration() -> Expr:
     n = rep(D, 1, 9)
-    t = seq(L("T"), alt(seq(n, L("H"), opt(seq(n, L("M"))), opt(seq(n, L("S")))), seq(n, L("M"), opt(seq(n, L("S")))), seq(n, L("S"))))
-    date = alt(seq(n, L("Y"), opt(seq(n, L("M"))), opt(seq(n, L("D")))), seq(n, L("M"), opt(seq(n, L("D")))), seq(n, L("D")))
+    t = seq(
+        L("T"),
+        alt(
+            seq(n, L("H"), opt(seq(n, L("M"))), opt(seq(n, L("S")))),
+            seq(n, L("M"), opt(seq(n, L("S")))),
+            seq(n, L("S")),
+        ),
+    )
+    date = alt(
+        seq(n, L("Y"), opt(seq(n, L("M"))), opt(seq(n, L("D")))), seq(n, L("M"), opt(seq(n, L("D")))), seq(n, L("D"))
+    )
     return seq(L("P"), alt(seq(date, opt(t)), t, seq(n, L("W"))))
 
 
@@ -416,7 +448,9 @@ def _email() -> Expr:
 
 
 def _uuid() -> Expr:
-    return seq(rep(HEX, 8, 8), L("-"), rep(HEX, 4, 4), L("-"), rep(HEX, 4, 4), L("-"), rep(HEX, 4, 4), L("-"), rep(HEX, 12, 12))
+    return seq(
+        rep(HEX, 8, 8), L("-"), rep(HEX, 4, 4), L("-"), rep(HEX, 4, 4), L("-"), rep(HEX, 4, 4), L("-"), rep(HEX, 12, 12)
+    )
 
 
 def _json_pointer() -> Expr:
@@ -445,13 +479,13 @@ KNOWN_UNSUPPORTED = frozenset(
 )
 
 
-@lru_cache(maxsize=None)
+@cache
 def format_expr(name: str) -> Expr:
     """Decoded-string expression for a supported format (a subset of the format's language)."""
     return _BUILDERS[name]()
 
 
-@lru_cache(maxsize=None)
+@cache
 def python_class_ranges(shorthand: str) -> tuple[tuple[int, int], ...]:
     """Code point ranges Python's `re` matches for a shorthand like '\\\\d' (str patterns)."""
     text = "".join(map(chr, range(MAX_CODE_POINT + 1)))

@@ -147,15 +147,67 @@ _OBJECT_SHAPE = ("properties", "additionalProperties", "patternProperties")
 _ARRAY_SHAPE = ("prefixItems", "items", "additionalItems")
 # Keywords that constrain instances (draft 2020-12 and the draft 4-7 forms ministruct reads).
 _ASSERTING = {
-    "type", "enum", "const", "multipleOf", "maximum", "exclusiveMaximum", "minimum", "exclusiveMinimum",
-    "maxLength", "minLength", "pattern", "format", "maxItems", "minItems", "uniqueItems", "maxContains",
-    "minContains", "maxProperties", "minProperties", "required", "dependentRequired", "dependencies",
-    "allOf", "anyOf", "oneOf", "not", "if", "then", "else", "dependentSchemas", "prefixItems", "items",
-    "additionalItems", "contains", "properties", "patternProperties", "additionalProperties",
-    "propertyNames", "unevaluatedItems", "unevaluatedProperties", "$ref", "$dynamicRef", "$recursiveRef",
+    "type",
+    "enum",
+    "const",
+    "multipleOf",
+    "maximum",
+    "exclusiveMaximum",
+    "minimum",
+    "exclusiveMinimum",
+    "maxLength",
+    "minLength",
+    "pattern",
+    "format",
+    "maxItems",
+    "minItems",
+    "uniqueItems",
+    "maxContains",
+    "minContains",
+    "maxProperties",
+    "minProperties",
+    "required",
+    "dependentRequired",
+    "dependencies",
+    "allOf",
+    "anyOf",
+    "oneOf",
+    "not",
+    "if",
+    "then",
+    "else",
+    "dependentSchemas",
+    "prefixItems",
+    "items",
+    "additionalItems",
+    "contains",
+    "properties",
+    "patternProperties",
+    "additionalProperties",
+    "propertyNames",
+    "unevaluatedItems",
+    "unevaluatedProperties",
+    "$ref",
+    "$dynamicRef",
+    "$recursiveRef",
 }
-_SKIP = {"title", "description", "default", "examples", "$comment", "$schema", "$id", "$anchor", "$defs",
-         "definitions", "deprecated", "readOnly", "writeOnly", "$vocabulary", "example"}
+_SKIP = {
+    "title",
+    "description",
+    "default",
+    "examples",
+    "$comment",
+    "$schema",
+    "$id",
+    "$anchor",
+    "$defs",
+    "definitions",
+    "deprecated",
+    "readOnly",
+    "writeOnly",
+    "$vocabulary",
+    "example",
+}
 
 
 def _flatten(schema: Any, ptr: str, resolver: Resolver, chain: tuple[str, ...], out: list) -> None:
@@ -169,7 +221,9 @@ def _flatten(schema: Any, ptr: str, resolver: Resolver, chain: tuple[str, ...], 
     if "$ref" in schema:
         target, tptr = resolver.resolve(schema["$ref"], ptr)
         if tptr in chain:
-            raise MergeError(f"$ref {schema['$ref']!r} recurses into itself inside allOf/$ref siblings", f"{ptr}/$ref", "$ref")
+            raise MergeError(
+                f"$ref {schema['$ref']!r} recurses into itself inside allOf/$ref siblings", f"{ptr}/$ref", "$ref"
+            )
         _flatten(target, tptr, resolver, chain + (tptr,), out)
     if "allOf" in schema:
         subs = schema["allOf"]
@@ -291,7 +345,9 @@ def _merge_shapes(shape: list) -> dict:
     with_pp = [p for p, _ in shape if p.get("patternProperties")]
     strict_ap = [p for p, _ in shape if p.get("additionalProperties", True) is not True]
     if len(with_pp) > 1 and strict_ap:
-        raise MergeError("allOf: patternProperties in several parts with additionalProperties", shape[0][1], "patternProperties")
+        raise MergeError(
+            "allOf: patternProperties in several parts with additionalProperties", shape[0][1], "patternProperties"
+        )
     names: list[str] = []
     for p, _ in shape:
         names += [n for n in (p.get("properties") or {}) if n not in names]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...errors import SchemaError
+from ministruct.errors import SchemaError
 
 MAX_REASON = 200
 

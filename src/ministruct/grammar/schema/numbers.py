@@ -15,7 +15,7 @@ import math
 from decimal import Decimal
 from typing import Optional, Protocol
 
-from ..ir import EMPTY, CharClass, Expr, Literal, Repeat, RuleRef, alt, seq
+from ministruct.grammar.ir import EMPTY, CharClass, Expr, Literal, Repeat, RuleRef, alt, seq
 
 DIGIT = CharClass(((48, 57),))
 NONZERO = CharClass(((49, 57),))
@@ -351,9 +351,7 @@ def decimal_range(lo: float, hi: float) -> Optional[Expr]:
 # ------------------------------------------------------------- multipleOf
 
 
-def multiples(
-    lo: Optional[int], hi: Optional[int], m: int, sink: RuleSink
-) -> Optional[Expr]:
+def multiples(lo: Optional[int], hi: Optional[int], m: int, sink: RuleSink) -> Optional[Expr]:
     """Integer texts for multiples of m in [lo, hi], or raise ValueError when not feasible.
 
     Bounded ranges with few multiples are enumerated; half-infinite sides must start at

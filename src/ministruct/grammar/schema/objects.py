@@ -10,21 +10,31 @@ from __future__ import annotations
 import re
 from typing import Any, Optional
 
-from ..ir import EMPTY, CharClass, Expr, Literal, Repeat, RuleRef, alt, seq
-from .formats import ANY_HEX, ANY_STRING, RAW_OK, STRING_UNIT, SHORT_ESCAPES, encode_chars, string_literal
-from .merge import Resolver, escape_token, merge_all
-
-from .context import SchemaContext
+from ministruct.grammar.ir import EMPTY, CharClass, Expr, Literal, Repeat, RuleRef, alt, seq
+from ministruct.grammar.schema.context import SchemaContext
+from ministruct.grammar.schema.formats import (
+    ANY_HEX,
+    ANY_STRING,
+    RAW_OK,
+    SHORT_ESCAPES,
+    STRING_UNIT,
+    encode_chars,
+    string_literal,
+)
+from ministruct.grammar.schema.merge import Resolver, escape_token, merge_all
 
 NOTHING = CharClass(())
 MAX_OBJECT_STATES = 4000
 _HEXNZ = CharClass(((49, 57), (65, 70), (97, 102)))
 # `\uXXXX` for any value >= 0x80 (lone surrogates included): never an ASCII character
-NON_ASCII_ESCAPE = seq(Literal("\\u"), alt(
-    seq(_HEXNZ, Repeat(ANY_HEX, 3, 3)),
-    seq(Literal("0"), _HEXNZ, Repeat(ANY_HEX, 2, 2)),
-    seq(Literal("00"), CharClass(((56, 57), (65, 70), (97, 102))), ANY_HEX),
-))
+NON_ASCII_ESCAPE = seq(
+    Literal("\\u"),
+    alt(
+        seq(_HEXNZ, Repeat(ANY_HEX, 3, 3)),
+        seq(Literal("0"), _HEXNZ, Repeat(ANY_HEX, 2, 2)),
+        seq(Literal("00"), CharClass(((56, 57), (65, 70), (97, 102))), ANY_HEX),
+    ),
+)
 
 
 def _dead(e: Optional[Expr]) -> bool:
@@ -154,7 +164,11 @@ def object_expr(c: SchemaContext, node: dict, ptr: str, depth: int) -> Expr:
     if kvx is not None:
         outside = [x for t, needed in deps.items() for x in [t, *needed] if x not in listed]
         if outside:  # an additional property could carry the name
-            c.unsupported("dependentRequired", ptr, f"naming {outside[0]!r}, which only additionalProperties can give, is not enforced")
+            c.unsupported(
+                "dependentRequired",
+                ptr,
+                f"naming {outside[0]!r}, which only additionalProperties can give, is not enforced",
+            )
             deps = {}
     changed = True
     while changed:  # names that never appear: their dependencies hold, or forbid their trigger
@@ -188,13 +202,19 @@ def required_dependencies(node: dict) -> "Optional[dict[str, list[str]]]":
     return {t: n for t, n in out.items() if n}
 
 
-def _extras(c: SchemaContext, node: dict, ptr: str, depth: int, names: list[str], ap: Any, pp: dict, pn: Any) -> Optional[Expr]:
+def _extras(
+    c: SchemaContext, node: dict, ptr: str, depth: int, names: list[str], ap: Any, pp: dict, pn: Any
+) -> Optional[Expr]:
     """One additional `"key": value` member (a rule), or None when none are allowed."""
     if pn is False:
         return None
     if pp and not (ap is True and all(s is True for s in pp.values())):
         schemas = list(pp.values())
-        simple = ap is False and all(s == schemas[0] for s in schemas[1:]) and not any(re.search(p, n) for p in pp for n in names)
+        simple = (
+            ap is False
+            and all(s == schemas[0] for s in schemas[1:])
+            and not any(re.search(p, n) for p in pp for n in names)
+        )
         pn_pat = _name_pattern(pn)
         if (not simple and pn is True) or (pn is not True and pn_pat is not None):
             return _pattern_extras(c, ptr, depth, names, ap, pp, pn_pat)
@@ -206,7 +226,9 @@ def _extras(c: SchemaContext, node: dict, ptr: str, depth: int, names: list[str]
             return None
         for n in names:
             if any(re.search(p, n) for p in pp):
-                c.unsupported("patternProperties", ptr, f"matching the listed property {n!r} is not enforced for other keys")
+                c.unsupported(
+                    "patternProperties", ptr, f"matching the listed property {n!r} is not enforced for other keys"
+                )
                 return None
         if pn is not True:
             c.unsupported("propertyNames", ptr, "together with patternProperties is not enforced")
@@ -243,15 +265,17 @@ def _name_pattern(pn: Any) -> Optional[str]:
     return pn["pattern"]
 
 
-def _pattern_extras(c: SchemaContext, ptr: str, depth: int, names: list[str], ap: Any, pp: dict, pn_pat: Optional[str] = None) -> Optional[Expr]:
+def _pattern_extras(
+    c: SchemaContext, ptr: str, depth: int, names: list[str], ap: Any, pp: dict, pn_pat: Optional[str] = None
+) -> Optional[Expr]:
     """Additional members under patternProperties, exactly: one DFA over the decoded key
     sorts it into "matches exactly the patterns M" (M possibly empty) or "is a listed
     name" (excluded: listed names are members of their own); the value must satisfy
     allOf(pattern schemas of M), or additionalProperties when M is empty. A
     propertyNames pattern is one more component every additional key must match."""
-    from ...errors import GrammarSyntaxError, SchemaError
-    from ..regex.parse import parse_regex
-    from .complement import ComplementError, build_dfa, inline_rules, live_states
+    from ministruct.errors import GrammarSyntaxError, SchemaError
+    from ministruct.grammar.regex.parse import parse_regex
+    from ministruct.grammar.schema.complement import ComplementError, build_dfa, inline_rules, live_states
 
     why = "with additionalProperties other than false is not enforced"
     pats = list(pp)
@@ -263,10 +287,14 @@ def _pattern_extras(c: SchemaContext, ptr: str, depth: int, names: list[str], ap
         for p in pats:
             if not isinstance(p, str):
                 raise ComplementError("pattern is not a string")
-            comps.append(inline_rules(parse_regex(f"[\\s\\S]*(?:{p})[\\s\\S]*", source=f"{c.source}#{ptr}/patternProperties")))
+            comps.append(
+                inline_rules(parse_regex(f"[\\s\\S]*(?:{p})[\\s\\S]*", source=f"{c.source}#{ptr}/patternProperties"))
+            )
         comps.append(alt(*[Literal(n) for n in names]) if names else NOTHING)
         if pn_pat is not None:
-            comps.append(inline_rules(parse_regex(f"[\\s\\S]*(?:{pn_pat})[\\s\\S]*", source=f"{c.source}#{ptr}/propertyNames")))
+            comps.append(
+                inline_rules(parse_regex(f"[\\s\\S]*(?:{pn_pat})[\\s\\S]*", source=f"{c.source}#{ptr}/propertyNames"))
+            )
         dfa = build_dfa(comps)
     except (GrammarSyntaxError, ComplementError, RecursionError):
         c.unsupported("patternProperties", ptr, why)
@@ -317,23 +345,39 @@ def _pattern_extras(c: SchemaContext, ptr: str, depth: int, names: list[str], ap
     return c.rule(f"kv{ptr}", seq(Literal('"'), refs[0]))
 
 
-def _members(c: SchemaContext, entries: list, kvx: Optional[Expr], min_p: int, max_p: Optional[int], ptr: str,
-             depth: int, deps: "dict[str, list[str]] | None" = None) -> Expr:
+def _members(
+    c: SchemaContext,
+    entries: list,
+    kvx: Optional[Expr],
+    min_p: int,
+    max_p: Optional[int],
+    ptr: str,
+    depth: int,
+    deps: "dict[str, list[str]] | None" = None,
+) -> Expr:
     """The members of an object, in order: a state machine over (entry, members so far,
     the present names that later entries' dependencies still look at)."""
     n = len(entries)
     sat = max(min_p, (max_p + 1) if max_p is not None else 0, 1)
     if (min_p or max_p is not None) and (n + 1) * (sat + 1) > MAX_OBJECT_STATES:
-        c.unsupported("maxProperties" if max_p is not None else "minProperties", ptr, "is too large to count exactly here")
+        c.unsupported(
+            "maxProperties" if max_p is not None else "minProperties", ptr, "is too large to count exactly here"
+        )
         min_p, max_p, sat = 0, None, 1
     deps = deps or {}
     pos = {e[2]: i for i, e in enumerate(entries)}
     needs_before = [[d for d in deps.get(e[2], ()) if pos[d] < i] for i, e in enumerate(entries)]
     needed_by_before = [[t for t, ds in deps.items() if e[2] in ds and pos[t] < i] for i, e in enumerate(entries)]
     # keep[i]: names before entry i whose presence an entry from i on still checks
-    keep = [frozenset(x for x, j in pos.items() if j < i and any(
-        k >= i for k in [pos[d] for d in deps.get(x, ())] + [pos[t] for t, ds in deps.items() if x in ds]))
-        for i in range(n + 1)]
+    keep = [
+        frozenset(
+            x
+            for x, j in pos.items()
+            if j < i
+            and any(k >= i for k in [pos[d] for d in deps.get(x, ())] + [pos[t] for t, ds in deps.items() if x in ds])
+        )
+        for i in range(n + 1)
+    ]
 
     def moves(i: int, cnt: int, present: frozenset) -> list[tuple[bool, tuple]]:
         name, req = entries[i][2], entries[i][1]
@@ -393,7 +437,11 @@ def _tail(c: SchemaContext, kvx: Optional[Expr], cnt: int, min_p: int, max_p: Op
     end = c.empty_inside() if cnt == 0 else c.close(depth)
     if kvx is None or hi == 0:
         return end if lo == 0 else NOTHING
-    more = Repeat(seq(c.comma(depth), kvx), max(lo - 1, 0) if cnt == 0 else lo, None if hi is None else (hi - 1 if cnt == 0 else hi))
+    more = Repeat(
+        seq(c.comma(depth), kvx),
+        max(lo - 1, 0) if cnt == 0 else lo,
+        None if hi is None else (hi - 1 if cnt == 0 else hi),
+    )
     if cnt > 0:
         return seq(more, end)
     some = seq(c.open_(depth), kvx, more, c.close(depth))
@@ -410,7 +458,12 @@ def array_expr(c: SchemaContext, node: dict, ptr: str, depth: int) -> Expr:
     more = "items"
     if isinstance(items, list):  # draft-07 tuple form
         prefix, items, pkw, more = items, node.get("additionalItems", True), "items", "additionalItems"
-    if c.explicit and prefix and more not in node and not (isinstance(node.get("minItems"), int) and node["minItems"] > len(prefix)):
+    if (
+        c.explicit
+        and prefix
+        and more not in node
+        and not (isinstance(node.get("minItems"), int) and node["minItems"] > len(prefix))
+    ):
         items = False  # the generation language: a tuple has no further items unless stated
     if not isinstance(prefix, list):
         raise c.error("prefixItems must be an array", f"{ptr}/prefixItems", "prefixItems")
@@ -425,7 +478,11 @@ def array_expr(c: SchemaContext, node: dict, ptr: str, depth: int) -> Expr:
             break
         elems.append(e)
     k = len(elems)
-    tail = NOTHING if items is False else c.value(items, f"{ptr}/items" if pkw == "prefixItems" else f"{ptr}/additionalItems", depth + 1)
+    tail = (
+        NOTHING
+        if items is False
+        else c.value(items, f"{ptr}/items" if pkw == "prefixItems" else f"{ptr}/additionalItems", depth + 1)
+    )
     if len(elems) < len(prefix):
         tail = NOTHING
     if max_i is not None and max_i < min_i:
@@ -437,7 +494,12 @@ def array_expr(c: SchemaContext, node: dict, ptr: str, depth: int) -> Expr:
     if _dead(tail) or hi_t is not None and hi_t <= 0:
         state: Expr = end_k if lo_t == 0 and (hi_t is None or hi_t >= 0) else NOTHING
     elif k == 0:
-        some = seq(c.open_(depth), tail, Repeat(seq(c.comma(depth), tail), max(lo_t - 1, 0), None if hi_t is None else hi_t - 1), c.close(depth))
+        some = seq(
+            c.open_(depth),
+            tail,
+            Repeat(seq(c.comma(depth), tail), max(lo_t - 1, 0), None if hi_t is None else hi_t - 1),
+            c.close(depth),
+        )
         state = alt(end_k, some) if lo_t == 0 else some
     else:
         state = seq(Repeat(seq(c.comma(depth), tail), lo_t, hi_t), end_k)
@@ -487,7 +549,9 @@ def reorder(value: Any, schema: Any, resolver: Resolver, ptr: str, _depth: int =
         items = node.get("items", True)
         if isinstance(items, list):
             prefix, items = items, node.get("additionalItems", True)
-        return [reorder(x, prefix[i] if i < len(prefix) else items, resolver, ptr, _depth + 1) for i, x in enumerate(value)]
+        return [
+            reorder(x, prefix[i] if i < len(prefix) else items, resolver, ptr, _depth + 1) for i, x in enumerate(value)
+        ]
     props = node.get("properties") or {}
     required = [r for r in node.get("required") or [] if isinstance(r, str)]
     order = list(props) + [r for r in dict.fromkeys(required) if r not in props]
@@ -497,7 +561,11 @@ def reorder(value: Any, schema: Any, resolver: Resolver, ptr: str, _depth: int =
             sub = props.get(k)
             if sub is None:
                 matched = [s for p, s in (node.get("patternProperties") or {}).items() if _safe_search(p, k)]
-                sub = (matched[0] if len(matched) == 1 else {"allOf": matched}) if matched else node.get("additionalProperties", True)
+                sub = (
+                    (matched[0] if len(matched) == 1 else {"allOf": matched})
+                    if matched
+                    else node.get("additionalProperties", True)
+                )
             out[k] = reorder(value[k], sub, resolver, ptr, _depth + 1)
     return out
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
-from ..ir import EMPTY, CharClass, Expr, Literal, RuleRef, alt, seq
-from .complement import ComplementError, build_dfa
-from .formats import encode_class
+from ministruct.grammar.ir import EMPTY, CharClass, Expr, Literal, RuleRef, alt, seq
+from ministruct.grammar.schema.complement import ComplementError, build_dfa
+from ministruct.grammar.schema.formats import encode_class
 
 MAX_PRODUCT_RULES = 20_000
 MAX_SHARED_ESCAPED_RANGES = 256  # each edge class is one shared rule: escapes stay affordable
@@ -25,8 +25,12 @@ class PatternTooLarge(ValueError):
 
 
 def pattern_with_length(
-    searched: "Expr | list[Expr]", lo: int, hi: Optional[int], fresh: Callable[[str], str],
-    define: Callable[[str, Expr], None], accept: Optional[Callable[[frozenset[int]], bool]] = None,
+    searched: "Expr | list[Expr]",
+    lo: int,
+    hi: Optional[int],
+    fresh: Callable[[str], str],
+    define: Callable[[str, Expr], None],
+    accept: Optional[Callable[[frozenset[int]], bool]] = None,
 ) -> Optional[Expr]:
     """JSON string content (no quotes) whose decoded text is in `searched` (a full-match
     language) and has `lo` to `hi` characters; None when no string qualifies.
@@ -58,8 +62,7 @@ def pattern_with_length(
             changed = False
             for s in range(n_states):
                 if s not in good[n] and (
-                    (accepting[s] and n >= lo)
-                    or (may_read(n) and any(t in good[after(n)] for _, t in dfa.states[s]))
+                    (accepting[s] and n >= lo) or (may_read(n) and any(t in good[after(n)] for _, t in dfa.states[s]))
                 ):
                     good[n].add(s)
                     changed = True
