@@ -25,7 +25,7 @@ from typing import Any, Callable, Generic, Iterable, Iterator, Protocol, TypeVar
 
 from ministruct.constraints import Constraint, load_constraint
 from ministruct.errors import InputError, MinistructError
-from ministruct.records import InputRecord, split_lines
+from ministruct.records import InputRecord, json_type, split_lines
 
 T = TypeVar("T")
 CONSTRAINT_FIELDS = ("schema", "grammar", "regex", "choice")
@@ -46,7 +46,7 @@ def settings_error(settings: dict[str, Any]) -> str | None:
         return f"give at most one constraint per record, not {' and '.join(kinds)}"
     for k in ("schema", "grammar", "regex", "system"):
         if k in settings and not isinstance(settings[k], str) and not (k == "system" and settings[k] is None):
-            return f'"{k}" must be a string, not {_type(settings[k])}'
+            return f'"{k}" must be a string, not {json_type(settings[k])}'
     if "choice" in settings:
         ch = settings["choice"]
         if not isinstance(ch, list) or not ch or not all(isinstance(x, str) for x in ch):
@@ -65,17 +65,6 @@ def settings_error(settings: dict[str, Any]) -> str | None:
 
 def _number(v: Any, ok: Callable[[float], bool]) -> bool:
     return not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v) and ok(v)
-
-
-def _type(v: Any) -> str:
-    return {
-        dict: "an object",
-        list: "an array",
-        bool: "a boolean",
-        int: "a number",
-        float: "a number",
-        type(None): "null",
-    }.get(type(v), type(v).__name__)
 
 
 def validated(records: Iterable[InputRecord]) -> Iterator[InputRecord]:

@@ -158,7 +158,7 @@ def _json_record(
     if field not in obj:
         rec.error = f'{where}: no "{field}" field'
     elif value is None:
-        rec.error = f'{where}: "{field}" is not a string ({_json_type(val)})'
+        rec.error = f'{where}: "{field}" is not a string ({json_type(val)})'
     elif extra and not allow_extra:
         names = ", ".join(f'"{k}"' for k in extra)
         allowed = ", ".join(f'"{k}"' for k in ("id", field, *settings))
@@ -169,7 +169,8 @@ def _json_record(
     return rec
 
 
-def _json_type(v: Any) -> str:
+def json_type(v: Any) -> str:
+    """A JSON value's type in words, for messages (\"an object\", \"null\", ...)."""
     return {
         dict: "an object",
         list: "an array",

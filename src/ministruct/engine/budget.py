@@ -210,16 +210,6 @@ class Budget:
         return narrowed
 
 
-_BUDGETS_LOCK = threading.Lock()
-
-
 def budget_for(compiled: CompiledGrammar) -> Budget:
     """The Budget of a CompiledGrammar, built on first use and kept with it."""
-    b = getattr(compiled, "_budget", None)
-    if b is None:
-        with _BUDGETS_LOCK:
-            b = getattr(compiled, "_budget", None)
-            if b is None:
-                b = Budget(compiled)
-                compiled._budget = b  # type: ignore[attr-defined]
-    return b
+    return compiled.companion("budget", Budget)

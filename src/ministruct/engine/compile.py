@@ -24,6 +24,7 @@ import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import Any, Callable, TypeVar
 
 import numpy as np
 
@@ -58,6 +59,9 @@ class _Part:
         return self.found.nbytes
 
 
+T = TypeVar("T")
+
+
 class CompiledGrammar:
     """A grammar bound to a vocabulary; shared by every Matcher of that pair.
 
@@ -83,6 +87,7 @@ class CompiledGrammar:
         self.transitions = Transitions(self.automaton, self.byte_class, class_rep, grammar.source)
         self.configs: list[Config] = self.transitions.configs
         self._lock = threading.RLock()
+        self._companions: dict[str, Any] = {}
         self._token_steps: dict[tuple[int, int], int] = {}
         self._masks: OrderedDict[int, np.ndarray] = OrderedDict()
         self._mask_bytes = 0
@@ -162,6 +167,18 @@ class CompiledGrammar:
             cache.clear()
         self._walk_bytes = 0
         self._prune = None
+
+    def companion(self, name: str, build: Callable[["CompiledGrammar"], T]) -> T:
+        """A helper object kept with this grammar (its token budget, its forced bytes),
+        built by `build(self)` on first use; one per grammar, whichever thread asks first."""
+        companions = self._companions
+        found = companions.get(name)
+        if found is None:
+            with self._lock:
+                found = companions.get(name)
+                if found is None:
+                    found = companions[name] = build(self)
+        return found
 
     def persist(self) -> None:
         """Save what this process has learned, if it learned anything new."""

@@ -12,13 +12,9 @@ configuration id on the CompiledGrammar they were computed for.
 
 from __future__ import annotations
 
-import threading
-
 from ministruct.engine.compile import DEAD, CompiledGrammar
 
 MAX_FORCED = 512  # bytes followed at most from one configuration (a bound, not a limit in practice)
-
-_LOCK = threading.Lock()
 
 
 class ForcedBytes:
@@ -79,14 +75,7 @@ class ForcedBytes:
 
 def forced_for(compiled: CompiledGrammar) -> ForcedBytes:
     """The ForcedBytes of a CompiledGrammar, built on first use and kept with it."""
-    f = getattr(compiled, "_forced", None)
-    if f is None:
-        with _LOCK:
-            f = getattr(compiled, "_forced", None)
-            if f is None:
-                f = ForcedBytes(compiled)
-                compiled._forced = f  # type: ignore[attr-defined]
-    return f
+    return compiled.companion("forced", ForcedBytes)
 
 
 def forced_bytes(compiled: CompiledGrammar, cid: int) -> bytes:
