@@ -12,7 +12,8 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from ministruct.diagnostics.collapse import Grid, GridRecorder, StudySettings
+from ministruct.diagnostics.collapse import GridRecorder
+from ministruct.diagnostics.collapse_grid import Grid, StudySettings
 from ministruct.diagnostics.collapse_report import (
     ALL,
     CollapseReport,

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from ministruct.constraints import load_constraint
-from ministruct.diagnostics.collapse import CollapseStudy, Grid, StudySettings
+from ministruct.diagnostics.collapse import CollapseStudy
+from ministruct.diagnostics.collapse_grid import Grid, StudySettings
 from ministruct.diagnostics.stats import StepStats, summarize
 from ministruct.pipeline import GenerationJob
 from ministruct.sampling import SamplingParams

@@ -13,14 +13,8 @@ from rich.console import Console
 from ministruct.cli import options as o
 from ministruct.cli.base import app, warn
 from ministruct.cli.progress import Progress
-from ministruct.diagnostics.collapse import (
-    CONDITIONS,
-    DEFAULT_TEMPERATURES,
-    DEFAULT_TOP_PS,
-    CollapseStudy,
-    Grid,
-    StudySettings,
-)
+from ministruct.diagnostics.collapse import CollapseStudy
+from ministruct.diagnostics.collapse_grid import CONDITIONS, DEFAULT_TEMPERATURES, DEFAULT_TOP_PS, Grid, StudySettings
 from ministruct.errors import InputError, UsageError
 from ministruct.model import Model
 from ministruct.records import open_lines, read_records
