@@ -77,7 +77,7 @@ class FightMonitor:
         if step.mask is None:
             return
         # a fast-forwarded token was dictated, not chosen: it says nothing about the model's choices
-        forced = getattr(step, "fast_forward", False) or np.count_nonzero(step.mask) == 1
+        forced = step.fast_forward or np.count_nonzero(step.mask) == 1
         self.add(legal_mass(step.logits, step.mask), forced)
 
     def add(self, z: float, forced: bool) -> None:

@@ -18,7 +18,7 @@ from typing import IO, TYPE_CHECKING, Any, Callable, Iterator
 
 import numpy as np
 
-from ministruct.diagnostics.stats import StepRecord, StepStats, Summary, summarize
+from ministruct.diagnostics.stats import FREE, StepRecord, StepStats, Summary, summarize
 from ministruct.errors import InputError, OutputError, UsageError
 from ministruct.fight import FightMonitor
 from ministruct.records import dumps_record
@@ -118,8 +118,9 @@ class TraceWriter:
         monitor = FightMonitor()
         self.records = []
         for step in dec.steps():
-            monitor.observe(step)
             rec = stats.record(step)
+            if step.mask is not None:  # the record's Z, as monitor.observe(step) would compute it
+                monitor.add(rec.Z, rec.tag != FREE)
             self.records.append(rec)
             self._write(self.step_record(rec, step))
             if on_record is not None:

@@ -191,17 +191,17 @@ class Budget:
         (they finish the output); `<[N]>` token edges are checked one by one.
         """
         need, worst = self.need(cid)
-        if worst <= remaining:
-            if not self.compiled.automaton.has_token_edges:
-                return mask
-        fits = need <= remaining
-        narrowed = mask & fits
+        edges = self.compiled.automaton.has_token_edges
+        if worst <= remaining and not edges:
+            return mask
+        narrowed = mask & (need <= remaining)
         eog = self.compiled.eog
         if len(eog):
             narrowed[eog] = mask[eog]
-        if self.compiled.automaton.has_token_edges:
-            ordinary = need < INF
-            for t in np.flatnonzero(mask & ~ordinary & ~np.isin(np.arange(len(mask)), eog)).tolist():
+        if edges:
+            others = mask & (need >= INF)  # legal only through a token edge (or end-of-generation)
+            others[eog] = False
+            for t in np.flatnonzero(others).tolist():
                 nxt = self.compiled.step_token(cid, t)
                 narrowed[t] = nxt != DEAD and 1 + self.config_cost(nxt) <= remaining
         if np.array_equal(narrowed, mask):
