@@ -14,7 +14,7 @@ LAYERS = [
     {"grammar"},
     {"engine", "sampling", "records", "instance"},
     {"constraints", "model"},
-    {"generate", "fast_forward"},
+    {"generate", "fast_forward", "logits_processor"},
     {"fight"},
     {"pipeline"},
     {"diagnostics", "batch", "gen_batch", "fleet"},

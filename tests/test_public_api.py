@@ -1,4 +1,4 @@
-"""The public API: what `import ministruct` exposes, and the README's library example run as written."""
+"""The public API: what `import ministruct` exposes, and the README's library examples run as written."""
 
 from __future__ import annotations
 
@@ -43,3 +43,13 @@ def test_readme_library_example_runs(capsys):
     year, complete = out[0].split()
     assert re.fullmatch(r"[0-9]{4}", year) and complete == "True"
     assert out[-1] == "True"
+
+
+@pytest.mark.model
+def test_readme_llama_cpp_loop_example_runs(capsys):
+    text = README.read_text()
+    section = text[text.index("## Inside your own llama-cpp-python loop") :]
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    exec(compile(code, "README.md", "exec"), {})
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].endswith(" stop") and out[-1] == "True", out

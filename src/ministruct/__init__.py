@@ -10,6 +10,8 @@ behind every step.
 Compile time and run time are separate: a `Grammar` (from GBNF, a regex, a JSON Schema
 or a list of choices) is bound to a model's `Vocabulary` by `compile_grammar`; a
 `Matcher` walks one generation through the resulting `CompiledGrammar`.
+`LogitsProcessor` puts a constraint into llama-cpp-python's own loop
+(`Llama.create_completion(..., logits_processor=...)`).
 """
 
 from ministruct.constraints import Constraint, load_constraint
@@ -32,6 +34,7 @@ from ministruct.errors import (
 from ministruct.generate import Decoder, Generation, Step, generate
 from ministruct.grammar.ir import Grammar
 from ministruct.instance import InstanceChecker
+from ministruct.logits_processor import LogitsProcessor
 from ministruct.model import Model
 from ministruct.pipeline import GenerationJob, GenResult
 from ministruct.sampling import SamplingParams
@@ -57,6 +60,7 @@ __all__ = [
     "GrammarSyntaxError",
     "InputError",
     "InstanceChecker",
+    "LogitsProcessor",
     "Matcher",
     "MinistructError",
     "Model",

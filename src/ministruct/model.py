@@ -132,7 +132,24 @@ class Model:
             raise ModelError(f"{p}: cannot load model: {msg}") from None
         return cls(llm, p, vocab_only=vocab_only)
 
+    @classmethod
+    def from_llama(cls, llama: object) -> "Model":
+        """Wrap a `llama_cpp.Llama` loaded elsewhere (ModelError when it is not one)."""
+        path = getattr(llama, "model_path", None)
+        params = getattr(llama, "model_params", None)
+        if path is None or params is None or not callable(getattr(llama, "create_completion", None)):
+            raise ModelError(f"expected a llama_cpp.Llama, not {type(llama).__name__}")
+        return cls(llama, Path(path), vocab_only=bool(params.vocab_only))
+
     # -- properties ----------------------------------------------------------
+
+    @property
+    def llama(self):
+        """The underlying `llama_cpp.Llama`, to drive it directly (`create_completion`
+        with a `LogitsProcessor`). Its context is this Model's too: handing it out makes
+        this Model forget what it evaluated, so its next prompt is evaluated afresh."""
+        self.reset()
+        return self._llm
 
     @property
     def name(self) -> str:
