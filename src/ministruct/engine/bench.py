@@ -26,6 +26,7 @@ import numpy as np
 from ministruct.engine.compile import CompiledGrammar, compile_grammar
 from ministruct.engine.matcher import Matcher
 from ministruct.engine.slices import index_for
+from ministruct.engine import kernel
 from ministruct.engine.vocab import Vocabulary
 from ministruct.grammar.ir import Grammar
 
@@ -86,10 +87,12 @@ class Walk:
 
 
 def prepare_vocabulary(vocab: Vocabulary) -> float:
-    """Build (or load) the vocabulary's token trie; seconds spent. Done once per vocabulary,
-    like llguidance's tokenizer construction, so it is kept out of compile times."""
+    """Build (or load) the vocabulary's token trie, and load the compiled walk; seconds
+    spent. Done once per vocabulary (the walk once per process), like llguidance's
+    tokenizer construction, so it is kept out of compile times."""
     t0 = time.perf_counter()
     index_for(vocab)
+    kernel.warm()
     return time.perf_counter() - t0
 
 

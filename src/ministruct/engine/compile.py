@@ -407,7 +407,9 @@ class CompiledGrammar:
             one_byte = np.zeros(256, dtype=bool)
             for a, b in sl.ranges:
                 one_byte[a : min(b, 0x7F) + 1] = a <= 0x7F
-            self._prune = Pruner(sl.need_walk, sl.suffix_ok, stable, MAX_SUFFIX_DEPTH, PRUNE_MIN_TOKENS, one_byte)
+            self._prune = Pruner(
+                sl.need_walk, sl.suffix_ok, stable, MAX_SUFFIX_DEPTH, PRUNE_MIN_TOKENS, one_byte, lambda: known["ids"]
+            )
         return self._prune
 
     def token_targets(self, cid: int) -> np.ndarray:

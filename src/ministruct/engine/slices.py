@@ -215,7 +215,10 @@ def index_for(vocab: Vocabulary) -> VocabIndex:
                     cache.discard("trie", disk_key)
             if hit is None:
                 hit = build_index(vocab)
-                cache.save("trie", disk_key, _to_arrays(hit), {"vocab": key})
+                arrays = _to_arrays(hit)
+                cache.save("trie", disk_key, arrays, {"vocab": key})
+                for a in arrays.values():  # read-only, as when loaded from the cache
+                    a.setflags(write=False)
             _INDEX[key] = hit
     return hit
 

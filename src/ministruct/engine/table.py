@@ -25,6 +25,7 @@ class Transitions:
     def __init__(self, automaton: Automaton, byte_class: np.ndarray, class_rep: np.ndarray, source: str) -> None:
         self.automaton = automaton
         self.byte_class = byte_class
+        self._class_of: list[int] = [int(c) for c in byte_class]
         self.class_rep = class_rep
         self.n_classes = len(class_rep)
         self.source = source
@@ -33,6 +34,7 @@ class Transitions:
         self.table = np.full((64, self.n_classes), UNKNOWN, dtype=np.int32)
         self.table[DEAD, :] = DEAD
         self.accept = np.zeros(64, dtype=bool)
+        self.complete = np.zeros(64, dtype=np.int8)  # 1: the row has no UNKNOWN cell (set by kernel.py)
 
     def __len__(self) -> int:
         return len(self.configs)
@@ -55,6 +57,9 @@ class Transitions:
             acc = np.zeros(len(grown), dtype=bool)
             acc[: len(self.accept)] = self.accept
             self.accept = acc
+            done = np.zeros(len(grown), dtype=np.int8)
+            done[: len(self.complete)] = self.complete
+            self.complete = done
         self.configs.append(config)
         self.ids[config] = cid
         self.accept[cid] = ACCEPT in config
@@ -77,24 +82,34 @@ class Transitions:
 
     def fill_row(self, state: int) -> None:
         """Every unknown cell of a row, from one pass over the configuration's byte edges
-        (each edge covers whole classes: their bounds are the edges' bounds)."""
-        a, bc = self.automaton, self.byte_class
-        out: list[set] = [set() for _ in range(self.n_classes)]
+        (each edge covers whole classes: their bounds are the edges' bounds). Classes
+        between two consecutive edge bounds share one target, interned once."""
+        a, bc = self.automaton, self._class_of
+        spans: list[tuple[int, int, frozenset]] = []
+        cuts = {0, self.n_classes}
         for st in self.configs[state]:
             if not st:
                 continue
             head = st[:-1]
             for lo, hi, t in a.byte_edges[st[-1]]:
-                reached = a.closure(head + (t,))
-                for c in range(int(bc[lo]), int(bc[hi]) + 1):
-                    out[c] |= reached
-        for c, stacks in enumerate(out):
-            if self.table[state, c] != UNKNOWN:
+                c0, c1 = bc[lo], bc[hi] + 1
+                spans.append((c0, c1, a.closure(head + (t,))))
+                cuts.add(c0)
+                cuts.add(c1)
+        bounds = sorted(cuts)
+        known = self.table[state].tolist()
+        for lo, hi in zip(bounds, bounds[1:]):
+            if UNKNOWN not in known[lo:hi]:
                 continue
+            unknown = self.table[state, lo:hi] == UNKNOWN
+            stacks: set = set()
+            for c0, c1, reached in spans:
+                if c0 <= lo and hi <= c1:
+                    stacks |= reached
             if len(stacks) > MAX_STACKS:
                 raise CompileLimitError(f"{self.source}: grammar too ambiguous: {len(stacks):,} parses alive at once")
-            nxt = self.intern(frozenset(stacks))
-            self.table[state, c] = nxt
+            nxt = self.intern(frozenset(stacks))  # may grow (replace) the table
+            self.table[state, lo:hi][unknown] = nxt
 
     def row(self, state: int) -> np.ndarray:
         """The whole row of a configuration, filled."""
@@ -194,3 +209,4 @@ class Transitions:
         self.table[:n] = table
         self.accept = np.zeros(size, dtype=bool)
         self.accept[:n] = [ACCEPT in c for c in configs]
+        self.complete = np.zeros(size, dtype=np.int8)

@@ -14,11 +14,21 @@ from typing import Callable
 
 import numpy as np
 
+from ministruct.engine import kernel
 from ministruct.engine.table import DEAD, Transitions
 from ministruct.engine.trie import TokenTrie, expand_children
 
 _EMPTY_IDS = np.zeros(0, dtype=np.int32)
 _EMPTY_NODES = np.zeros(0, dtype=np.int64)
+# stand-ins for absent arguments, with the write flags of the real ones (the compiled walk
+# is specialized on them: trie and slice arrays are read-only, per-grammar ones are not)
+_NO_TARGETS = np.zeros(0, dtype=np.int32)
+_NO_BOOL = np.zeros(0, dtype=bool)
+_NO_BOOL_RO = np.zeros(0, dtype=bool)
+_NO_U64_RO = np.zeros(0, dtype=np.uint64)
+_NO_I8 = np.zeros(0, dtype=np.int8)
+_NO_BOOL_RO.setflags(write=False)
+_NO_U64_RO.setflags(write=False)
 
 
 @dataclass(frozen=True)
@@ -38,6 +48,7 @@ class Pruner:
     max_depth: int
     min_tokens: int  # below smaller subtrees walking is cheaper than asking `stable`
     one_byte: np.ndarray  # bool per byte: a one-byte character of the slice
+    known: Callable[[], np.ndarray]  # int8 per configuration id: 1/0 what `stable` said, -1 not asked yet
 
 
 @dataclass(frozen=True)
@@ -61,13 +72,120 @@ def walk(
     state: int,
     targets: np.ndarray | None = None,
     prune: Pruner | None = None,
+    *,
+    compiled: bool | None = None,
 ) -> WalkResult:
     """Walk below `start_nodes` from configuration `state`.
 
     With `targets`, also write each legal token's end configuration into it. With
     `prune` (only from the root: every node of a step is at the same depth), stop below
-    nodes a slice decides.
+    nodes a slice decides. `compiled` picks the compiled walk (kernel.py) or the numpy
+    one; by default the compiled one when it is available. Both give the same result.
     """
+    if compiled is None:
+        compiled = kernel.available()
+    if compiled:
+        return _walk_compiled(trie, byte_class, tr, start_nodes, state, targets, prune)
+    return _walk_numpy(trie, byte_class, tr, start_nodes, state, targets, prune)
+
+
+def _walk_compiled(
+    trie: TokenTrie,
+    byte_class: np.ndarray,
+    tr: Transitions,
+    start_nodes: np.ndarray,
+    state: int,
+    targets: np.ndarray | None,
+    prune: Pruner | None,
+) -> WalkResult:
+    run = kernel.kernel()
+    nodes = np.asarray(start_nodes, dtype=np.int64)
+    states = np.full(len(nodes), state, dtype=np.int64)
+    cov = np.zeros(len(nodes), dtype=bool)
+    depth = np.zeros(len(nodes), dtype=np.int64)
+    use_targets = targets is not None
+    out_targets = targets if use_targets else _NO_TARGETS
+    if prune is not None:
+        need_walk, suffix_ok, max_depth, min_tokens, one_byte = (
+            prune.need_walk,
+            prune.suffix_ok,
+            prune.max_depth,
+            prune.min_tokens,
+            prune.one_byte,
+        )
+    else:
+        need_walk, suffix_ok, max_depth, min_tokens, one_byte = _NO_BOOL_RO, _NO_U64_RO, 0, 0, _NO_BOOL
+    found: list[np.ndarray] = []
+    exits: list[np.ndarray] = []
+    while len(nodes):
+        stable = prune.known() if prune is not None else _NO_I8
+        ids, ex, nodes, states, cov, depth = run(
+            trie.child_start,
+            trie.child_count,
+            trie.node_byte,
+            trie.node_token,
+            trie.tok_lo,
+            trie.tok_count,
+            trie.sorted_ids,
+            byte_class,
+            tr.table,
+            tr.accept,
+            tr.complete,
+            nodes,
+            states,
+            cov,
+            depth,
+            out_targets,
+            use_targets,
+            prune is not None,
+            need_walk,
+            suffix_ok,
+            stable,
+            max_depth,
+            min_tokens,
+            one_byte,
+        )
+        if len(ids):
+            found.append(ids)
+        if len(ex):
+            exits.append(ex)
+        if len(nodes):
+            _unblock(trie, byte_class, tr, prune, nodes, states, depth, cov)
+    ids = np.concatenate(found) if found else _EMPTY_IDS
+    out = np.concatenate(exits) if exits else _EMPTY_NODES
+    return WalkResult(trie, ids, out)
+
+
+def _unblock(
+    trie: TokenTrie,
+    byte_class: np.ndarray,
+    tr: Transitions,
+    prune: Pruner | None,
+    nodes: np.ndarray,
+    states: np.ndarray,
+    depth: np.ndarray,
+    cov: np.ndarray,
+) -> None:
+    """Learn what the compiled walk stopped at: slice stability, then transition cells."""
+    if prune is not None:
+        ask = (depth >= 1) & (depth < prune.max_depth) & (cov | (trie.tok_count[nodes] >= prune.min_tokens))
+        if ask.any():
+            prune.stable(states[ask])
+    counts = trie.child_count[nodes]
+    idx = expand_children(trie.child_start[nodes], counts)
+    if len(idx):
+        tr.next(np.repeat(states, counts), byte_class[trie.node_byte[idx]])
+
+
+def _walk_numpy(
+    trie: TokenTrie,
+    byte_class: np.ndarray,
+    tr: Transitions,
+    start_nodes: np.ndarray,
+    state: int,
+    targets: np.ndarray | None = None,
+    prune: Pruner | None = None,
+) -> WalkResult:
     found: list[np.ndarray] = []
     exits: list[np.ndarray] = []
     nodes = np.asarray(start_nodes, dtype=np.int64)

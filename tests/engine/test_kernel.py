@@ -1,0 +1,184 @@
+"""The compiled walk (engine/kernel.py, engine/native.py) against the numpy walk.
+
+The numpy walk is the reference the oracle tests (test_matcher, test_exact_*) were first
+written against; here both walks run on the same tables and must find the same tokens,
+the same exit nodes and the same end configurations, on random grammars and
+vocabularies and on the real model's vocabulary with its slices and pruning.
+"""
+
+from __future__ import annotations
+
+import json
+from contextlib import contextmanager
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ministruct.constraints import load_constraint
+from ministruct.engine import kernel
+from ministruct.engine import walk as walk_module
+from ministruct.engine.compile import compile_grammar
+from ministruct.engine.matcher import Matcher
+from ministruct.engine.vocab import Vocabulary
+from ministruct.engine.walk import walk
+from ministruct.grammar.ir import Alt, CharClass, Grammar, Literal, Repeat, Seq
+
+
+def test_the_compiled_walk_is_in_use():
+    # numba is a dependency: without it masks silently get several times slower
+    assert kernel.available()
+    assert kernel.warm()
+
+
+@contextmanager
+def numpy_walks():
+    """Walks inside this block take the numpy path."""
+    saved = walk_module.kernel.available
+    walk_module.kernel.available = lambda: False
+    try:
+        yield
+    finally:
+        walk_module.kernel.available = saved
+
+
+def _same(a, b) -> None:
+    assert np.array_equal(np.unique(a.ids), np.unique(b.ids))
+    assert np.array_equal(np.sort(a.exits), np.sort(b.exits))
+
+
+ALPHABET = "ab1\"é"
+atoms = st.one_of(
+    st.text(alphabet=ALPHABET, min_size=1, max_size=3).map(Literal),
+    st.sampled_from([CharClass(((0x61, 0x62),)), CharClass(((0x22, 0x22),), negated=True)]),
+)
+exprs = st.recursive(
+    atoms,
+    lambda inner: st.one_of(
+        st.lists(inner, min_size=2, max_size=3).map(lambda xs: Seq(tuple(xs))),
+        st.lists(inner, min_size=2, max_size=3).map(lambda xs: Alt(tuple(xs))),
+        st.tuples(inner, st.integers(0, 2), st.integers(0, 3) | st.none()).map(
+            lambda t: Repeat(t[0], t[1], None if t[2] is None else t[1] + t[2])
+        ),
+    ),
+    max_leaves=6,
+)
+tokens = st.lists(st.text(alphabet=ALPHABET + "x", min_size=1, max_size=5), min_size=1, max_size=40, unique=True)
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(expr=exprs, toks=tokens, path=st.lists(st.integers(0, 1000), max_size=5))
+def test_compiled_walk_equals_numpy_walk(expr, toks, path):
+    vocab = Vocabulary.from_bytes([t.encode() for t in toks] + [b""], eog_ids=[len(toks)])
+    compiled = compile_grammar(Grammar({"root": expr}), vocab, use_cache=False)
+    matcher = Matcher(compiled)
+    trie, tr, bc = compiled.trie, compiled.transitions, compiled.byte_class
+    root = np.zeros(1, dtype=np.int64)
+    for choice in [*path, None]:
+        cid = matcher.state
+        t_fast = np.zeros(vocab.n_logits, dtype=np.int32)
+        t_slow = np.zeros(vocab.n_logits, dtype=np.int32)
+        fast = walk(trie, bc, tr, root, cid, t_fast, compiled=True)
+        slow = walk(trie, bc, tr, root, cid, t_slow, compiled=False)
+        _same(fast, slow)
+        assert np.array_equal(t_fast, t_slow)
+        if len(fast.exits):  # a walk that starts where another one left off
+            _same(
+                walk(trie, bc, tr, fast.exits, cid, compiled=True),
+                walk(trie, bc, tr, fast.exits, cid, compiled=False),
+            )
+        legal = [t for t in np.flatnonzero(matcher.mask()).tolist() if t != len(toks)]
+        if choice is None or not legal:
+            break
+        matcher.advance(legal[choice % len(legal)])
+
+
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "maxLength": 12},
+        "code": {"type": "string", "pattern": "[A-Z]{2}-[0-9]+"},
+        "level": {"enum": ["info", "warning", "error"]},
+        "note": {"type": "string"},
+        "tags": {"type": "array", "items": {"type": "string", "minLength": 2}, "maxItems": 3},
+    },
+    "required": ["name", "level"],
+}
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_masks_agree_on_the_real_vocabulary(vocab, tmp_path, seed):
+    """Slices, pruning and several walks per mask, on 49k tokens: the same masks."""
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps(SCHEMA))
+    grammar = load_constraint(schema=str(path)).grammar
+    fast = Matcher(compile_grammar(grammar, vocab, use_cache=False))
+    slow = Matcher(compile_grammar(grammar, vocab, use_cache=False))
+    rng = np.random.default_rng(seed)
+    for _ in range(40):
+        a = fast.mask()
+        with numpy_walks():
+            b = slow.mask()
+        assert np.array_equal(a, b)
+        legal = np.flatnonzero(a)
+        token = int(legal[rng.integers(legal.size)])
+        if token in vocab.eog_ids:
+            break
+        fast.advance(token)
+        slow.advance(token)
+
+
+def test_alternation_of_a_string_and_literals_walks_the_same(vocab):
+    """A configuration no slice decides (a key that is free text or one of some names):
+    the walk prunes below nodes the slice decides for good, in both walks alike."""
+    grammar = Grammar(
+        {
+            "root": Seq(
+                (
+                    Literal('"'),
+                    Alt((Literal("alpha"), Literal("beta"), Repeat(CharClass(((0x22, 0x22),), negated=True), 0, None))),
+                    Literal('"'),
+                )
+            )
+        }
+    )
+    fast = compile_grammar(grammar, vocab, use_cache=False)
+    slow = compile_grammar(grammar, vocab, use_cache=False)
+    for text in (b'"', b'"al', b'"be', b'"xyz'):
+        a = fast.mask(fast.step_bytes(fast.initial, text))
+        with numpy_walks():
+            b = slow.mask(slow.step_bytes(slow.initial, text))
+        assert np.array_equal(a, b), text
+
+
+@pytest.mark.parametrize("with_quote", [False, True])
+def test_pruned_walk_takes_whole_subtrees_alike(with_quote):
+    """A subtree of thousands of tokens that only string characters spell, below a node
+    where the configuration is a plain string body: both walks take it without walking
+    it (or walk on, when a token below leaves the string), and agree with the oracle."""
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    body = [f"z{a}{b}{c}" for a in letters for b in letters[:12] for c in letters[:10]]  # 3120 tokens
+    extra = ["al", "alpha", "be", '"', "x", "z", 'zab"', 'ab"'] if with_quote else ["al", "be", '"', "x", "z"]
+    toks = body + extra
+    vocab = Vocabulary.from_bytes([t.encode() for t in toks] + [b""], eog_ids=[len(toks)])
+    grammar = Grammar(
+        {
+            "root": Seq(
+                (
+                    Literal('"'),
+                    Alt((Literal("alpha"), Literal("beta"), Repeat(CharClass(((0x22, 0x22),), negated=True), 0, None))),
+                    Literal('"'),
+                )
+            )
+        }
+    )
+    fast = compile_grammar(grammar, vocab, use_cache=False)
+    slow = compile_grammar(grammar, vocab, use_cache=False)
+    for text in (b'"', b'"al', b'"z'):
+        a = fast.mask(fast.step_bytes(fast.initial, text))
+        with numpy_walks():
+            b = slow.mask(slow.step_bytes(slow.initial, text))
+        assert np.array_equal(a, b), text
+        # every body token continues a string: legal after an opening quote
+        assert a[: len(body)].all(), text
