@@ -48,7 +48,7 @@ def _same(a, b) -> None:
     assert np.array_equal(np.sort(a.exits), np.sort(b.exits))
 
 
-ALPHABET = "ab1\"é"
+ALPHABET = 'ab1"é'
 atoms = st.one_of(
     st.text(alphabet=ALPHABET, min_size=1, max_size=3).map(Literal),
     st.sampled_from([CharClass(((0x61, 0x62),)), CharClass(((0x22, 0x22),), negated=True)]),

@@ -23,10 +23,10 @@ from typing import Callable, Iterable, Protocol
 
 import numpy as np
 
+from ministruct.engine import kernel
 from ministruct.engine.compile import CompiledGrammar, compile_grammar
 from ministruct.engine.matcher import Matcher
 from ministruct.engine.slices import index_for
-from ministruct.engine import kernel
 from ministruct.engine.vocab import Vocabulary
 from ministruct.grammar.ir import Grammar
 
