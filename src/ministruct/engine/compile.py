@@ -104,6 +104,8 @@ class CompiledGrammar:
         self.token_edges = TokenEdges(self.automaton, vocab, grammar.source)
         self._canon = self.automaton.canonical_states(self.trie.max_len)
         self._mask_keys: dict[int, int] = {}
+        self._composed: OrderedDict[tuple, np.ndarray] = OrderedDict()  # the walks a mask is made of -> the mask
+        self._composed_max = max(16, MASK_CACHE_BYTES // max(1, vocab.n_logits))
         self.initial = self.intern(self.automaton.initial)
         self._saved_size = (1, 0)
         self.compile_s = time.perf_counter() - t0
@@ -163,6 +165,7 @@ class CompiledGrammar:
             self._chains,
             self._members,
             self._mask_keys,
+            self._composed,
         ):
             cache.clear()
         self._walk_bytes = 0
@@ -267,7 +270,8 @@ class CompiledGrammar:
                 self._masks.move_to_end(cid)
                 return hit
             m = self._compute_mask(cid)
-            m.setflags(write=False)
+            if m.flags.writeable:
+                m.setflags(write=False)
             self._masks[cid] = m
             self._mask_bytes += m.nbytes
             while self._mask_bytes > MASK_CACHE_BYTES and len(self._masks) > 1:
@@ -276,25 +280,42 @@ class CompiledGrammar:
             return m
 
     def _compute_mask(self, cid: int) -> np.ndarray:
-        legal = np.zeros(self.vocab.n_logits, dtype=bool)
         if cid == DEAD:
-            return legal
+            return np.zeros(self.vocab.n_logits, dtype=bool)
+        parts: list[_Part] = []
         parent, at = None, cid
         while True:
             base, rel = self._split(at)
             part = self._walk_from(parent, rel)
-            if part.members is not None:
-                np.logical_or(legal, part.members, out=legal)
-            legal[part.found.ids] = True
+            parts.append(part)
             if not base or not len(part.found.exits):
                 break
             parent, at = part, self._return_to(base)
-        copy_duplicates(self.trie, legal)
         config = self.configs[cid]
-        if Automaton.is_accepting(config) and len(self.eog):
+        accepting = Automaton.is_accepting(config)
+        # configurations that differ only below where any token reaches (a deeper nesting,
+        # another caller) walk the same parts: they share one mask
+        key = None if self.automaton.has_token_edges else (accepting, *(p.key for p in parts))
+        if key is not None:
+            hit = self._composed.get(key)
+            if hit is not None:
+                self._composed.move_to_end(key)
+                return hit
+        legal = np.zeros(self.vocab.n_logits, dtype=bool)
+        for part in parts:
+            if part.members is not None:
+                np.logical_or(legal, part.members, out=legal)
+            legal[part.found.ids] = True
+        copy_duplicates(self.trie, legal)
+        if accepting and len(self.eog):
             legal[self.eog] = True
         if self.automaton.has_token_edges:
             self.token_edges.add_to(config, legal)
+        if key is not None:
+            legal.setflags(write=False)
+            self._composed[key] = legal
+            if len(self._composed) > self._composed_max:
+                self._composed.popitem(last=False)
         return legal
 
     def _split(self, cid: int) -> tuple[Stack, int]:

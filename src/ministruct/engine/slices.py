@@ -253,7 +253,6 @@ class SliceChains:
         self.seqs = [
             tuple(tuple(sorted(set(byte_class[lo : hi + 1].tolist()))) for lo, hi in seq) for seq in self.byte_seqs
         ]
-        self.seq_arrays = [tuple(np.asarray(c, dtype=np.int64) for c in seq) for seq in self.seqs]
         bc = byte_class.tolist()
         self.class_lo = {c: bc.index(c) for c in set(bc)}
         self.class_hi = {c: 255 - bc[::-1].index(c) for c in set(bc)}
@@ -294,15 +293,12 @@ class SliceChains:
 
     def _uniform(self, cid: int) -> int | None:
         """The one configuration every character of S leads `cid` to, None when they differ."""
-        row = self.tr.row
+        get = self.tr.get
         target: int | None = None
-        for seq in self.seq_arrays:
+        for seq in self.seqs:
             cur = {cid}
             for classes in seq:
-                nxt: set[int] = set()
-                for s in cur:
-                    nxt.update(row(s)[classes].tolist())
-                cur = nxt
+                cur = {get(s, c) for s in cur for c in classes}
                 if len(cur) > 1:
                     return None
             if target is not None and target not in cur:
@@ -313,30 +309,24 @@ class SliceChains:
     def _alive_paths(self, cid: int) -> tuple[int, tuple] | None:
         """(the one configuration the alive characters lead to, their class paths), None if several."""
         tr = self.tr
+        get = tr.get
         target, alive = DEAD_ID, []
-        row = tr.row(cid)
         for i, seq in enumerate(self.seqs):
-            if not (row[self.seq_arrays[i][0]] != DEAD_ID).any():
+            if all(get(cid, c) == DEAD_ID for c in seq[0]):
                 continue  # no character of this shape can start here
-            states = np.asarray([cid], dtype=np.int64)
-            paths = np.zeros((1, 0), dtype=np.int64)
+            paths: list[tuple[tuple[int, ...], int]] = [((), cid)]
             for depth, classes in enumerate(seq):
-                cl = np.asarray(classes, dtype=np.int64)
-                s_rep, c_rep = np.repeat(states, len(cl)), np.tile(cl, len(states))
-                t = tr.next(s_rep, c_rep)
-                keep = t != DEAD_ID
-                paths = np.concatenate([np.repeat(paths, len(cl), axis=0), c_rep[:, None]], axis=1)[keep]
-                states = t[keep].astype(np.int64)
-                if len(states) > self.MAX_PATHS or (depth + 1 < len(seq) and tr.accept[states].any()):
+                paths = [(p + (c,), t) for p, s in paths for c in classes if (t := get(s, c)) != DEAD_ID]
+                if len(paths) > self.MAX_PATHS or (depth + 1 < len(seq) and any(tr.accept[t] for _, t in paths)):
                     return None  # too many, or a frame could end inside a character
-                if not len(states):
+                if not paths:
                     break
-            if len(states):
-                ends = set(states.tolist())
+            if paths:
+                ends = {t for _, t in paths}
                 if len(ends) > 1 or (target != DEAD_ID and target not in ends):
                     return None
                 target = ends.pop()
-                alive.extend((i, tuple(p)) for p in paths.tolist())
+                alive.extend((i, p) for p, _ in paths)
         return target, tuple(alive)
 
     def ranges(self, alive: tuple) -> tuple[tuple[int, int], ...] | None:
