@@ -482,15 +482,27 @@ class Automaton:
 
     def step(self, config: Config, byte: int) -> Config:
         """The configuration after one more byte (empty when the byte is not allowed)."""
-        out: set[Stack] = set()
+        first: frozenset | None = None
+        out: set[Stack] | None = None
         for st in config:
             if not st:
                 continue
             for t in self._targets(st[-1], byte):
-                out |= self.closure(st[:-1] + (t,))
+                reached = self.closure(st[:-1] + (t,))
+                if first is None:
+                    first = reached
+                elif out is None:
+                    out = set(first)
+                    out |= reached
+                else:
+                    out |= reached
+        if out is None:
+            if first is None:
+                return frozenset()
+            out = first
         if len(out) > MAX_STACKS:
             raise CompileLimitError(f"{self.grammar.source}: grammar too ambiguous: {len(out):,} parses alive at once")
-        return frozenset(out)
+        return out if isinstance(out, frozenset) else frozenset(out)
 
     def step_bytes(self, config: Config, data: bytes) -> Config:
         for b in data:

@@ -97,19 +97,25 @@ class Transitions:
                 cuts.add(c0)
                 cuts.add(c1)
         bounds = sorted(cuts)
-        known = self.table[state].tolist()
+        row = self.table[state].tolist()
         for lo, hi in zip(bounds, bounds[1:]):
-            if UNKNOWN not in known[lo:hi]:
+            if UNKNOWN not in row[lo:hi]:
                 continue
-            unknown = self.table[state, lo:hi] == UNKNOWN
-            stacks: set = set()
-            for c0, c1, reached in spans:
-                if c0 <= lo and hi <= c1:
-                    stacks |= reached
-            if len(stacks) > MAX_STACKS:
-                raise CompileLimitError(f"{self.source}: grammar too ambiguous: {len(stacks):,} parses alive at once")
-            nxt = self.intern(frozenset(stacks))  # may grow (replace) the table
-            self.table[state, lo:hi][unknown] = nxt
+            covering = [reached for c0, c1, reached in spans if c0 <= lo and hi <= c1]
+            if not covering:
+                nxt = DEAD
+            else:
+                # one edge alone: its closure is already a (hashed) frozenset
+                target = covering[0] if len(covering) == 1 else frozenset().union(*covering)
+                if len(target) > MAX_STACKS:
+                    raise CompileLimitError(
+                        f"{self.source}: grammar too ambiguous: {len(target):,} parses alive at once"
+                    )
+                nxt = self.intern(target)  # may grow (replace) the table
+            for c in range(lo, hi):
+                if row[c] == UNKNOWN:
+                    row[c] = nxt
+        self.table[state] = row
 
     def row(self, state: int) -> np.ndarray:
         """The whole row of a configuration, filled."""
