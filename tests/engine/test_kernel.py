@@ -9,6 +9,8 @@ vocabularies and on the real model's vocabulary with its slices and pruning.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from contextlib import contextmanager
 
 import numpy as np
@@ -26,21 +28,39 @@ from ministruct.engine.walk import walk
 from ministruct.grammar.ir import Alt, CharClass, Grammar, Literal, Repeat, Seq
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _loaded():
+    # walks go compiled only once the kernel is loaded (kernel.wanted): load it for the
+    # comparisons below
+    assert kernel.warm()
+
+
 def test_the_compiled_walk_is_in_use():
     # numba is a dependency: without it masks silently get several times slower
-    assert kernel.available()
-    assert kernel.warm()
+    assert kernel.available() and kernel.wanted()
+
+
+def test_short_runs_do_not_load_the_kernel():
+    """A fresh process walks with numpy until the walks have cost more than loading."""
+    code = (
+        "from ministruct.engine import kernel\n"
+        "assert not kernel.wanted() and 'walk' not in kernel._state\n"
+        "kernel.spent(kernel.LOAD_AFTER_S)\n"
+        "assert kernel.wanted() and kernel._state['walk'] is not None\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
 
 
 @contextmanager
 def numpy_walks():
     """Walks inside this block take the numpy path."""
-    saved = walk_module.kernel.available
-    walk_module.kernel.available = lambda: False
+    saved = walk_module.kernel.wanted
+    walk_module.kernel.wanted = lambda: False
     try:
         yield
     finally:
-        walk_module.kernel.available = saved
+        walk_module.kernel.wanted = saved
 
 
 def _same(a, b) -> None:
@@ -53,17 +73,19 @@ atoms = st.one_of(
     st.text(alphabet=ALPHABET, min_size=1, max_size=3).map(Literal),
     st.sampled_from([CharClass(((0x61, 0x62),)), CharClass(((0x22, 0x22),), negated=True)]),
 )
-exprs = st.recursive(
-    atoms,
-    lambda inner: st.one_of(
+
+
+def _compound(inner: st.SearchStrategy) -> st.SearchStrategy:
+    return st.one_of(
         st.lists(inner, min_size=2, max_size=3).map(lambda xs: Seq(tuple(xs))),
         st.lists(inner, min_size=2, max_size=3).map(lambda xs: Alt(tuple(xs))),
         st.tuples(inner, st.integers(0, 2), st.integers(0, 3) | st.none()).map(
             lambda t: Repeat(t[0], t[1], None if t[2] is None else t[1] + t[2])
         ),
-    ),
-    max_leaves=6,
-)
+    )
+
+
+exprs = st.recursive(atoms, _compound, max_leaves=6)
 tokens = st.lists(st.text(alphabet=ALPHABET + "x", min_size=1, max_size=5), min_size=1, max_size=40, unique=True)
 
 

@@ -329,14 +329,20 @@ class CompiledGrammar:
             hit = ((), cid)
         else:
             stacks = list(config)
-            first = stacks[0]
-            p = max(0, min(len(s) for s in stacks) - KEEP_FRAMES)
-            for s in stacks[1:]:
-                k = 0
-                while k < p and s[k] == first[k]:
-                    k += 1
-                p = k
-            hit = ((), cid) if p == 0 else (first[:p], self.transitions.intern(frozenset(s[p:] for s in stacks)))
+            p = max(0, min(map(len, stacks)) - KEEP_FRAMES)
+            # the prefix all stacks share is the one the (lexicographically) least and
+            # greatest share; prefix equality is monotone, so bisect on its length
+            lo, hi = min(stacks), max(stacks)
+            if lo[:p] != hi[:p]:
+                a, b = 0, p  # lo[:a] == hi[:a], lo[:b] != hi[:b]
+                while b - a > 1:
+                    mid = (a + b) // 2
+                    if lo[:mid] == hi[:mid]:
+                        a = mid
+                    else:
+                        b = mid
+                p = a
+            hit = ((), cid) if p == 0 else (lo[:p], self.transitions.intern(frozenset(s[p:] for s in stacks)))
         self._splits[cid] = hit
         return hit
 

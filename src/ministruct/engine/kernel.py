@@ -8,8 +8,11 @@ known yet, is handed back *blocked*; the caller fills those cells (table.py) and
 from the blocked nodes, until nothing is blocked. Results are exactly walk.py's.
 
 Compiled code is cached on disk (numba's cache, under ministruct's cache folder), so
-only the first run on a machine pays the compilation (about a second). Without numba,
-or with MINISTRUCT_NO_KERNEL=1, `available()` is False and walk.py walks with numpy.
+only the first run on a machine pays the compilation (about a second). Loading it still
+costs a process about 0.25 s and 100 MB (numba and LLVM), which a short run would never
+win back: walks start with numpy, and the compiled walk is loaded once numpy walks have
+taken LOAD_AFTER_S in total (or at once by `warm()`). Without numba, or with
+MINISTRUCT_NO_KERNEL=1, walks stay with numpy.
 """
 
 from __future__ import annotations
@@ -20,8 +23,11 @@ from typing import Any
 
 import numpy as np
 
+LOAD_AFTER_S = 0.2
+
 _lock = threading.Lock()
 _state: dict[str, Any] = {}
+_spent = [0.0]  # seconds of numpy walks so far in this process
 
 
 def _cache_folder() -> str | None:
@@ -56,7 +62,21 @@ def kernel() -> Any:
 
 
 def available() -> bool:
+    """Is the compiled walk loaded (or loadable now)? Loads it on first call."""
     return kernel() is not None
+
+
+def wanted() -> bool:
+    """Should the next walk be compiled? Once loaded, yes; before, only when numpy walks
+    have already cost more than loading would (then it is loaded now)."""
+    if "walk" in _state:
+        return _state["walk"] is not None
+    return _spent[0] >= LOAD_AFTER_S and available()
+
+
+def spent(seconds: float) -> None:
+    """Count time spent in numpy walks (see `wanted`)."""
+    _spent[0] += seconds
 
 
 def warm() -> bool:

@@ -9,6 +9,7 @@ return there, so the rest of the token belongs to the frames below; compile.py).
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Callable
 
@@ -22,6 +23,8 @@ _EMPTY_IDS = np.zeros(0, dtype=np.int32)
 _EMPTY_NODES = np.zeros(0, dtype=np.int64)
 # stand-ins for absent arguments, with the write flags of the real ones (the compiled walk
 # is specialized on them: trie and slice arrays are read-only, per-grammar ones are not)
+LOOKAHEAD_LEVELS = 8
+LOOKAHEAD_NODES = 64
 _NO_TARGETS = np.zeros(0, dtype=np.int32)
 _NO_BOOL = np.zeros(0, dtype=bool)
 _NO_BOOL_RO = np.zeros(0, dtype=bool)
@@ -80,13 +83,16 @@ def walk(
     With `targets`, also write each legal token's end configuration into it. With
     `prune` (only from the root: every node of a step is at the same depth), stop below
     nodes a slice decides. `compiled` picks the compiled walk (kernel.py) or the numpy
-    one; by default the compiled one when it is available. Both give the same result.
+    one; by default the compiled one once kernel.py has loaded it. Both give the same result.
     """
     if compiled is None:
-        compiled = kernel.available()
+        compiled = kernel.wanted()
     if compiled:
         return _walk_compiled(trie, byte_class, tr, start_nodes, state, targets, prune)
-    return _walk_numpy(trie, byte_class, tr, start_nodes, state, targets, prune)
+    t0 = time.perf_counter()
+    found = _walk_numpy(trie, byte_class, tr, start_nodes, state, targets, prune)
+    kernel.spent(time.perf_counter() - t0)
+    return found
 
 
 def _walk_compiled(
@@ -171,10 +177,18 @@ def _unblock(
         ask = (depth >= 1) & (depth < prune.max_depth) & (cov | (trie.tok_count[nodes] >= prune.min_tokens))
         if ask.any():
             prune.stable(states[ask])
-    counts = trie.child_count[nodes]
-    idx = expand_children(trie.child_start[nodes], counts)
-    if len(idx):
-        tr.next(np.repeat(states, counts), byte_class[trie.node_byte[idx]])
+    # fill the cells the blocked nodes' children need; where few nodes are involved (a
+    # literal, a key), go on a few levels down, so the next round does not stop again
+    for _ in range(LOOKAHEAD_LEVELS):
+        counts = trie.child_count[nodes]
+        idx = expand_children(trie.child_start[nodes], counts)
+        if not len(idx):
+            return
+        nxt = tr.next(np.repeat(states, counts), byte_class[trie.node_byte[idx]])
+        live = nxt > DEAD
+        nodes, states = idx[live], nxt[live].astype(np.int64)
+        if len(nodes) > LOOKAHEAD_NODES:
+            return
 
 
 def _walk_numpy(
