@@ -293,7 +293,7 @@ class SliceChains:
 
     def _uniform(self, cid: int) -> int | None:
         """The one configuration every character of S leads `cid` to, None when they differ."""
-        get = self.tr.get
+        get = self.tr.reader()
         target: int | None = None
         for seq in self.seqs:
             cur = {cid}
@@ -309,7 +309,7 @@ class SliceChains:
     def _alive_paths(self, cid: int) -> tuple[int, tuple] | None:
         """(the one configuration the alive characters lead to, their class paths), None if several."""
         tr = self.tr
-        get = tr.get
+        get = tr.reader()
         target, alive = DEAD_ID, []
         for i, seq in enumerate(self.seqs):
             if all(get(cid, c) == DEAD_ID for c in seq[0]):

@@ -8,6 +8,8 @@ first asked). Not thread-safe by itself: CompiledGrammar serializes every call.
 
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
 
 from ministruct.engine.automaton import ACCEPT, MAX_STACKS, Automaton, Config
@@ -131,6 +133,22 @@ class Transitions:
             nxt = self.intern(self.automaton.step(self.configs[state], int(self.class_rep[cls])))
             self.table[state, cls] = nxt
         return nxt
+
+    def reader(self) -> Callable[[int, int], int]:
+        """A `get` for many single cells in a row: each row is copied out once (cells only
+        ever go from UNKNOWN to known, so a copy stays right for what it has)."""
+        rows: dict[int, list[int]] = {}
+
+        def cell(state: int, cls: int) -> int:
+            r = rows.get(state)
+            if r is None:
+                r = rows[state] = self.table[state].tolist()
+            t = r[cls]
+            if t == UNKNOWN:
+                t = r[cls] = self.get(state, cls)
+            return t
+
+        return cell
 
     def next(self, states: np.ndarray, classes: np.ndarray) -> np.ndarray:
         """The configuration ids after one byte of each class, from each state (vectorized)."""
