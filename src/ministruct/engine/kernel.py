@@ -8,7 +8,7 @@ known yet, is handed back *blocked*; the caller fills those cells (table.py) and
 from the blocked nodes, until nothing is blocked. Results are exactly walk.py's.
 
 Compiled code is cached on disk (numba's cache, under ministruct's cache folder), so
-only the first run on a machine pays the compilation (about a second). Loading it still
+only the first run on a machine pays the compilation (about 4 s). Loading it still
 costs a process about 0.25 s and 100 MB (numba and LLVM), which a short run would never
 win back: walks start with numpy, and the compiled walk is loaded once numpy walks have
 taken LOAD_AFTER_S in total (or at once by `warm()`). Without numba, or with
