@@ -67,7 +67,9 @@ def walk_kernel(
 ):
     """walk.py's walk, level by level (node ids grow with depth: memory is read in order).
 
-    Returns (token ids, exit nodes, and the blocked entries: node, state, covered, depth)."""
+    Returns (token ids, exit nodes, the blocked entries: node, state, covered, depth, and
+    what they wait for: the unknown cells as state * n_classes + class, and the
+    configurations whose slice stability is not known)."""
     n = len(e_node)
     cur_node = e_node.copy()
     cur_state = e_state.copy()
@@ -87,6 +89,11 @@ def walk_kernel(
     b_cov = np.empty(16, np.bool_)
     b_depth = np.empty(16, np.int64)
     n_blocked = 0
+    cells = np.empty(16, np.int64)
+    n_cells = 0
+    asks = np.empty(16, np.int64)
+    n_asks = 0
+    n_cls = table.shape[1]
     n_stable = len(stable)
     n_complete = len(complete)
     while n > 0:
@@ -110,6 +117,7 @@ def walk_kernel(
         b_state = grow(b_state, n_blocked + n)
         b_cov = grow(b_cov, n_blocked + n)
         b_depth = grow(b_depth, n_blocked + n)
+        asks = grow(asks, n_asks + n)
         m = 0
         for i in range(n):
             node = cur_node[i]
@@ -122,8 +130,18 @@ def walk_kernel(
             if use_prune and depth >= 1 and depth < max_depth:
                 ask = cov or tok_count[node] >= min_tokens
             blocked = ask and (s >= n_stable or stable[s] < 0)
-            if not blocked and hi > lo and not (s < n_complete and complete[s] == 1):
-                blocked = not row_known(table, complete, s, byte_class, node_byte, lo, hi)
+            if blocked:
+                asks[n_asks] = s
+                n_asks += 1
+            elif hi > lo and not (s < n_complete and complete[s] == 1):
+                if not row_known(table, complete, s, byte_class, node_byte, lo, hi):
+                    blocked = True
+                    cells = grow(cells, n_cells + (hi - lo))
+                    for c in range(lo, hi):
+                        k = byte_class[node_byte[c]]
+                        if table[s, k] == UNKNOWN:
+                            cells[n_cells] = s * n_cls + k
+                            n_cells += 1
             if blocked:
                 b_node[n_blocked] = node
                 b_state[n_blocked] = s
@@ -177,4 +195,6 @@ def walk_kernel(
         b_state[:n_blocked].copy(),
         b_cov[:n_blocked].copy(),
         b_depth[:n_blocked].copy(),
+        cells[:n_cells].copy(),
+        asks[:n_asks].copy(),
     )

@@ -68,7 +68,11 @@ class Transitions:
         return cid
 
     def fill(self, states: np.ndarray, classes: np.ndarray) -> None:
-        keys = sorted(set((states.astype(np.int64) * self.n_classes + classes).tolist()))
+        self.fill_keys(states.astype(np.int64) * self.n_classes + classes)
+
+    def fill_keys(self, cells: np.ndarray) -> None:
+        """Fill the cells state * n_classes + class (known ones are left as they are)."""
+        keys = sorted(set(cells.tolist()))
         per_state: dict[int, list[int]] = {}
         for k in keys:
             s, c = divmod(k, self.n_classes)

@@ -23,8 +23,6 @@ _EMPTY_IDS = np.zeros(0, dtype=np.int32)
 _EMPTY_NODES = np.zeros(0, dtype=np.int64)
 # stand-ins for absent arguments, with the write flags of the real ones (the compiled walk
 # is specialized on them: trie and slice arrays are read-only, per-grammar ones are not)
-LOOKAHEAD_LEVELS = 8
-LOOKAHEAD_NODES = 64
 _NO_TARGETS = np.zeros(0, dtype=np.int32)
 _NO_BOOL = np.zeros(0, dtype=bool)
 _NO_BOOL_RO = np.zeros(0, dtype=bool)
@@ -125,7 +123,7 @@ def _walk_compiled(
     exits: list[np.ndarray] = []
     while len(nodes):
         stable = prune.known() if prune is not None else _NO_I8
-        ids, ex, nodes, states, cov, depth = run(
+        ids, ex, nodes, states, cov, depth, cells, asks = run(
             trie.child_start,
             trie.child_count,
             trie.node_byte,
@@ -155,40 +153,13 @@ def _walk_compiled(
             found.append(ids)
         if len(ex):
             exits.append(ex)
-        if len(nodes):
-            _unblock(trie, byte_class, tr, prune, nodes, states, depth, cov)
+        if len(asks) and prune is not None:
+            prune.stable(np.unique(asks))
+        if len(cells):
+            tr.fill_keys(cells)
     ids = np.concatenate(found) if found else _EMPTY_IDS
     out = np.concatenate(exits) if exits else _EMPTY_NODES
     return WalkResult(trie, ids, out)
-
-
-def _unblock(
-    trie: TokenTrie,
-    byte_class: np.ndarray,
-    tr: Transitions,
-    prune: Pruner | None,
-    nodes: np.ndarray,
-    states: np.ndarray,
-    depth: np.ndarray,
-    cov: np.ndarray,
-) -> None:
-    """Learn what the compiled walk stopped at: slice stability, then transition cells."""
-    if prune is not None:
-        ask = (depth >= 1) & (depth < prune.max_depth) & (cov | (trie.tok_count[nodes] >= prune.min_tokens))
-        if ask.any():
-            prune.stable(states[ask])
-    # fill the cells the blocked nodes' children need; where few nodes are involved (a
-    # literal, a key), go on a few levels down, so the next round does not stop again
-    for _ in range(LOOKAHEAD_LEVELS):
-        counts = trie.child_count[nodes]
-        idx = expand_children(trie.child_start[nodes], counts)
-        if not len(idx):
-            return
-        nxt = tr.next(np.repeat(states, counts), byte_class[trie.node_byte[idx]])
-        live = nxt > DEAD
-        nodes, states = idx[live], nxt[live].astype(np.int64)
-        if len(nodes) > LOOKAHEAD_NODES:
-            return
 
 
 def _walk_numpy(
