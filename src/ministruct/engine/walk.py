@@ -104,6 +104,8 @@ def _walk_compiled(
 ) -> WalkResult:
     run = kernel.kernel()
     nodes = np.asarray(start_nodes, dtype=np.int64)
+    if len(nodes) == 1 and nodes[0] == 0 and not tr.complete[state]:
+        tr.row(state)  # the root's children need (nearly) all of it: no round trip for that
     states = np.full(len(nodes), state, dtype=np.int64)
     cov = np.zeros(len(nodes), dtype=bool)
     depth = np.zeros(len(nodes), dtype=np.int64)
