@@ -9,6 +9,7 @@ vocabularies and on the real model's vocabulary with its slices and pruning.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from contextlib import contextmanager
@@ -37,7 +38,20 @@ def _loaded():
 
 def test_the_compiled_walk_is_in_use():
     # numba is a dependency: without it masks silently get several times slower
-    assert kernel.available() and kernel.wanted()
+    assert kernel.available() and kernel.wanted(), kernel.failure()
+
+
+def test_turned_off_the_walks_stay_with_numpy():
+    code = (
+        "from ministruct.engine import kernel\n"
+        "kernel.spent(10.0)\n"
+        "assert not kernel.wanted() and not kernel.warm()\n"
+        "print(kernel.failure())\n"
+    )
+    env = dict(os.environ, MINISTRUCT_NO_KERNEL="1")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0, done.stderr
+    assert "MINISTRUCT_NO_KERNEL" in done.stdout
 
 
 def test_short_runs_do_not_load_the_kernel():

@@ -24,6 +24,7 @@ import typer
 
 from ministruct.cli import options as o
 from ministruct.cli.base import app, warn
+from ministruct.engine import kernel
 from ministruct.engine.bench import output_rate, peak_rss_mb, prepare_vocabulary, random_walk
 from ministruct.engine.compile import compile_grammar
 from ministruct.engine.matcher import Matcher
@@ -152,6 +153,7 @@ def _table(r: dict[str, Any], *, resets: int, cold: bool) -> None:
         f"mean {m['mean']:.1f} us  p50 {m['p50']:.1f}  p99 {m['p99']:.1f}  max {m['max']:.1f}",
     )
     t.add_row("first mask ready", f"{r['first_mask_ms']:.1f} ms")
+    t.add_row("trie walk", "compiled (numba)" if kernel.available() else f"numpy ({kernel.failure()})")
     tps = r["tokens_per_s"]
     if tps is None:
         t.add_row("tokens/s", "not measured (--no-generate)")

@@ -38,8 +38,10 @@ def _cache_folder() -> str | None:
 
 
 def _build() -> Any:
-    """Import numba and define the kernel (None when numba is missing or turned off)."""
+    """Import numba and compile (or load) the walk; None when numba is missing, turned off,
+    or fails here (the reason is kept in `failure()`: walks then stay with numpy)."""
     if os.environ.get("MINISTRUCT_NO_KERNEL") == "1":
+        _state["failure"] = "MINISTRUCT_NO_KERNEL=1"
         return None
     if "NUMBA_CACHE_DIR" not in os.environ:
         folder = _cache_folder()
@@ -47,9 +49,17 @@ def _build() -> Any:
             os.environ["NUMBA_CACHE_DIR"] = folder
     try:
         from ministruct.engine.native import walk_kernel
-    except ImportError:
+
+        _run_tiny(walk_kernel)
+    except Exception as e:  # numba missing, or too old/new for this numpy, or a compile error
+        _state["failure"] = f"{type(e).__name__}: {e}"
         return None
     return walk_kernel
+
+
+def failure() -> str | None:
+    """Why the compiled walk is not in use (None when it is, or was never asked for)."""
+    return _state.get("failure")
 
 
 def kernel() -> Any:
@@ -80,11 +90,14 @@ def spent(seconds: float) -> None:
 
 
 def warm() -> bool:
-    """Load (or, the first time on a machine, compile) the walk now, on a tiny trie with
-    the argument types the engine uses, so the first real mask does not pay for it."""
-    run = kernel()
-    if run is None:
-        return False
+    """Load (or, the first time on a machine, compile) the walk now, so the first real
+    mask does not pay for it. False when it is not available."""
+    return kernel() is not None
+
+
+def _run_tiny(run: Any) -> None:
+    """One walk on a tiny trie, with the argument types and write flags the engine uses
+    (numba compiles one version per such signature)."""
 
     def ro(a: np.ndarray) -> np.ndarray:
         a.setflags(write=False)
@@ -117,4 +130,3 @@ def warm() -> bool:
         1,
         np.ones(256, dtype=bool),
     )
-    return True
