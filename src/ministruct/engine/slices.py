@@ -298,9 +298,13 @@ class SliceChains:
         for seq in self.seqs:
             cur = {cid}
             for classes in seq:
-                cur = {get(s, c) for s in cur for c in classes}
-                if len(cur) > 1:
-                    return None
+                nxt: set[int] = set()
+                for s in cur:
+                    for c in classes:
+                        nxt.add(get(s, c))
+                        if len(nxt) > 1:
+                            return None  # (most configurations: without stepping every class)
+                cur = nxt
             if target is not None and target not in cur:
                 return None
             target = next(iter(cur))
