@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ministruct.engine.trie import TokenTrie
+from ministruct.engine.trie import TokenTrie, expand_children
 from ministruct.engine.utf8 import merge_ranges, utf8_sequences
 from ministruct.engine.vocab import Vocabulary
 
@@ -441,8 +441,14 @@ def lengths_within(sl: Slice, ranges: tuple[tuple[int, int], ...]) -> np.ndarray
     ids = sl.ascii_ids[fits]
     out[ids] = sl.length[ids]
     if len(sl.wide_ids):
-        outside = np.concatenate(([0], np.cumsum(~lut[sl.wide_cps], dtype=np.int64)))
-        ends = np.append(sl.wide_starts[1:], len(sl.wide_cps))
-        ids = sl.wide_ids[outside[ends] == outside[sl.wide_starts]]
-        out[ids] = sl.length[ids]
+        starts = sl.wide_starts
+        ends = np.append(starts[1:], len(sl.wide_cps))
+        # a token whose first character is outside cannot fit: look further only at the rest
+        cand = np.flatnonzero(lut[sl.wide_cps[starts]])
+        if len(cand):
+            counts = ends[cand] - starts[cand]
+            cps = sl.wide_cps[expand_children(starts[cand], counts)]
+            outside = np.logical_or.reduceat(~lut[cps], np.cumsum(counts) - counts)
+            ids = sl.wide_ids[cand[~outside]]
+            out[ids] = sl.length[ids]
     return out
