@@ -139,8 +139,8 @@ class Transitions:
         return nxt
 
     def reader(self) -> Callable[[int, int], int]:
-        """A `get` for many single cells in a row: each row is copied out once (cells only
-        ever go from UNKNOWN to known, so a copy stays right for what it has)."""
+        """A `get` for many cells of a few rows: a row with an unknown cell is filled whole,
+        then copied out once (cells only go from UNKNOWN to known: a copy stays right)."""
         rows: dict[int, list[int]] = {}
 
         def cell(state: int, cls: int) -> int:
@@ -148,8 +148,10 @@ class Transitions:
             if r is None:
                 r = rows[state] = self.table[state].tolist()
             t = r[cls]
-            if t == UNKNOWN:
-                t = r[cls] = self.get(state, cls)
+            if t == UNKNOWN:  # one pass over the configuration's edges fills the whole row
+                self.fill_row(state)
+                r = rows[state] = self.table[state].tolist()
+                t = r[cls]
             return t
 
         return cell
