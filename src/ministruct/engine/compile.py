@@ -98,7 +98,6 @@ class CompiledGrammar:
         self._returns: dict[Stack, int] = {}
         self._chains: dict[str, SliceChains] = {}
         self._members: dict[tuple[str, int, tuple], np.ndarray] = {}
-        self._lengths: dict[tuple[str, tuple], np.ndarray] = {}
         self._prune: Pruner | None = None
         self.eog = np.asarray(sorted(vocab.eog_ids), dtype=np.int64)
         self.token_edges = TokenEdges(self.automaton, vocab, grammar.source)
@@ -301,9 +300,10 @@ class CompiledGrammar:
             if hit is not None:
                 self._composed.move_to_end(key)
                 return hit
-        legal = np.zeros(self.vocab.n_logits, dtype=bool)
-        for part in parts:
-            if part.members is not None:
+        first = parts[0].members
+        legal = first.copy() if first is not None else np.zeros(self.vocab.n_logits, dtype=bool)
+        for i, part in enumerate(parts):
+            if i and part.members is not None:
                 np.logical_or(legal, part.members, out=legal)
             legal[part.found.ids] = True
         copy_duplicates(self.trie, legal)
@@ -392,9 +392,7 @@ class CompiledGrammar:
                 if alive == FULL:
                     length = sl.length
                 else:
-                    length = self._lengths.get((name, alive))
-                    if length is None:
-                        length = self._lengths[(name, alive)] = lengths_within(sl, alive)
+                    length = lengths_within(sl, alive)
                 members = length <= limit if limit != INFINITE else length != NOT_IN
                 members.setflags(write=False)
                 self._members[(name, limit, alive)] = members

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
@@ -430,8 +431,30 @@ def _interval_code_points(ivs: list[tuple[int, int]], most: int = 4096) -> list[
     return out
 
 
+_LENGTHS: OrderedDict[tuple[int, tuple], np.ndarray] = OrderedDict()
+_LENGTHS_KEPT = 64  # alive sets per process (each an int16 per logits row)
+_LENGTHS_LOCK = threading.Lock()
+
+
 def lengths_within(sl: Slice, ranges: tuple[tuple[int, int], ...]) -> np.ndarray:
-    """`sl.length`, kept only for the tokens whose characters are all in `ranges`."""
+    """`sl.length`, kept only for the tokens whose characters are all in `ranges` (read-only;
+    kept per process, shared by every grammar on the vocabulary: character classes repeat)."""
+    key = (id(sl), ranges)
+    with _LENGTHS_LOCK:
+        hit = _LENGTHS.get(key)
+        if hit is not None:
+            _LENGTHS.move_to_end(key)
+            return hit
+    out = _lengths_within(sl, ranges)
+    out.setflags(write=False)
+    with _LENGTHS_LOCK:
+        _LENGTHS[key] = out
+        while len(_LENGTHS) > _LENGTHS_KEPT:
+            _LENGTHS.popitem(last=False)
+    return out
+
+
+def _lengths_within(sl: Slice, ranges: tuple[tuple[int, int], ...]) -> np.ndarray:
     lut = np.zeros(0x110000, dtype=bool)
     for a, b in ranges:
         lut[a : b + 1] = True
