@@ -1,4 +1,5 @@
-"""Vectorized walks of a token trie through the transition table.
+"""Walks of a token trie through the transition table: compiled (kernel.py, native.py)
+or vectorized with numpy, with the same results.
 
 A walk starts from a set of trie nodes, all in one configuration, and goes down the
 trie a level of bytes at a time, keeping only nodes whose configuration is alive.
@@ -155,6 +156,8 @@ def _walk_compiled(
             found.append(ids)
         if len(ex):
             exits.append(ex)
+        if len(nodes) and not (len(cells) or len(asks)):  # cannot happen; never loop for ever
+            raise RuntimeError("the compiled walk stopped with nothing to learn")
         if len(asks) and prune is not None:
             prune.stable(np.unique(asks))
         if len(cells):
