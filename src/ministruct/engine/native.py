@@ -4,11 +4,12 @@ on-disk cache folder first and falls back to numpy when numba is missing)."""
 import numba
 import numpy as np
 
-UNKNOWN = -1
+from ministruct.engine.table import UNKNOWN
 
 
 @numba.njit(cache=True, nogil=True)
 def grow(a: np.ndarray, need: int) -> np.ndarray:
+    """`a`, or a copy with room for at least `need` items (doubling)."""
     if need <= len(a):
         return a
     b = np.empty(max(need, 2 * len(a)), dtype=a.dtype)
@@ -137,7 +138,7 @@ def walk_kernel(
                 if not row_known(table, complete, s, byte_class, node_byte, lo, hi):
                     blocked = True
                     cells = grow(cells, n_cells + (hi - lo))
-                    for c in range(lo, hi):
+                    for c in range(lo, hi if s < table.shape[0] else lo):  # (a row past the table: a bug)
                         k = byte_class[node_byte[c]]
                         if table[s, k] == UNKNOWN:
                             cells[n_cells] = s * n_cls + k
