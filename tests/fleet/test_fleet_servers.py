@@ -50,6 +50,28 @@ def test_sixty_records_split_over_two_servers_in_order_all_verified(fleet_server
     assert all(r["v"] == 1 and r["error"] is None and r["prompt"] == RAW.format(i=i) for i, r in enumerate(recs))
 
 
+def test_a_bad_record_is_reported_in_its_place_and_the_batch_goes_on(fleet_servers, run_cli):
+    """As in a local batch (cli.md): the bad line becomes an error record, the others are
+    generated, and the exit status is 1 (a failed record), not 2."""
+    lines = batch(3, RAW).splitlines()
+    lines.insert(1, "{not json")
+    p = run_cli(
+        "gen",
+        "--input",
+        "-",
+        *TWO_DIGITS,
+        "--raw",
+        "--server-kind",
+        "llama",
+        *servers_args(fleet_servers),
+        input="\n".join(lines) + "\n",
+    )
+    assert p.returncode == 1, p.stderr
+    recs = records(p.stdout)
+    assert len(recs) == 4 and recs[1]["error"].startswith("<stdin>:2: not valid JSON"), recs[1]
+    assert [r["verified"] for i, r in enumerate(recs) if i != 1] == [True, True, True]
+
+
 def test_a_server_killed_mid_batch_loses_and_duplicates_nothing(fleet_servers, spare_server):
     c = load_constraint(regex="[0-9]{2}")
     settings = Settings(SamplingParams(temperature=0.7, top_p=0.9), max_tokens=4, chat=False)

@@ -42,7 +42,8 @@ def gen_on_fleet(
     concurrency: int,
     retry_unverified: int,
 ) -> int:
-    """Run the records on the servers; return the exit status (0 all verified, 1 not, 2 bad input)."""
+    """Run the records on the servers; return the exit status (0 all verified, 1 any record
+    not: unverified, failed, or a bad input record, reported in its place as a local batch does)."""
     urls = split_servers(server or os.environ.get(ENV_SERVERS, ""))
     if not urls:
         raise UsageError(f"{ENV_SERVERS} names no server URL")

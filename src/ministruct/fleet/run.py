@@ -160,7 +160,7 @@ class FleetBatch:
         """Run every record (`n` samples each, seeds seed, seed+1, ...); call `emit` in input order.
 
         Returns the exit status of cli.md: 0 all verified, 1 any unverified or failed
-        record, 2 a bad input record. A FleetBatch runs one batch.
+        record (a bad input record is one, as in a local batch). A FleetBatch runs one batch.
         """
         if self._stop.is_set():
             raise RuntimeError("this FleetBatch has run its batch; make a new one")
@@ -187,7 +187,7 @@ class FleetBatch:
             while nxt < len(jobs):
                 while nxt in done:
                     res = done.pop(nxt)
-                    status = max(status, 2 if res.input_error else (0 if res.verified else 1))
+                    status = max(status, 0 if res.verified else 1)
                     emit(res)
                     nxt += 1
                 if nxt >= len(jobs):
