@@ -165,20 +165,24 @@ def test_masks_agree_on_the_real_vocabulary(vocab, tmp_path, seed):
         slow.advance(token)
 
 
+# a quoted key that is one of two names or any text: no slice decides it as a whole
+NAME_OR_TEXT = Grammar(
+    {
+        "root": Seq(
+            (
+                Literal('"'),
+                Alt((Literal("alpha"), Literal("beta"), Repeat(CharClass(((0x22, 0x22),), negated=True), 0, None))),
+                Literal('"'),
+            )
+        )
+    }
+)
+
+
 def test_alternation_of_a_string_and_literals_walks_the_same(vocab):
     """A configuration no slice decides (a key that is free text or one of some names):
     the walk prunes below nodes the slice decides for good, in both walks alike."""
-    grammar = Grammar(
-        {
-            "root": Seq(
-                (
-                    Literal('"'),
-                    Alt((Literal("alpha"), Literal("beta"), Repeat(CharClass(((0x22, 0x22),), negated=True), 0, None))),
-                    Literal('"'),
-                )
-            )
-        }
-    )
+    grammar = NAME_OR_TEXT
     fast = compile_grammar(grammar, vocab, use_cache=False)
     slow = compile_grammar(grammar, vocab, use_cache=False)
     for text in (b'"', b'"al', b'"be', b'"xyz'):
@@ -198,17 +202,7 @@ def test_pruned_walk_takes_whole_subtrees_alike(with_quote):
     extra = ["al", "alpha", "be", '"', "x", "z", 'zab"', 'ab"'] if with_quote else ["al", "be", '"', "x", "z"]
     toks = body + extra
     vocab = Vocabulary.from_bytes([t.encode() for t in toks] + [b""], eog_ids=[len(toks)])
-    grammar = Grammar(
-        {
-            "root": Seq(
-                (
-                    Literal('"'),
-                    Alt((Literal("alpha"), Literal("beta"), Repeat(CharClass(((0x22, 0x22),), negated=True), 0, None))),
-                    Literal('"'),
-                )
-            )
-        }
-    )
+    grammar = NAME_OR_TEXT
     fast = compile_grammar(grammar, vocab, use_cache=False)
     slow = compile_grammar(grammar, vocab, use_cache=False)
     for text in (b'"', b'"al', b'"z'):
