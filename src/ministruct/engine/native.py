@@ -119,6 +119,7 @@ def walk_kernel(
         b_cov = grow(b_cov, n_blocked + n)
         b_depth = grow(b_depth, n_blocked + n)
         asks = grow(asks, n_asks + n)
+        cells = grow(cells, n_cells + room)
         m = 0
         for i in range(n):
             node = cur_node[i]
@@ -137,7 +138,6 @@ def walk_kernel(
             elif hi > lo and not (s < n_complete and complete[s] == 1):
                 if not row_known(table, complete, s, byte_class, node_byte, lo, hi):
                     blocked = True
-                    cells = grow(cells, n_cells + (hi - lo))
                     for c in range(lo, hi if s < table.shape[0] else lo):  # (a row past the table: a bug)
                         k = byte_class[node_byte[c]]
                         if table[s, k] == UNKNOWN:
