@@ -29,18 +29,15 @@ def servers_args(servers) -> list[str]:
     return [a for s in servers for a in ("--server", s.url)]
 
 
-def test_sixty_records_split_over_two_servers_in_order_all_verified(fleet_servers, run_cli):
-    p = run_cli(
-        "gen",
-        "--input",
-        "-",
-        *TWO_DIGITS,
-        "--raw",
-        "--server-kind",
-        "llama",
-        *servers_args(fleet_servers),
-        input=batch(60, RAW),
+def two_digit_batch(run_cli, servers, text: str, *flags: str, kind: str = "llama"):
+    """`gen --input -` with TWO_DIGITS on `servers` of `kind`, the records in `text`."""
+    return run_cli(
+        "gen", "--input", "-", *TWO_DIGITS, *flags, "--server-kind", kind, *servers_args(servers), input=text
     )
+
+
+def test_sixty_records_split_over_two_servers_in_order_all_verified(fleet_servers, run_cli):
+    p = two_digit_batch(run_cli, fleet_servers, batch(60, RAW), "--raw")
     assert p.returncode == 0, p.stderr
     recs = records(p.stdout)
     assert [r["id"] for r in recs] == [f"r{i}" for i in range(60)]
@@ -55,17 +52,7 @@ def test_a_bad_record_is_reported_in_its_place_and_the_batch_goes_on(fleet_serve
     generated, and the exit status is 1 (a failed record), not 2."""
     lines = batch(3, RAW).splitlines()
     lines.insert(1, "{not json")
-    p = run_cli(
-        "gen",
-        "--input",
-        "-",
-        *TWO_DIGITS,
-        "--raw",
-        "--server-kind",
-        "llama",
-        *servers_args(fleet_servers),
-        input="\n".join(lines) + "\n",
-    )
+    p = two_digit_batch(run_cli, fleet_servers, "\n".join(lines) + "\n", "--raw")
     assert p.returncode == 1, p.stderr
     recs = records(p.stdout)
     assert len(recs) == 4 and recs[1]["error"].startswith("<stdin>:2: not valid JSON"), recs[1]
@@ -98,9 +85,7 @@ def test_a_server_killed_mid_batch_loses_and_duplicates_nothing(fleet_servers, s
 
 
 def test_the_dialect_the_server_ignores_is_caught_on_the_first_record(fleet_servers, run_cli):
-    p = run_cli(
-        "gen", "--input", "-", *TWO_DIGITS, "--server-kind", "vllm", *servers_args(fleet_servers), input=batch(4, WORDS)
-    )
+    p = two_digit_batch(run_cli, fleet_servers, batch(4, WORDS), kind="vllm")
     assert p.returncode == 1, p.stderr
     recs = records(p.stdout)
     assert [r["id"] for r in recs] == ["r0", "r1", "r2", "r3"]
@@ -116,19 +101,7 @@ def test_the_dialect_the_server_ignores_is_caught_on_the_first_record(fleet_serv
 
 
 def test_retry_unverified_resends_and_counts(fleet_servers, run_cli):
-    p = run_cli(
-        "gen",
-        "--input",
-        "-",
-        *TWO_DIGITS,
-        "--server-kind",
-        "vllm",
-        "--retry-unverified",
-        "1",
-        "--server",
-        fleet_servers[0].url,
-        input=batch(1, WORDS),
-    )
+    p = two_digit_batch(run_cli, fleet_servers[:1], batch(1, WORDS), "--retry-unverified", "1", kind="vllm")
     assert p.returncode == 1
     assert [(r["resent"], r["verified"]) for r in records(p.stdout)] == [(1, False)]
 

@@ -43,7 +43,6 @@ class FleetResult:
     server: str | None
     verdict: Verdict | None  # None when no output came back (an error record)
     resent: int = 0
-    input_error: bool = False
     trace: list[dict[str, Any]] | None = None
 
     @property
@@ -170,9 +169,7 @@ class FleetBatch:
         early: dict[int, FleetResult] = {}
         for rec in records:
             if rec.error is not None:
-                early[len(jobs)] = FleetResult(
-                    GenResult.failed(rec.id, rec.value, rec.error), None, None, input_error=True
-                )
+                early[len(jobs)] = FleetResult(GenResult.failed(rec.id, rec.value, rec.error), None, None)
                 jobs.append(_Job(len(jobs), rec, base, 0))
                 continue
             for k in range(n):
