@@ -431,7 +431,7 @@ def _interval_code_points(ivs: list[tuple[int, int]], most: int = 4096) -> list[
     return out
 
 
-_LENGTHS: OrderedDict[tuple[int, tuple], np.ndarray] = OrderedDict()
+_LENGTHS: OrderedDict[tuple[int, tuple], tuple[Slice, np.ndarray]] = OrderedDict()
 _LENGTHS_KEPT = 64  # alive sets per process (each an int16 per logits row)
 _LENGTHS_LOCK = threading.Lock()
 
@@ -442,13 +442,13 @@ def lengths_within(sl: Slice, ranges: tuple[tuple[int, int], ...]) -> np.ndarray
     key = (id(sl), ranges)
     with _LENGTHS_LOCK:
         hit = _LENGTHS.get(key)
-        if hit is not None:
+        if hit is not None and hit[0] is sl:  # (an id can be reused once its slice is gone)
             _LENGTHS.move_to_end(key)
-            return hit
+            return hit[1]
     out = _lengths_within(sl, ranges)
     out.setflags(write=False)
     with _LENGTHS_LOCK:
-        _LENGTHS[key] = out
+        _LENGTHS[key] = (sl, out)
         while len(_LENGTHS) > _LENGTHS_KEPT:
             _LENGTHS.popitem(last=False)
     return out
