@@ -33,7 +33,7 @@ from ministruct.grammar.ir import Alt, CharClass, Grammar, Literal, Repeat, Seq
 def _loaded():
     # walks go compiled only once the kernel is loaded (kernel.wanted): load it for the
     # comparisons below
-    assert kernel.warm()
+    assert kernel.available()
 
 
 def test_the_compiled_walk_is_in_use():
@@ -45,7 +45,7 @@ def test_turned_off_the_walks_stay_with_numpy():
     code = (
         "from ministruct.engine import kernel\n"
         "kernel.spent(10.0)\n"
-        "assert not kernel.wanted() and not kernel.warm()\n"
+        "assert not kernel.wanted() and not kernel.available()\n"
         "print(kernel.failure())\n"
     )
     env = dict(os.environ, MINISTRUCT_NO_KERNEL="1")

@@ -11,7 +11,7 @@ Compiled code is cached on disk (numba's cache, under ministruct's cache folder)
 only the first run on a machine pays the compilation (about 4 s). Loading it still
 costs a process about 0.25 s and 100 MB (numba and LLVM), which a short run would never
 win back: walks start with numpy, and the compiled walk is loaded once numpy walks have
-taken LOAD_AFTER_S in total (or at once by `warm()`). Without numba, or with
+taken LOAD_AFTER_S in total (or at once by `available()`). Without numba, or with
 MINISTRUCT_NO_KERNEL=1, walks stay with numpy.
 """
 
@@ -72,7 +72,8 @@ def kernel() -> Any:
 
 
 def available() -> bool:
-    """Is the compiled walk loaded (or loadable now)? Loads it on first call."""
+    """Load (or, the first time on a machine, compile) the walk now, if not done yet, so
+    the first real mask does not pay for it; False when it cannot be had."""
     return kernel() is not None
 
 
@@ -87,12 +88,6 @@ def wanted() -> bool:
 def spent(seconds: float) -> None:
     """Count time spent in numpy walks (see `wanted`)."""
     _spent[0] += seconds
-
-
-def warm() -> bool:
-    """Load (or, the first time on a machine, compile) the walk now, so the first real
-    mask does not pay for it. False when it is not available."""
-    return kernel() is not None
 
 
 def _run_tiny(run: Any) -> None:
