@@ -76,15 +76,7 @@ def bench(
     rates: dict[str, float] | None = None
     ff_share: float | None = None
     if not no_generate:
-        job = GenerationJob(
-            llm,
-            c,
-            run.params,
-            max_tokens=run.max_tokens,
-            chat=run.chat,
-            system=run.system,
-            show_schema=run.show_schema,
-        )
+        job = run.job(llm, c)
         rates, ff_share = _rates(job, prompt, rounds, cold)
     report = {
         "v": 1,

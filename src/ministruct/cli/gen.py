@@ -15,7 +15,7 @@ from ministruct.cli.progress import Progress
 from ministruct.errors import UsageError
 from ministruct.gen_batch import GenBatch, JobPool, status_of
 from ministruct.model import Model
-from ministruct.pipeline import GenerationJob, GenResult
+from ministruct.pipeline import GenResult
 from ministruct.records import InputRecord, count_lines, open_lines, read_records, write_line, write_record
 
 
@@ -113,17 +113,7 @@ def gen(
         raise UsageError("--server-kind, --concurrency and --retry-unverified need --server URL")
     resumed = Resume.load(resume) if input is not None else None
     llm = Model.load(run.model)
-    job = GenerationJob(
-        llm,
-        c,
-        run.params,
-        max_tokens=run.max_tokens,
-        chat=run.chat,
-        system=run.system,
-        show_schema=run.show_schema,
-        budget_aware=not hard_cut,
-        fast_forward=not no_fast_forward,
-    )
+    job = run.job(llm, c, budget_aware=not hard_cut, fast_forward=not no_fast_forward)
     tracer = None
     if trace is not None:
         from ministruct.diagnostics.trace import TraceWriter

@@ -6,13 +6,17 @@ import functools
 import inspect as _inspect
 import typing
 from dataclasses import dataclass
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
 from ministruct.constraints import Constraint, load_constraint
 from ministruct.errors import UsageError
+from ministruct.pipeline import GenerationJob
 from ministruct.sampling import SamplingParams
+
+if TYPE_CHECKING:
+    from ministruct.model import Model as LoadedModel
 
 Regex = Annotated[
     Optional[str],
@@ -244,6 +248,19 @@ class RunFlags:
     chat: bool
     system: str | None
     show_schema: bool
+
+    def job(self, model: LoadedModel, constraint: Constraint, **options: Any) -> GenerationJob:
+        """The generation job these flags ask for (`options`: GenerationJob's others)."""
+        return GenerationJob(
+            model,
+            constraint,
+            self.params,
+            max_tokens=self.max_tokens,
+            chat=self.chat,
+            system=self.system,
+            show_schema=self.show_schema,
+            **options,
+        )
 
 
 _CONSTRAINT_PARAMS = (
