@@ -21,6 +21,21 @@ from ministruct.errors import InputError, UsageError
 MATPLOTLIB_MISSING = "--plot needs matplotlib, which is not installed (pip install matplotlib)"
 
 
+def _schema_table(title: str) -> Table:
+    """A compact table whose first column names the schema."""
+    t = Table(
+        title=title,
+        box=box.SIMPLE_HEAD,
+        title_justify="left",
+        title_style="bold",
+        padding=0,
+        pad_edge=False,
+        show_edge=False,
+    )
+    t.add_column("schema", overflow="fold", min_width=6, max_width=24)
+    return t
+
+
 def _pct(x: float | None) -> str:
     return "n/a" if x is None else f"{x:.1%}"
 
@@ -67,16 +82,7 @@ def grid_table(report: CollapseReport, condition: str, schema: str = ALL) -> Gro
 def reference_table(report: CollapseReport) -> Table:
     """Each schema and condition at the reference setting: counts, rates, Z, Pearson."""
     t_ref, p_ref = report.settings.reference
-    t = Table(
-        title=f"free steps at the reference setting (T={t_ref:g}, top_p={p_ref:g})",
-        box=box.SIMPLE_HEAD,
-        title_justify="left",
-        title_style="bold",
-        padding=0,
-        pad_edge=False,
-        show_edge=False,
-    )
-    t.add_column("schema", overflow="fold", min_width=6, max_width=24)
+    t = _schema_table(f"free steps at the reference setting (T={t_ref:g}, top_p={p_ref:g})")
     t.add_column("cond", no_wrap=True)
     for name in ("free", "coll", "pooled", "per gen", "range", "nucl", "top", "mean Z", "r(Z,c)"):
         t.add_column(name, justify="right", no_wrap=True)
@@ -107,16 +113,7 @@ def reference_table(report: CollapseReport) -> Table:
 
 def paired_table(report: CollapseReport, rows: list[dict]) -> Table:
     """Shown vs withheld over the same seeds: mean Z, its paired drop, collapse rates."""
-    t = Table(
-        title="schema shown vs withheld, paired by prompt and seed (collapse at the reference setting)",
-        box=box.SIMPLE_HEAD,
-        title_justify="left",
-        title_style="bold",
-        padding=0,
-        pad_edge=False,
-        show_edge=False,
-    )
-    t.add_column("schema", overflow="fold", min_width=6, max_width=24)
+    t = _schema_table("schema shown vs withheld, paired by prompt and seed (collapse at the reference setting)")
     for name in ("pairs", "Z shown", "Z w/held", "drop", "coll s", "coll w", "nucl s/w", "top s/w"):
         t.add_column(name, justify="right", no_wrap=True)
     names = _names(report)
