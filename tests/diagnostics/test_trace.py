@@ -132,17 +132,7 @@ def test_steps_recompute_from_the_same_logits_and_legal_ids():
         assert s["legal"] == np.flatnonzero(mask).tolist()
         assert s["token_id"] in s["legal"]
         again = stats.compute(logits_after(history), mask).to_record()
-        for key in (
-            "legal_count",
-            "Z",
-            "kl",
-            "tag",
-            "nucleus_raw",
-            "nucleus_masked",
-            "collapsed",
-            "nucleus_changed",
-            "top_changed",
-        ):
+        for key in STEP_FIELDS - {"step", "token_id", "token", "mask_us"}:  # the statistics
             assert s[key] == again[key], key
         if s["token_id"] == 0:
             assert s["control"] is True and s["token"] == "</s>"
