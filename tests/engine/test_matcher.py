@@ -268,3 +268,30 @@ def test_long_repeats_share_masks_exactly(rep, tail, walk):
     """Copies far from a repeat's bounds share one mask; it must stay exact near the bounds."""
     expr = Seq((rep, tail))
     test_mask_equals_partial_match_oracle.hypothesis.inner_test(expr, walk)
+
+
+def test_a_walk_inside_a_long_repeat_stays_in_one_copy():
+    """Inside a token, a configuration in a repeat copy far from the bounds continues as
+    its image in the first such copy: the first mask of a 200-copy repeat makes a few
+    configurations, not some for every byte of the longest token. Masks stay exact up to
+    and past the bound."""
+    toks = [b"a", b"b", b"ab", b"aba", b"abab", b"ababab", b"ba", b"!", b"ab!", b"ab" * 6, b"b" * 12]
+    v = vocab_of(*toks)
+    g = Grammar({"root": Seq((Repeat(alt(Literal("ab"), Literal("b")), 0, 200), Literal("!")))})
+    compiled = compile_grammar(g, v, use_cache=False)
+    before = len(compiled.configs)
+    compiled.mask(compiled.initial)
+    assert len(compiled.configs) - before <= 4
+    pattern = regex.compile(rb"(?:ab|b){0,200}!")
+    m, out = Matcher(compiled), b""
+    for step in range(120):
+        mask = m.mask()
+        for tid, tok in enumerate(toks):
+            assert mask[tid] == (pattern.fullmatch(out + tok, partial=True) is not None), (len(out), tok)
+        legal = [t for t in np.nonzero(mask[: len(toks)])[0].tolist() if b"!" not in toks[t]]
+        if not legal:
+            break
+        tid = legal[-1] if step % 3 else legal[0]  # mostly the longest tokens: run into the bound
+        m.advance(tid)
+        out += toks[tid]
+    assert out.count(b"b") == 200  # the walk reached the bound

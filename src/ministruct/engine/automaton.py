@@ -290,8 +290,10 @@ class Automaton:
 
         With more than L copies (L = the longest token, in bytes) still to go before
         the repeat's minimum, or before its maximum, no single token can reach that
-        bound, so every such copy allows exactly the same tokens. Items that can be
-        empty are left alone (their copies can be crossed without input).
+        bound, so every such copy allows exactly the same tokens. The representative is
+        the first such copy: a walk inside a token moves on into later copies, which map
+        back to it. Items that can be empty are left alone (their copies can be crossed
+        without input).
         """
         L = max_token_len
         maps: list[dict[int, int]] = []
@@ -311,7 +313,7 @@ class Automaton:
             for ks in (far_mandatory, far_optional):
                 if len(ks) < 2:
                     continue
-                rep = blocks[max(ks)]
+                rep = blocks[min(ks)]
                 for k in ks:
                     if blocks[k] != rep:
                         for off in range(size):

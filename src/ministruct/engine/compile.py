@@ -101,8 +101,7 @@ class CompiledGrammar:
         self._prune: Pruner | None = None
         self.eog = np.asarray(sorted(vocab.eog_ids), dtype=np.int64)
         self.token_edges = TokenEdges(self.automaton, vocab, grammar.source)
-        self._canon = self.automaton.canonical_states(self.trie.max_len)
-        self._mask_keys: dict[int, int] = {}
+        self.transitions.set_canon_map(self.automaton.canonical_states(self.trie.max_len))
         self._composed: OrderedDict[tuple, np.ndarray] = OrderedDict()  # the walks a mask is made of -> the mask
         self._composed_max = max(16, MASK_CACHE_BYTES // max(1, vocab.n_logits))
         self.initial = self.intern(self.automaton.initial)
@@ -163,7 +162,6 @@ class CompiledGrammar:
             self._returns,
             self._chains,
             self._members,
-            self._mask_keys,
             self._composed,
         ):
             cache.clear()
@@ -244,17 +242,8 @@ class CompiledGrammar:
     def mask_key(self, cid: int) -> int:
         """The configuration whose mask stands for `cid`'s (itself, or a copy of it that
         sits elsewhere in a long repeat but allows exactly the same tokens)."""
-        if not self._canon:
-            return cid
         with self._lock:
-            key = self._mask_keys.get(cid)
-            if key is None:
-                config = self.configs[cid]
-                get = self._canon.get
-                image = frozenset(tuple(get(q, q) for q in st) for st in config)
-                key = cid if image == config else self.transitions.intern(image)
-                self._mask_keys[cid] = key
-            return key
+            return int(self.transitions.canon[cid])
 
     def has_mask(self, cid: int) -> bool:
         with self._lock:

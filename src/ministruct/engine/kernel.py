@@ -117,6 +117,8 @@ def _run_tiny(run: Any) -> None:
         np.zeros(1, dtype=np.int64),
         np.zeros(1, dtype=np.int32),
         True,
+        np.zeros(2, dtype=np.int32),
+        True,
         True,
         ro(np.zeros(2, dtype=bool)),
         ro(np.zeros(1, dtype=np.uint64)),

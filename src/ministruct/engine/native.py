@@ -58,6 +58,8 @@ def walk_kernel(
     e_depth,
     targets,
     use_targets,
+    canon,
+    use_canon,
     use_prune,
     need_walk,
     suffix_ok,
@@ -68,9 +70,10 @@ def walk_kernel(
 ):
     """walk.py's walk, level by level (node ids grow with depth: memory is read in order).
 
-    Returns (token ids, exit nodes, the blocked entries: node, state, covered, depth, and
-    what they wait for: the unknown cells as state * n_classes + class, and the
-    configurations whose slice stability is not known)."""
+    With use_canon, a configuration reached inside a token is replaced by canon[it] (the
+    same tokens continue from both). Returns (token ids, exit nodes, the blocked entries:
+    node, state, covered, depth, and what they wait for: the unknown cells as
+    state * n_classes + class, and the configurations whose slice stability is not known)."""
     n = len(e_node)
     cur_node = e_node.copy()
     cur_state = e_state.copy()
@@ -180,7 +183,7 @@ def walk_kernel(
                 if child_count[c] == 0:
                     continue  # a leaf: nothing below it to walk (its token, if taken again, would repeat)
                 nxt_node[m] = c
-                nxt_state[m] = t
+                nxt_state[m] = canon[t] if use_canon else t
                 nxt_cov[m] = cov and one_byte[node_byte[c]]
                 nxt_depth[m] = depth + 1
                 m += 1

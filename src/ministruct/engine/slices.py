@@ -279,6 +279,7 @@ class SliceChains:
             y = self._uniform_memo(x)
             if y is None or y == DEAD_ID or self.tr.accept[y]:
                 break
+            y = int(self.tr.canon[y])  # (within a token, a configuration's image behaves the same)
             if y in seen or len(seen) > self.max_len:
                 out = True
                 break
@@ -388,6 +389,7 @@ class SliceChains:
                     break
                 if a != alive or self.tr.accept[y]:
                     break
+                y = int(self.tr.canon[y])  # (within a token, a configuration's image behaves the same)
                 r += 1
                 if y in seen or r > self.max_chars:
                     out = (INFINITE, alive)

@@ -18,7 +18,23 @@ from ministruct.errors import CompileLimitError
 DEAD = 0
 UNKNOWN = -1
 MAX_CONFIGS = 1_000_000
+STACK_PIECES_KEPT = 100_000
 ROW_AT_ONCE = 4  # this many unknown cells in one row: fill the whole row in one pass
+
+
+def _merge_pieces(pieces: list[tuple[int, int, frozenset]]) -> list[tuple[int, int, frozenset]]:
+    """Overlapping (lo, hi, configuration) pieces as disjoint ones, configurations united."""
+    bounds = sorted({b for lo, hi, _ in pieces for b in (lo, hi)})
+    at = {b: i for i, b in enumerate(bounds)}
+    covering: list[list[frozenset]] = [[] for _ in bounds]
+    for lo, hi, c in pieces:
+        for i in range(at[lo], at[hi]):
+            covering[i].append(c)
+    out = []
+    for i, cs in enumerate(covering):
+        if cs:
+            out.append((bounds[i], bounds[i + 1], cs[0] if len(cs) == 1 else frozenset().union(*cs)))
+    return out
 
 
 class Transitions:
@@ -37,6 +53,12 @@ class Transitions:
         self.table[DEAD, :] = DEAD
         self.accept = np.zeros(64, dtype=bool)
         self.complete = np.zeros(64, dtype=np.int8)  # 1: the row has no UNKNOWN cell (set by kernel.py)
+        self._plans: dict[int, tuple[tuple[int, int, tuple[int, ...]], ...]] = {}
+        self._stack_pieces: dict[tuple, list[tuple[int, int, frozenset]]] = {}
+        # state -> the same state in a representative copy of a long repeat (see
+        # Automaton.canonical_states); canon[id] is the id of the configuration's image
+        self.canon_map: dict[int, int] = {}
+        self.canon = np.zeros(64, dtype=np.int32)
 
     def __len__(self) -> int:
         return len(self.configs)
@@ -62,10 +84,29 @@ class Transitions:
             done = np.zeros(len(grown), dtype=np.int8)
             done[: len(self.complete)] = self.complete
             self.complete = done
+            canon = np.zeros(len(grown), dtype=np.int32)
+            canon[: len(self.canon)] = self.canon
+            self.canon = canon
         self.configs.append(config)
         self.ids[config] = cid
         self.accept[cid] = ACCEPT in config
+        self.canon[cid] = self._image(cid)
         return cid
+
+    def set_canon_map(self, canon_map: dict[int, int]) -> None:
+        """Name the representative of each state (ids interned so far are mapped again)."""
+        self.canon_map = canon_map
+        for cid in range(len(self.configs)):
+            self.canon[cid] = self._image(cid)
+
+    def _image(self, cid: int) -> int:
+        """The id of the configuration with every state replaced by its representative."""
+        if not self.canon_map:
+            return cid
+        config = self.configs[cid]
+        get = self.canon_map.get
+        image = frozenset(tuple(get(q, q) for q in st) for st in config)
+        return cid if image == config else int(self.canon[self.intern(image)])
 
     def fill(self, states: np.ndarray, classes: np.ndarray) -> None:
         self.fill_keys(states.astype(np.int64) * self.n_classes + classes)
@@ -86,41 +127,56 @@ class Transitions:
                 nxt = self.intern(step(self.configs[s], int(self.class_rep[c])))
                 self.table[s, c] = nxt
 
+    def _segments(self, q: int) -> tuple[tuple[int, int, tuple[int, ...]], ...]:
+        """State q's byte edges as disjoint class segments (lo, hi, targets), in order;
+        classes outside every segment are not allowed from q."""
+        hit = self._plans.get(q)
+        if hit is None:
+            bc = self._class_of
+            spans = [(bc[lo], bc[hi] + 1, t) for lo, hi, t in self.automaton.byte_edges[q]]
+            bounds = sorted({b for c0, c1, _ in spans for b in (c0, c1)})
+            out = []
+            for lo, hi in zip(bounds, bounds[1:]):
+                ts = tuple(sorted({t for c0, c1, t in spans if c0 <= lo and hi <= c1}))
+                if ts:
+                    out.append((lo, hi, ts))
+            hit = self._plans[q] = tuple(out)
+        return hit
+
+    def _pieces(self, st: tuple) -> list[tuple[int, int, frozenset]]:
+        """(lo, hi, configuration) per class segment one stack can take (shared by every
+        configuration holding the stack)."""
+        hit = self._stack_pieces.get(st)
+        if hit is None:
+            hit = []
+            if st:
+                closure, head = self.automaton.closure, st[:-1]
+                for lo, hi, ts in self._segments(st[-1]):
+                    if len(ts) == 1:
+                        hit.append((lo, hi, closure(head + ts)))
+                    else:
+                        hit.append((lo, hi, frozenset().union(*(closure(head + (t,)) for t in ts))))
+            if len(self._stack_pieces) >= STACK_PIECES_KEPT:
+                self._stack_pieces.clear()
+            self._stack_pieces[st] = hit
+        return hit
+
     def fill_row(self, state: int) -> None:
         """Every unknown cell of a row, from one pass over the configuration's byte edges
         (each edge covers whole classes: their bounds are the edges' bounds). Classes
-        between two consecutive edge bounds share one target, interned once."""
-        a, bc = self.automaton, self._class_of
-        spans: list[tuple[int, int, frozenset]] = []
-        cuts = {0, self.n_classes}
-        for st in self.configs[state]:
-            if not st:
-                continue
-            head = st[:-1]
-            for lo, hi, t in a.byte_edges[st[-1]]:
-                c0, c1 = bc[lo], bc[hi] + 1
-                spans.append((c0, c1, a.closure(head + (t,))))
-                cuts.add(c0)
-                cuts.add(c1)
-        bounds = sorted(cuts)
-        row = self.table[state].tolist()
-        for lo, hi in zip(bounds, bounds[1:]):
-            if UNKNOWN not in row[lo:hi]:
-                continue
-            covering = [reached for c0, c1, reached in spans if c0 <= lo and hi <= c1]
-            if not covering:
-                nxt = DEAD
-            else:
-                # one edge alone: its closure is already a (hashed) frozenset
-                target = covering[0] if len(covering) == 1 else frozenset().union(*covering)
-                if len(target) > MAX_STACKS:
-                    raise CompileLimitError(
-                        f"{self.source}: grammar too ambiguous: {len(target):,} parses alive at once"
-                    )
-                nxt = self.intern(target)  # may grow (replace) the table
-            for c in range(lo, hi):
-                if row[c] == UNKNOWN:
-                    row[c] = nxt
+        between two consecutive segment bounds share one target, interned once."""
+        config = self.configs[state]
+        if len(config) == 1:
+            pieces = self._pieces(next(iter(config)))
+        else:
+            pieces = [p for st in config for p in self._pieces(st)]
+            if len(pieces) > 1:
+                pieces = _merge_pieces(pieces)
+        row = [DEAD] * self.n_classes  # a known cell is rewritten with the id it already holds
+        for lo, hi, target in pieces:
+            if len(target) > MAX_STACKS:
+                raise CompileLimitError(f"{self.source}: grammar too ambiguous: {len(target):,} parses alive at once")
+            row[lo:hi] = [self.intern(target)] * (hi - lo)  # intern may grow (replace) the table
         self.table[state] = row
 
     def row(self, state: int) -> np.ndarray:
@@ -240,3 +296,6 @@ class Transitions:
         self.accept = np.zeros(size, dtype=bool)
         self.accept[:n] = [ACCEPT in c for c in configs]
         self.complete = np.zeros(size, dtype=np.int8)
+        self.canon = np.zeros(size, dtype=np.int32)
+        for cid in range(n):
+            self.canon[cid] = self._image(cid)

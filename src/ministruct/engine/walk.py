@@ -83,6 +83,8 @@ def walk(
     `prune` (only from the root: every node of a step is at the same depth), stop below
     nodes a slice decides. `compiled` picks the compiled walk (kernel.py) or the numpy
     one; by default the compiled one once kernel.py has loaded it. Both give the same result.
+    Without `targets`, configurations reached inside a token are replaced by their images
+    in a representative repeat copy (`Transitions.canon`): fewer of them to fill.
     """
     if compiled is None:
         compiled = kernel.wanted()
@@ -144,6 +146,8 @@ def _walk_compiled(
             depth,
             out_targets,
             use_targets,
+            tr.canon,
+            not use_targets and bool(tr.canon_map),
             prune is not None,
             need_walk,
             suffix_ok,
@@ -199,6 +203,8 @@ def _walk_numpy(
         live = nxt != DEAD
         nodes = idx[live]
         states = nxt[live].astype(np.int64)
+        if targets is None and tr.canon_map:  # the same tokens continue from a configuration's image
+            states = tr.canon[states].astype(np.int64)
         if not len(nodes):
             break
         tok = node_token[nodes]
