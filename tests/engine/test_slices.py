@@ -210,3 +210,45 @@ def test_tokens_longer_than_a_slice_holds_are_walked():
     m = Matcher(compile_grammar(Grammar({"root": Seq((Literal('"'), bounded, Literal('"')))}), vocab, use_cache=False))
     m.advance(0)
     assert np.flatnonzero(m.mask()).tolist() == [0, 1, 2, 4]  # 30 letters do not fit, 26 do
+
+
+# repeats longer than any token (this vocabulary's longest is 28 bytes, a slice token has at
+# most MAX_SLICE_CHARS characters): walks and slice chains go on from a representative copy
+long_strings = st.builds(
+    lambda c, m, extra, tail: Seq((Literal('"'), Repeat(c, m, m + extra), Literal('"' + tail))),
+    body | classes,
+    st.sampled_from([0, 1, 26, 40]),
+    st.integers(0, 70),
+    st.sampled_from(["", "x"]),
+)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(expr=long_strings, walk=st.lists(st.integers(0, 10_000), min_size=10, max_size=30))
+def test_masks_in_long_repeats_equal_partial_matching(expr, walk):
+    """Mostly the longest legal token at each step, so that walks run into both bounds."""
+    rep, tail = expr.items[1], expr.items[2]
+    # a character matches one way (UTF-8 is prefix-free): an atomic group keeps the
+    # oracle's partial matching from backtracking through every split of a long repeat
+    one_char = b"(?>" + oracle(rep.item) + b")"
+    pattern = regex.compile(
+        b'"' + one_char + b"{%d,%d}" % (rep.min, rep.max) + oracle(tail),
+        flags=regex.DOTALL,
+    )
+    m = Matcher(compile_grammar(Grammar({"root": expr}), VOCAB, use_cache=False))
+    out = b""
+    for choice in walk + [None]:
+        mask = m.mask()
+        want = np.asarray([pattern.fullmatch(out + t, partial=True) is not None for t in TOKENS] + [False])
+        want[EOG] = pattern.fullmatch(out) is not None
+        assert (mask == want).all(), (
+            out,
+            [TOKENS[i] for i in np.flatnonzero(mask & ~want) if i < EOG],
+            [TOKENS[i] for i in np.flatnonzero(want & ~mask) if i < EOG],
+        )
+        legal = sorted((t for t in np.flatnonzero(mask).tolist() if t != EOG), key=lambda t: len(TOKENS[t]))
+        if choice is None or not legal:
+            break
+        t = legal[-1 - choice % min(3, len(legal))] if choice % 4 else legal[choice % len(legal)]
+        m.advance(t)
+        out += TOKENS[t]
