@@ -29,22 +29,13 @@ from typing import Any, Callable, TypeVar
 import numpy as np
 
 from ministruct.engine.automaton import ACCEPT, Automaton, Config, Stack
-from ministruct.engine.slices import (
-    FULL,
-    INFINITE,
-    MAX_SLICE_CHARS,
-    MAX_SUFFIX_DEPTH,
-    NOT_IN,
-    SliceChains,
-    index_for,
-    lengths_within,
-)
+from ministruct.engine.slices import FULL, INFINITE, MAX_SUFFIX_DEPTH, NOT_IN, SliceChains, index_for, lengths_within
 from ministruct.engine.table import DEAD, Transitions
 from ministruct.engine.token_edges import TokenEdges
 from ministruct.engine.trie import TokenTrie, copy_duplicates
 from ministruct.engine.vocab import Vocabulary
 from ministruct.engine.walk import Pruner, WalkResult, walk
-from ministruct.grammar.ir import Grammar, gc_paused
+from ministruct.grammar.ir import Grammar
 
 MASK_CACHE_BYTES = 512 * 1024 * 1024
 WALK_CACHE_BYTES = 256 * 1024 * 1024
@@ -266,8 +257,7 @@ class CompiledGrammar:
             if hit is not None:
                 self._masks.move_to_end(cid)
                 return hit
-            with gc_paused():  # a first visit makes many tuples and sets, never a cycle
-                m = self._compute_mask(cid)
+            m = self._compute_mask(cid)
             if m.flags.writeable:
                 m.setflags(write=False)
             self._masks[cid] = m
@@ -402,18 +392,8 @@ class CompiledGrammar:
         chains = self._chains.get(name)
         if chains is None:
             sl = self._slices[name]
-            chains = self._chains[name] = SliceChains(
-                sl, self.transitions, self.byte_class, self.trie.max_len, self._chain_map()
-            )
+            chains = self._chains[name] = SliceChains(sl, self.transitions, self.byte_class, self.trie.max_len)
         return chains
-
-    def _chain_map(self) -> dict[int, int]:
-        """Representatives of repeat copies for slice chains: no slice token has more than
-        MAX_SLICE_CHARS characters, and every copy takes at least one."""
-        found = self._companions.get("chain map")
-        if found is None:
-            found = self._companions["chain map"] = self.automaton.canonical_states(MAX_SLICE_CHARS)
-        return found
 
     def _pruner(self) -> Pruner | None:
         """Cuts for walks of the whole trie: below nodes in configurations the first slice

@@ -244,7 +244,7 @@ class SliceChains:
 
     MAX_PATHS = 512
 
-    def __init__(self, sl: Slice, tr, byte_class: np.ndarray, max_len: int, chain_map: dict[int, int]) -> None:
+    def __init__(self, sl: Slice, tr, byte_class: np.ndarray, max_len: int) -> None:
 
         self.slice = sl
         self.tr = tr
@@ -265,11 +265,6 @@ class SliceChains:
         self._uni: dict[int, int | None] = {}
         self._forever: dict[int, bool] = {}
         self._limit: dict[int, tuple[int, tuple] | None] = {}
-        # state -> its representative in a repeat copy more than max_chars copies from the
-        # repeat's bounds (Automaton.canonical_states): along a chain, the same slice tokens
-        # fit from a configuration and from its image
-        self._chain_map = chain_map
-        self._images: dict[int, int] = {}
 
     def forever(self, cid: int) -> bool:
         """Does every character of S lead `cid`, and each configuration after it, to one same
@@ -292,17 +287,6 @@ class SliceChains:
             x = y
         self._forever[cid] = out
         return out
-
-    def _image(self, cid: int) -> int:
-        if not self._chain_map:
-            return cid
-        hit = self._images.get(cid)
-        if hit is None:
-            config = self.tr.configs[cid]
-            get = self._chain_map.get
-            image = frozenset(tuple(get(q, q) for q in st) for st in config)
-            hit = self._images[cid] = cid if image == config else self.tr.intern(image)
-        return hit
 
     def _uniform_memo(self, cid: int) -> int | None:
         if cid not in self._uni:
@@ -405,7 +389,7 @@ class SliceChains:
                     break
                 if a != alive or self.tr.accept[y]:
                     break
-                y = self._image(y)
+                y = int(self.tr.canon[y])  # (within a token, a configuration's image behaves the same)
                 r += 1
                 if y in seen or r > self.max_chars:
                     out = (INFINITE, alive)
