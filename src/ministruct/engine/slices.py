@@ -238,7 +238,7 @@ class SliceChains:
     mid-token and continue below: the walk must see that). A slice token is then legal
     from C exactly when all its characters are in A and it has at most r of them, r =
     the number of alive steps (INFINITE when the chain cycles or outlasts the longest
-    token). `limit(C)` is (r, A) with A = FULL when it is all of S, or None when C does
+    slice token made of A's characters). `limit(C)` is (r, A) with A = FULL when it is all of S, or None when C does
     not qualify.
     """
 
@@ -248,7 +248,6 @@ class SliceChains:
 
         self.slice = sl
         self.tr = tr
-        self.max_chars = MAX_SLICE_CHARS  # no slice token has more characters
         self.max_len = max_len  # nor any token more bytes: a longer uniform chain is for ever
         self.byte_seqs = utf8_sequences(sl.ranges)
         self.seqs = [
@@ -265,6 +264,7 @@ class SliceChains:
         self._uni: dict[int, int | None] = {}
         self._forever: dict[int, bool] = {}
         self._limit: dict[int, tuple[int, tuple] | None] = {}
+        self._longest_of: dict[tuple, int] = {}
 
     def forever(self, cid: int) -> bool:
         """Does every character of S lead `cid`, and each configuration after it, to one same
@@ -377,31 +377,42 @@ class SliceChains:
         out: tuple[int, tuple] | None = None
         if first is not None:
             alive = first[1]
-            seen = {cid}
-            x, r = cid, 0
-            while True:
-                step = self.char_step(x)
-                if step is None:
-                    break
-                y, a = step
-                if y == DEAD_ID:
-                    out = (r, alive)
-                    break
-                if a != alive or self.tr.accept[y]:
-                    break
-                y = int(self.tr.canon[y])  # (within a token, a configuration's image behaves the same)
-                r += 1
-                if y in seen or r > self.max_chars:
-                    out = (INFINITE, alive)
-                    break
-                seen.add(y)
-                x = y
-        if out is not None and out[1] != FULL:
-            ranges = self.ranges(out[1])
-            worth = ranges is not None and sum(b - a + 1 for a, b in ranges) >= MIN_ALIVE
-            out = (out[0], ranges) if worth else None
+            ranges = FULL if alive == FULL else self.ranges(alive)
+            worth = ranges == FULL or (ranges is not None and sum(b - a + 1 for a, b in ranges) >= MIN_ALIVE)
+            if worth:
+                longest = MAX_SLICE_CHARS  # until the chain is known to be worth more than a step
+                seen = {cid}
+                x, r = cid, 0
+                while True:
+                    step = self.char_step(x)
+                    if step is None:
+                        break
+                    y, a = step
+                    if y == DEAD_ID:
+                        out = (r, ranges)
+                        break
+                    if a != alive or self.tr.accept[y]:
+                        break
+                    y = int(self.tr.canon[y])  # (within a token, a configuration's image behaves the same)
+                    r += 1
+                    if r == 2:  # no slice token of these characters is longer: a chain this long fits them all
+                        longest = self._longest(ranges)
+                    if y in seen or r >= longest:
+                        out = (INFINITE, ranges)
+                        break
+                    seen.add(y)
+                    x = y
         self._limit[cid] = out
         return out
+
+    def _longest(self, ranges: tuple) -> int:
+        """The most characters a slice token made of these characters has."""
+        hit = self._longest_of.get(ranges)
+        if hit is None:
+            length = self.slice.length if ranges == FULL else lengths_within(self.slice, ranges)
+            inside = length[length != NOT_IN]
+            hit = self._longest_of[ranges] = int(inside.max()) if len(inside) else 0
+        return hit
 
 
 DEAD_ID = 0
