@@ -8,7 +8,7 @@ first asked). Not thread-safe by itself: CompiledGrammar serializes every call.
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, TypeVar
 
 import numpy as np
 
@@ -20,21 +20,19 @@ UNKNOWN = -1
 MAX_CONFIGS = 1_000_000
 STACK_PIECES_KEPT = 100_000
 ROW_AT_ONCE = 4  # this many unknown cells in one row: fill the whole row in one pass
+T = TypeVar("T")
 
 
-def _merge_pieces(pieces: list[tuple[int, int, frozenset]]) -> list[tuple[int, int, frozenset]]:
-    """Overlapping (lo, hi, configuration) pieces as disjoint ones, configurations united."""
-    bounds = sorted({b for lo, hi, _ in pieces for b in (lo, hi)})
+def _disjoint(spans: list[tuple[int, int, T]]) -> list[tuple[int, int, list[T]]]:
+    """Overlapping (lo, hi, item) spans as disjoint (lo, hi, the items covering it), in order;
+    stretches no span covers are left out."""
+    bounds = sorted({b for lo, hi, _ in spans for b in (lo, hi)})
     at = {b: i for i, b in enumerate(bounds)}
-    covering: list[list[frozenset]] = [[] for _ in bounds]
-    for lo, hi, c in pieces:
+    covering: list[list[T]] = [[] for _ in bounds]
+    for lo, hi, item in spans:
         for i in range(at[lo], at[hi]):
-            covering[i].append(c)
-    out = []
-    for i, cs in enumerate(covering):
-        if cs:
-            out.append((bounds[i], bounds[i + 1], cs[0] if len(cs) == 1 else frozenset().union(*cs)))
-    return out
+            covering[i].append(item)
+    return [(bounds[i], bounds[i + 1], items) for i, items in enumerate(covering) if items]
 
 
 class Transitions:
@@ -53,7 +51,7 @@ class Transitions:
         self.table[DEAD, :] = DEAD
         self.accept = np.zeros(64, dtype=bool)
         self.complete = np.zeros(64, dtype=np.int8)  # 1: the row has no UNKNOWN cell (set by kernel.py)
-        self._plans: dict[int, tuple[tuple[int, int, tuple[int, ...]], ...]] = {}
+        self._segments_of: dict[int, tuple[tuple[int, int, tuple[int, ...]], ...]] = {}
         self._stack_pieces: dict[tuple, list[tuple[int, int, frozenset]]] = {}
         # state -> the same state in a representative copy of a long repeat (see
         # Automaton.canonical_states); canon[id] is the id of the configuration's image
@@ -130,17 +128,11 @@ class Transitions:
     def _segments(self, q: int) -> tuple[tuple[int, int, tuple[int, ...]], ...]:
         """State q's byte edges as disjoint class segments (lo, hi, targets), in order;
         classes outside every segment are not allowed from q."""
-        hit = self._plans.get(q)
+        hit = self._segments_of.get(q)
         if hit is None:
             bc = self._class_of
             spans = [(bc[lo], bc[hi] + 1, t) for lo, hi, t in self.automaton.byte_edges[q]]
-            bounds = sorted({b for c0, c1, _ in spans for b in (c0, c1)})
-            out = []
-            for lo, hi in zip(bounds, bounds[1:]):
-                ts = tuple(sorted({t for c0, c1, t in spans if c0 <= lo and hi <= c1}))
-                if ts:
-                    out.append((lo, hi, ts))
-            hit = self._plans[q] = tuple(out)
+            hit = self._segments_of[q] = tuple((lo, hi, tuple(sorted(set(ts)))) for lo, hi, ts in _disjoint(spans))
         return hit
 
     def _pieces(self, st: tuple) -> list[tuple[int, int, frozenset]]:
@@ -162,16 +154,17 @@ class Transitions:
         return hit
 
     def fill_row(self, state: int) -> None:
-        """Every unknown cell of a row, from one pass over the configuration's byte edges
+        """Every cell of a row, from one pass over the configuration's byte edges
         (each edge covers whole classes: their bounds are the edges' bounds). Classes
         between two consecutive segment bounds share one target, interned once."""
         config = self.configs[state]
         if len(config) == 1:
             pieces = self._pieces(next(iter(config)))
         else:
-            pieces = [p for st in config for p in self._pieces(st)]
-            if len(pieces) > 1:
-                pieces = _merge_pieces(pieces)
+            pieces = [
+                (lo, hi, cs[0] if len(cs) == 1 else frozenset().union(*cs))
+                for lo, hi, cs in _disjoint([p for st in config for p in self._pieces(st)])
+            ]
         row = [DEAD] * self.n_classes  # a known cell is rewritten with the id it already holds
         for lo, hi, target in pieces:
             if len(target) > MAX_STACKS:
