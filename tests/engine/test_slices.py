@@ -123,6 +123,18 @@ strings = open_strings | st.one_of(
 )
 
 
+def assert_mask_is_oracles(mask: np.ndarray, pattern: regex.Pattern, out: bytes) -> None:
+    """Every token legal after `out` exactly when the pattern partially matches with it,
+    end-of-generation exactly when `out` matches whole."""
+    want = np.asarray([pattern.fullmatch(out + t, partial=True) is not None for t in TOKENS] + [False])
+    want[EOG] = pattern.fullmatch(out) is not None
+    assert (mask == want).all(), (
+        out,
+        [TOKENS[i] for i in np.flatnonzero(mask & ~want) if i < EOG],
+        [TOKENS[i] for i in np.flatnonzero(want & ~mask) if i < EOG],
+    )
+
+
 @settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(expr=strings, walk=st.lists(st.integers(0, 10_000), max_size=6))
 def test_masks_with_slices_equal_partial_matching(expr, walk):
@@ -131,13 +143,7 @@ def test_masks_with_slices_equal_partial_matching(expr, walk):
     out = b""
     for choice in walk + [None]:
         mask = m.mask()
-        want = np.asarray([pattern.fullmatch(out + t, partial=True) is not None for t in TOKENS] + [False])
-        want[EOG] = pattern.fullmatch(out) is not None
-        assert (mask == want).all(), (
-            out,
-            [TOKENS[i] for i in np.flatnonzero(mask & ~want) if i < EOG],
-            [TOKENS[i] for i in np.flatnonzero(want & ~mask) if i < EOG],
-        )
+        assert_mask_is_oracles(mask, pattern, out)
         legal = [t for t in np.flatnonzero(mask).tolist() if t != EOG]
         if choice is None or not legal:
             break
@@ -239,13 +245,7 @@ def test_masks_in_long_repeats_equal_partial_matching(expr, walk):
     out = b""
     for choice in walk + [None]:
         mask = m.mask()
-        want = np.asarray([pattern.fullmatch(out + t, partial=True) is not None for t in TOKENS] + [False])
-        want[EOG] = pattern.fullmatch(out) is not None
-        assert (mask == want).all(), (
-            out,
-            [TOKENS[i] for i in np.flatnonzero(mask & ~want) if i < EOG],
-            [TOKENS[i] for i in np.flatnonzero(want & ~mask) if i < EOG],
-        )
+        assert_mask_is_oracles(mask, pattern, out)
         legal = sorted((t for t in np.flatnonzero(mask).tolist() if t != EOG), key=lambda t: len(TOKENS[t]))
         if choice is None or not legal:
             break
