@@ -33,13 +33,18 @@ def test_importing_the_package_does_not_load_llama_cpp():
     assert out == "False"
 
 
-@pytest.mark.model
-def test_readme_library_example_runs(capsys):
+def run_readme_example(heading: str, capsys) -> list[str]:
+    """Run the first python block after `heading` in the README; the lines it printed."""
     text = README.read_text()
-    section = text[text.index("## As a library") :]
+    section = text[text.index(heading) :]
     code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
     exec(compile(code, "README.md", "exec"), {})
-    out = capsys.readouterr().out.splitlines()
+    return capsys.readouterr().out.splitlines()
+
+
+@pytest.mark.model
+def test_readme_library_example_runs(capsys):
+    out = run_readme_example("## As a library", capsys)
     year, complete = out[0].split()
     assert re.fullmatch(r"[0-9]{4}", year) and complete == "True"
     assert out[-1] == "True"
@@ -47,9 +52,5 @@ def test_readme_library_example_runs(capsys):
 
 @pytest.mark.model
 def test_readme_llama_cpp_loop_example_runs(capsys):
-    text = README.read_text()
-    section = text[text.index("## Inside your own llama-cpp-python loop") :]
-    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
-    exec(compile(code, "README.md", "exec"), {})
-    out = capsys.readouterr().out.splitlines()
+    out = run_readme_example("## Inside your own llama-cpp-python loop", capsys)
     assert out[0].endswith(" stop") and out[-1] == "True", out
