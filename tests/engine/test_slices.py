@@ -252,3 +252,35 @@ def test_masks_in_long_repeats_equal_partial_matching(expr, walk):
         t = legal[-1 - choice % min(3, len(legal))] if choice % 4 else legal[choice % len(legal)]
         m.advance(t)
         out += TOKENS[t]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(expr=strings | long_strings | repeats, walk=st.lists(st.integers(0, 10_000), max_size=8))
+def test_uniform_steps_from_states_equal_stepping_every_class(expr, walk):
+    """Where a slice step is read off the automaton's states (no inner configurations), it
+    names the configuration that stepping every class of every character shape names."""
+    compiled = compile_grammar(Grammar({"root": expr}), VOCAB, use_cache=False)
+    m = Matcher(compiled)
+    for choice in walk + [None]:
+        legal = [t for t in np.flatnonzero(m.mask()).tolist() if t != EOG]
+        if choice is None or not legal:
+            break
+        m.advance(legal[choice % len(legal)])
+    chains = compiled._chains_of("json-char")
+    for cid in range(len(compiled.configs)):
+        assert chains._uniform(cid) == chains._uniform_stepped(cid), compiled.configs[cid]
+
+
+def test_a_string_character_step_is_read_off_states():
+    """In a JSON string, every character leads each position to the next one: the slice
+    step is told by the states alone, for the unbounded and the bounded string."""
+    body = CharClass(((0x00, 0x1F), (0x22, 0x22), (0x5C, 0x5C)), negated=True)
+    for rep in (Repeat(body, 0, None), Repeat(body, 2, 30)):
+        compiled = compile_grammar(Grammar({"root": Seq((Literal('"'), rep, Literal('"')))}), VOCAB, use_cache=False)
+        m = Matcher(compiled)
+        m.advance(TOKENS.index(b'"'))
+        m.mask()
+        chains = compiled._chains_of("json-char")
+        told = [chains._state_uniform(st[-1]) for st in compiled.configs[m.state]]
+        assert None not in told and any(t >= 0 for t in told)  # (-1: the closing quote's state)
+        assert chains._uniform(m.state) == chains._uniform_stepped(m.state) != 0

@@ -17,11 +17,14 @@ from __future__ import annotations
 
 import re
 import threading
+from bisect import bisect_right
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
+from ministruct.engine.automaton import ACCEPT, MAX_STACKS
 from ministruct.engine.trie import TokenTrie, expand_children
 from ministruct.engine.utf8 import merge_ranges, utf8_sequences
 from ministruct.engine.vocab import Vocabulary
@@ -243,6 +246,7 @@ class SliceChains:
     """
 
     MAX_PATHS = 512
+    SEGMENTS_KEPT = 20_000
 
     def __init__(self, sl: Slice, tr, byte_class: np.ndarray, max_len: int) -> None:
 
@@ -264,6 +268,8 @@ class SliceChains:
         self._uni: dict[int, int | None] = {}
         self._forever: dict[int, bool] = {}
         self._limit: dict[int, tuple[int, tuple] | None] = {}
+        self._state_uni: dict[int, int | None] = {}
+        self._segs: dict[frozenset, tuple[list[int], list[tuple[int, int, frozenset]]]] = {}
 
     def forever(self, cid: int) -> bool:
         """Does every character of S lead `cid`, and each configuration after it, to one same
@@ -292,47 +298,113 @@ class SliceChains:
             self._uni[cid] = self._uniform(cid)
         return self._uni[cid]
 
+    def _after(self, config: frozenset, cls: int) -> frozenset:
+        """The configuration after one byte of class `cls`, from class segments: the
+        characters' inner configurations get no id and no table row."""
+        hit = self._segs.get(config)
+        if hit is None:
+            pieces = self.tr.pieces(config)
+            if len(self._segs) >= self.SEGMENTS_KEPT:
+                self._segs.clear()
+            hit = self._segs[config] = ([lo for lo, _, _ in pieces], pieces)
+        los, pieces = hit
+        i = bisect_right(los, cls) - 1
+        if i >= 0:
+            lo, hi, target = pieces[i]
+            if cls < hi:
+                return target
+        return _NOWHERE
+
     def _uniform(self, cid: int) -> int | None:
         """The one configuration every character of S leads `cid` to, None when they differ."""
-        get = self.tr.reader()
-        target: int | None = None
+        config = self.tr.configs[cid]
+        reached: list[tuple] = []
+        for st in config:
+            if not st:
+                continue  # (ACCEPT takes no input)
+            t = self._state_uniform(st[-1])
+            if t is None:
+                return self._uniform_stepped(cid)
+            if t != _NO_EDGE:
+                reached.append(st[:-1] + (t,))
+        closure = self.tr.automaton.closure
+        target = frozenset().union(*(closure(st) for st in reached)) if reached else _NOWHERE
+        if len(target) > MAX_STACKS:
+            return self._uniform_stepped(cid)  # (which names the limit)
+        return self.tr.intern(target)
+
+    def _state_uniform(self, q: int) -> int | None:
+        """The one state every character of S leads state q to through inner states that
+        only consume (their closure is themselves); _NO_EDGE when q takes no first byte
+        of any character; None when neither can be told this way."""
+        hit = self._state_uni.get(q, _UNASKED)
+        if hit is not _UNASKED:
+            return hit
+        auto = self.tr.automaton
+        out: int | None = _UNASKED
+        for seq in self.byte_seqs:
+            cur = q
+            for depth, (lo, hi) in enumerate(seq):
+                t = _range_target(auto.byte_edges[cur], lo, hi)
+                if t is None or (t == _NO_EDGE and depth > 0):
+                    out = None
+                    break
+                if t == _NO_EDGE:
+                    cur = t
+                    break
+                if depth + 1 < len(seq) and (auto.eps[t] or auto.calls[t] or t in auto.final):
+                    out = None  # an inner state whose closure is more than itself
+                    break
+                cur = t
+            if out is None or (out is not _UNASKED and out != cur):
+                out = None
+                break
+            out = cur
+        self._state_uni[q] = out
+        return out
+
+    def _uniform_stepped(self, cid: int) -> int | None:
+        """`_uniform`, by stepping every class of every character shape from the configuration."""
+        after = self._after
+        target: frozenset | None = None
         for seq in self.seqs:
-            cur = {cid}
+            cur = {self.tr.configs[cid]}
             for classes in seq:
-                nxt: set[int] = set()
+                nxt: set[frozenset] = set()
                 for s in cur:
                     for c in classes:
-                        nxt.add(get(s, c))
+                        nxt.add(after(s, c))
                         if len(nxt) > 1:
                             return None  # (most configurations: without stepping every class)
                 cur = nxt
             if target is not None and target not in cur:
                 return None
             target = next(iter(cur))
-        return target
+        return None if target is None else self.tr.intern(target)
 
     def _alive_paths(self, cid: int) -> tuple[int, tuple] | None:
         """(the one configuration the alive characters lead to, their class paths), None if several."""
-        tr = self.tr
-        get = tr.reader()
-        target, alive = DEAD_ID, []
+        after = self._after
+        config = self.tr.configs[cid]
+        target: frozenset = _NOWHERE
+        alive = []
         for i, seq in enumerate(self.seqs):
-            if all(get(cid, c) == DEAD_ID for c in seq[0]):
+            if not any(after(config, c) for c in seq[0]):
                 continue  # no character of this shape can start here
-            paths: list[tuple[tuple[int, ...], int]] = [((), cid)]
+            paths: list[tuple[tuple[int, ...], frozenset]] = [((), config)]
             for depth, classes in enumerate(seq):
-                paths = [(p + (c,), t) for p, s in paths for c in classes if (t := get(s, c)) != DEAD_ID]
-                if len(paths) > self.MAX_PATHS or (depth + 1 < len(seq) and any(tr.accept[t] for _, t in paths)):
+                paths = [(p + (c,), t) for p, s in paths for c in classes if (t := after(s, c))]
+                if len(paths) > self.MAX_PATHS or (depth + 1 < len(seq) and any(ACCEPT in t for _, t in paths)):
                     return None  # too many, or a frame could end inside a character
                 if not paths:
                     break
             if paths:
                 ends = {t for _, t in paths}
-                if len(ends) > 1 or (target != DEAD_ID and target not in ends):
+                if len(ends) > 1 or (target and target not in ends):
                     return None
                 target = ends.pop()
                 alive.extend((i, p) for p, _ in paths)
-        return target, tuple(alive)
+        return self.tr.intern(target), tuple(alive)
 
     def ranges(self, alive: tuple) -> tuple[tuple[int, int], ...] | None:
         """The code points spelled by alive class paths, as merged ranges (None: too many)."""
@@ -347,13 +419,20 @@ class SliceChains:
             out.extend(got)
         return tuple(merge_ranges(out))
 
+    def _takes(self, cid: int) -> np.ndarray:
+        """bool per byte class: does some byte of the class lead anywhere from `cid`?"""
+        takes = np.zeros(len(self.all_classes), dtype=bool)
+        for lo, hi, target in self.tr.pieces(self.tr.configs[cid]):
+            if target:
+                takes[lo:hi] = True
+        return takes
+
     def char_step(self, cid: int) -> tuple[int, tuple] | None:
         """(next configuration, alive set: FULL or code point ranges), None if not one chain."""
         if cid in self._next:
             return self._next[cid]
         out: tuple[int, tuple] | None = None
-        row = self.tr.next_from(cid, self.all_classes)  # a walk from cid needs this row anyway
-        alive = row[self.first_class] != DEAD_ID
+        alive = self._takes(cid)[self.first_class]
         weight = int(self.first_weight[alive].sum())
         if weight == 0:  # no character of S can come: the end of a chain
             self._next[cid] = (DEAD_ID, FULL)
@@ -403,8 +482,34 @@ class SliceChains:
 
 
 DEAD_ID = 0
+_NOWHERE: frozenset = frozenset()
 MIN_ALIVE = 8  # fewer alive characters than this: the walk prunes at once, a slice costs more
 FULL = ("all",)
+_NO_EDGE = -1
+_UNASKED: Any = object()
+
+
+def _range_target(edges: list[tuple[int, int, int]], lo: int, hi: int) -> int | None:
+    """The one state every byte of lo..hi leads to by `edges`; _NO_EDGE when no byte of it
+    has an edge; None when the bytes lead to different states, several, or only some anywhere."""
+    target = _NO_EDGE
+    spans = []
+    for a, b, t in edges:
+        if b < lo or a > hi:
+            continue
+        if target != _NO_EDGE and t != target:
+            return None
+        target = t
+        spans.append((max(a, lo), min(b, hi)))
+    if target == _NO_EDGE:
+        return target
+    spans.sort()
+    reach = lo - 1
+    for a, b in spans:
+        if a > reach + 1:
+            return None
+        reach = max(reach, b)
+    return target if reach >= hi else None
 
 
 def _interval_code_points(ivs: list[tuple[int, int]], most: int = 4096) -> list[tuple[int, int]] | None:

@@ -153,11 +153,9 @@ class Transitions:
             self._stack_pieces[st] = hit
         return hit
 
-    def fill_row(self, state: int) -> None:
-        """Every cell of a row, from one pass over the configuration's byte edges
-        (each edge covers whole classes: their bounds are the edges' bounds). Classes
-        between two consecutive segment bounds share one target, interned once."""
-        config = self.configs[state]
+    def pieces(self, config: Config) -> list[tuple[int, int, Config]]:
+        """The configuration after one byte of each class, as disjoint class segments
+        (lo, hi, configuration) in order; classes outside every segment lead nowhere."""
         if len(config) == 1:
             pieces = self._pieces(next(iter(config)))
         else:
@@ -165,10 +163,17 @@ class Transitions:
                 (lo, hi, cs[0] if len(cs) == 1 else frozenset().union(*cs))
                 for lo, hi, cs in _disjoint([p for st in config for p in self._pieces(st)])
             ]
-        row = [DEAD] * self.n_classes  # a known cell is rewritten with the id it already holds
-        for lo, hi, target in pieces:
+        for _, _, target in pieces:
             if len(target) > MAX_STACKS:
                 raise CompileLimitError(f"{self.source}: grammar too ambiguous: {len(target):,} parses alive at once")
+        return pieces
+
+    def fill_row(self, state: int) -> None:
+        """Every cell of a row, from one pass over the configuration's byte edges
+        (each edge covers whole classes: their bounds are the edges' bounds). Classes
+        between two consecutive segment bounds share one target, interned once."""
+        row = [DEAD] * self.n_classes  # a known cell is rewritten with the id it already holds
+        for lo, hi, target in self.pieces(self.configs[state]):
             row[lo:hi] = [self.intern(target)] * (hi - lo)  # intern may grow (replace) the table
         self.table[state] = row
 
