@@ -141,6 +141,12 @@ class Automaton:
         self._local: dict[int, tuple[tuple[Stack, ...], bool]] = {}
         self._target_cache: dict[int, tuple[int, ...]] = {}
         self._closure_cache: OrderedDict[Stack, frozenset] = OrderedDict()
+        # states whose closure is the stack itself: they consume, and reach nothing without input
+        self._bare = {
+            q
+            for q in range(len(self.eps))
+            if self.consumes(q) and not self.eps[q] and not self.calls[q] and q not in self.final
+        }
         self.initial: Config = self.closure((self.start[grammar.root],))
         self.has_token_edges = any(self.token_edges)
 
@@ -451,6 +457,8 @@ class Automaton:
 
     def closure(self, stack: Stack) -> frozenset:
         """All stacks with a consuming top (or ACCEPT) reachable from `stack` without input."""
+        if stack and stack[-1] in self._bare:
+            return frozenset((stack,))
         hit = self._closure_cache.get(stack)
         if hit is not None:
             return hit

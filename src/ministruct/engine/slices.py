@@ -258,8 +258,11 @@ class SliceChains:
             tuple(tuple(sorted(set(byte_class[lo : hi + 1].tolist()))) for lo, hi in seq) for seq in self.byte_seqs
         ]
         bc = byte_class.tolist()
-        self.class_lo = {c: bc.index(c) for c in set(bc)}
-        self.class_hi = {c: 255 - bc[::-1].index(c) for c in set(bc)}
+        self.class_lo: dict[int, int] = {}
+        self.class_hi: dict[int, int] = {}
+        for b, c in enumerate(bc):
+            self.class_lo.setdefault(c, b)
+            self.class_hi[c] = b
         firsts = sorted({b for seq in self.byte_seqs for b in range(seq[0][0], seq[0][1] + 1)})
         self.first_class = byte_class[np.asarray(firsts, dtype=np.int64)]
         self.first_weight = np.asarray([1 if b < 0x80 else 64 for b in firsts], dtype=np.int64)

@@ -23,9 +23,21 @@ ROW_AT_ONCE = 4  # this many unknown cells in one row: fill the whole row in one
 T = TypeVar("T")
 
 
+def _span_bounds(span: tuple) -> tuple[int, int]:
+    return span[0], span[1]
+
+
 def _disjoint(spans: list[tuple[int, int, T]]) -> list[tuple[int, int, list[T]]]:
     """Overlapping (lo, hi, item) spans as disjoint (lo, hi, the items covering it), in order;
     stretches no span covers are left out."""
+    ordered = sorted(spans, key=_span_bounds)
+    end = -1
+    for lo, hi, _ in ordered:
+        if lo < end:
+            break
+        end = hi
+    else:  # (most states' edges) already disjoint
+        return [(lo, hi, [item]) for lo, hi, item in ordered if lo < hi]
     bounds = sorted({b for lo, hi, _ in spans for b in (lo, hi)})
     at = {b: i for i, b in enumerate(bounds)}
     covering: list[list[T]] = [[] for _ in bounds]
@@ -56,6 +68,7 @@ class Transitions:
         # state -> the same state in a representative copy of a long repeat (see
         # Automaton.canonical_states); canon[id] is the id of the configuration's image
         self.canon_map: dict[int, int] = {}
+        self._mapped: frozenset[int] = frozenset()
         self.canon = np.zeros(64, dtype=np.int32)
 
     def __len__(self) -> int:
@@ -94,6 +107,7 @@ class Transitions:
     def set_canon_map(self, canon_map: dict[int, int]) -> None:
         """Name the representative of each state (ids interned so far are mapped again)."""
         self.canon_map = canon_map
+        self._mapped = frozenset(canon_map)
         for cid in range(len(self.configs)):
             self.canon[cid] = self._image(cid)
 
@@ -102,6 +116,9 @@ class Transitions:
         if not self.canon_map:
             return cid
         config = self.configs[cid]
+        mapped = self._mapped
+        if all(mapped.isdisjoint(st) for st in config):
+            return cid
         get = self.canon_map.get
         image = frozenset(tuple(get(q, q) for q in st) for st in config)
         return cid if image == config else int(self.canon[self.intern(image)])
