@@ -117,7 +117,10 @@ class Transitions:
             return cid
         config = self.configs[cid]
         mapped = self._mapped
-        if all(mapped.isdisjoint(st) for st in config):
+        if len(config) == 1:
+            if mapped.isdisjoint(next(iter(config))):
+                return cid
+        elif all(mapped.isdisjoint(st) for st in config):
             return cid
         get = self.canon_map.get
         image = frozenset(tuple(get(q, q) for q in st) for st in config)
@@ -148,8 +151,14 @@ class Transitions:
         hit = self._segments_of.get(q)
         if hit is None:
             bc = self._class_of
+            edges = self.automaton.byte_edges[q]
+            if len(edges) <= 1:  # (most states: inside a literal or a character)
+                hit = self._segments_of[q] = tuple((bc[lo], bc[hi] + 1, (t,)) for lo, hi, t in edges)
+                return hit
             spans = [(bc[lo], bc[hi] + 1, t) for lo, hi, t in self.automaton.byte_edges[q]]
-            hit = self._segments_of[q] = tuple((lo, hi, tuple(sorted(set(ts)))) for lo, hi, ts in _disjoint(spans))
+            hit = self._segments_of[q] = tuple(
+                (lo, hi, (ts[0],) if len(ts) == 1 else tuple(sorted(set(ts)))) for lo, hi, ts in _disjoint(spans)
+            )
         return hit
 
     def _pieces(self, st: tuple) -> list[tuple[int, int, frozenset]]:
