@@ -45,6 +45,8 @@ ROOT = -1  # a walk that starts at the trie's root
 KEEP_FRAMES = 2
 PRUNE_MIN_TOKENS = 2048  # a node with fewer tokens below is walked, not analysed
 
+_ROOT_NODES = np.zeros(1, dtype=np.int64)  # (walks copy their entries)
+
 
 @dataclass(frozen=True)
 class _Part:
@@ -354,7 +356,7 @@ class CompiledGrammar:
         prune = None
         if parent is None:
             members, trie = self._slice_for(rel)
-            nodes = np.zeros(1, dtype=np.int64)
+            nodes = _ROOT_NODES
             if members is None:
                 prune = self._pruner()
         else:

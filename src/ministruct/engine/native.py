@@ -193,12 +193,12 @@ def walk_kernel(
         cur_depth, nxt_depth = nxt_depth, cur_depth
         n = m
     return (
-        ids[:n_ids].copy(),
-        exits[:n_exits].copy(),
-        b_node[:n_blocked].copy(),
-        b_state[:n_blocked].copy(),
-        b_cov[:n_blocked].copy(),
-        b_depth[:n_blocked].copy(),
-        cells[:n_cells].copy(),
-        asks[:n_asks].copy(),
+        ids[:n_ids],
+        exits[:n_exits],
+        b_node[:n_blocked],
+        b_state[:n_blocked],
+        b_cov[:n_blocked],
+        b_depth[:n_blocked],
+        cells[:n_cells],
+        asks[:n_asks],
     )

@@ -20,6 +20,7 @@ import threading
 from bisect import bisect_right
 from collections import OrderedDict
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import Any
 
 import numpy as np
@@ -264,9 +265,12 @@ class SliceChains:
             self.class_lo.setdefault(c, b)
             self.class_hi[c] = b
         firsts = sorted({b for seq in self.byte_seqs for b in range(seq[0][0], seq[0][1] + 1)})
-        self.first_class = byte_class[np.asarray(firsts, dtype=np.int64)]
-        self.first_weight = np.asarray([1 if b < 0x80 else 64 for b in firsts], dtype=np.int64)
-        self.all_classes = np.arange(int(byte_class.max()) + 1, dtype=np.int64)
+        # a first byte of a character weighs the characters it starts (roughly: 1 or 64);
+        # below[c] is the weight of the first bytes in classes before c
+        weight = [0] * (int(byte_class.max()) + 2)
+        for b in firsts:
+            weight[bc[b] + 1] += 1 if b < 0x80 else 64
+        self.weight_below = list(accumulate(weight))
         self._next: dict[int, tuple[int, tuple] | None] = {}
         self._uni: dict[int, int | None] = {}
         self._forever: dict[int, bool] = {}
@@ -422,21 +426,17 @@ class SliceChains:
             out.extend(got)
         return tuple(merge_ranges(out))
 
-    def _takes(self, cid: int) -> np.ndarray:
-        """bool per byte class: does some byte of the class lead anywhere from `cid`?"""
-        takes = np.zeros(len(self.all_classes), dtype=bool)
-        for lo, hi, target in self.tr.pieces(self.tr.configs[cid]):
-            if target:
-                takes[lo:hi] = True
-        return takes
+    def _weight(self, cid: int) -> int:
+        """The weight of the first bytes of S's characters that lead anywhere from `cid`."""
+        below = self.weight_below
+        return sum(below[hi] - below[lo] for lo, hi, target in self.tr.pieces(self.tr.configs[cid]) if target)
 
     def char_step(self, cid: int) -> tuple[int, tuple] | None:
         """(next configuration, alive set: FULL or code point ranges), None if not one chain."""
         if cid in self._next:
             return self._next[cid]
         out: tuple[int, tuple] | None = None
-        alive = self._takes(cid)[self.first_class]
-        weight = int(self.first_weight[alive].sum())
+        weight = self._weight(cid)
         if weight == 0:  # no character of S can come: the end of a chain
             self._next[cid] = (DEAD_ID, FULL)
             return self._next[cid]

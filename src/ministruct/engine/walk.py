@@ -29,6 +29,8 @@ _NO_BOOL = np.zeros(0, dtype=bool)
 _NO_BOOL_RO = np.zeros(0, dtype=bool)
 _NO_U64_RO = np.zeros(0, dtype=np.uint64)
 _NO_I8 = np.zeros(0, dtype=np.int8)
+_ONE_FALSE = np.zeros(1, dtype=bool)
+_ONE_ZERO = np.zeros(1, dtype=np.int64)
 _NO_BOOL_RO.setflags(write=False)
 _NO_U64_RO.setflags(write=False)
 
@@ -109,9 +111,12 @@ def _walk_compiled(
     nodes = np.asarray(start_nodes, dtype=np.int64)
     if len(nodes) == 1 and nodes[0] == 0 and not tr.complete[state]:
         tr.row(state)  # the root's children need (nearly) all of it: no round trip for that
-    states = np.full(len(nodes), state, dtype=np.int64)
-    cov = np.zeros(len(nodes), dtype=bool)
-    depth = np.zeros(len(nodes), dtype=np.int64)
+    if len(nodes) == 1:  # (the kernel copies its entries: constants do)
+        states, cov, depth = np.array([state], dtype=np.int64), _ONE_FALSE, _ONE_ZERO
+    else:
+        states = np.full(len(nodes), state, dtype=np.int64)
+        cov = np.zeros(len(nodes), dtype=bool)
+        depth = np.zeros(len(nodes), dtype=np.int64)
     use_targets = targets is not None
     out_targets = targets if use_targets else _NO_TARGETS
     if prune is not None:
