@@ -11,14 +11,13 @@ checks and the token-mask engine (compile.py) are built on.
 
 from __future__ import annotations
 
-import gc
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Iterable
 
 from ministruct.engine.utf8 import merge_ranges, utf8_sequences
 from ministruct.errors import CompileLimitError, GrammarError
-from ministruct.grammar.ir import Alt, CharClass, Expr, Grammar, Literal, Repeat, RuleRef, Seq, TokenRef
+from ministruct.grammar.ir import Alt, CharClass, Expr, Grammar, Literal, Repeat, RuleRef, Seq, TokenRef, gc_paused
 
 MAX_NFA_STATES = 2_000_000
 MAX_STACKS = 4_096
@@ -94,13 +93,8 @@ class Automaton:
     def __init__(self, grammar: Grammar) -> None:
         # building allocates millions of small lists that are never cyclic garbage: with the
         # cyclic collector running, its full passes over them made big grammars quadratic
-        paused = gc.isenabled()
-        gc.disable()
-        try:
+        with gc_paused():
             self._construct(grammar)
-        finally:
-            if paused:
-                gc.enable()
 
     def _construct(self, grammar: Grammar) -> None:
         if grammar.root not in grammar.rules:

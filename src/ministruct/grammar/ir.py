@@ -207,13 +207,18 @@ class Grammar:
 
 @contextmanager
 def gc_paused() -> Iterator[None]:
-    """No cyclic GC while a front end builds a large IR: its passes over the new objects free nothing."""
+    """No cyclic GC while a large structure is built: its passes over the new objects free
+    nothing. Afterwards the objects made meanwhile join the oldest generation at once (a
+    freeze and unfreeze moves them without a pass); left in the youngest, the next two
+    collections, in whatever runs next, would each traverse all of them."""
     enabled = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
         if enabled:
+            gc.freeze()
+            gc.unfreeze()
             gc.enable()
 
 
