@@ -1,0 +1,30 @@
+"""grammar/ir.py helpers."""
+
+from __future__ import annotations
+
+import gc
+
+from ministruct.grammar.ir import gc_paused
+
+
+def test_objects_built_with_the_collector_paused_join_the_oldest_generation():
+    """Left young, the next two collections (in whatever runs next) would each traverse them."""
+    assert gc.isenabled()
+    with gc_paused():
+        assert not gc.isenabled()
+        built = [[i] for i in range(5000)]
+    assert gc.isenabled()
+    oldest = {id(o) for o in gc.get_objects(generation=2)}
+    assert all(id(x) in oldest for x in built)
+    young = {id(o) for o in gc.get_objects(generation=0)} | {id(o) for o in gc.get_objects(generation=1)}
+    assert not any(id(x) in young for x in built)
+
+
+def test_a_collector_the_caller_disabled_stays_disabled():
+    gc.disable()
+    try:
+        with gc_paused():
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
