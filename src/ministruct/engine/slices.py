@@ -255,10 +255,8 @@ class SliceChains:
         self.tr = tr
         self.max_len = max_len  # nor any token more bytes: a longer uniform chain is for ever
         self.byte_seqs = utf8_sequences(sl.ranges)
-        self.seqs = [
-            tuple(tuple(sorted(set(byte_class[lo : hi + 1].tolist()))) for lo, hi in seq) for seq in self.byte_seqs
-        ]
         bc = byte_class.tolist()
+        self.seqs = [tuple(tuple(sorted(set(bc[lo : hi + 1]))) for lo, hi in seq) for seq in self.byte_seqs]
         self.class_lo: dict[int, int] = {}
         self.class_hi: dict[int, int] = {}
         for b, c in enumerate(bc):

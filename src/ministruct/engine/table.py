@@ -62,7 +62,7 @@ class Transitions:
         self.table = np.full((64, self.n_classes), UNKNOWN, dtype=np.int32)
         self.table[DEAD, :] = DEAD
         self.accept = np.zeros(64, dtype=bool)
-        self.complete = np.zeros(64, dtype=np.int8)  # 1: the row has no UNKNOWN cell (set by kernel.py)
+        self.complete = np.zeros(64, dtype=np.int8)  # 1: the row has no UNKNOWN cell (set by fill_row and the kernel)
         self._segments_of: dict[int, tuple[tuple[int, int, tuple[int, ...]], ...]] = {}
         self._stack_pieces: dict[tuple, list[tuple[int, int, frozenset]]] = {}
         # state -> the same state in a representative copy of a long repeat (see
@@ -202,14 +202,13 @@ class Transitions:
         for lo, hi, target in self.pieces(self.configs[state]):
             row[lo:hi] = [self.intern(target)] * (hi - lo)  # intern may grow (replace) the table
         self.table[state] = row
+        self.complete[state] = 1
 
     def row(self, state: int) -> np.ndarray:
         """The whole row of a configuration, filled."""
-        r = self.table[state]
-        if (r == UNKNOWN).any():
+        if not self.complete[state] and (self.table[state] == UNKNOWN).any():
             self.fill_row(state)
-            r = self.table[state]
-        return r
+        return self.table[state]
 
     def get(self, state: int, cls: int) -> int:
         nxt = int(self.table[state, cls])
