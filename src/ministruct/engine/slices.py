@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 import threading
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections import OrderedDict
 from dataclasses import dataclass
 from itertools import accumulate
@@ -255,19 +255,17 @@ class SliceChains:
         self.tr = tr
         self.max_len = max_len  # nor any token more bytes: a longer uniform chain is for ever
         self.byte_seqs = utf8_sequences(sl.ranges)
+        # byte classes are runs of consecutive bytes, numbered in byte order (compile.py)
         bc = byte_class.tolist()
-        self.seqs = [tuple(tuple(sorted(set(bc[lo : hi + 1]))) for lo, hi in seq) for seq in self.byte_seqs]
-        self.class_lo: dict[int, int] = {}
-        self.class_hi: dict[int, int] = {}
-        for b, c in enumerate(bc):
-            self.class_lo.setdefault(c, b)
-            self.class_hi[c] = b
-        firsts = sorted({b for seq in self.byte_seqs for b in range(seq[0][0], seq[0][1] + 1)})
+        self.seqs = [tuple(tuple(range(bc[lo], bc[hi] + 1)) for lo, hi in seq) for seq in self.byte_seqs]
+        self._bc = bc
         # a first byte of a character weighs the characters it starts (roughly: 1 or 64);
         # below[c] is the weight of the first bytes in classes before c
-        weight = [0] * (int(byte_class.max()) + 2)
-        for b in firsts:
-            weight[bc[b] + 1] += 1 if b < 0x80 else 64
+        weight = [0] * (bc[-1] + 2)
+        for seq in self.byte_seqs:
+            lo, hi = seq[0]
+            for b in range(lo, hi + 1):
+                weight[bc[b] + 1] += 1 if b < 0x80 else 64
         self.weight_below = list(accumulate(weight))
         self._next: dict[int, tuple[int, tuple] | None] = {}
         self._uni: dict[int, int | None] = {}
@@ -414,9 +412,11 @@ class SliceChains:
     def ranges(self, alive: tuple) -> tuple[tuple[int, int], ...] | None:
         """The code points spelled by alive class paths, as merged ranges (None: too many)."""
         out: list[tuple[int, int]] = []
+        bc = self._bc  # (sorted: a class's bytes are bisect_left..bisect_right - 1)
         for i, path in alive:
             ivs = [
-                (max(lo, self.class_lo[c]), min(hi, self.class_hi[c])) for (lo, hi), c in zip(self.byte_seqs[i], path)
+                (max(lo, bisect_left(bc, c)), min(hi, bisect_right(bc, c) - 1))
+                for (lo, hi), c in zip(self.byte_seqs[i], path)
             ]
             got = _interval_code_points(ivs)
             if got is None:
