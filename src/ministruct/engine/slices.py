@@ -427,7 +427,7 @@ class SliceChains:
     def _weight(self, cid: int) -> int:
         """The weight of the first bytes of S's characters that lead anywhere from `cid`."""
         below = self.weight_below
-        return sum(below[hi] - below[lo] for lo, hi, target in self.tr.pieces(self.tr.configs[cid]) if target)
+        return sum(below[hi] - below[lo] for lo, hi, target in self.tr.pieces_of(cid) if target)
 
     def char_step(self, cid: int) -> tuple[int, tuple] | None:
         """(next configuration, alive set: FULL or code point ranges), None if not one chain."""

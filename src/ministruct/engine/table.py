@@ -19,6 +19,7 @@ DEAD = 0
 UNKNOWN = -1
 MAX_CONFIGS = 1_000_000
 STACK_PIECES_KEPT = 100_000
+MERGED_KEPT = 10_000  # configurations of several stacks whose merged pieces are kept
 ROW_AT_ONCE = 4  # this many unknown cells in one row: fill the whole row in one pass
 T = TypeVar("T")
 
@@ -65,6 +66,7 @@ class Transitions:
         self.complete = np.zeros(64, dtype=np.int8)  # 1: the row has no UNKNOWN cell (set by fill_row and the kernel)
         self._segments_of: dict[int, tuple[tuple[int, int, tuple[int, ...]], ...]] = {}
         self._stack_pieces: dict[tuple, list[tuple[int, int, frozenset]]] = {}
+        self._merged: dict[int, list[tuple[int, int, frozenset]]] = {}
         # state -> the same state in a representative copy of a long repeat (see
         # Automaton.canonical_states); canon[id] is the id of the configuration's image
         self.canon_map: dict[int, int] = {}
@@ -179,6 +181,18 @@ class Transitions:
             self._stack_pieces[st] = hit
         return hit
 
+    def pieces_of(self, cid: int) -> list[tuple[int, int, Config]]:
+        """`pieces` of an interned configuration (a merge of several stacks' is kept)."""
+        config = self.configs[cid]
+        if len(config) == 1:
+            return self._pieces(next(iter(config)))
+        hit = self._merged.get(cid)
+        if hit is None:
+            if len(self._merged) >= MERGED_KEPT:
+                self._merged.clear()
+            hit = self._merged[cid] = self.pieces(config)
+        return hit
+
     def pieces(self, config: Config) -> list[tuple[int, int, Config]]:
         """The configuration after one byte of each class, as disjoint class segments
         (lo, hi, configuration) in order; classes outside every segment lead nowhere."""
@@ -199,7 +213,7 @@ class Transitions:
         (each edge covers whole classes: their bounds are the edges' bounds). Classes
         between two consecutive segment bounds share one target, interned once."""
         row = [DEAD] * self.n_classes  # a known cell is rewritten with the id it already holds
-        for lo, hi, target in self.pieces(self.configs[state]):
+        for lo, hi, target in self.pieces_of(state):
             row[lo:hi] = [self.intern(target)] * (hi - lo)  # intern may grow (replace) the table
         self.table[state] = row
         self.complete[state] = 1
