@@ -28,3 +28,17 @@ def test_a_collector_the_caller_disabled_stays_disabled():
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_objects_the_program_froze_stay_frozen():
+    """A program that froze its objects (before forking workers) keeps them out of collections."""
+    kept = [[i] for i in range(100)]
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        with gc_paused():
+            built = [[i] for i in range(100)]
+        assert gc.get_freeze_count() == frozen
+        assert built and kept
+    finally:
+        gc.unfreeze()

@@ -157,7 +157,7 @@ class Transitions:
             if len(edges) <= 1:  # (most states: inside a literal or a character)
                 hit = self._segments_of[q] = tuple((bc[lo], bc[hi] + 1, (t,)) for lo, hi, t in edges)
                 return hit
-            spans = [(bc[lo], bc[hi] + 1, t) for lo, hi, t in self.automaton.byte_edges[q]]
+            spans = [(bc[lo], bc[hi] + 1, t) for lo, hi, t in edges]
             hit = self._segments_of[q] = tuple(
                 (lo, hi, (ts[0],) if len(ts) == 1 else tuple(sorted(set(ts)))) for lo, hi, ts in _disjoint(spans)
             )

@@ -210,15 +210,17 @@ def gc_paused() -> Iterator[None]:
     """No cyclic GC while a large structure is built: its passes over the new objects free
     nothing. Afterwards the objects made meanwhile join the oldest generation at once (a
     freeze and unfreeze moves them without a pass); left in the youngest, the next two
-    collections, in whatever runs next, would each traverse all of them."""
+    collections, in whatever runs next, would each traverse all of them. (Not when the
+    program keeps objects frozen itself, e.g. before a fork: those must stay frozen.)"""
     enabled = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
         if enabled:
-            gc.freeze()
-            gc.unfreeze()
+            if gc.get_freeze_count() == 0:
+                gc.freeze()
+                gc.unfreeze()
             gc.enable()
 
 
