@@ -176,6 +176,7 @@ class Transitions:
                         hit.append((lo, hi, closure(head + ts)))
                     else:
                         hit.append((lo, hi, frozenset().union(*(closure(head + (t,)) for t in ts))))
+            self._check_width(hit)
             if len(self._stack_pieces) >= STACK_PIECES_KEPT:
                 self._stack_pieces.clear()
             self._stack_pieces[st] = hit
@@ -197,16 +198,18 @@ class Transitions:
         """The configuration after one byte of each class, as disjoint class segments
         (lo, hi, configuration) in order; classes outside every segment lead nowhere."""
         if len(config) == 1:
-            pieces = self._pieces(next(iter(config)))
-        else:
-            pieces = [
-                (lo, hi, cs[0] if len(cs) == 1 else frozenset().union(*cs))
-                for lo, hi, cs in _disjoint([p for st in config for p in self._pieces(st)])
-            ]
+            return self._pieces(next(iter(config)))
+        pieces = [
+            (lo, hi, cs[0] if len(cs) == 1 else frozenset().union(*cs))
+            for lo, hi, cs in _disjoint([p for st in config for p in self._pieces(st)])
+        ]
+        self._check_width(pieces)
+        return pieces
+
+    def _check_width(self, pieces: list[tuple[int, int, Config]]) -> None:
         for _, _, target in pieces:
             if len(target) > MAX_STACKS:
                 raise CompileLimitError(f"{self.source}: grammar too ambiguous: {len(target):,} parses alive at once")
-        return pieces
 
     def fill_row(self, state: int) -> None:
         """Every cell of a row, from one pass over the configuration's byte edges
