@@ -73,7 +73,8 @@ def walk_kernel(
     With use_canon, a configuration reached inside a token is replaced by canon[it] (the
     same tokens continue from both). Returns (token ids, exit nodes, the blocked entries:
     node, state, covered, depth, and what they wait for: the unknown cells as
-    state * n_classes + class, and the configurations whose slice stability is not known)."""
+    state * n_classes + class, and the configurations whose slice stability is not known),
+    each a view of a buffer of this call: the caller copies or consumes them)."""
     n = len(e_node)
     cur_node = e_node.copy()
     cur_state = e_state.copy()

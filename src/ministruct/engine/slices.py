@@ -306,7 +306,8 @@ class SliceChains:
         characters' inner configurations get no id and no table row."""
         hit = self._segs.get(config)
         if hit is None:
-            pieces = self.tr.pieces(config)
+            cid = self.tr.ids.get(config)  # (an interned configuration's merge may be kept already)
+            pieces = self.tr.pieces(config) if cid is None else self.tr.pieces_of(cid)
             if len(self._segs) >= self.SEGMENTS_KEPT:
                 self._segs.clear()
             hit = self._segs[config] = ([lo for lo, _, _ in pieces], pieces)
