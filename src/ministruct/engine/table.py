@@ -8,7 +8,7 @@ first asked). Not thread-safe by itself: CompiledGrammar serializes every call.
 
 from __future__ import annotations
 
-from typing import Callable, TypeVar
+from typing import TypeVar
 
 import numpy as np
 
@@ -233,24 +233,6 @@ class Transitions:
             nxt = self.intern(self.automaton.step(self.configs[state], int(self.class_rep[cls])))
             self.table[state, cls] = nxt
         return nxt
-
-    def reader(self) -> Callable[[int, int], int]:
-        """A `get` for many cells of a few rows: a row with an unknown cell is filled whole,
-        then copied out once (cells only go from UNKNOWN to known: a copy stays right)."""
-        rows: dict[int, list[int]] = {}
-
-        def cell(state: int, cls: int) -> int:
-            r = rows.get(state)
-            if r is None:
-                r = rows[state] = self.table[state].tolist()
-            t = r[cls]
-            if t == UNKNOWN:  # one pass over the configuration's edges fills the whole row
-                self.fill_row(state)
-                r = rows[state] = self.table[state].tolist()
-                t = r[cls]
-            return t
-
-        return cell
 
     def next(self, states: np.ndarray, classes: np.ndarray) -> np.ndarray:
         """The configuration ids after one byte of each class, from each state (vectorized)."""
