@@ -4,7 +4,7 @@ A numpy walk pays a dozen array calls per trie level, whatever the number of liv
 and most walks are narrow (a key, a literal, a number: a handful of live nodes per
 level); compiled, the same walk visits only the live nodes. The loop never runs Python:
 a node whose transition-table cells are not known yet, or whose slice stability is not
-known yet, is handed back *blocked*; the caller fills those cells (table.py) and walks on
+known yet, is handed back *blocked*; the caller fills those rows (table.py) and walks on
 from the blocked nodes, until nothing is blocked. Results are exactly walk.py's.
 
 Compiled code is cached on disk (numba's cache, under ministruct's cache folder), so
@@ -93,28 +93,28 @@ def spent(seconds: float) -> None:
 def _run_tiny(run: Any) -> None:
     """One walk on a tiny trie, with the argument types and write flags the engine uses
     (numba compiles one version per such signature)."""
+    from ministruct.engine.trie import TokenTrie
 
     def ro(a: np.ndarray) -> np.ndarray:
         a.setflags(write=False)
         return a
 
-    i32 = lambda *v: ro(np.asarray(v, dtype=np.int32))  # noqa: E731
+    trie = TokenTrie.build([b"a"], np.zeros(1, dtype=np.int64))  # the root and one leaf
     run(
-        i32(1, 0),  # child_start: the root has one child, node 1
-        i32(1, 0),
-        ro(np.asarray([0, 97], dtype=np.uint8)),
-        i32(-1, 0),
-        i32(0, 0),
-        i32(1, 1),
-        i32(0),
+        ro(trie.pre),
+        ro(trie.node_pre),
+        ro(trie.child_start),
+        ro(trie.child_count),
+        ro(trie.node_byte),
+        ro(trie.tok_lo),
+        ro(trie.tok_count),
+        ro(trie.sorted_ids),
         np.zeros(256, dtype=np.int64),
         np.ones((2, 1), dtype=np.int32),
         np.zeros(2, dtype=bool),
         np.zeros(2, dtype=np.int8),
-        np.zeros(1, dtype=np.int64),
-        np.ones(1, dtype=np.int64),
-        np.zeros(1, dtype=bool),
-        np.zeros(1, dtype=np.int64),
+        np.asarray([[0], [1], [0]], dtype=np.int64),
+        False,
         np.zeros(1, dtype=np.int32),
         True,
         np.zeros(2, dtype=np.int32),
@@ -126,4 +126,5 @@ def _run_tiny(run: Any) -> None:
         4,
         1,
         np.ones(256, dtype=bool),
+        trie.max_len + 1,
     )

@@ -19,8 +19,8 @@ def grow(a: np.ndarray, need: int) -> np.ndarray:
 
 @numba.njit(cache=True, nogil=True)
 def row_known(table, complete, s, byte_class, node_byte, lo, hi):
-    """Are the cells this node's children need known? (`complete[s]` caches whole rows.)"""
-    if s < len(complete) and complete[s]:
+    """Are the cells this node's children need known? (`complete[s]` == 1 caches whole rows.)"""
+    if s < len(complete) and complete[s] == 1:
         return True
     if s >= table.shape[0]:
         return False
@@ -39,12 +39,20 @@ def row_known(table, complete, s, byte_class, node_byte, lo, hi):
     return True
 
 
+FULL = 1  # _walk_rows stopped: an output array may not hold the next node's output
+ASKED = 2  # `complete` of a row asked for in this call (walk_kernel resets it)
+
+
 @numba.njit(cache=True, nogil=True)
-def walk_kernel(
+def _walk_rows(
+    pos,
+    st,
+    cv,
+    pre,
+    node_pre,
     child_start,
     child_count,
     node_byte,
-    node_token,
     tok_lo,
     tok_count,
     sorted_ids,
@@ -52,10 +60,8 @@ def walk_kernel(
     table,
     accept,
     complete,
-    e_node,
-    e_state,
-    e_cov,
-    e_depth,
+    entries,
+    from_pre,
     targets,
     use_targets,
     canon,
@@ -67,139 +73,273 @@ def walk_kernel(
     max_depth,
     min_tokens,
     one_byte,
+    ids,
+    exits,
+    blocked,
+    wants,
+    asks,
+    tails,
+    counts,
 ):
-    """walk.py's walk, level by level (node ids grow with depth: memory is read in order).
-
-    With use_canon, a configuration reached inside a token is replaced by canon[it] (the
-    same tokens continue from both). Returns (token ids, exit nodes, the blocked entries:
-    node, state, covered, depth, and what they wait for: the unknown cells as
-    state * n_classes + class, and the configurations whose slice stability is not known),
-    each a view of a buffer of this call: the caller copies or consumes them)."""
-    n = len(e_node)
-    cur_node = e_node.copy()
-    cur_state = e_state.copy()
-    cur_cov = e_cov.copy()
-    cur_depth = e_depth.copy()
-    cap = max(64, n)
-    nxt_node = np.empty(cap, np.int64)
-    nxt_state = np.empty(cap, np.int64)
-    nxt_cov = np.empty(cap, np.bool_)
-    nxt_depth = np.empty(cap, np.int64)
-    ids = np.empty(256, np.int32)
-    n_ids = 0
-    exits = np.empty(64, np.int64)
-    n_exits = 0
-    b_node = np.empty(16, np.int64)
-    b_state = np.empty(16, np.int64)
-    b_cov = np.empty(16, np.bool_)
-    b_depth = np.empty(16, np.int64)
-    n_blocked = 0
-    cells = np.empty(16, np.int64)
-    n_cells = 0
-    asks = np.empty(16, np.int64)
-    n_asks = 0
-    n_cls = table.shape[1]
+    """walk_kernel's loop, from `pos` (entry, row, end of its subtree, how to go on:
+    0 at the row, 1 from the entry, 2 at the row's checks; then the row's configuration
+    and coverage). Returns 0 when done, FULL when an output array other than `ids` may
+    not hold the next row's output; `pos` and `counts` then say where it stopped."""
+    n_rows = table.shape[0]
     n_stable = len(stable)
     n_complete = len(complete)
-    while n > 0:
-        # room for this level, so the loop below never grows an array
-        room = 0
-        for i in range(n):
-            node = cur_node[i]
-            room += child_count[node]
-            if use_prune and not cur_cov[i] and cur_depth[i] >= 1 and cur_depth[i] < max_depth:
-                s = cur_state[i]
-                if tok_count[node] >= min_tokens and s < n_stable and stable[s] == 1:
-                    room += tok_count[node]
-        if room > len(nxt_node):
-            nxt_node = grow(nxt_node, room)
-            nxt_state = grow(nxt_state, room)
-            nxt_cov = grow(nxt_cov, room)
-            nxt_depth = grow(nxt_depth, room)
-        ids = grow(ids, n_ids + room)
-        exits = grow(exits, n_exits + room)
-        b_node = grow(b_node, n_blocked + n)
-        b_state = grow(b_state, n_blocked + n)
-        b_cov = grow(b_cov, n_blocked + n)
-        b_depth = grow(b_depth, n_blocked + n)
-        asks = grow(asks, n_asks + n)
-        cells = grow(cells, n_cells + room)
-        m = 0
-        for i in range(n):
-            node = cur_node[i]
-            s = cur_state[i]
-            cov = cur_cov[i]
-            depth = cur_depth[i]
-            lo = child_start[node]
-            hi = lo + child_count[node]
+    n_ids, n_exits, n_blocked, n_wants, n_asks, n_tails = (
+        counts[0],
+        counts[1],
+        counts[2],
+        counts[3],
+        counts[4],
+        counts[5],
+    )
+    e, i, end, fresh = pos[0], pos[1], pos[2], pos[3]
+    ns = pos[4]
+    cov = pos[5] != 0
+    status = 0
+    while e < entries.shape[1]:
+        if fresh == 2:  # back to a node's check
+            check = True
+            fresh = 0
+        elif fresh:
+            i = entries[0, e]
+            if not from_pre:
+                i = node_pre[i]
+            end = i + pre[i, 2]
+            ns = entries[1, e]
+            cov = entries[2, e] != 0
+            check = True
+            fresh = 0
+        else:
+            check = False
+        while True:
+            if not check:
+                if i >= end:
+                    break
+                word = pre[i, 0]
+                d = word >> 8
+                t = table[st[d - 1], byte_class[word & 255]]  # (known: the parent's row was checked)
+                if t <= 0:
+                    i += pre[i, 2]
+                    continue
+                if accept[t]:
+                    if n_exits == len(exits):
+                        status = FULL  # (come back to this node)
+                        break
+                    exits[n_exits] = pre[i, 3]
+                    n_exits += 1
+                tok = pre[i, 1]
+                ids[n_ids] = tok
+                n_ids += tok >= 0
+                if use_targets and tok >= 0:
+                    targets[tok] = t
+                ns = canon[t] if use_canon else t
+                if not use_prune:
+                    if ns < n_complete and complete[ns] == 1:
+                        st[d] = ns  # (a leaf's too: no node reads it)
+                        i += 1
+                        continue
+                    cov = False
+                else:
+                    cov = cv[d - 1] and one_byte[word & 255]
+            check = False
+            # the node's own checks, before its subtree (as the level walk makes them)
+            d = pre[i, 0] >> 8
+            size = pre[i, 2]
+            node = pre[i, 3]
+            if size == 1:
+                i += 1  # a leaf: nothing below it to walk or check
+                continue
+            if (
+                n_blocked == blocked.shape[1]
+                or n_wants == len(wants)
+                or n_asks == len(asks)
+                or (use_prune and n_tails + tok_count[node] > len(tails))
+            ):
+                status = FULL
+                check = True  # (come back to this node)
+                break
             ask = False
-            if use_prune and depth >= 1 and depth < max_depth:
+            if use_prune and d >= 1 and d < max_depth:
                 ask = cov or tok_count[node] >= min_tokens
-            blocked = ask and (s >= n_stable or stable[s] < 0)
-            if blocked:
-                asks[n_asks] = s
+            stop = ask and (ns >= n_stable or stable[ns] < 0)
+            if stop:
+                asks[n_asks] = ns
                 n_asks += 1
-            elif hi > lo and not (s < n_complete and complete[s] == 1):
-                if not row_known(table, complete, s, byte_class, node_byte, lo, hi):
-                    blocked = True
-                    for c in range(lo, hi if s < table.shape[0] else lo):  # (a row past the table: a bug)
-                        k = byte_class[node_byte[c]]
-                        if table[s, k] == UNKNOWN:
-                            cells[n_cells] = s * n_cls + k
-                            n_cells += 1
-            if blocked:
-                b_node[n_blocked] = node
-                b_state[n_blocked] = s
-                b_cov[n_blocked] = cov
-                b_depth[n_blocked] = depth
+            elif size > 1 and not (ns < n_complete and complete[ns] == 1):
+                lo = child_start[node]
+                hi = lo + child_count[node]
+                if not row_known(table, complete, ns, byte_class, node_byte, lo, hi):
+                    stop = True
+                    if ns < n_rows and complete[ns] != ASKED:  # (a row past the table: a bug)
+                        complete[ns] = ASKED
+                        wants[n_wants] = ns
+                        n_wants += 1
+            if stop:
+                blocked[0, n_blocked] = i
+                blocked[1, n_blocked] = ns
+                blocked[2, n_blocked] = cov
                 n_blocked += 1
+                i += size
                 continue
             if ask:
-                if stable[s] == 1:
+                if stable[ns] == 1:
                     if not cov:
                         a = tok_lo[node]
-                        bit = np.uint64(1) << np.uint64(depth)
+                        bit = np.uint64(1) << np.uint64(d)
                         for k in range(a, a + tok_count[node]):
                             if suffix_ok[k] & bit:
-                                ids[n_ids] = sorted_ids[k]
-                                n_ids += 1
+                                tails[n_tails] = sorted_ids[k]
+                                n_tails += 1
                     cov = True
                     if not need_walk[node]:
+                        i += size
                         continue
                 else:
                     cov = False
-            for c in range(lo, hi):
-                t = table[s, byte_class[node_byte[c]]]
-                if t <= 0:
-                    continue
-                tok = node_token[c]
-                if tok >= 0:
-                    ids[n_ids] = tok
-                    n_ids += 1
-                    if use_targets:
-                        targets[tok] = t
-                if accept[t]:
-                    exits[n_exits] = c
-                    n_exits += 1
-                if child_count[c] == 0:
-                    continue  # a leaf: nothing below it to walk (its token, if taken again, would repeat)
-                nxt_node[m] = c
-                nxt_state[m] = canon[t] if use_canon else t
-                nxt_cov[m] = cov and one_byte[node_byte[c]]
-                nxt_depth[m] = depth + 1
-                m += 1
-        cur_node, nxt_node = nxt_node, cur_node
-        cur_state, nxt_state = nxt_state, cur_state
-        cur_cov, nxt_cov = nxt_cov, cur_cov
-        cur_depth, nxt_depth = nxt_depth, cur_depth
-        n = m
-    return (
-        ids[:n_ids],
-        exits[:n_exits],
-        b_node[:n_blocked],
-        b_state[:n_blocked],
-        b_cov[:n_blocked],
-        b_depth[:n_blocked],
-        cells[:n_cells],
-        asks[:n_asks],
+            st[d] = ns
+            cv[d] = cov
+            i += 1
+        if status:
+            break
+        e += 1
+        fresh = 1
+    counts[0], counts[1], counts[2], counts[3], counts[4], counts[5] = (
+        n_ids,
+        n_exits,
+        n_blocked,
+        n_wants,
+        n_asks,
+        n_tails,
     )
+    pos[0], pos[1], pos[2], pos[3], pos[4], pos[5] = e, i, end, 2 if check else fresh, ns, cov
+    return status
+
+
+@numba.njit(cache=True, nogil=True)
+def walk_kernel(
+    pre,
+    node_pre,
+    child_start,
+    child_count,
+    node_byte,
+    tok_lo,
+    tok_count,
+    sorted_ids,
+    byte_class,
+    table,
+    accept,
+    complete,
+    entries,
+    from_pre,
+    targets,
+    use_targets,
+    canon,
+    use_canon,
+    use_prune,
+    need_walk,
+    suffix_ok,
+    stable,
+    max_depth,
+    min_tokens,
+    one_byte,
+    levels,
+):
+    """walk.py's walk, depth first over the trie's preorder rows: a dead node skips its
+    subtree in one step, and memory is read in order.
+
+    `entries` (3, n): node, configuration, covered; nodes are rows of `pre` with
+    from_pre, node ids otherwise. Each node is checked as the level walk checks it (its
+    slice stability with use_prune, its row of the table), then its subtree is walked.
+    With use_canon, a configuration reached inside a token is replaced by canon[it] (the
+    same tokens continue from both). `levels`: the trie's depth + 1. Returns (buffer,
+    n_ids, n_exits, n_blocked, n_wants, n_asks); the buffer holds, in that order, the
+    token ids, the exit node ids, the blocked entries (3 x n_blocked, rows of `pre`, to
+    walk on from), the configurations whose table rows they wait for (each once) and the
+    configurations whose slice stability is not known."""
+    room = 0  # each token below the entries is found at most once per entry: room for all of them
+    for e in range(entries.shape[1]):
+        room += tok_count[pre[node_pre[entries[0, e]] if not from_pre else entries[0, e], 3]]
+    ids = np.empty(room, np.int64)
+    exits = np.empty(64, np.int64)
+    blocked = np.empty((3, 64), np.int64)
+    wants = np.empty(512, np.int64)
+    asks = np.empty(64, np.int64)
+    tails = np.empty(256 if use_prune else 0, np.int64)
+    counts = np.zeros(6, np.int64)
+    pos = np.zeros(6, np.int64)
+    pos[3] = 1
+    st = np.empty(levels, np.int64)
+    cv = np.empty(levels, np.bool_)
+    while _walk_rows(
+        pos,
+        st,
+        cv,
+        pre,
+        node_pre,
+        child_start,
+        child_count,
+        node_byte,
+        tok_lo,
+        tok_count,
+        sorted_ids,
+        byte_class,
+        table,
+        accept,
+        complete,
+        entries,
+        from_pre,
+        targets,
+        use_targets,
+        canon,
+        use_canon,
+        use_prune,
+        need_walk,
+        suffix_ok,
+        stable,
+        max_depth,
+        min_tokens,
+        one_byte,
+        ids,
+        exits,
+        blocked,
+        wants,
+        asks,
+        tails,
+        counts,
+    ):
+        exits = grow(exits, counts[1] + 1)
+        if counts[2] == blocked.shape[1]:
+            b2 = np.empty((3, 2 * blocked.shape[1]), np.int64)
+            b2[:, : counts[2]] = blocked
+            blocked = b2
+        wants = grow(wants, counts[3] + 1)
+        asks = grow(asks, counts[4] + 1)
+        tails = grow(tails, counts[5] + tok_count[pre[pos[1], 3]] + 1)
+    n_ids, n_exits, n_blocked, n_wants, n_asks, n_tails = (
+        counts[0],
+        counts[1],
+        counts[2],
+        counts[3],
+        counts[4],
+        counts[5],
+    )
+    out = np.empty(n_ids + n_tails + n_exits + 3 * n_blocked + n_wants + n_asks, np.int64)
+    out[:n_ids] = ids[:n_ids]
+    out[n_ids : n_ids + n_tails] = tails[:n_tails]
+    n_ids += n_tails
+    o = n_ids
+    out[o : o + n_exits] = exits[:n_exits]
+    o += n_exits
+    for r in range(3):
+        out[o : o + n_blocked] = blocked[r, :n_blocked]
+        o += n_blocked
+    out[o : o + n_wants] = wants[:n_wants]
+    o += n_wants
+    for k in range(n_wants):
+        complete[wants[k]] = 0
+    out[o : o + n_asks] = asks[:n_asks]
+    return out, n_ids, n_exits, n_blocked, n_wants, n_asks

@@ -20,31 +20,35 @@ UNKNOWN = -1
 MAX_CONFIGS = 1_000_000
 STACK_PIECES_KEPT = 100_000
 MERGED_KEPT = 10_000  # configurations of several stacks whose merged pieces are kept
-ROW_AT_ONCE = 4  # this many unknown cells in one row: fill the whole row in one pass
 T = TypeVar("T")
-
-
-def _span_bounds(span: tuple) -> tuple[int, int]:
-    return span[0], span[1]
 
 
 def _disjoint(spans: list[tuple[int, int, T]]) -> list[tuple[int, int, list[T]]]:
     """Overlapping (lo, hi, item) spans as disjoint (lo, hi, the items covering it), in order;
     stretches no span covers are left out."""
-    ordered = sorted(spans, key=_span_bounds)
+    groups: dict[tuple[int, int], list[T]] = {}  # (the stacks of a configuration often share bounds)
+    for lo, hi, item in spans:
+        if lo < hi:
+            items = groups.get((lo, hi))
+            if items is None:
+                groups[(lo, hi)] = [item]
+            else:
+                items.append(item)
+    keys = sorted(groups)
     end = -1
-    for lo, hi, _ in ordered:
+    for lo, hi in keys:
         if lo < end:
             break
         end = hi
-    else:  # (most states' edges) already disjoint
-        return [(lo, hi, [item]) for lo, hi, item in ordered if lo < hi]
-    bounds = sorted({b for lo, hi, _ in spans for b in (lo, hi)})
+    else:  # (most configurations) already disjoint
+        return [(lo, hi, groups[lo, hi]) for lo, hi in keys]
+    bounds = sorted({b for key in keys for b in key})
     at = {b: i for i, b in enumerate(bounds)}
     covering: list[list[T]] = [[] for _ in bounds]
-    for lo, hi, item in spans:
+    for lo, hi in keys:
+        items = groups[lo, hi]
         for i in range(at[lo], at[hi]):
-            covering[i].append(item)
+            covering[i].extend(items)
     return [(bounds[i], bounds[i + 1], items) for i, items in enumerate(covering) if items]
 
 
@@ -128,24 +132,13 @@ class Transitions:
         image = frozenset(tuple(get(q, q) for q in st) for st in config)
         return cid if image == config else int(self.canon[self.intern(image)])
 
-    def fill(self, states: np.ndarray, classes: np.ndarray) -> None:
-        self.fill_keys(states.astype(np.int64) * self.n_classes + classes)
-
-    def fill_keys(self, cells: np.ndarray) -> None:
-        """Fill the cells state * n_classes + class (known ones are left as they are)."""
-        keys = sorted(set(cells.tolist()))
-        per_state: dict[int, list[int]] = {}
-        for k in keys:
-            s, c = divmod(k, self.n_classes)
-            per_state.setdefault(s, []).append(c)
-        step = self.automaton.step
-        for s, cs in per_state.items():
-            if len(cs) >= ROW_AT_ONCE:
+    def fill_rows(self, states: np.ndarray) -> None:
+        """Fill the rows of these configurations. A walk that needs one cell of a row
+        needs others soon (one pass over the row's segments costs about what stepping a
+        few cells one by one does)."""
+        for s in dict.fromkeys(states.tolist()):
+            if not self.complete[s]:
                 self.fill_row(s)
-                continue
-            for c in cs:
-                nxt = self.intern(step(self.configs[s], int(self.class_rep[c])))
-                self.table[s, c] = nxt
 
     def _segments(self, q: int) -> tuple[tuple[int, int, tuple[int, ...]], ...]:
         """State q's byte edges as disjoint class segments (lo, hi, targets), in order;
@@ -239,7 +232,7 @@ class Transitions:
         nxt = self.table[states, classes]
         unknown = nxt == UNKNOWN
         if unknown.any():
-            self.fill(states[unknown], classes[unknown])
+            self.fill_rows(states[unknown])
             nxt = self.table[states, classes]
         return nxt
 
@@ -248,11 +241,7 @@ class Transitions:
         row = self.table[state]
         nxt = row[classes]
         if (nxt == UNKNOWN).any():
-            u = np.asarray(sorted(set(classes[nxt == UNKNOWN].tolist())), dtype=np.int64)
-            if len(u) >= ROW_AT_ONCE:
-                self.fill_row(state)
-            else:
-                self.fill(np.full(len(u), state), u)
+            self.fill_row(state)
             nxt = self.table[state][classes]
         return nxt
 

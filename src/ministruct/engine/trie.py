@@ -27,7 +27,11 @@ _FIELDS = (
     "tok_count",
     "sorted_ids",
     "sorted_len",
+    "pre",
+    "node_pre",
 )
+# columns of TokenTrie.pre, one row per node in preorder
+PRE_DEPTH_BYTE, PRE_TOKEN, PRE_SIZE, PRE_NODE = 0, 1, 2, 3
 
 
 @dataclass(frozen=True)
@@ -45,6 +49,11 @@ class TokenTrie:
     tok_count: np.ndarray  # int32
     sorted_ids: np.ndarray  # int32: the trie's tokens in byte order
     sorted_len: np.ndarray  # int32: their lengths in bytes
+    # the same nodes in preorder (byte order: a node, then its subtree, contiguous), for
+    # walks that skip a dead subtree in one step; per row: depth << 8 | byte, token,
+    # subtree size (itself included), node id
+    pre: np.ndarray  # int32 (n_nodes, 4)
+    node_pre: np.ndarray  # int32: each node's row in `pre`
     max_len: int
 
     @property
@@ -108,18 +117,24 @@ class TokenTrie:
         if n > 1:
             dup[1:] = (lcp[1:] >= lens[1:]) & (lens[1:] == lens[:-1])
         node_token[token_node[~dup]] = ids[~dup]
+        node_byte = np.concatenate(level_bytes)
+        tok_lo = np.concatenate(level_lo)
+        tok_count = np.concatenate(level_count)
+        pre, node_pre = _preorder(node_byte, node_token, np.diff(offsets), tok_lo, tok_count)
         return cls(
-            node_byte=np.concatenate(level_bytes),
+            node_byte=node_byte,
             child_start=child_start.astype(np.int32),
             child_count=(child_stop - child_start).astype(np.int32),
             node_token=node_token,
             dup_src=node_token[token_node[dup]].astype(np.int32),
             dup_dst=ids[dup].astype(np.int32),
             level_start=np.asarray(offsets, dtype=np.int64),
-            tok_lo=np.concatenate(level_lo).astype(np.int32),
-            tok_count=np.concatenate(level_count).astype(np.int32),
+            tok_lo=tok_lo.astype(np.int32),
+            tok_count=tok_count.astype(np.int32),
             sorted_ids=ids.astype(np.int32),
             sorted_len=lens.astype(np.int32),
+            pre=pre,
+            node_pre=node_pre,
             max_len=L,
         )
 
@@ -136,11 +151,34 @@ class TokenTrie:
         sizes = {len(t.child_start), len(t.child_count), len(t.node_token), len(t.tok_lo), len(t.tok_count), n}
         if len(sizes) != 1:
             raise ValueError("trie arrays of different lengths")
+        if t.pre.shape != (n, 4) or len(t.node_pre) != n:
+            raise ValueError("trie arrays of different lengths")
         if len(t.dup_src) != len(t.dup_dst) or len(t.sorted_ids) != len(t.sorted_len):
             raise ValueError("trie arrays of different lengths")
         if n and ((t.child_start.astype(np.int64) + t.child_count > n).any() or t.child_start.min() < 0):
             raise ValueError("trie children out of range")
         return t
+
+
+def _preorder(
+    node_byte: np.ndarray, node_token: np.ndarray, level_sizes: np.ndarray, tok_lo: np.ndarray, tok_count: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """(`pre`, `node_pre`) of TokenTrie. A node comes before its subtree and after every
+    node whose tokens sort before its own, so preorder is the order of (first token below
+    the node, depth); a subtree ends where the first token past the node's own tokens starts."""
+    total = len(node_byte)
+    depth = np.repeat(np.arange(len(level_sizes)), level_sizes)
+    order = np.lexsort((depth, tok_lo))
+    first = tok_lo[order]
+    size = np.searchsorted(first, (tok_lo + tok_count)[order], side="left") - np.arange(total)
+    pre = np.empty((total, 4), dtype=np.int32)
+    pre[:, PRE_DEPTH_BYTE] = (depth[order] << 8) | node_byte[order]
+    pre[:, PRE_TOKEN] = node_token[order]
+    pre[:, PRE_SIZE] = np.maximum(size, 1)  # (a root without tokens is a subtree of one)
+    pre[:, PRE_NODE] = order
+    node_pre = np.empty(total, dtype=np.int32)
+    node_pre[order] = np.arange(total, dtype=np.int32)
+    return pre, node_pre
 
 
 def expand_children(start: np.ndarray, count: np.ndarray) -> np.ndarray:

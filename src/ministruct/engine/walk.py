@@ -29,8 +29,6 @@ _NO_BOOL = np.zeros(0, dtype=bool)
 _NO_BOOL_RO = np.zeros(0, dtype=bool)
 _NO_U64_RO = np.zeros(0, dtype=np.uint64)
 _NO_I8 = np.zeros(0, dtype=np.int8)
-_ONE_FALSE = np.zeros(1, dtype=bool)
-_ONE_ZERO = np.zeros(1, dtype=np.int64)
 _NO_BOOL_RO.setflags(write=False)
 _NO_U64_RO.setflags(write=False)
 
@@ -111,12 +109,9 @@ def _walk_compiled(
     nodes = np.asarray(start_nodes, dtype=np.int64)
     if len(nodes) == 1 and nodes[0] == 0 and not tr.complete[state]:
         tr.row(state)  # the root's children need (nearly) all of it: no round trip for that
-    if len(nodes) == 1:  # (the kernel copies its entries: constants do)
-        states, cov, depth = np.array([state], dtype=np.int64), _ONE_FALSE, _ONE_ZERO
-    else:
-        states = np.full(len(nodes), state, dtype=np.int64)
-        cov = np.zeros(len(nodes), dtype=bool)
-        depth = np.zeros(len(nodes), dtype=np.int64)
+    entries = np.zeros((3, len(nodes)), dtype=np.int64)  # node, configuration, covered
+    entries[0] = nodes
+    entries[1] = state
     use_targets = targets is not None
     out_targets = targets if use_targets else _NO_TARGETS
     if prune is not None:
@@ -131,13 +126,15 @@ def _walk_compiled(
         need_walk, suffix_ok, max_depth, min_tokens, one_byte = _NO_BOOL_RO, _NO_U64_RO, 0, 0, _NO_BOOL
     found: list[np.ndarray] = []
     exits: list[np.ndarray] = []
-    while len(nodes):
+    from_pre = False  # the first entries are node ids, later ones the kernel's own rows
+    while entries.shape[1]:
         stable = prune.known() if prune is not None else _NO_I8
-        ids, ex, nodes, states, cov, depth, cells, asks = run(
+        buf, n_ids, n_exits, n_blocked, n_wants, n_asks = run(
+            trie.pre,
+            trie.node_pre,
             trie.child_start,
             trie.child_count,
             trie.node_byte,
-            trie.node_token,
             trie.tok_lo,
             trie.tok_count,
             trie.sorted_ids,
@@ -145,10 +142,8 @@ def _walk_compiled(
             tr.table,
             tr.accept,
             tr.complete,
-            nodes,
-            states,
-            cov,
-            depth,
+            entries,
+            from_pre,
             out_targets,
             use_targets,
             tr.canon,
@@ -160,18 +155,23 @@ def _walk_compiled(
             max_depth,
             min_tokens,
             one_byte,
+            trie.max_len + 1,
         )
-        if len(ids):
-            found.append(ids)
-        if len(ex):
-            exits.append(ex)
-        if len(nodes) and not (len(cells) or len(asks)):  # cannot happen; never loop for ever
+        from_pre = True
+        if n_ids:
+            found.append(buf[:n_ids])
+        o = n_ids + n_exits
+        if n_exits:
+            exits.append(buf[n_ids:o])
+        entries = buf[o : o + 3 * n_blocked].reshape(3, n_blocked)
+        o += 3 * n_blocked
+        if n_blocked and not (n_wants or n_asks):  # cannot happen; never loop for ever
             raise RuntimeError("the compiled walk stopped with nothing to learn")
-        if len(asks) and prune is not None:
-            prune.stable(np.unique(asks))
-        if len(cells):
-            tr.fill_keys(cells)
-    ids = np.concatenate(found) if found else _EMPTY_IDS
+        if n_asks and prune is not None:
+            prune.stable(np.unique(buf[o + n_wants : o + n_wants + n_asks]))
+        if n_wants:
+            tr.fill_rows(buf[o : o + n_wants])
+    ids = np.concatenate(found).astype(np.int32) if found else _EMPTY_IDS
     out = np.concatenate(exits) if exits else _EMPTY_NODES
     return WalkResult(trie, ids, out)
 
