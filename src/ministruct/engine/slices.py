@@ -259,6 +259,7 @@ class SliceChains:
         bc = byte_class.tolist()
         self.seqs = [tuple(tuple(range(bc[lo], bc[hi] + 1)) for lo, hi in seq) for seq in self.byte_seqs]
         self._bc = bc
+        self._class_bytes = [(bisect_left(bc, c), bisect_right(bc, c) - 1) for c in range(bc[-1] + 1)]
         # a first byte of a character weighs the characters it starts (roughly: 1 or 64);
         # below[c] is the weight of the first bytes in classes before c
         weight = [0] * (bc[-1] + 2)
@@ -272,6 +273,7 @@ class SliceChains:
         self._forever: dict[int, bool] = {}
         self._limit: dict[int, tuple[int, tuple] | None] = {}
         self._state_uni: dict[int, int | None] = {}
+        self._state_alive: dict[int, Any] = {}
         self._segs: dict[frozenset, tuple[list[int], list[tuple[int, int, frozenset]]]] = {}
 
     def forever(self, cid: int) -> bool:
@@ -386,6 +388,78 @@ class SliceChains:
             target = next(iter(cur))
         return None if target is None else self.tr.intern(target)
 
+    def _alive_from_states(self, cid: int) -> Any:
+        """`_alive_paths`, read off the stacks' top states when each is told by
+        `_alive_of_state` and every stack with an alive character has the same ones;
+        _UNASKED otherwise."""
+        reached: list[tuple] = []
+        alive: tuple | None = None
+        for st in self.tr.configs[cid]:
+            if not st:
+                continue  # (ACCEPT takes no input)
+            told = self._alive_of_state(st[-1])
+            if told is None:
+                return _UNASKED
+            if told is _TOO_MANY:
+                return None  # (the configuration has those paths and more)
+            paths, t = told
+            if not paths:
+                continue
+            if alive is None:
+                alive = paths
+            elif paths != alive:
+                return _UNASKED
+            reached.append(st[:-1] + (t,))
+        if alive is None:
+            return self.tr.intern(_NOWHERE), ()
+        closure = self.tr.automaton.closure
+        target = frozenset().union(*(closure(st) for st in reached))
+        if len(target) > MAX_STACKS:
+            return _UNASKED  # (_alive_paths names the limit)
+        return self.tr.intern(target), alive
+
+    def _alive_of_state(self, q: int) -> Any:
+        """(the class paths of S's characters state q takes, the one state they all lead
+        it to), through inner states that only consume; _TOO_MANY past MAX_PATHS paths;
+        None when it cannot be told this way."""
+        hit = self._state_alive.get(q, _UNASKED)
+        if hit is not _UNASKED:
+            return hit
+        auto, bounds = self.tr.automaton, self._class_bytes
+        out: Any = None
+        alive: list[tuple[int, tuple[int, ...]]] = []
+        target = _NO_EDGE
+        for i, seq in enumerate(self.seqs):
+            paths: list[tuple[tuple[int, ...], int]] = [((), q)]
+            for depth, classes in enumerate(seq):
+                inner = depth + 1 < len(seq)
+                nxt = []
+                for p, s in paths:
+                    edges = auto.byte_edges[s]
+                    for c in classes:
+                        lo, hi = bounds[c]
+                        t = _range_target(edges, lo, hi)
+                        if t is None or (inner and t != _NO_EDGE and (auto.eps[t] or auto.calls[t] or t in auto.final)):
+                            self._state_alive[q] = None
+                            return None
+                        if t != _NO_EDGE and (inner or auto.local(t) != _GOES_NOWHERE):
+                            nxt.append((p + (c,), t))
+                if len(nxt) > self.MAX_PATHS:
+                    self._state_alive[q] = _TOO_MANY
+                    return _TOO_MANY
+                paths = nxt
+                if not paths:
+                    break
+            for p, t in paths:
+                if target != _NO_EDGE and t != target:
+                    self._state_alive[q] = None
+                    return None
+                target = t
+                alive.append((i, p))
+        out = (tuple(alive), target)
+        self._state_alive[q] = out
+        return out
+
     def _alive_paths(self, cid: int) -> tuple[int, tuple] | None:
         """(the one configuration the alive characters lead to, their class paths), None if several."""
         after = self._after
@@ -446,7 +520,9 @@ class SliceChains:
         if t is not None:
             out = (t, FULL)
         else:
-            out = self._alive_paths(cid)
+            out = self._alive_from_states(cid)
+            if out is _UNASKED:
+                out = self._alive_paths(cid)
         self._next[cid] = out
         return out
 
@@ -489,6 +565,8 @@ MIN_ALIVE = 8  # fewer alive characters than this: the walk prunes at once, a sl
 FULL = ("all",)
 _NO_EDGE = -1
 _UNASKED: Any = object()
+_TOO_MANY: Any = object()
+_GOES_NOWHERE = ((), False)  # Automaton.local of a state that neither consumes nor ends
 
 
 def _range_target(edges: list[tuple[int, int, int]], lo: int, hi: int) -> int | None:
