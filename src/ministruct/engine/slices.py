@@ -425,25 +425,30 @@ class SliceChains:
         hit = self._state_alive.get(q, _UNASKED)
         if hit is not _UNASKED:
             return hit
-        auto, bounds = self.tr.automaton, self._class_bytes
-        out: Any = None
+        auto, segments = self.tr.automaton, self.tr.segments
         alive: list[tuple[int, tuple[int, ...]]] = []
         target = _NO_EDGE
         for i, seq in enumerate(self.seqs):
             paths: list[tuple[tuple[int, ...], int]] = [((), q)]
             for depth, classes in enumerate(seq):
                 inner = depth + 1 < len(seq)
+                first, last = classes[0], classes[-1] + 1  # (a run of classes)
                 nxt = []
                 for p, s in paths:
-                    edges = auto.byte_edges[s]
-                    for c in classes:
-                        lo, hi = bounds[c]
-                        t = _range_target(edges, lo, hi)
-                        if t is None or (inner and t != _NO_EDGE and (auto.eps[t] or auto.calls[t] or t in auto.final)):
-                            self._state_alive[q] = None
+                    for lo, hi, ts in segments(s):
+                        if hi <= first or lo >= last:
+                            continue
+                        if len(ts) > 1:
+                            self._state_alive[q] = None  # (a class leads to several states)
                             return None
-                        if t != _NO_EDGE and (inner or auto.local(t) != _GOES_NOWHERE):
-                            nxt.append((p + (c,), t))
+                        t = ts[0]
+                        if inner:
+                            if auto.eps[t] or auto.calls[t] or t in auto.final:
+                                self._state_alive[q] = None  # (an inner state whose closure is more than itself)
+                                return None
+                        elif auto.local(t) == _GOES_NOWHERE:
+                            continue
+                        nxt.extend((p + (c,), t) for c in range(max(lo, first), min(hi, last)))
                 if len(nxt) > self.MAX_PATHS:
                     self._state_alive[q] = _TOO_MANY
                     return _TOO_MANY

@@ -19,6 +19,7 @@ DEAD = 0
 UNKNOWN = -1
 MAX_CONFIGS = 1_000_000
 STACK_PIECES_KEPT = 100_000
+FEW_PIECES = 8  # a row of up to this many segments is written a slice at a time, longer ones from a list
 MERGED_KEPT = 10_000  # configurations of several stacks whose merged pieces are kept
 T = TypeVar("T")
 
@@ -140,7 +141,7 @@ class Transitions:
             if not self.complete[s]:
                 self.fill_row(s)
 
-    def _segments(self, q: int) -> tuple[tuple[int, int, tuple[int, ...]], ...]:
+    def segments(self, q: int) -> tuple[tuple[int, int, tuple[int, ...]], ...]:
         """State q's byte edges as disjoint class segments (lo, hi, targets), in order;
         classes outside every segment are not allowed from q."""
         hit = self._segments_of.get(q)
@@ -164,7 +165,7 @@ class Transitions:
             hit = []
             if st:
                 closure, head = self.automaton.closure, st[:-1]
-                for lo, hi, ts in self._segments(st[-1]):
+                for lo, hi, ts in self.segments(st[-1]):
                     if len(ts) == 1:
                         hit.append((lo, hi, closure(head + ts)))
                     else:
@@ -208,10 +209,18 @@ class Transitions:
         """Every cell of a row, from one pass over the configuration's byte edges
         (each edge covers whole classes: their bounds are the edges' bounds). Classes
         between two consecutive segment bounds share one target, interned once."""
-        row = [DEAD] * self.n_classes  # a known cell is rewritten with the id it already holds
-        for lo, hi, target in self.pieces_of(state):
-            row[lo:hi] = [self.intern(target)] * (hi - lo)  # intern may grow (replace) the table
-        self.table[state] = row
+        pieces = self.pieces_of(state)
+        ids = [self.intern(target) for _, _, target in pieces]  # (intern may grow, replace, the table)
+        if len(pieces) <= FEW_PIECES:
+            row = self.table[state]
+            row[:] = DEAD  # (a known cell is rewritten with the id it already holds)
+            for (lo, hi, _), cid in zip(pieces, ids):
+                row[lo:hi] = cid
+        else:
+            cells = [DEAD] * self.n_classes
+            for (lo, hi, _), cid in zip(pieces, ids):
+                cells[lo:hi] = [cid] * (hi - lo)
+            self.table[state] = cells
         self.complete[state] = 1
 
     def row(self, state: int) -> np.ndarray:

@@ -171,7 +171,7 @@ def _walk_compiled(
             prune.stable(np.unique(buf[o + n_wants : o + n_wants + n_asks]))
         if n_wants:
             tr.fill_rows(buf[o : o + n_wants])
-    ids = np.concatenate(found).astype(np.int32) if found else _EMPTY_IDS
+    ids = np.concatenate(found, dtype=np.int32, casting="unsafe") if found else _EMPTY_IDS  # (token ids fit)
     out = np.concatenate(exits) if exits else _EMPTY_NODES
     return WalkResult(trie, ids, out)
 
