@@ -41,6 +41,21 @@ def test_the_compiled_walk_is_in_use():
     assert kernel.available() and kernel.wanted(), kernel.failure()
 
 
+def test_repeated_calls_enter_the_compiled_walk_directly():
+    """After the first call with a key, the walk runs through numba's entry point of the
+    version the dispatcher picked, with the same results."""
+    vocab = Vocabulary.from_bytes([b"a", b"ab", b"b", b""], eog_ids=[3])
+    compiled = compile_grammar(Grammar({"root": Repeat(Literal("ab"), 0, None)}), vocab, use_cache=False)
+    trie, tr, bc = compiled.trie, compiled.transitions, compiled.byte_class
+    root = np.zeros(1, dtype=np.int64)
+    first = walk(trie, bc, tr, root, compiled.initial, compiled=True)
+    entries = [e for e in kernel._entries.values() if e is not kernel.kernel()]
+    assert entries, "every key still goes through the dispatcher"
+    again = walk(trie, bc, tr, root, compiled.initial, compiled=True)
+    _same(first, again)
+    assert sorted(first.ids.tolist()) == [0, 1]
+
+
 def test_turned_off_the_walks_stay_with_numpy():
     code = (
         "from ministruct.engine import kernel\n"

@@ -71,6 +71,29 @@ def kernel() -> Any:
     return _state["walk"]
 
 
+_entries: dict[tuple, Any] = {}  # call key -> numba's entry point of the compiled version
+
+
+def call(key: tuple, args: tuple) -> Any:
+    """Run the compiled walk on `args`. Calls with the same `key` must pass arguments of
+    the same types (walk.py keys on what decides them); from the second such call on, the
+    compiled version is entered directly, without numba's dispatch on the argument types
+    (about a fifth of a short walk's call)."""
+    entry = _entries.get(key)
+    if entry is not None:
+        return entry(*args)
+    run = kernel()
+    out = run(*args)
+    try:
+        import numba
+
+        entry = run.overloads[tuple(numba.typeof(a) for a in args)].entry_point
+    except Exception:  # (numba's internals moved: keep dispatching)
+        entry = run
+    _entries[key] = entry
+    return out
+
+
 def available() -> bool:
     """Load (or, the first time on a machine, compile) the walk now, if not done yet, so
     the first real mask does not pay for it; False when it cannot be had."""

@@ -105,7 +105,6 @@ def _walk_compiled(
     targets: np.ndarray | None,
     prune: Pruner | None,
 ) -> WalkResult:
-    run = kernel.kernel()
     nodes = np.asarray(start_nodes, dtype=np.int64)
     if len(nodes) == 1 and nodes[0] == 0 and not tr.complete[state]:
         tr.row(state)  # the root's children need (nearly) all of it: no round trip for that
@@ -129,33 +128,39 @@ def _walk_compiled(
     from_pre = False  # the first entries are node ids, later ones the kernel's own rows
     while entries.shape[1]:
         stable = prune.known() if prune is not None else _NO_I8
-        buf, n_ids, n_exits, n_blocked, n_wants, n_asks = run(
-            trie.pre,
-            trie.node_pre,
-            trie.child_start,
-            trie.child_count,
-            trie.node_byte,
-            trie.tok_lo,
-            trie.tok_count,
-            trie.sorted_ids,
-            byte_class,
-            tr.table,
-            tr.accept,
-            tr.complete,
-            entries,
-            from_pre,
-            out_targets,
-            use_targets,
-            tr.canon,
-            not use_targets and bool(tr.canon_map),
-            prune is not None,
-            need_walk,
-            suffix_ok,
-            stable,
-            max_depth,
-            min_tokens,
-            one_byte,
-            trie.max_len + 1,
+        # the argument types: fixed dtypes, and write flags set by the trie's and the
+        # slice's owners (read-only once cached) and by the stand-ins used
+        key = (trie.pre.flags.writeable, need_walk.flags.writeable, use_targets, prune is None)
+        buf, n_ids, n_exits, n_blocked, n_wants, n_asks = kernel.call(
+            key,
+            (
+                trie.pre,
+                trie.node_pre,
+                trie.child_start,
+                trie.child_count,
+                trie.node_byte,
+                trie.tok_lo,
+                trie.tok_count,
+                trie.sorted_ids,
+                byte_class,
+                tr.table,
+                tr.accept,
+                tr.complete,
+                entries,
+                from_pre,
+                out_targets,
+                use_targets,
+                tr.canon,
+                not use_targets and bool(tr.canon_map),
+                prune is not None,
+                need_walk,
+                suffix_ok,
+                stable,
+                max_depth,
+                min_tokens,
+                one_byte,
+                trie.max_len + 1,
+            ),
         )
         from_pre = True
         if n_ids:
