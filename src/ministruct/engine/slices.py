@@ -259,7 +259,6 @@ class SliceChains:
         bc = byte_class.tolist()
         self.seqs = [tuple(tuple(range(bc[lo], bc[hi] + 1)) for lo, hi in seq) for seq in self.byte_seqs]
         self._bc = bc
-        self._class_bytes = [(bisect_left(bc, c), bisect_right(bc, c) - 1) for c in range(bc[-1] + 1)]
         # a first byte of a character weighs the characters it starts (roughly: 1 or 64);
         # below[c] is the weight of the first bytes in classes before c
         weight = [0] * (bc[-1] + 2)
@@ -274,6 +273,7 @@ class SliceChains:
         self._limit: dict[int, tuple[int, tuple] | None] = {}
         self._state_uni: dict[int, int | None] = {}
         self._state_alive: dict[int, Any] = {}
+        self._ranges: dict[tuple, tuple[tuple[int, int], ...] | None] = {}
         self._segs: dict[frozenset, tuple[list[int], list[tuple[int, int, frozenset]]]] = {}
 
     def forever(self, cid: int) -> bool:
@@ -491,6 +491,11 @@ class SliceChains:
 
     def ranges(self, alive: tuple) -> tuple[tuple[int, int], ...] | None:
         """The code points spelled by alive class paths, as merged ranges (None: too many)."""
+        if alive not in self._ranges:
+            self._ranges[alive] = self._code_points(alive)
+        return self._ranges[alive]
+
+    def _code_points(self, alive: tuple) -> tuple[tuple[int, int], ...] | None:
         out: list[tuple[int, int]] = []
         bc = self._bc  # (sorted: a class's bytes are bisect_left..bisect_right - 1)
         for i, path in alive:
