@@ -145,6 +145,12 @@ def _walk_rows(
                     cov = False
                 else:
                     cov = cv[d - 1] and one_byte[word & 255]
+                    asked = d < max_depth and (cov or tok_count[pre[i, 3]] >= min_tokens)
+                    if not asked and ns < n_complete and complete[ns] == 1:
+                        st[d] = ns
+                        cv[d] = cov
+                        i += 1
+                        continue
             check = False
             # the node's own checks, before its subtree (as the level walk makes them)
             d = pre[i, 0] >> 8
@@ -172,7 +178,9 @@ def _walk_rows(
             elif size > 1 and not (ns < n_complete and complete[ns] == 1):
                 lo = child_start[node]
                 hi = lo + child_count[node]
-                if not row_known(table, complete, ns, byte_class, node_byte, lo, hi):
+                if ns < n_complete and complete[ns] == ASKED:
+                    stop = True  # (asked for already: its row is being filled whole)
+                elif not row_known(table, complete, ns, byte_class, node_byte, lo, hi):
                     stop = True
                     if ns < n_rows and complete[ns] != ASKED:  # (a row past the table: a bug)
                         complete[ns] = ASKED
