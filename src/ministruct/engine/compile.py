@@ -22,12 +22,14 @@ from __future__ import annotations
 
 import threading
 import time
+import weakref
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Callable, TypeVar
 
 import numpy as np
 
+from ministruct.engine import buffers
 from ministruct.engine.automaton import ACCEPT, Automaton, Config, Stack
 from ministruct.engine.slices import FULL, INFINITE, MAX_SUFFIX_DEPTH, NOT_IN, SliceChains, index_for, lengths_within
 from ministruct.engine.table import DEAD, Transitions
@@ -108,6 +110,9 @@ class CompiledGrammar:
         self._composed_max = max(16, MASK_CACHE_BYTES // max(1, vocab.n_logits))
         self.initial = self.intern(self.automaton.initial)
         self._saved_size = (1, 0)
+        # once this grammar is gone, its masks (and slice member sets) serve the next one
+        done = weakref.finalize(self, buffers.give_back, (self._walks, self._masks, self._composed, self._members))
+        done.atexit = False
         self.compile_s = time.perf_counter() - t0
 
     # ------------------------------------------------------------ disk cache
@@ -292,7 +297,13 @@ class CompiledGrammar:
                 self._composed.move_to_end(key)
                 return hit
         first = parts[0].members
-        legal = first.copy() if first is not None else np.zeros(self.vocab.n_logits, dtype=bool)
+        legal = buffers.take(self.vocab.n_logits)
+        if legal is None:
+            legal = first.copy() if first is not None else np.zeros(self.vocab.n_logits, dtype=bool)
+        elif first is not None:
+            np.copyto(legal, first)
+        else:
+            legal.fill(False)
         for i, part in enumerate(parts):
             if i and part.members is not None:
                 np.logical_or(legal, part.members, out=legal)
@@ -384,7 +395,11 @@ class CompiledGrammar:
                     length = sl.length
                 else:
                     length = lengths_within(sl, alive)
-                members = length <= limit if limit != INFINITE else length != NOT_IN
+                out = buffers.take(len(length))
+                if limit != INFINITE:
+                    members = np.less_equal(length, limit, out=out)
+                else:
+                    members = np.not_equal(length, NOT_IN, out=out)
                 members.setflags(write=False)
                 self._members[(name, limit, alive)] = members
             return members, sl.rest
@@ -407,10 +422,12 @@ class CompiledGrammar:
             chains = self._chains_of(name)
             known = {"ids": np.full(64, -1, dtype=np.int8)}
 
+            configs = self.configs  # (not self: the grammar holds the pruner)
+
             def stable(states: np.ndarray) -> np.ndarray:
                 arr = known["ids"]
-                if len(arr) < len(self.configs):
-                    grown = np.full(2 * len(self.configs), -1, dtype=np.int8)
+                if len(arr) < len(configs):
+                    grown = np.full(2 * len(configs), -1, dtype=np.int8)
                     grown[: len(arr)] = arr
                     arr = known["ids"] = grown
                 vals = arr[states]

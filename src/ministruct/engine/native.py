@@ -152,7 +152,7 @@ def _walk_rows(
                         i += 1
                         continue
             check = False
-            # the node's own checks, before its subtree (as the level walk makes them)
+            # the node's own checks, before its subtree (as walk.py's numpy walk makes them)
             d = pre[i, 0] >> 8
             size = pre[i, 2]
             node = pre[i, 3]
@@ -260,7 +260,7 @@ def walk_kernel(
     subtree in one step, and memory is read in order.
 
     `entries` (3, n): node, configuration, covered; nodes are rows of `pre` with
-    from_pre, node ids otherwise. Each node is checked as the level walk checks it (its
+    from_pre, node ids otherwise. Each node is checked as the numpy walk checks it (its
     slice stability with use_prune, its row of the table), then its subtree is walked.
     With use_canon, a configuration reached inside a token is replaced by canon[it] (the
     same tokens continue from both). `levels`: the trie's depth + 1. Returns (buffer,

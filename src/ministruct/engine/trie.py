@@ -2,8 +2,11 @@
 
 Nodes are numbered level by level (the root is node 0), sorted within a level, so the
 children of any node are one contiguous run of ids: a walk expands a whole set of
-live nodes with a few vectorized calls. Token ids hang on the node where their bytes
-end; tokens with the same bytes as an earlier one are listed as duplicates.
+live nodes with a few vectorized calls (the numpy walk). The same nodes are also listed
+in preorder (`pre`), where every subtree is one run of rows: the compiled walk goes
+through them in memory order and skips a dead node's subtree in one step. Token ids hang
+on the node where their bytes end; tokens with the same bytes as an earlier one are
+listed as duplicates.
 
 `index_for(vocab)` gives the trie of every text token plus the vocabulary slices
 (slices.py), from the disk cache when it is there (memory-mapped, read on use).

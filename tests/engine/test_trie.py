@@ -1,0 +1,52 @@
+"""The token trie's two node orders (engine/trie.py) against a plain recursive reading."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ministruct.engine.trie import PRE_DEPTH_BYTE, PRE_NODE, PRE_SIZE, PRE_TOKEN, TokenTrie
+
+token_sets = st.lists(st.binary(min_size=1, max_size=6).filter(lambda b: b[0] < 0xF8), min_size=1, max_size=60)
+
+
+def _preorder(trie: TokenTrie) -> list[tuple[int, int, int, int, int]]:
+    """(node, depth, byte, token, subtree size) in preorder, from the level-order children."""
+    out: list[tuple[int, int, int, int, int]] = []
+
+    def visit(node: int, depth: int) -> int:
+        row = len(out)
+        out.append((node, depth, int(trie.node_byte[node]), int(trie.node_token[node]), 0))
+        size = 1
+        lo = int(trie.child_start[node])
+        for child in range(lo, lo + int(trie.child_count[node])):
+            size += visit(child, depth + 1)
+        out[row] = out[row][:4] + (size,)
+        return size
+
+    visit(0, 0)
+    return out
+
+
+@settings(max_examples=150, deadline=None)
+@given(tokens=token_sets)
+def test_preorder_rows_are_the_recursive_preorder(tokens):
+    trie = TokenTrie.build(tokens, np.arange(len(tokens)))
+    expected = _preorder(trie)
+    pre = trie.pre
+    assert pre.shape == (trie.n_nodes, 4)
+    assert pre[:, PRE_NODE].tolist() == [e[0] for e in expected]
+    assert (pre[:, PRE_DEPTH_BYTE] >> 8).tolist() == [e[1] for e in expected]
+    assert (pre[1:, PRE_DEPTH_BYTE] & 255).tolist() == [e[2] for e in expected[1:]]
+    assert pre[:, PRE_TOKEN].tolist() == [e[3] for e in expected]
+    assert pre[:, PRE_SIZE].tolist() == [e[4] for e in expected]
+    assert trie.node_pre[pre[:, PRE_NODE]].tolist() == list(range(trie.n_nodes))
+
+
+@settings(max_examples=60, deadline=None)
+@given(tokens=token_sets)
+def test_the_preorder_survives_the_disk_format(tokens):
+    trie = TokenTrie.build(tokens, np.arange(len(tokens)))
+    again = TokenTrie.from_arrays(trie.to_arrays("t_"), "t_")
+    assert np.array_equal(again.pre, trie.pre) and np.array_equal(again.node_pre, trie.node_pre)
