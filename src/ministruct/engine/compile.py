@@ -22,14 +22,12 @@ from __future__ import annotations
 
 import threading
 import time
-import weakref
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Callable, TypeVar
 
 import numpy as np
 
-from ministruct.engine import buffers
 from ministruct.engine.automaton import ACCEPT, Automaton, Config, Stack
 from ministruct.engine.slices import FULL, INFINITE, MAX_SUFFIX_DEPTH, NOT_IN, SliceChains, index_for, lengths_within
 from ministruct.engine.table import DEAD, Transitions
@@ -110,9 +108,6 @@ class CompiledGrammar:
         self._composed_max = max(16, MASK_CACHE_BYTES // max(1, vocab.n_logits))
         self.initial = self.intern(self.automaton.initial)
         self._saved_size = (1, 0)
-        # once this grammar is gone, its masks (and slice member sets) serve the next one
-        done = weakref.finalize(self, buffers.give_back, (self._walks, self._masks, self._composed, self._members))
-        done.atexit = False
         self.compile_s = time.perf_counter() - t0
 
     # ------------------------------------------------------------ disk cache
@@ -297,13 +292,7 @@ class CompiledGrammar:
                 self._composed.move_to_end(key)
                 return hit
         first = parts[0].members
-        legal = buffers.take(self.vocab.n_logits)
-        if legal is None:
-            legal = first.copy() if first is not None else np.zeros(self.vocab.n_logits, dtype=bool)
-        elif first is not None:
-            np.copyto(legal, first)
-        else:
-            legal.fill(False)
+        legal = first.copy() if first is not None else np.zeros(self.vocab.n_logits, dtype=bool)
         for i, part in enumerate(parts):
             if i and part.members is not None:
                 np.logical_or(legal, part.members, out=legal)
@@ -395,11 +384,7 @@ class CompiledGrammar:
                     length = sl.length
                 else:
                     length = lengths_within(sl, alive)
-                out = buffers.take(len(length))
-                if limit != INFINITE:
-                    members = np.less_equal(length, limit, out=out)
-                else:
-                    members = np.not_equal(length, NOT_IN, out=out)
+                members = length <= limit if limit != INFINITE else length != NOT_IN
                 members.setflags(write=False)
                 self._members[(name, limit, alive)] = members
             return members, sl.rest
