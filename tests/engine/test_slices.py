@@ -256,9 +256,11 @@ def test_masks_in_long_repeats_equal_partial_matching(expr, walk):
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(expr=strings | long_strings | repeats, walk=st.lists(st.integers(0, 10_000), max_size=8))
-def test_uniform_steps_from_states_equal_stepping_every_class(expr, walk):
-    """Where a slice step is read off the automaton's states (no inner configurations), it
-    names the configuration that stepping every class of every character shape names."""
+def test_slice_steps_read_off_states_equal_stepping_every_class(expr, walk):
+    """Where a slice step is read off the automaton's states (no inner configurations),
+    it names the configuration that stepping every class of every character shape names;
+    where the alive characters (and where they lead) are read off the stacks' top
+    states, they are what stepping every class path of the configuration says."""
     compiled = compile_grammar(Grammar({"root": expr}), VOCAB, use_cache=False)
     m = Matcher(compiled)
     for choice in walk + [None]:
@@ -269,22 +271,6 @@ def test_uniform_steps_from_states_equal_stepping_every_class(expr, walk):
     chains = compiled._chains_of("json-char")
     for cid in range(len(compiled.configs)):
         assert chains._uniform(cid) == chains._uniform_stepped(cid), compiled.configs[cid]
-
-
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(expr=strings | long_strings | repeats, walk=st.lists(st.integers(0, 10_000), max_size=8))
-def test_alive_characters_read_off_states_equal_stepping_every_class(expr, walk):
-    """Where the alive characters of a slice step (and where they lead) are read off the
-    stacks' top states, they are what stepping every class path of the configuration says."""
-    compiled = compile_grammar(Grammar({"root": expr}), VOCAB, use_cache=False)
-    m = Matcher(compiled)
-    for choice in walk + [None]:
-        legal = [t for t in np.flatnonzero(m.mask()).tolist() if t != EOG]
-        if choice is None or not legal:
-            break
-        m.advance(legal[choice % len(legal)])
-    chains = compiled._chains_of("json-char")
-    for cid in range(len(compiled.configs)):
         told = chains._alive_from_states(cid)
         if told is not _UNASKED:
             assert told == chains._alive_paths(cid), compiled.configs[cid]
