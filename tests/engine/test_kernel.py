@@ -158,8 +158,16 @@ SCHEMA = {
 }
 
 
+@pytest.fixture(params=[64, 1], ids=["room", "outgrown"])
+def first_room(request, monkeypatch):
+    """The compiled walk's first room for exits, blocked nodes, asked rows and slice
+    tails; with 1, every one of those arrays grows in mid-walk and the walk resumes."""
+    monkeypatch.setattr(walk_module, "FIRST_ROOM", request.param)
+    return request.param
+
+
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_masks_agree_on_the_real_vocabulary(vocab, tmp_path, seed):
+def test_masks_agree_on_the_real_vocabulary(vocab, tmp_path, seed, first_room):
     """Slices, pruning and several walks per mask, on 49k tokens: the same masks."""
     path = tmp_path / "s.json"
     path.write_text(json.dumps(SCHEMA))
@@ -208,7 +216,7 @@ def test_alternation_of_a_string_and_literals_walks_the_same(vocab):
 
 
 @pytest.mark.parametrize("with_quote", [False, True])
-def test_pruned_walk_takes_whole_subtrees_alike(with_quote):
+def test_pruned_walk_takes_whole_subtrees_alike(with_quote, first_room):
     """A subtree of thousands of tokens that only string characters spell, below a node
     where the configuration is a plain string body: both walks take it without walking
     it (or walk on, when a token below leaves the string), and agree with the oracle."""

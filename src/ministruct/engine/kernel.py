@@ -150,4 +150,5 @@ def _run_tiny(run: Any) -> None:
         1,
         np.ones(256, dtype=bool),
         trie.max_len + 1,
+        1,
     )

@@ -255,6 +255,7 @@ def walk_kernel(
     min_tokens,
     one_byte,
     levels,
+    room,
 ):
     """walk.py's walk, depth first over the trie's preorder rows: a dead node skips its
     subtree in one step, and memory is read in order.
@@ -263,20 +264,21 @@ def walk_kernel(
     from_pre, node ids otherwise. Each node is checked as the numpy walk checks it (its
     slice stability with use_prune, its row of the table), then its subtree is walked.
     With use_canon, a configuration reached inside a token is replaced by canon[it] (the
-    same tokens continue from both). `levels`: the trie's depth + 1. Returns (buffer,
+    same tokens continue from both). `levels`: the trie's depth + 1; `room` (>= 1): the
+    first size of the output arrays but the token ids' (they grow). Returns (buffer,
     n_ids, n_exits, n_blocked, n_wants, n_asks); the buffer holds, in that order, the
     token ids, the exit node ids, the blocked entries (3 x n_blocked, rows of `pre`, to
     walk on from), the configurations whose table rows they wait for (each once) and the
     configurations whose slice stability is not known."""
-    room = 0  # each token below the entries is found at most once per entry: room for all of them
+    found = 0  # each token below the entries is found at most once per entry: room for all of them
     for e in range(entries.shape[1]):
-        room += tok_count[pre[node_pre[entries[0, e]] if not from_pre else entries[0, e], 3]]
-    ids = np.empty(room, np.int64)
-    exits = np.empty(64, np.int64)
-    blocked = np.empty((3, 64), np.int64)
-    wants = np.empty(512, np.int64)
-    asks = np.empty(64, np.int64)
-    tails = np.empty(256 if use_prune else 0, np.int64)
+        found += tok_count[pre[node_pre[entries[0, e]] if not from_pre else entries[0, e], 3]]
+    ids = np.empty(found, np.int64)
+    exits = np.empty(room, np.int64)
+    blocked = np.empty((3, room), np.int64)
+    wants = np.empty(room, np.int64)
+    asks = np.empty(room, np.int64)
+    tails = np.empty(room if use_prune else 0, np.int64)
     counts = np.zeros(6, np.int64)
     pos = np.zeros(6, np.int64)
     pos[3] = 1

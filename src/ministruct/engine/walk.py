@@ -20,6 +20,7 @@ from ministruct.engine import kernel
 from ministruct.engine.table import DEAD, Transitions
 from ministruct.engine.trie import TokenTrie, expand_children
 
+FIRST_ROOM = 64  # the compiled walk's first room for exits, blocked nodes and the like (they grow)
 _EMPTY_IDS = np.zeros(0, dtype=np.int32)
 _EMPTY_NODES = np.zeros(0, dtype=np.int64)
 # stand-ins for absent arguments, with the write flags of the real ones (the compiled walk
@@ -160,6 +161,7 @@ def _walk_compiled(
                 min_tokens,
                 one_byte,
                 trie.max_len + 1,
+                FIRST_ROOM,
             ),
         )
         from_pre = True
