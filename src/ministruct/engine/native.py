@@ -5,6 +5,7 @@ import numba
 import numpy as np
 
 from ministruct.engine.table import UNKNOWN
+from ministruct.engine.trie import PRE_DEPTH_BYTE, PRE_NODE, PRE_SIZE, PRE_TOKEN
 
 
 @numba.njit(cache=True, nogil=True)
@@ -108,7 +109,7 @@ def _walk_rows(
             i = entries[0, e]
             if not from_pre:
                 i = node_pre[i]
-            end = i + pre[i, 2]
+            end = i + pre[i, PRE_SIZE]
             ns = entries[1, e]
             cov = entries[2, e] != 0
             check = True
@@ -119,19 +120,19 @@ def _walk_rows(
             if not check:
                 if i >= end:
                     break
-                word = pre[i, 0]
+                word = pre[i, PRE_DEPTH_BYTE]
                 d = word >> 8
                 t = table[st[d - 1], byte_class[word & 255]]  # (known: the parent's row was checked)
                 if t <= 0:
-                    i += pre[i, 2]
+                    i += pre[i, PRE_SIZE]
                     continue
                 if accept[t]:
                     if n_exits == len(exits):
                         status = FULL  # (come back to this node)
                         break
-                    exits[n_exits] = pre[i, 3]
+                    exits[n_exits] = pre[i, PRE_NODE]
                     n_exits += 1
-                tok = pre[i, 1]
+                tok = pre[i, PRE_TOKEN]
                 ids[n_ids] = tok
                 n_ids += tok >= 0
                 if use_targets and tok >= 0:
@@ -145,7 +146,7 @@ def _walk_rows(
                     cov = False
                 else:
                     cov = cv[d - 1] and one_byte[word & 255]
-                    asked = d < max_depth and (cov or tok_count[pre[i, 3]] >= min_tokens)
+                    asked = d < max_depth and (cov or tok_count[pre[i, PRE_NODE]] >= min_tokens)
                     if not asked and ns < n_complete and complete[ns] == 1:
                         st[d] = ns
                         cv[d] = cov
@@ -153,9 +154,9 @@ def _walk_rows(
                         continue
             check = False
             # the node's own checks, before its subtree (as walk.py's numpy walk makes them)
-            d = pre[i, 0] >> 8
-            size = pre[i, 2]
-            node = pre[i, 3]
+            d = pre[i, PRE_DEPTH_BYTE] >> 8
+            size = pre[i, PRE_SIZE]
+            node = pre[i, PRE_NODE]
             if size == 1:
                 i += 1  # a leaf: nothing below it to walk or check
                 continue
@@ -175,14 +176,14 @@ def _walk_rows(
             if stop:
                 asks[n_asks] = ns
                 n_asks += 1
-            elif size > 1 and not (ns < n_complete and complete[ns] == 1):
+            elif not (ns < n_complete and complete[ns] == 1):
                 lo = child_start[node]
                 hi = lo + child_count[node]
                 if ns < n_complete and complete[ns] == ASKED:
                     stop = True  # (asked for already: its row is being filled whole)
                 elif not row_known(table, complete, ns, byte_class, node_byte, lo, hi):
                     stop = True
-                    if ns < n_rows and complete[ns] != ASKED:  # (a row past the table: a bug)
+                    if ns < n_rows:  # (a row past the table: a bug)
                         complete[ns] = ASKED
                         wants[n_wants] = ns
                         n_wants += 1
@@ -272,7 +273,7 @@ def walk_kernel(
     configurations whose slice stability is not known."""
     found = 0  # each token below the entries is found at most once per entry: room for all of them
     for e in range(entries.shape[1]):
-        found += tok_count[pre[node_pre[entries[0, e]] if not from_pre else entries[0, e], 3]]
+        found += tok_count[pre[node_pre[entries[0, e]] if not from_pre else entries[0, e], PRE_NODE]]
     ids = np.empty(found, np.int64)
     exits = np.empty(room, np.int64)
     blocked = np.empty((3, room), np.int64)
@@ -328,7 +329,7 @@ def walk_kernel(
             blocked = b2
         wants = grow(wants, counts[3] + 1)
         asks = grow(asks, counts[4] + 1)
-        tails = grow(tails, counts[5] + tok_count[pre[pos[1], 3]] + 1)
+        tails = grow(tails, counts[5] + tok_count[pre[pos[1], PRE_NODE]] + 1)
     n_ids, n_exits, n_blocked, n_wants, n_asks, n_tails = (
         counts[0],
         counts[1],

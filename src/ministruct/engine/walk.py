@@ -126,12 +126,12 @@ def _walk_compiled(
         need_walk, suffix_ok, max_depth, min_tokens, one_byte = _NO_BOOL_RO, _NO_U64_RO, 0, 0, _NO_BOOL
     found: list[np.ndarray] = []
     exits: list[np.ndarray] = []
+    # the argument types: fixed dtypes, and write flags set by the trie's and the slice's
+    # owners (read-only once cached) and by the stand-ins used
+    key = (trie.pre.flags.writeable, need_walk.flags.writeable, use_targets, prune is None)
     from_pre = False  # the first entries are node ids, later ones the kernel's own rows
     while entries.shape[1]:
         stable = prune.known() if prune is not None else _NO_I8
-        # the argument types: fixed dtypes, and write flags set by the trie's and the
-        # slice's owners (read-only once cached) and by the stand-ins used
-        key = (trie.pre.flags.writeable, need_walk.flags.writeable, use_targets, prune is None)
         buf, n_ids, n_exits, n_blocked, n_wants, n_asks = kernel.call(
             key,
             (
