@@ -333,11 +333,15 @@ class SliceChains:
                 return self._uniform_stepped(cid)
             if t != _NO_EDGE:
                 reached.append(st[:-1] + (t,))
+        target = self._join(reached)
+        return self._uniform_stepped(cid) if target is None else target  # (stepping names the limit)
+
+    def _join(self, reached: list[tuple]) -> int | None:
+        """The id of the configuration the `reached` stacks close to; None when it holds
+        more than MAX_STACKS stacks."""
         closure = self.tr.automaton.closure
         target = frozenset().union(*(closure(st) for st in reached)) if reached else _NOWHERE
-        if len(target) > MAX_STACKS:
-            return self._uniform_stepped(cid)  # (which names the limit)
-        return self.tr.intern(target)
+        return None if len(target) > MAX_STACKS else self.tr.intern(target)
 
     def _state_uniform(self, q: int) -> int | None:
         """The one state every character of S leads state q to through inner states that
@@ -358,8 +362,8 @@ class SliceChains:
                 if t == _NO_EDGE:
                     cur = t
                     break
-                if depth + 1 < len(seq) and (auto.eps[t] or auto.calls[t] or t in auto.final):
-                    out = None  # an inner state whose closure is more than itself
+                if depth + 1 < len(seq) and not _only_consumes(auto, t):
+                    out = None
                     break
                 cur = t
             if out is None or (out is not _UNASKED and out != cur):
@@ -410,21 +414,20 @@ class SliceChains:
             elif paths != alive:
                 return _UNASKED
             reached.append(st[:-1] + (t,))
-        if alive is None:
-            return self.tr.intern(_NOWHERE), ()
-        closure = self.tr.automaton.closure
-        target = frozenset().union(*(closure(st) for st in reached))
-        if len(target) > MAX_STACKS:
+        target = self._join(reached)
+        if target is None:
             return _UNASKED  # (_alive_paths names the limit)
-        return self.tr.intern(target), alive
+        return target, alive or ()
 
     def _alive_of_state(self, q: int) -> Any:
         """(the class paths of S's characters state q takes, the one state they all lead
         it to), through inner states that only consume; _TOO_MANY past MAX_PATHS paths;
         None when it cannot be told this way."""
-        hit = self._state_alive.get(q, _UNASKED)
-        if hit is not _UNASKED:
-            return hit
+        if q not in self._state_alive:
+            self._state_alive[q] = self._read_alive(q)
+        return self._state_alive[q]
+
+    def _read_alive(self, q: int) -> Any:
         auto, segments = self.tr.automaton, self.tr.segments
         alive: list[tuple[int, tuple[int, ...]]] = []
         target = _NO_EDGE
@@ -439,31 +442,25 @@ class SliceChains:
                         if hi <= first or lo >= last:
                             continue
                         if len(ts) > 1:
-                            self._state_alive[q] = None  # (a class leads to several states)
-                            return None
+                            return None  # (a class leads to several states)
                         t = ts[0]
                         if inner:
-                            if auto.eps[t] or auto.calls[t] or t in auto.final:
-                                self._state_alive[q] = None  # (an inner state whose closure is more than itself)
+                            if not _only_consumes(auto, t):
                                 return None
                         elif auto.local(t) == _GOES_NOWHERE:
                             continue
                         nxt.extend((p + (c,), t) for c in range(max(lo, first), min(hi, last)))
                 if len(nxt) > self.MAX_PATHS:
-                    self._state_alive[q] = _TOO_MANY
                     return _TOO_MANY
                 paths = nxt
                 if not paths:
                     break
             for p, t in paths:
                 if target != _NO_EDGE and t != target:
-                    self._state_alive[q] = None
                     return None
                 target = t
                 alive.append((i, p))
-        out = (tuple(alive), target)
-        self._state_alive[q] = out
-        return out
+        return tuple(alive), target
 
     def _alive_paths(self, cid: int) -> tuple[int, tuple] | None:
         """(the one configuration the alive characters lead to, their class paths), None if several."""
@@ -577,6 +574,11 @@ _NO_EDGE = -1
 _UNASKED: Any = object()
 _TOO_MANY: Any = object()
 _GOES_NOWHERE = ((), False)  # Automaton.local of a state that neither consumes nor ends
+
+
+def _only_consumes(auto, q: int) -> bool:
+    """Is state q's closure q itself (inside a character: no ε-move, call or rule end)?"""
+    return not (auto.eps[q] or auto.calls[q] or q in auto.final)
 
 
 def _range_target(edges: list[tuple[int, int, int]], lo: int, hi: int) -> int | None:
