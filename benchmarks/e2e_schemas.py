@@ -55,7 +55,7 @@ def llama_child(schema_path: str, max_tokens: int, user: str) -> None:
     """Child process: llama.cpp's converter + grammar sampler; prints one JSON line."""
     import llama_cpp
 
-    from ministruct.model import bundled_model_path
+    from ministruct.decode.model import bundled_model_path
 
     schema = json.loads(Path(schema_path).read_text())
     try:
@@ -129,12 +129,12 @@ def main() -> None:
 
     import tempfile
 
-    from ministruct.constraints import Constraint
+    from ministruct.decode.model import Model
+    from ministruct.decode.sampling import SamplingParams
     from ministruct.errors import BudgetTooSmall, MinistructError
+    from ministruct.grammar.constraint import Constraint
     from ministruct.grammar.schema import schema_to_grammar
-    from ministruct.model import Model
-    from ministruct.pipeline import GenerationJob
-    from ministruct.sampling import SamplingParams
+    from ministruct.jobs.job import GenerationJob
 
     budgets = [int(b) for b in args.budgets.split(",")]
     model = Model.load(n_ctx=4096)

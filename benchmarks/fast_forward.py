@@ -42,14 +42,14 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from ministruct.constraints import load_constraint  # noqa: E402
-from ministruct.engine.bench import output_rate  # noqa: E402
+from ministruct.decode.loop import Decoder  # noqa: E402
+from ministruct.decode.model import Model, bundled_model_path  # noqa: E402
+from ministruct.decode.sampling import Sampler, SamplingParams  # noqa: E402
+from ministruct.diagnostics.bench import output_rate  # noqa: E402
 from ministruct.engine.compile import compile_grammar  # noqa: E402
 from ministruct.engine.matcher import Matcher  # noqa: E402
-from ministruct.generate import Decoder  # noqa: E402
-from ministruct.model import Model, bundled_model_path  # noqa: E402
-from ministruct.pipeline import GenerationJob  # noqa: E402
-from ministruct.sampling import Sampler, SamplingParams  # noqa: E402
+from ministruct.grammar.constraint import load_constraint  # noqa: E402
+from ministruct.jobs.job import GenerationJob  # noqa: E402
 
 SCHEMAS = {"conj": ROOT / "samples" / "conj.json", "nested3": ROOT / "benchmarks" / "nested_order.json"}
 PROMPTS = {

@@ -25,12 +25,12 @@ import os
 import statistics
 import time
 
-from ministruct.constraints import Constraint, load_constraint
+from ministruct.decode.model import default_model_path
+from ministruct.decode.sampling import SamplingParams
 from ministruct.fleet import FleetBatch, Settings, Verifier, connect
 from ministruct.fleet.serve import LocalServer
-from ministruct.model import default_model_path
-from ministruct.records import InputRecord
-from ministruct.sampling import SamplingParams
+from ministruct.grammar.constraint import Constraint, load_constraint
+from ministruct.jobs.records import InputRecord
 
 SCHEMA = {
     "type": "object",

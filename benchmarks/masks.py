@@ -25,13 +25,13 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
-from ministruct.constraints import load_constraint  # noqa: E402
+from ministruct.decode.model import Model, bundled_model_path  # noqa: E402
+from ministruct.diagnostics.bench import RESET, TimeStats, prepare_vocabulary, random_walk  # noqa: E402
 from ministruct.engine.automaton import Automaton  # noqa: E402
-from ministruct.engine.bench import RESET, TimeStats, prepare_vocabulary, random_walk  # noqa: E402
 from ministruct.engine.compile import compile_grammar  # noqa: E402
 from ministruct.engine.matcher import Matcher  # noqa: E402
 from ministruct.errors import MinistructError  # noqa: E402
-from ministruct.model import Model, bundled_model_path  # noqa: E402
+from ministruct.grammar.constraint import load_constraint  # noqa: E402
 
 SUITES = REPO / ".." / "shared" / "suites"
 SCHEMA_BENCH = SUITES / "jsonschemabench"
@@ -386,10 +386,10 @@ def measure(model: Model, tokenizer, special: np.ndarray, spec: Spec, steps: int
 
 
 def decode_speed(prompt: str, rounds: int, max_tokens: int) -> list[dict]:
-    from ministruct.engine.bench import decode_rate
-    from ministruct.generate import Decoder
-    from ministruct.pipeline import GenerationJob
-    from ministruct.sampling import SamplingParams
+    from ministruct.decode.loop import Decoder
+    from ministruct.decode.sampling import SamplingParams
+    from ministruct.diagnostics.bench import decode_rate
+    from ministruct.jobs.job import GenerationJob
 
     model = Model.load(bundled_model_path(), n_ctx=1024, seed=0)
     out = []

@@ -149,7 +149,7 @@ def jsts_registry():
 def check_rows(every: int = 1) -> dict[str, dict]:
     """`check --schema` (InstanceChecker, instances as written, any key order): per source,
     schemas, checked, valid accepted, invalid accepted (false accepts), errors."""
-    from ministruct.instance import InstanceChecker
+    from ministruct.check.instance import InstanceChecker
 
     rows: dict[str, dict] = defaultdict(
         lambda: {"schemas": 0, "checked": 0, "valid": 0, "valid_ok": 0, "invalid": 0, "false_accepts": [], "refused": 0}

@@ -22,11 +22,11 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
 from ministruct.cli.progress import Progress  # noqa: E402
-from ministruct.constraints import load_constraint  # noqa: E402
+from ministruct.decode.model import Model  # noqa: E402
+from ministruct.decode.sampling import SamplingParams  # noqa: E402
 from ministruct.diagnostics.trace import TraceWriter  # noqa: E402
-from ministruct.model import Model  # noqa: E402
-from ministruct.pipeline import GenerationJob  # noqa: E402
-from ministruct.sampling import SamplingParams  # noqa: E402
+from ministruct.grammar.constraint import load_constraint  # noqa: E402
+from ministruct.jobs.job import GenerationJob  # noqa: E402
 
 TARGET_RATIO = 1.25
 PROMPT = "Write a long story about a lighthouse keeper and a storm, in lowercase words only."

@@ -16,10 +16,10 @@ from guards import hang_guard  # tests/ is on sys.path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ministruct.check.grammar import check_text
 from ministruct.cli.app import main
-from ministruct.constraints import load_constraint
-from ministruct.engine.check import check_text
 from ministruct.errors import MinistructError
+from ministruct.grammar.constraint import load_constraint
 
 WORK = Path(tempfile.mkdtemp(prefix="ministruct-fuzz-"))
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

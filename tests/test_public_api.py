@@ -15,7 +15,7 @@ README = Path(__file__).resolve().parents[1] / "README.md"
 def test_all_names_exist_and_one_name_has_one_meaning():
     for name in ministruct.__all__:
         assert hasattr(ministruct, name), name
-    from ministruct.generate import TokenMatcher
+    from ministruct.decode.loop import TokenMatcher
 
     assert ministruct.Constraint is not TokenMatcher
 

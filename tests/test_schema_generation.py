@@ -13,11 +13,11 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from ministruct.constraints import Constraint
+from ministruct.decode.sampling import SamplingParams
 from ministruct.errors import MinistructError
+from ministruct.grammar.constraint import Constraint
 from ministruct.grammar.schema.compiler import schema_to_grammar
-from ministruct.pipeline import GenerationJob
-from ministruct.sampling import SamplingParams
+from ministruct.jobs.job import GenerationJob
 
 pytestmark = pytest.mark.model
 

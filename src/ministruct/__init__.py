@@ -14,7 +14,11 @@ or a list of choices) is bound to a model's `Vocabulary` by `compile_grammar`; a
 (`Llama.create_completion(..., logits_processor=...)`).
 """
 
-from ministruct.constraints import Constraint, load_constraint
+from ministruct.check.instance import InstanceChecker
+from ministruct.decode.logits_processor import LogitsProcessor
+from ministruct.decode.loop import Decoder, Generation, Step, generate
+from ministruct.decode.model import Model
+from ministruct.decode.sampling import SamplingParams
 from ministruct.engine.compile import CompiledGrammar, compile_grammar
 from ministruct.engine.matcher import Matcher
 from ministruct.engine.vocab import Vocabulary
@@ -31,13 +35,9 @@ from ministruct.errors import (
     TokenRejected,
     UsageError,
 )
-from ministruct.generate import Decoder, Generation, Step, generate
+from ministruct.grammar.constraint import Constraint, load_constraint
 from ministruct.grammar.ir import Grammar
-from ministruct.instance import InstanceChecker
-from ministruct.logits_processor import LogitsProcessor
-from ministruct.model import Model
-from ministruct.pipeline import GenerationJob, GenResult
-from ministruct.sampling import SamplingParams
+from ministruct.jobs.job import GenerationJob, GenResult
 
 try:
     from importlib.metadata import PackageNotFoundError, version

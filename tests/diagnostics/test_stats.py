@@ -11,13 +11,13 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
+from ministruct.decode.loop import Step
+from ministruct.decode.sampling import Sampler, SamplingParams
 from ministruct.diagnostics.stats import StepStats, log_sum_exp, summarize
 from ministruct.engine.compile import compile_grammar
 from ministruct.engine.matcher import Matcher
 from ministruct.engine.vocab import Vocabulary
-from ministruct.generate import Step
 from ministruct.grammar.ir import CharClass, Grammar, Repeat
-from ministruct.sampling import Sampler, SamplingParams
 
 TEMPS = st.sampled_from([0.0, 0.3, 0.7, 1.0, 1.5])
 TOP_PS = st.one_of(st.just(1.0), st.floats(0.05, 0.99))

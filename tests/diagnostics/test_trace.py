@@ -10,15 +10,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ministruct.constraints import load_constraint
+from ministruct.decode.sampling import SamplingParams
 from ministruct.diagnostics.stats import StepStats, summarize
 from ministruct.diagnostics.trace import TraceWriter
 from ministruct.engine.compile import compile_grammar
 from ministruct.engine.matcher import Matcher
 from ministruct.engine.vocab import Vocabulary
 from ministruct.errors import InputError, UsageError
-from ministruct.pipeline import GenerationJob
-from ministruct.sampling import SamplingParams
+from ministruct.grammar.constraint import load_constraint
+from ministruct.jobs.job import GenerationJob
 
 STEP_FIELDS = {
     "step",

@@ -4,6 +4,7 @@ the automaton's own steps, and the narrowing laws on random grammars and budgets
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_matcher import TOKENS, VOCAB, exprs
@@ -139,3 +140,22 @@ def test_narrowing_closes_a_long_repeat_in_time():
     full = m.mask(2)
     assert {TOKENS[t] for t in np.flatnonzero(full)} == {b"a", b"b", b"aa", b"ab"}
     assert compiled.token_targets(m.state)[TOKENS.index(b"1")] == DEAD
+
+
+def test_one_budget_rule_for_every_loop():
+    """output_budget is the rule the decoder and the logits processor both keep: the
+    shortest completion (and, where the loop spends one on it, end-of-generation) must fit."""
+    from ministruct.engine.budget import output_budget
+    from ministruct.errors import BudgetTooSmall, UsageError
+
+    assert output_budget(3, 3) == 3  # ministruct's decoder stops at grammar_done
+    assert output_budget(0, 0) == 0
+    assert output_budget(3, 4, end_token=True) == 3  # llama-cpp-python spends one on EOS
+    assert output_budget(None, 5) is None  # no bound to count: cut plainly
+    with pytest.raises(BudgetTooSmall) as e:
+        output_budget(3, 3, end_token=True)
+    assert (e.value.max_tokens, e.value.least) == (3, 4)
+    with pytest.raises(BudgetTooSmall):
+        output_budget(4, 3)
+    with pytest.raises(UsageError, match="max_tokens"):
+        output_budget(1, -1)

@@ -19,13 +19,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ministruct.constraints import load_constraint
 from ministruct.engine import kernel
 from ministruct.engine import walk as walk_module
 from ministruct.engine.compile import compile_grammar
 from ministruct.engine.matcher import Matcher
 from ministruct.engine.vocab import Vocabulary
 from ministruct.engine.walk import walk
+from ministruct.grammar.constraint import load_constraint
 from ministruct.grammar.ir import Alt, CharClass, Grammar, Literal, Repeat, Seq
 
 

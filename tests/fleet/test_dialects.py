@@ -8,13 +8,13 @@ import math
 import pytest
 
 from fleet.conftest import assert_usage_error
-from ministruct.constraints import load_constraint
+from ministruct.decode.sampling import SamplingParams
 from ministruct.errors import UsageError
 from ministruct.fleet import Dialect, Settings, Verifier, split_servers
 from ministruct.fleet.dialects import TokenLogprob, parse_reply, schema_name
 from ministruct.fleet.trace import logprob_steps
-from ministruct.pipeline import SCHEMA_INSTRUCTION
-from ministruct.sampling import SamplingParams
+from ministruct.grammar.constraint import load_constraint
+from ministruct.jobs.job import SCHEMA_INSTRUCTION
 
 SCHEMA = {
     "title": "A point!",

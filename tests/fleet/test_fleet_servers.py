@@ -12,11 +12,11 @@ import sys
 import pytest
 
 from fleet.conftest import REPO, assert_usage_error, batch, records
-from ministruct.constraints import load_constraint
+from ministruct.decode.sampling import SamplingParams
 from ministruct.fleet import FleetBatch, Server, Settings, connect
 from ministruct.fleet.serve import free_port
-from ministruct.records import InputRecord
-from ministruct.sampling import SamplingParams
+from ministruct.grammar.constraint import load_constraint
+from ministruct.jobs.records import InputRecord
 
 pytestmark = pytest.mark.model
 

@@ -10,10 +10,10 @@ from guards import hang_guard  # tests/ is on sys.path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ministruct.constraints import load_constraint, load_schema_text
-from ministruct.engine.check import check_text
+from ministruct.check.grammar import check_text
 from ministruct.errors import CompileLimitError, MinistructError, SchemaError
 from ministruct.grammar import limits
+from ministruct.grammar.constraint import load_constraint, load_schema_text
 from ministruct.grammar.ir import Literal, Repeat, Seq, alt, seq
 from ministruct.grammar.limits import (
     MAX_JSON_NESTING,

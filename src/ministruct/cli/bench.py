@@ -24,13 +24,13 @@ import typer
 
 from ministruct.cli import options as o
 from ministruct.cli.base import app, warn
+from ministruct.decode.loop import Decoder
+from ministruct.decode.model import Model
+from ministruct.diagnostics.bench import output_rate, peak_rss_mb, prepare_vocabulary, random_walk
 from ministruct.engine import kernel
-from ministruct.engine.bench import output_rate, peak_rss_mb, prepare_vocabulary, random_walk
 from ministruct.engine.compile import compile_grammar
 from ministruct.engine.matcher import Matcher
-from ministruct.generate import Decoder
-from ministruct.model import Model
-from ministruct.pipeline import GenerationJob
+from ministruct.jobs.job import GenerationJob
 
 DEFAULT_PROMPT = "Write a short answer."
 

@@ -7,7 +7,13 @@ from typing import Annotated, Any, Callable, Iterator, Optional
 
 import typer
 
-from ministruct.batch import (
+from ministruct.check.grammar import check_text
+from ministruct.check.instance import InstanceChecker
+from ministruct.cli import options as o
+from ministruct.cli.base import app, warn
+from ministruct.errors import MinistructError, UsageError
+from ministruct.grammar.constraint import load_schema_text, read_text
+from ministruct.jobs.batch import (
     CHECK_LABELS,
     CHECK_SETTINGS,
     ConstraintCache,
@@ -18,13 +24,7 @@ from ministruct.batch import (
     validated,
     with_constraint,
 )
-from ministruct.cli import options as o
-from ministruct.cli.base import app, warn
-from ministruct.constraints import load_schema_text, read_text
-from ministruct.engine.check import check_text
-from ministruct.errors import MinistructError, UsageError
-from ministruct.instance import InstanceChecker
-from ministruct.records import InputRecord, open_lines, read_records, write_line, write_record
+from ministruct.jobs.records import InputRecord, open_lines, read_records, write_line, write_record
 
 
 @app.command()

@@ -13,11 +13,17 @@ from rich.console import Console
 from ministruct.cli import options as o
 from ministruct.cli.base import app, warn
 from ministruct.cli.progress import Progress
-from ministruct.diagnostics.collapse import CollapseStudy
-from ministruct.diagnostics.collapse_grid import CONDITIONS, DEFAULT_TEMPERATURES, DEFAULT_TOP_PS, Grid, StudySettings
+from ministruct.decode.model import Model
+from ministruct.diagnostics.collapse.grid import (
+    CONDITIONS,
+    DEFAULT_TEMPERATURES,
+    DEFAULT_TOP_PS,
+    Grid,
+    StudySettings,
+)
+from ministruct.diagnostics.collapse.study import CollapseStudy
 from ministruct.errors import InputError, UsageError
-from ministruct.model import Model
-from ministruct.records import open_lines, read_records
+from ministruct.jobs.records import open_lines, read_records
 
 
 def _csv(values) -> str:
@@ -75,7 +81,7 @@ def collapse(
         for w in c.warnings:
             warn(f"{c.source}: {w}")
     if plot is not None:
-        from ministruct.diagnostics.collapse_render import require_matplotlib
+        from ministruct.diagnostics.collapse.render import require_matplotlib
 
         require_matplotlib()
     if out not in (None, "-"):
@@ -90,11 +96,11 @@ def collapse(
     else:
         if out is not None:
             report.write(out)
-        from ministruct.diagnostics.collapse_render import collapse_summary
+        from ministruct.diagnostics.collapse.render import collapse_summary
 
         (Console(width=width) if width else Console()).print(collapse_summary(report))
     if plot is not None:
-        from ministruct.diagnostics.collapse_render import write_figures
+        from ministruct.diagnostics.collapse.render import write_figures
 
         for path in write_figures(report, plot):
             print(f"ministruct: wrote {path}", file=sys.stderr)

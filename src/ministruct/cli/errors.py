@@ -56,9 +56,10 @@ def exit_code(e: MinistructError) -> int:
 
 
 def flag_text(message: str) -> str:
-    """A library message with `parameter=value` written as the flag that sets it
-    (`max_tokens=5` -> `--max-tokens 5`, `chat=False` -> `--raw`)."""
+    """A library message with `parameter=value` (or a parameter in backquotes) written
+    as the flag that sets it (`max_tokens=5` -> `--max-tokens 5`, `chat=False` -> `--raw`)."""
     message = message.replace("chat=False", "--raw")
+    message = re.sub(r"`(\w+)`", lambda m: FLAGS.get(m.group(1), m.group(0)), message)  # `regex` -> --regex
     message = re.sub(r"\b(lenient|oneof_as_anyof)=True\b", lambda m: FLAGS[m.group(1)], message)  # switches
     return re.sub(r"\b(\w+)=(?=\S)", lambda m: FLAGS[m.group(1)] + " " if m.group(1) in FLAGS else m.group(0), message)
 

@@ -3,25 +3,35 @@
 from __future__ import annotations
 
 import sys
-from contextlib import contextmanager
-from typing import Annotated, Iterable, Iterator, Optional
+from typing import Annotated, Optional
 
 import typer
 
-from ministruct.batch import GEN_SETTINGS, ConstraintCache, Resume, run_batch, stderr_report, validated, with_constraint
 from ministruct.cli import options as o
 from ministruct.cli.base import app, warn
+from ministruct.cli.gen_fleet import gen_on_fleet
 from ministruct.cli.progress import Progress
+from ministruct.decode.model import Model
 from ministruct.errors import UsageError
-from ministruct.gen_batch import GenBatch, JobPool, status_of
-from ministruct.model import Model
-from ministruct.pipeline import GenResult
-from ministruct.records import InputRecord, count_lines, open_lines, read_records, write_line, write_record
+from ministruct.grammar.constraint import Constraint
+from ministruct.jobs.batch import (
+    GEN_SETTINGS,
+    ConstraintCache,
+    Resume,
+    run_batch,
+    stderr_report,
+    validated,
+    with_constraint,
+)
+from ministruct.jobs.gen_batch import GenBatch, JobPool, status_of
+from ministruct.jobs.job import GenResult
+from ministruct.jobs.records import InputRecord, count_lines, open_lines, read_records, write_line, write_record
 
 
 @app.command()
 @o.constraint_flags
 @o.run_flags(max_tokens=256)
+@o.fleet_flags
 def gen(
     prompt: Annotated[Optional[str], typer.Argument(help="The prompt (or use --input).")] = None,
     *,
@@ -45,35 +55,7 @@ def gen(
     no_progress: o.NoProgress = False,
     allow_extra_fields: o.AllowExtraFields = False,
     resume: o.ResumeFile = None,
-    server: Annotated[
-        Optional[list[str]],
-        typer.Option(
-            "--server",
-            help="An OpenAI-compatible server URL to run on instead of the local model "
-            "(repeat; env MINISTRUCT_SERVERS); every output is checked.",
-            rich_help_panel="Server fleet",
-        ),
-    ] = None,
-    server_kind: Annotated[
-        Optional[str],
-        typer.Option(
-            "--server-kind",
-            help="llama, vllm or openai: the servers' constraint dialect (default: detected where a server says).",
-            rich_help_panel="Server fleet",
-        ),
-    ] = None,
-    concurrency: Annotated[
-        int, typer.Option("--concurrency", min=1, help="Requests in flight per server.", rich_help_panel="Server fleet")
-    ] = 1,
-    retry_unverified: Annotated[
-        int,
-        typer.Option(
-            "--retry-unverified",
-            min=0,
-            help="Resend an output that fails our check up to N times.",
-            rich_help_panel="Server fleet",
-        ),
-    ] = 0,
+    fleet: o.FleetFlags,
 ) -> None:
     """Generate text that satisfies the constraint. The output alone goes to stdout."""
     if (prompt is None) == (input is None):
@@ -88,29 +70,64 @@ def gen(
     c = constraint.load()
     for w in c.warnings:
         warn(w)
-    from ministruct.cli.gen_fleet import gen_on_fleet, servers_requested
-
-    if servers_requested(server):
+    if fleet.requested():
         if resume is not None:
             raise UsageError("--resume is not supported with --server yet")
-        with _fleet_records(prompt, input, allow_extra_fields) as records:
-            raise typer.Exit(
-                gen_on_fleet(
-                    server,
-                    c,
-                    run,
-                    records,
-                    n=n,
-                    fmt=fmt,
-                    trace=trace,
-                    trace_legal=trace_legal,
-                    server_kind=server_kind,
-                    concurrency=concurrency,
-                    retry_unverified=retry_unverified,
-                )
+        raise typer.Exit(
+            gen_on_fleet(
+                fleet,
+                c,
+                run,
+                prompt,
+                input,
+                n=n,
+                fmt=fmt,
+                trace=trace,
+                trace_legal=trace_legal,
+                allow_extra=allow_extra_fields,
             )
-    if server_kind is not None or concurrency != 1 or retry_unverified:
-        raise UsageError("--server-kind, --concurrency and --retry-unverified need --server URL")
+        )
+    fleet.refuse_without_server()
+    raise typer.Exit(
+        _gen_local(
+            c,
+            constraint,
+            run,
+            prompt,
+            input,
+            n=n,
+            fmt=fmt,
+            trace=trace,
+            trace_legal=trace_legal,
+            hard_cut=hard_cut,
+            no_fast_forward=no_fast_forward,
+            quiet=quiet,
+            no_progress=no_progress,
+            allow_extra=allow_extra_fields,
+            resume=resume,
+        )
+    )
+
+
+def _gen_local(
+    c: Constraint,
+    constraint: o.ConstraintFlags,
+    run: o.RunFlags,
+    prompt: str | None,
+    input: str | None,
+    *,
+    n: int,
+    fmt: str,
+    trace: str | None,
+    trace_legal: bool,
+    hard_cut: bool,
+    no_fast_forward: bool,
+    quiet: bool,
+    no_progress: bool,
+    allow_extra: bool,
+    resume: str | None,
+) -> int:
+    """The prompt or the --input records on the local model; the exit status."""
     resumed = Resume.load(resume) if input is not None else None
     llm = Model.load(run.model)
     job = run.job(llm, c, budget_aware=not hard_cut, fast_forward=not no_fast_forward)
@@ -128,39 +145,18 @@ def gen(
     )
     try:
         if input is None:
-            status = _single(batch, prompt, n, no_progress)
-        else:
-            with open_lines(input) as (lines, source):
-                progress = Progress(enabled=not no_progress, total=count_lines(input), label="generating")
-                records = read_records(lines, "prompt", source, settings=GEN_SETTINGS, allow_extra=allow_extra_fields)
-                with progress:
-                    status = run_batch(
-                        validated(records), batch, resume=resumed, per_record=n, progress=progress, report=stderr_report
-                    )
+            return _single(batch, prompt, n, no_progress)
+        with open_lines(input) as (lines, source):
+            progress = Progress(enabled=not no_progress, total=count_lines(input), label="generating")
+            records = read_records(lines, "prompt", source, settings=GEN_SETTINGS, allow_extra=allow_extra)
+            with progress:
+                return run_batch(
+                    validated(records), batch, resume=resumed, per_record=n, progress=progress, report=stderr_report
+                )
     finally:
         if tracer is not None:
             tracer.close()
         pool.persist()
-    raise typer.Exit(status)
-
-
-@contextmanager
-def _fleet_records(prompt: str | None, input: str | None, allow_extra: bool) -> Iterator[Iterable[InputRecord]]:
-    """The records for --server: read as for the local model; a record carrying its own
-    settings is an error record there (the fleet runs the command's settings only)."""
-    if prompt is not None:
-        yield [InputRecord(1, 1, prompt)]
-        return
-    with open_lines(input) as (lines, source):
-
-        def records() -> Iterator[InputRecord]:
-            for rec in validated(read_records(lines, "prompt", source, settings=GEN_SETTINGS, allow_extra=allow_extra)):
-                if rec.error is None and rec.settings:
-                    names = ", ".join(f'"{k}"' for k in rec.settings)
-                    rec.error = f"{rec.where}: per-record settings ({names}) are not supported with --server yet"
-                yield rec
-
-        yield records()
 
 
 def _single(batch: GenBatch, prompt: str, n: int, no_progress: bool) -> int:

@@ -9,27 +9,62 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import IO, Iterable
+from contextlib import contextmanager
+from typing import IO, Iterable, Iterator
 
 from ministruct.cli.base import warn
-from ministruct.cli.options import RunFlags
-from ministruct.constraints import Constraint
+from ministruct.cli.options import ENV_SERVERS, FleetFlags, RunFlags
 from ministruct.errors import UsageError
 from ministruct.fleet import KINDS, FleetBatch, FleetResult, Ignored, Settings, connect, split_servers
-from ministruct.records import InputRecord, write_record
+from ministruct.grammar.constraint import Constraint
+from ministruct.jobs.batch import GEN_SETTINGS, validated
+from ministruct.jobs.records import InputRecord, open_lines, read_records, write_record
 
-ENV_SERVERS = "MINISTRUCT_SERVERS"
 ENV_API_KEY = "MINISTRUCT_API_KEY"
 TRACE_TOP_LOGPROBS = 10
 
 
-def servers_requested(flags: list[str] | None) -> bool:
-    """Whether gen runs on servers: --server given, or MINISTRUCT_SERVERS set to something."""
-    return bool(flags) or bool(os.environ.get(ENV_SERVERS, "").strip())
-
-
 def gen_on_fleet(
-    server: list[str] | None,
+    fleet: FleetFlags,
+    constraint: Constraint,
+    run: RunFlags,
+    prompt: str | None,
+    input: str | None,
+    *,
+    n: int,
+    fmt: str,
+    trace: str | None,
+    trace_legal: bool,
+    allow_extra: bool,
+) -> int:
+    """Run the prompt or the --input records on the servers; return the exit status (0 all
+    verified, 1 any record not: unverified, failed, or a bad input record, reported in its
+    place as a local batch does)."""
+    with _fleet_records(prompt, input, allow_extra) as records:
+        return _run_on_fleet(fleet, constraint, run, records, n=n, fmt=fmt, trace=trace, trace_legal=trace_legal)
+
+
+@contextmanager
+def _fleet_records(prompt: str | None, input: str | None, allow_extra: bool) -> Iterator[Iterable[InputRecord]]:
+    """The records for --server: read as for the local model; a record carrying its own
+    settings is an error record there (the fleet runs the command's settings only)."""
+    if prompt is not None:
+        yield [InputRecord(1, 1, prompt)]
+        return
+    with open_lines(input) as (lines, source):
+
+        def records() -> Iterator[InputRecord]:
+            for rec in validated(read_records(lines, "prompt", source, settings=GEN_SETTINGS, allow_extra=allow_extra)):
+                if rec.error is None and rec.settings:
+                    names = ", ".join(f'"{k}"' for k in rec.settings)
+                    rec.error = f"{rec.where}: per-record settings ({names}) are not supported with --server yet"
+                yield rec
+
+        yield records()
+
+
+def _run_on_fleet(
+    fleet: FleetFlags,
     constraint: Constraint,
     run: RunFlags,
     records: Iterable[InputRecord],
@@ -38,13 +73,8 @@ def gen_on_fleet(
     fmt: str,
     trace: str | None,
     trace_legal: bool,
-    server_kind: str | None,
-    concurrency: int,
-    retry_unverified: int,
 ) -> int:
-    """Run the records on the servers; return the exit status (0 all verified, 1 any record
-    not: unverified, failed, or a bad input record, reported in its place as a local batch does)."""
-    urls = split_servers(server or os.environ.get(ENV_SERVERS, ""))
+    urls = split_servers(fleet.server or os.environ.get(ENV_SERVERS, ""))
     if not urls:
         raise UsageError(f"{ENV_SERVERS} names no server URL")
     if trace_legal:
@@ -60,13 +90,13 @@ def gen_on_fleet(
     )
     key = os.environ.get(ENV_API_KEY)
     headers = {"Authorization": f"Bearer {key}"} if key else None
-    servers = connect(urls, constraint, settings, kind=server_kind, headers=headers, warn=warn)
+    servers = connect(urls, constraint, settings, kind=fleet.server_kind, headers=headers, warn=warn)
     batch = FleetBatch(
         servers,
         constraint,
         settings,
-        concurrency=concurrency,
-        retry_unverified=retry_unverified,
+        concurrency=fleet.concurrency,
+        retry_unverified=fleet.retry_unverified,
         headers=headers,
         on_ignored=lambda e: _say_ignored(e, constraint),
     )

@@ -18,14 +18,14 @@ from rich.console import Console
 from ministruct.cli import options as o
 from ministruct.cli.base import app
 from ministruct.cli.progress import Progress
+from ministruct.decode.model import Model
 from ministruct.diagnostics.grammar_info import grammar_info
 from ministruct.diagnostics.render import grammar_report, step_table, summary_panel, tokenizer_panel
 from ministruct.diagnostics.tokenizer import round_trip, tokenizer_report
 from ministruct.diagnostics.trace import TraceWriter
 from ministruct.engine.compile import compile_grammar
-from ministruct.model import Model
-from ministruct.pipeline import GenerationJob
-from ministruct.records import RECORD_VERSION
+from ministruct.jobs.job import GenerationJob
+from ministruct.jobs.records import RECORD_VERSION
 
 
 @app.command()

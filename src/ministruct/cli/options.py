@@ -4,19 +4,21 @@ from __future__ import annotations
 
 import functools
 import inspect as _inspect
+import os
 import typing
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
-from ministruct.constraints import Constraint, load_constraint
+from ministruct.decode.sampling import SamplingParams
 from ministruct.errors import UsageError
-from ministruct.pipeline import GenerationJob
-from ministruct.sampling import SamplingParams
+from ministruct.grammar.constraint import Constraint, load_constraint
+from ministruct.grammar.schema import SchemaOptions
+from ministruct.jobs.job import GenerationJob
 
 if TYPE_CHECKING:
-    from ministruct.model import Model as LoadedModel
+    from ministruct.decode.model import Model as LoadedModel
 
 Regex = Annotated[
     Optional[str],
@@ -167,19 +169,9 @@ def constraint_from_flags(
     extra_properties: str = "explicit",
 ) -> Constraint:
     """The one constraint the flags name (UsageError when none or several)."""
-    if extra_properties not in ("explicit", "spec"):
-        raise UsageError(f"--extra-properties must be spec or explicit, got {extra_properties!r}")
+    options = SchemaOptions(whitespace, lenient, oneof_as_anyof, extra_properties)
     return load_constraint(
-        regex=regex,
-        grammar=grammar,
-        schema=schema,
-        choice=choice,
-        lark=lark,
-        root=root,
-        whitespace=whitespace,
-        lenient=lenient,
-        oneof_as_anyof=oneof_as_anyof,
-        extra_properties=extra_properties,
+        regex=regex, grammar=grammar, schema=schema, choice=choice, lark=lark, root=root, schema_options=options
     )
 
 
@@ -344,3 +336,69 @@ def run_flags(max_tokens: int = 256):
         return RunFlags(d["model"], d["max_tokens"], params, d["chat"], d["system"], d["show_schema"])
 
     return lambda fn: _with_flags(fn, "run", _run_params(max_tokens), pack)
+
+
+# ---------------------------------------------------------------- the server fleet (gen)
+
+ENV_SERVERS = "MINISTRUCT_SERVERS"
+
+Server = Annotated[
+    Optional[list[str]],
+    typer.Option(
+        "--server",
+        help="An OpenAI-compatible server URL to run on instead of the local model "
+        "(repeat; env MINISTRUCT_SERVERS); every output is checked.",
+        rich_help_panel="Server fleet",
+    ),
+]
+ServerKind = Annotated[
+    Optional[str],
+    typer.Option(
+        "--server-kind",
+        help="llama, vllm or openai: the servers' constraint dialect (default: detected where a server says).",
+        rich_help_panel="Server fleet",
+    ),
+]
+Concurrency = Annotated[
+    int, typer.Option("--concurrency", min=1, help="Requests in flight per server.", rich_help_panel="Server fleet")
+]
+RetryUnverified = Annotated[
+    int,
+    typer.Option(
+        "--retry-unverified",
+        min=0,
+        help="Resend an output that fails our check up to N times.",
+        rich_help_panel="Server fleet",
+    ),
+]
+
+
+@dataclass
+class FleetFlags:
+    """The server fleet flags as given."""
+
+    server: list[str] | None
+    server_kind: str | None
+    concurrency: int
+    retry_unverified: int
+
+    def requested(self) -> bool:
+        """Whether gen runs on servers: --server given, or MINISTRUCT_SERVERS set to something."""
+        return bool(self.server) or bool(os.environ.get(ENV_SERVERS, "").strip())
+
+    def refuse_without_server(self) -> None:
+        if self.server_kind is not None or self.concurrency != 1 or self.retry_unverified:
+            raise UsageError("--server-kind, --concurrency and --retry-unverified need --server URL")
+
+
+_FLEET_PARAMS = (
+    ("server", Server, None),
+    ("server_kind", ServerKind, None),
+    ("concurrency", Concurrency, 1),
+    ("retry_unverified", RetryUnverified, 0),
+)
+
+
+def fleet_flags(fn):
+    """Give a command the server fleet flags; it receives `fleet: FleetFlags`."""
+    return _with_flags(fn, "fleet", _FLEET_PARAMS, lambda d: FleetFlags(**d))

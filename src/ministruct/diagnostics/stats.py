@@ -39,11 +39,11 @@ from typing import TYPE_CHECKING, Iterable, Sequence
 
 import numpy as np
 
-from ministruct.sampling import SamplingParams
+from ministruct.decode.sampling import SamplingParams
 
 if TYPE_CHECKING:
+    from ministruct.decode.loop import Step
     from ministruct.engine.vocab import Vocabulary
-    from ministruct.generate import Step
 
 FORCED = "forced"
 FREE = "free"

@@ -20,12 +20,12 @@ import numpy as np
 
 from ministruct.diagnostics.stats import FREE, StepRecord, StepStats, Summary, summarize
 from ministruct.errors import InputError, OutputError, UsageError
-from ministruct.fight import FightMonitor
-from ministruct.records import dumps_record
+from ministruct.jobs.fight_warnings import FightMonitor
+from ministruct.jobs.records import dumps_record
 
 if TYPE_CHECKING:
-    from ministruct.generate import Step
-    from ministruct.pipeline import GenerationJob, GenResult
+    from ministruct.decode.loop import Step
+    from ministruct.jobs.job import GenerationJob, GenResult
 
 
 class TraceWriter:

@@ -27,6 +27,7 @@ import numpy as np
 
 from ministruct.engine.automaton import Config
 from ministruct.engine.compile import DEAD, CompiledGrammar
+from ministruct.errors import BudgetTooSmall, UsageError
 
 INF = np.iinfo(np.int32).max // 4
 NEED_CACHE_BYTES = 64 * 1024 * 1024
@@ -213,3 +214,22 @@ class Budget:
 def budget_for(compiled: CompiledGrammar) -> Budget:
     """The Budget of a CompiledGrammar, built on first use and kept with it."""
     return compiled.companion("budget", Budget)
+
+
+def output_budget(least: int | None, max_tokens: int, *, end_token: bool = False) -> int | None:
+    """How many tokens the output may take under `max_tokens`, the rule every loop keeps.
+
+    `least` is `Matcher.min_tokens_to_complete()` at the start. None: the bound cannot
+    count a completion (a vocabulary missing some bytes), so budget-aware closing is off
+    and the output is cut plainly. With `end_token` the loop spends a token of its budget
+    on end-of-generation after the output (llama-cpp-python's does; ministruct's decoder
+    stops when the grammar is done). BudgetTooSmall, before anything is evaluated, when
+    even the shortest completion does not fit."""
+    if max_tokens < 0:
+        raise UsageError(f"max_tokens must be >= 0, got {max_tokens}", parameter="max_tokens")
+    if least is None:
+        return None
+    end = 1 if end_token else 0
+    if least + end > max_tokens:
+        raise BudgetTooSmall(max_tokens, least + end)
+    return max_tokens - end

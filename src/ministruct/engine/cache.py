@@ -33,7 +33,8 @@ import numpy as np
 
 from ministruct.grammar.ir import Grammar
 
-_ENGINE_MODULES = ("automaton.py", "compile.py", "trie.py", "slices.py", "walk.py", "utf8.py", "cache.py")
+# what shapes the cached data: every module of the engine, and the IR and analysis it compiles
+_GRAMMAR_MODULES = ("ir.py", "analysis.py")
 MAGIC = b"MINISTRUCT-CACHE-1\n"
 ALIGN = 64
 SUFFIX = ".msc"
@@ -52,10 +53,17 @@ class Entry:
 def engine_version() -> str:
     """A hash of the engine's own source: any code change invalidates old entries."""
     h = hashlib.sha256()
-    here = Path(__file__).resolve().parent
-    for name in _ENGINE_MODULES:
-        h.update((here / name).read_bytes())
+    for path in engine_sources():
+        h.update(path.name.encode())
+        h.update(path.read_bytes())
     return h.hexdigest()[:16]
+
+
+def engine_sources() -> list[Path]:
+    """The source files whose code shapes what the cache holds."""
+    here = Path(__file__).resolve().parent
+    grammar = here.parent / "grammar"
+    return sorted(here.glob("*.py")) + [grammar / name for name in _GRAMMAR_MODULES]
 
 
 def cache_dir() -> Path | None:

@@ -24,7 +24,7 @@ import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any, Callable, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 import numpy as np
 
@@ -35,7 +35,11 @@ from ministruct.engine.token_edges import TokenEdges
 from ministruct.engine.trie import TokenTrie, copy_duplicates
 from ministruct.engine.vocab import Vocabulary
 from ministruct.engine.walk import Pruner, WalkResult, walk
+from ministruct.errors import UsageError
 from ministruct.grammar.ir import Grammar
+
+if TYPE_CHECKING:
+    from ministruct.grammar.constraint import Constraint
 
 MASK_CACHE_BYTES = 512 * 1024 * 1024
 WALK_CACHE_BYTES = 256 * 1024 * 1024
@@ -453,9 +457,14 @@ class CompiledGrammar:
         }
 
 
-def compile_grammar(grammar: Grammar, vocab: Vocabulary, *, use_cache: bool = True) -> CompiledGrammar:
-    """Bind a grammar to a vocabulary. Masks are computed lazily, kept in memory, and
-    (with use_cache) restored from and saved to the on-disk cache by `persist()`."""
+def compile_grammar(grammar: "Grammar | Constraint", vocab: Vocabulary, *, use_cache: bool = True) -> CompiledGrammar:
+    """Bind a grammar (or a Constraint's) to a vocabulary. Masks are computed lazily, kept
+    in memory, and (with use_cache) restored from and saved to the on-disk cache by `persist()`."""
+    grammar = getattr(grammar, "grammar", grammar)  # a Constraint's (no import of the front ends here)
+    if not isinstance(grammar, Grammar):
+        raise UsageError(
+            f"grammar must be a Grammar or a Constraint, not {type(grammar).__name__}", parameter="grammar"
+        )
     compiled = CompiledGrammar(grammar, vocab)
     if use_cache:
         compiled.restore()

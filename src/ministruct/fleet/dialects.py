@@ -20,10 +20,10 @@ import json
 import re
 from dataclasses import dataclass
 
-from ministruct.constraints import Constraint
+from ministruct.decode.sampling import SamplingParams
 from ministruct.errors import UsageError
-from ministruct.pipeline import user_message
-from ministruct.sampling import SamplingParams
+from ministruct.grammar.constraint import Constraint
+from ministruct.jobs.job import user_message
 
 KINDS = ("llama", "vllm", "openai")
 CHAT_PATH = "/v1/chat/completions"

@@ -23,14 +23,14 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
-from ministruct.constraints import Constraint
 from ministruct.errors import UsageError
 from ministruct.fleet.client import Connection, RequestRejected, Server, ServerFault, probe
 from ministruct.fleet.dialects import BadReply, Dialect, Reply, Settings, parse_reply
 from ministruct.fleet.trace import trace_records
 from ministruct.fleet.verify import Verdict, Verifier
-from ministruct.pipeline import GenResult
-from ministruct.records import InputRecord
+from ministruct.grammar.constraint import Constraint
+from ministruct.jobs.job import GenResult
+from ministruct.jobs.records import InputRecord
 
 FINISH_TO_STOP = {"stop": "eos", "length": "max_tokens"}
 

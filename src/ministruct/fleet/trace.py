@@ -19,9 +19,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ministruct.constraints import Constraint
 from ministruct.engine.automaton import automaton_for
 from ministruct.fleet.dialects import TokenLogprob
+from ministruct.grammar.constraint import Constraint
 
 
 def logprob_steps(constraint: Constraint, tokens: list[TokenLogprob]) -> list[dict[str, Any]]:

@@ -18,9 +18,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from ministruct.constraints import Constraint
-from ministruct.engine.check import check_text
-from ministruct.instance import InstanceChecker
+from ministruct.check.grammar import check_text
+from ministruct.check.instance import InstanceChecker
+from ministruct.grammar.constraint import Constraint
 
 # first characters a JSON text can start with (after whitespace)
 _JSON_STARTS = set('{["-0123456789tfn')

@@ -12,7 +12,7 @@ from __future__ import annotations
 import gc
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Union
+from typing import Iterator, Union
 
 MAX_CODE_POINT = 0x10FFFF
 
@@ -163,27 +163,6 @@ class Grammar:
         """Canonical GBNF text: root first, then the other rules in definition order."""
         order = [self.root] + [n for n in self.rules if n != self.root]
         return "".join(f"{n} ::= {format_expr(self.rules[n])}\n" for n in order if n in self.rules)
-
-    @classmethod
-    def from_gbnf(cls, text: str, *, root: str = "root", source: str = "<grammar>") -> "Grammar":
-        """Parse GBNF (llama.cpp's dialect); GrammarSyntaxError / GrammarError when it is wrong."""
-        from ministruct.grammar.gbnf import parse_gbnf
-
-        return parse_gbnf(text, source=source, root=root)
-
-    @classmethod
-    def from_regex(cls, pattern: str, *, source: str = "<regex>") -> "Grammar":
-        """A regular expression (Python `re` syntax) the whole output must match."""
-        from ministruct.grammar.regex import parse_regex
-
-        return parse_regex(pattern, source=source)
-
-    @classmethod
-    def from_json_schema(cls, schema: Any, **options: Any) -> "Grammar":
-        """JSON texts of instances of `schema` (options: see `grammar.schema.schema_to_grammar`)."""
-        from ministruct.grammar.schema import schema_to_grammar
-
-        return schema_to_grammar(schema, **options)
 
     @classmethod
     def from_choices(cls, choices: list[str], *, source: str = "<choice>") -> "Grammar":

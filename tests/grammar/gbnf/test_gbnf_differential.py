@@ -30,7 +30,7 @@ ALPHABET = ["a", "b", "1", "é", " "]
 def llama():
     import llama_cpp
 
-    from ministruct.model import Model, bundled_model_path
+    from ministruct.decode.model import Model, bundled_model_path
 
     model = Model.load(bundled_model_path(), vocab_only=True)
     vocab = model.vocabulary

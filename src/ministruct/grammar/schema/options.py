@@ -1,0 +1,50 @@
+"""SchemaOptions: how a JSON Schema becomes a grammar, the one table of its options.
+
+    whitespace        compact | flexible | pretty (default compact): the layout generated
+                      between the tokens of JSON
+    lenient           False: a keyword the compiler cannot enforce refuses the schema;
+                      True: it is dropped, with a warning
+    oneof_as_anyof    False: a `oneOf` whose branches may overlap is refused ("exactly one"
+                      cannot be enforced); True: it is read as `anyOf`
+    extra_properties  explicit (default): objects carry only the properties the schema
+                      names, plus those `additionalProperties`, `patternProperties` or
+                      `unevaluatedProperties` allow where stated, and an array with
+                      `prefixItems` and no `items` has no further items; spec: JSON
+                      Schema's own meaning. Either way every output is a valid instance.
+
+Checked once, when built: a bad value is a UsageError naming the option.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from ministruct.errors import UsageError
+
+WHITESPACE = ("compact", "flexible", "pretty")
+EXTRA_PROPERTIES = ("explicit", "spec")
+
+
+@dataclass(frozen=True)
+class SchemaOptions:
+    """The options of the JSON Schema front end (see the module's table)."""
+
+    whitespace: str = "compact"
+    lenient: bool = False
+    oneof_as_anyof: bool = False
+    extra_properties: str = "explicit"
+
+    def __post_init__(self) -> None:
+        if self.whitespace not in WHITESPACE:
+            raise UsageError(
+                f"whitespace must be compact, flexible or pretty, not {self.whitespace!r}", parameter="whitespace"
+            )
+        if self.extra_properties not in EXTRA_PROPERTIES:
+            raise UsageError(
+                f"extra_properties must be explicit or spec, not {self.extra_properties!r}",
+                parameter="extra_properties",
+            )
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)

@@ -1,0 +1,315 @@
+"""Batch runs over input records, as `gen --input` and `check --input` do them.
+
+The machinery both commands share: per-record settings (validated here), a constraint
+cache keyed by content (a batch of 10,000 records over 3 schemas loads 3 constraints),
+counts of ok / incomplete / failed results with the exit status they imply, `--resume`
+(ids already written are skipped), and SIGINT/SIGTERM handling (the record in flight
+finishes, every finished record is written, the exit status is 130/143).
+
+    tally = run_batch(records, process, labels=GEN_LABELS, resume=Resume.load(path))
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import signal
+import sys
+import threading
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Generic, Iterable, Iterator, Protocol, TypeVar
+
+from ministruct.errors import InputError, MinistructError
+from ministruct.grammar.constraint import Constraint, load_constraint
+from ministruct.jobs.records import InputRecord, json_type, split_lines
+
+T = TypeVar("T")
+CONSTRAINT_FIELDS = ("schema", "grammar", "regex", "choice")
+CONSTRAINT_KINDS = (*CONSTRAINT_FIELDS, "lark")  # the load_constraint parameters that pick the constraint
+GEN_SETTINGS = (*CONSTRAINT_FIELDS, "seed", "max_tokens", "temperature", "top_p", "system")
+CHECK_SETTINGS = CONSTRAINT_FIELDS
+GEN_LABELS = ("ok", "incomplete", "failed")
+CHECK_LABELS = ("accepted", "rejected", "failed")
+
+
+# ---------------------------------------------------------------- per-record settings
+
+
+def settings_error(settings: dict[str, Any]) -> str | None:
+    """What is wrong with a record's settings (None when they are usable)."""
+    kinds = [k for k in CONSTRAINT_FIELDS if k in settings]
+    if len(kinds) > 1:
+        return f"give at most one constraint per record, not {' and '.join(kinds)}"
+    for k in ("schema", "grammar", "regex", "system"):
+        if k in settings and not isinstance(settings[k], str) and not (k == "system" and settings[k] is None):
+            return f'"{k}" must be a string, not {json_type(settings[k])}'
+    if "choice" in settings:
+        ch = settings["choice"]
+        if not isinstance(ch, list) or not ch or not all(isinstance(x, str) for x in ch):
+            return '"choice" must be a non-empty array of strings'
+    for k, lo in (("seed", 0), ("max_tokens", 1)):
+        if k in settings:
+            v = settings[k]
+            if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+                return f'"{k}" must be an integer >= {lo}, not {json.dumps(v)}'
+    if "temperature" in settings and not _number(settings["temperature"], lambda x: x >= 0):
+        return f'"temperature" must be a number >= 0, not {json.dumps(settings["temperature"])}'
+    if "top_p" in settings and not _number(settings["top_p"], lambda x: 0 < x <= 1):
+        return f'"top_p" must be a number in (0, 1], not {json.dumps(settings["top_p"])}'
+    return None
+
+
+def _number(v: Any, ok: Callable[[float], bool]) -> bool:
+    return not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v) and ok(v)
+
+
+def validated(records: Iterable[InputRecord]) -> Iterator[InputRecord]:
+    """The records, with an error set on those whose settings are unusable."""
+    for rec in records:
+        if rec.error is None and rec.settings:
+            err = settings_error(rec.settings)
+            if err is not None:
+                rec.error = f"{rec.where or rec.index}: {err}"
+        yield rec
+
+
+def record_constraint(settings: dict[str, Any]) -> tuple[str, Any] | None:
+    """(kind, value) of the record's own constraint, or None to use the command's."""
+    for k in CONSTRAINT_FIELDS:
+        if k in settings:
+            return k, settings[k]
+    return None
+
+
+def with_constraint(flags: T, kind: str, value: Any) -> T:
+    """A copy of a constraint-flags dataclass (cli.options.ConstraintFlags) naming only the
+    record's constraint; every other option (whitespace, lenient, ...) is kept, and `root`
+    only for a grammar."""
+    blank: dict[str, Any] = {k: None for k in CONSTRAINT_KINDS if hasattr(flags, k)}
+    if kind != "grammar" and hasattr(flags, "root"):
+        blank["root"] = None
+    return dataclasses.replace(flags, **{**blank, kind: value})  # type: ignore[type-var]
+
+
+class ConstraintCache(Generic[T]):
+    """What a record's own constraint loads to, once per distinct content.
+
+    `load(kind, value)` builds it (for gen: `with_constraint(flags, kind, value).load()`,
+    which goes through load_constraint, so every option of the command applies).
+    Failures are remembered too, so a bad schema is refused once per batch.
+    """
+
+    def __init__(self, load: Callable[[str, Any], T], *, on_load: Callable[[T], None] | None = None) -> None:
+        self.loads = 0
+        self._load = load
+        self._on_load = on_load
+        self._memo: dict[tuple, Any] = {}
+
+    @classmethod
+    def of_options(cls, options: dict[str, Any], **kw: Any) -> ConstraintCache[Constraint]:
+        """A cache loading with `load_constraint(**options, kind=value)` (the library's way)."""
+        base = {k: v for k, v in options.items() if k not in CONSTRAINT_KINDS}
+
+        def load(kind: str, value: Any) -> Constraint:
+            opts = {k: v for k, v in base.items() if k != "root" or kind == "grammar"}
+            return load_constraint(**opts, **{kind: value})
+
+        return cls(load, **kw)  # type: ignore[return-value]
+
+    def get(self, kind: str, value: Any) -> T:
+        """What `load(kind, value)` gives for one record's constraint (its error, raised again)."""
+        key = self._key(kind, value)
+        if key not in self._memo:
+            self.loads += 1
+            try:
+                got: Any = self._load(kind, value)
+            except MinistructError as e:
+                got = e
+            except RecursionError:
+                got = InputError(f"{value if kind != 'regex' else '<regex>'}: the {kind} nests too deeply")
+            self._memo[key] = got
+            if not isinstance(got, MinistructError) and self._on_load is not None:
+                self._on_load(got)
+        got = self._memo[key]
+        if isinstance(got, MinistructError):
+            raise got
+        return got
+
+    @staticmethod
+    def _key(kind: str, value: Any) -> tuple:
+        if kind == "choice":
+            return (kind, tuple(value))
+        if kind in ("schema", "grammar"):
+            p = Path(value)
+            try:
+                if p.is_file():
+                    return (kind, value, hashlib.sha256(p.read_bytes()).hexdigest())
+            except OSError:
+                pass
+        return (kind, value)
+
+
+# ---------------------------------------------------------------- counts, resume, signals
+
+
+@dataclass
+class Tally:
+    """Counts of results by status; the summary line and the exit status they imply."""
+
+    labels: tuple[str, str, str] = GEN_LABELS
+    counts: Counter = field(default_factory=Counter)
+    skipped: int = 0
+
+    def add(self, status: str) -> None:
+        if status not in self.labels:
+            raise ValueError(f"unknown status {status!r}")
+        self.counts[status] += 1
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+    def exit_code(self) -> int:
+        """0 when every result is the first label (ok / accepted), else 1."""
+        return 0 if self.total == self.counts[self.labels[0]] else 1
+
+    def line(self) -> str:
+        parts = ", ".join(f"{self.counts[k]} {k}" for k in self.labels)
+        s = "" if self.total == 1 else "s"
+        text = f"{self.total} result{s}: {parts}"
+        if self.skipped:
+            text += f"; {self.skipped} skipped (already in the --resume file)"
+        return text
+
+
+class Resume:
+    """The ids already present in an output file, with how many results each has."""
+
+    def __init__(self, done: Counter | None = None) -> None:
+        self.done = done if done is not None else Counter()
+
+    @classmethod
+    def load(cls, path: str | None) -> Resume:
+        """Read OUT (a missing file is an empty one); lines that are not records are ignored."""
+        done: Counter = Counter()
+        if path is None:
+            return cls(done)
+        try:
+            f = open(path, "rb")
+        except FileNotFoundError:
+            return cls(done)
+        except OSError as e:
+            raise InputError(f"{path}: cannot read the --resume file: {e.strerror or e}") from None
+        with f:
+            for _, line, _ in split_lines(f):
+                try:
+                    obj = json.loads(line) if line else None
+                except (ValueError, RecursionError):
+                    continue
+                if isinstance(obj, dict) and "id" in obj:
+                    done[_id_key(obj["id"])] += 1
+        return cls(done)
+
+    def finished(self, rid: Any) -> int:
+        """How many results for `rid` are already written."""
+        return self.done.get(_id_key(rid), 0)
+
+
+def _id_key(rid: Any) -> str:
+    return json.dumps(rid, sort_keys=True, ensure_ascii=False)
+
+
+class Abandoned(BaseException):
+    """A second SIGINT/SIGTERM: the record in flight is given up."""
+
+
+class Interrupts:
+    """SIGINT/SIGTERM while a batch runs: the first lets the record in flight finish, then
+    the batch stops (`exit_code` 130/143); a second abandons the record in flight."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self._old: dict[int, Any] = {}
+
+    def __enter__(self) -> Interrupts:
+        if threading.current_thread() is threading.main_thread():
+            for s in self.SIGNALS:
+                self._old[s] = signal.signal(s, self._handle)
+        return self
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        if self.signum is not None:
+            raise Abandoned()
+        self.signum = signum
+
+    def __exit__(self, *exc: Any) -> None:
+        for s, old in self._old.items():
+            signal.signal(s, old)
+
+    @property
+    def exit_code(self) -> int | None:
+        return None if self.signum is None else 128 + self.signum
+
+    def name(self) -> str:
+        return signal.Signals(self.signum).name if self.signum is not None else ""
+
+
+# ---------------------------------------------------------------- the loop
+
+
+class Advance(Protocol):
+    def advance(self, n: int = 1) -> None: ...
+
+
+Process = Callable[[InputRecord, int], Iterable[str]]
+
+
+def run_batch(
+    records: Iterable[InputRecord],
+    process: Process,
+    *,
+    labels: tuple[str, str, str] = GEN_LABELS,
+    resume: Resume | None = None,
+    per_record: int = 1,
+    progress: Advance | None = None,
+    report: Callable[[str], None] | None = None,
+) -> int:
+    """Run `process(record, already_done)` for each record in order; it writes its results
+    and yields one status (a label) per result. Returns the exit status: 0 all ok, 1 any
+    not, 130/143 after SIGINT/SIGTERM. `report` receives the summary line."""
+    tally = Tally(labels)
+    resume = resume or Resume()
+    with Interrupts() as intr:
+        try:
+            for rec in records:
+                if intr.signum is not None:
+                    break
+                done = min(resume.finished(rec.id), per_record)
+                produced = 0
+                if done < per_record:
+                    for status in process(rec, done):
+                        tally.add(status)
+                        produced += 1
+                        if intr.signum is not None:
+                            break
+                if not produced:
+                    tally.skipped += 1
+                if progress is not None:
+                    progress.advance()
+        except Abandoned:
+            pass
+    if report is not None:
+        stopped = f"; stopped by {intr.name()}" if intr.signum is not None else ""
+        report(tally.line() + stopped)
+    return intr.exit_code or tally.exit_code()
+
+
+def stderr_report(line: str) -> None:
+    """The summary line on stderr."""
+    print(f"ministruct: {line}", file=sys.stderr)

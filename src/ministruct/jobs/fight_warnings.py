@@ -1,0 +1,112 @@
+"""Warnings for a generation where the model fights the grammar.
+
+After each generation the pipeline checks three signs (issue: useful JSON by default):
+- the mean legal mass Z over free steps is below 0.2: the model wanted mostly other tokens;
+- a run of 16 or more consecutive steps has Z < 0.05: a stretch written against the model;
+- the output repeats one pattern of 8 or more bytes 4 or more times in a row
+  (whitespace or key loops, the usual sign of a model that cannot find the way out).
+Each warning says what was seen and the usual remedy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from ministruct.decode.loop import Step
+
+LOW_MEAN_Z = 0.2
+LOW_RUN_Z = 0.05
+LOW_RUN_STEPS = 16
+LOOP_MIN_BYTES = 8
+LOOP_MIN_COPIES = 4
+
+
+def legal_mass(logits: np.ndarray, mask: np.ndarray | None) -> float:
+    """Z: the probability the model's own distribution (temperature 1) puts on the mask."""
+    if mask is None:
+        return 1.0
+    z = logits.astype(np.float64, copy=False)
+    top = z.max()
+    w = np.exp(z - top)
+    total = w.sum()
+    return float(w[mask[: len(w)]].sum() / total) if total > 0 else 0.0
+
+
+def repeated_pattern(
+    data: bytes, min_len: int = LOOP_MIN_BYTES, copies: int = LOOP_MIN_COPIES
+) -> tuple[bytes, int] | None:
+    """(pattern, copies) of the longest run of one pattern of >= min_len bytes repeated
+    >= copies times back to back, or None."""
+    n = len(data)
+    if n < min_len * copies:
+        return None
+    a = np.frombuffer(data, dtype=np.uint8)
+    best: tuple[bytes, int] | None = None
+    for p in range(min_len, n // copies + 1):
+        eq = a[p:] == a[:-p]
+        need = (copies - 1) * p  # out[j] == out[j+p] for this many positions in a row
+        if eq.sum() < need:
+            continue
+        # longest run of True in eq
+        d = np.diff(np.concatenate(([0], eq.view(np.int8), [0])))
+        starts, ends = np.flatnonzero(d == 1), np.flatnonzero(d == -1)
+        lengths = ends - starts
+        k = int(lengths.argmax())
+        if lengths[k] >= need:
+            n_copies = int(lengths[k] // p) + 1
+            if best is None or n_copies * p > best[1] * len(best[0]):
+                best = (bytes(a[starts[k] : starts[k] + p]), n_copies)
+    return best
+
+
+@dataclass
+class FightMonitor:
+    """Feed it every step (Z, forced or not); `warnings(output)` at the end."""
+
+    z_free: list[float] = field(default_factory=list)
+    run: int = 0
+    longest_run: int = 0
+    n_steps: int = 0
+
+    def observe(self, step: "Step") -> None:
+        """Take one decoded step into account."""
+        if step.mask is None:
+            return
+        # a fast-forwarded token was dictated, not chosen: it says nothing about the model's choices
+        forced = step.fast_forward or np.count_nonzero(step.mask) == 1
+        self.add(legal_mass(step.logits, step.mask), forced)
+
+    def add(self, z: float, forced: bool) -> None:
+        self.n_steps += 1
+        if not forced:
+            self.z_free.append(z)
+        self.run = self.run + 1 if z < LOW_RUN_Z else 0
+        self.longest_run = max(self.longest_run, self.run)
+
+    def warnings(self, output: bytes) -> list[str]:
+        out: list[str] = []
+        if self.z_free:
+            mean = sum(self.z_free) / len(self.z_free)
+            if mean < LOW_MEAN_Z:
+                out.append(
+                    f"the model fights the grammar: mean legal mass Z over {len(self.z_free)} free steps is "
+                    f"{mean:.3f} (< {LOW_MEAN_Z}); show the schema in the prompt, or use a larger model"
+                )
+        if self.longest_run >= LOW_RUN_STEPS:
+            out.append(
+                f"the model fights the grammar: {self.longest_run} steps in a row had Z < {LOW_RUN_Z}; "
+                "show the schema in the prompt, or use a larger model"
+            )
+        loop = repeated_pattern(output)
+        if loop is not None:
+            pattern, copies = loop
+            shown = pattern.decode("utf-8", "replace")
+            out.append(
+                f"the output repeats {shown!r} {copies} times in a row: the model is looping; "
+                "show the schema in the prompt, raise the temperature or repeat penalty, or allow more tokens"
+            )
+        return out

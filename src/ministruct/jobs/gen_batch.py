@@ -1,0 +1,135 @@
+"""`gen --input` as a library call: each record runs with its own settings, and a record
+that cannot run becomes an error record in its place (the batch goes on).
+
+    pool = JobPool(job, ConstraintCache(options))
+    gen = GenBatch(pool, n=1, seed=0, emit=lambda res, extra: write_record(res.to_record()))
+    status = run_batch(validated(records), gen, per_record=1)
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import replace
+from typing import Any, Callable, Iterator, Protocol
+
+from ministruct.errors import MinistructError
+from ministruct.jobs.batch import ConstraintCache, record_constraint
+from ministruct.jobs.job import GenerationJob, GenResult
+from ministruct.jobs.records import InputRecord
+
+SAMPLING_FIELDS = ("temperature", "top_p")
+
+
+class Tracer(Protocol):
+    """What a batch needs of a trace writer (diagnostics.trace.TraceWriter): runs a job
+    and writes its steps."""
+
+    job: GenerationJob
+
+    def run(self, prompt: str, *, rid: Any, seed: int) -> GenResult: ...
+
+
+class JobPool:
+    """GenerationJobs for records: the command's job with a record's constraint and
+    sampling settings. Each constraint is compiled once, whatever settings vary."""
+
+    def __init__(self, base: GenerationJob, cache: ConstraintCache) -> None:
+        self.base = base
+        self.cache = cache
+        self._by_constraint: dict[int, GenerationJob] = {}
+
+    def job_for(self, settings: dict[str, Any]) -> GenerationJob:
+        """The job a record with these (validated) settings runs with; MinistructError when
+        its constraint cannot be loaded or compiled."""
+        job = self.base
+        own = record_constraint(settings)
+        if own is not None:
+            c = self.cache.get(*own)
+            job = self._by_constraint.get(id(c)) or self._add(c)
+        if job.constraint is not None:
+            job.compiled  # compile now, so the variants below share it  # noqa: B018
+        varied = {k: settings[k] for k in SAMPLING_FIELDS if k in settings}
+        if not varied and "max_tokens" not in settings and "system" not in settings:
+            return job
+        job = copy.copy(job)
+        if varied:
+            job.params = replace(job.params, **varied)
+        if "max_tokens" in settings:
+            job.max_tokens = settings["max_tokens"]
+        if "system" in settings:
+            job.system = settings["system"]
+        return job
+
+    def _add(self, constraint: Any) -> GenerationJob:
+        job = copy.copy(self.base)
+        job.constraint = constraint
+        job._compiled = None
+        self._by_constraint[id(constraint)] = job
+        return job
+
+    def persist(self) -> None:
+        """Save every compiled grammar's learned masks (GenerationJob.persist)."""
+        self.base.persist()
+        for job in self._by_constraint.values():
+            job.persist()
+
+
+def status_of(res: GenResult) -> str:
+    """ok, incomplete (cut off, no error) or failed (an error record, no legal continuation)."""
+    if res.error is not None:
+        return "failed"
+    return "ok" if res.complete else "incomplete"
+
+
+class GenBatch:
+    """The per-record step of `run_batch` for gen: `n` results per record (seeds seed,
+    seed+1, ...; a record's `seed` replaces the command's), each passed to `emit(result,
+    extra_fields)`."""
+
+    def __init__(
+        self,
+        pool: JobPool,
+        *,
+        n: int,
+        seed: int,
+        emit: Callable[[GenResult, dict], None],
+        tracer: Tracer | None = None,
+    ) -> None:
+        self.pool, self.n, self.seed, self.emit, self.tracer = pool, n, seed, emit, tracer
+
+    def __call__(self, rec: InputRecord, done: int) -> Iterator[str]:
+        if rec.error is not None:
+            yield from self._failed(rec, rec.error, done)
+            return
+        if rec.value is not None and not rec.value.strip():
+            yield from self._failed(rec, f"{rec.where}: the prompt is empty", done)
+            return
+        try:
+            job = self.pool.job_for(rec.settings)
+        except MinistructError as e:
+            yield from self._failed(rec, f"{rec.where}: {e}", done)
+            return
+        seed = rec.settings.get("seed", self.seed)
+        for k in range(done, self.n):
+            try:
+                res = self.run_one(job, rec, seed + k)
+            except MinistructError as e:
+                res = GenResult.failed(rec.id, rec.value, f"{rec.where}: {e}")
+            self.emit(res, rec.extra)
+            yield status_of(res)
+
+    def _failed(self, rec: InputRecord, error: str, done: int) -> Iterator[str]:
+        """One error record for a record that cannot run (none when --resume found one)."""
+        if done:
+            return
+        res = GenResult.failed(rec.id, rec.value, error)
+        self.emit(res, rec.extra)
+        yield status_of(res)
+
+    def run_one(self, job: GenerationJob, rec: InputRecord, seed: int) -> GenResult:
+        """One generation for a record (through the tracer when tracing); errors propagate."""
+        assert rec.value is not None
+        if self.tracer is None:
+            return job.run(rec.value, rid=rec.id, seed=seed)
+        self.tracer.job = job
+        return self.tracer.run(rec.value, rid=rec.id, seed=seed)

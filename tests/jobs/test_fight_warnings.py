@@ -1,0 +1,58 @@
+"""Fighting-the-grammar warnings (fight.py): the three signs and their thresholds."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ministruct.jobs.fight_warnings import FightMonitor, legal_mass, repeated_pattern
+
+
+def test_legal_mass_is_the_softmax_mass_of_the_mask():
+    logits = np.log(np.asarray([0.5, 0.25, 0.125, 0.125], dtype=np.float32))
+    mask = np.asarray([False, True, True, False])
+    assert abs(legal_mass(logits, mask) - 0.375) < 1e-6
+    assert legal_mass(logits, None) == 1.0
+
+
+def test_repeated_pattern_finds_loops_of_eight_bytes_four_times():
+    assert repeated_pattern(b'{"a":' + b'"key","key",' * 4) is not None
+    pattern, copies = repeated_pattern(b"x" + b" " * 40 + b"y")
+    assert set(pattern) == {0x20} and copies * len(pattern) <= 40
+    assert repeated_pattern(b"abcdefgh" * 3) is None  # three copies are not a loop yet
+    assert repeated_pattern(b"abcdefg" * 6) is None or len(repeated_pattern(b"abcdefg" * 6)[0]) >= 8
+    assert repeated_pattern(b'{"name":"Pancakes","servings":4}') is None
+
+
+def test_low_mean_z_over_free_steps_warns():
+    m = FightMonitor()
+    for _ in range(10):
+        m.add(0.1, forced=False)
+    m.add(0.001, forced=True)  # forced steps do not count towards the mean
+    (w,) = m.warnings(b"ok")
+    assert "mean legal mass Z over 10 free steps is 0.100" in w and "show the schema" in w
+
+
+def test_a_long_run_of_very_low_z_warns_even_when_the_mean_is_fine():
+    m = FightMonitor()
+    for _ in range(40):
+        m.add(0.9, forced=False)
+    for _ in range(16):
+        m.add(0.01, forced=True)
+    (w,) = m.warnings(b"ok")
+    assert "16 steps in a row had Z < 0.05" in w
+    short = FightMonitor()
+    for z in [0.9] * 40 + [0.01] * 15 + [0.9] + [0.01] * 15:
+        short.add(z, forced=True)
+    assert short.warnings(b"ok") == []
+
+
+def test_a_loop_in_the_output_warns_with_the_pattern():
+    (w,) = FightMonitor().warnings(b'{"steps":[' + b'"stir well",' * 5)
+    assert "repeats" in w and "stir well" in w and "looping" in w
+
+
+def test_a_healthy_generation_has_no_warnings():
+    m = FightMonitor()
+    for z in (0.99, 0.7, 1.0, 0.3):
+        m.add(z, forced=False)
+    assert m.warnings(b'{"name":"Pancakes","servings":4}') == []

@@ -1,0 +1,143 @@
+"""Reading input records: lines split on \\n only, streamed, BOM/CRLF/non-UTF-8 handled,
+JSON lines held to their rules (issue 15, findings 1, 2 and 3); writing them safely."""
+
+from __future__ import annotations
+
+import errno
+import io
+import itertools
+import json
+
+import pytest
+
+from ministruct.errors import OutputClosed, OutputError
+from ministruct.jobs.records import count_lines, open_lines, read_records, split_lines, write_line, write_record
+
+SETTINGS = ("schema", "seed")
+
+
+def recs(data: bytes, field: str = "prompt", **kw):
+    return list(read_records(io.BytesIO(data), field, "in.jsonl", settings=kw.pop("settings", SETTINGS), **kw))
+
+
+@pytest.mark.parametrize("sep", ["\u2028", "\u2029", "\u0085", "\r", "\x0b", "\x0c", "\x1c"])
+def test_only_newline_splits_records(sep):
+    # finding 1: str.splitlines cut one JSON record into two plain-text records
+    line = json.dumps({"id": "a", "prompt": f"one{sep}two"}, ensure_ascii=False)
+    out = recs((line + "\n" + "plain" + sep + "text\n").encode())
+    assert [(r.index, r.id, r.value, r.error) for r in out] == [
+        (1, "a", f"one{sep}two", None),
+        (2, 2, f"plain{sep}text", None),
+    ]
+
+
+def test_str_lines_are_split_on_newline_only_too():
+    out = list(read_records(['{"prompt": "a\u2028b"}\nplain\u0085x\n'], "prompt"))
+    assert [r.value for r in out] == ["a\u2028b", "plain\u0085x"]
+
+
+def test_bom_and_crlf():
+    # finding 1: a BOM turned the first record into plain text
+    out = recs(b'\xef\xbb\xbf{"id": 1, "prompt": "a"}\r\n{"id": 2, "prompt": "b"}\r\nplain\r\n')
+    assert [(r.id, r.value, r.error) for r in out] == [(1, "a", None), (2, "b", None), (3, "plain", None)]
+
+
+def test_non_utf8_line_is_an_error_record_and_the_rest_goes_on():
+    # finding 3: one non-UTF-8 byte refused the whole batch (file) or crashed (stdin)
+    out = recs(b"first\nbad \xff byte\nlast\n")
+    assert [r.value for r in out] == ["first", None, "last"]
+    assert out[1].error == "in.jsonl:2: not UTF-8 text (byte 5 of the line is 0xff)" and out[1].id == 2
+
+
+def test_blank_lines_are_skipped_but_counted():
+    out = recs(b"a\n\n   \n\t\nb\n")
+    assert [(r.index, r.id, r.value) for r in out] == [(1, 1, "a"), (5, 5, "b")]
+
+
+@pytest.mark.parametrize(
+    "line, error",
+    [
+        ('{"prompt": "broken json"', "in.jsonl:1: not valid JSON: Expecting ',' delimiter (column 25)"),
+        ('{"prompt": "a"} trailing', "in.jsonl:1: not valid JSON: Extra data (column 17)"),
+        ("[1, 2]", 'in.jsonl:1: a JSON line must be an object with "prompt", not an array'),
+        ('["not", "closed"', "in.jsonl:1: not valid JSON"),
+        ('{"text": "hello"}', 'in.jsonl:1: no "prompt" field'),
+        ('{"id": 7}', 'in.jsonl:1: no "prompt" field'),
+        ('{"prompt": 5}', 'in.jsonl:1: "prompt" is not a string (a number)'),
+        ('{"prompt": null}', 'in.jsonl:1: "prompt" is not a string (null)'),
+        (
+            '{"prompt": "a", "temprature": 1}',
+            'in.jsonl:1: unknown field "temprature" (allowed: "id", "prompt", "schema", "seed"',
+        ),
+        ("  " + "[" * 100_000 + "]" * 100_000, "in.jsonl:1: not usable JSON: nested too deeply"),
+    ],
+)
+def test_json_lines_must_be_objects_with_the_field(line, error):
+    # finding 2: malformed JSON, arrays and objects without "prompt" became plain-text prompts
+    (rec,) = recs(line.encode() + b"\n")
+    assert rec.error is not None and rec.error.startswith(error), rec.error
+    assert rec.index == 1
+
+
+def test_json_scalars_that_do_not_start_with_a_brace_stay_plain_text():
+    out = recs(b'"quoted"\n42\nnull\n')
+    assert [(r.value, r.error) for r in out] == [('"quoted"', None), ("42", None), ("null", None)]
+
+
+def test_settings_and_extra_fields():
+    line = json.dumps({"id": "k", "prompt": "p", "seed": 3, "schema": "s.json", "row": 17, "tag": ["x"]})
+    (strict,) = recs(line.encode())
+    assert strict.error is not None and '"row", "tag"' in strict.error and strict.extra == {}
+    (loose,) = recs(line.encode(), allow_extra=True)
+    assert loose.error is None and loose.settings == {"seed": 3, "schema": "s.json"}
+    assert loose.extra == {"row": 17, "tag": ["x"]}
+    (check,) = recs(b'{"text": "t", "prompt": "p"}', field="text", settings=())
+    assert check.error and '"prompt"' in check.error
+
+
+def test_records_are_streamed_one_line_at_a_time():
+    def endless():
+        for i in itertools.count(1):
+            yield f'{{"id": {i}, "prompt": "p{i}"}}\n'.encode()
+
+    first = list(itertools.islice(read_records(endless(), "prompt"), 3))
+    assert [r.id for r in first] == [1, 2, 3]
+
+
+def test_split_lines_numbers_every_line():
+    assert list(split_lines([b"a\n", b"\n", b"b"])) == [(1, "a", None), (2, "", None), (3, "b", None)]
+
+
+def test_open_lines_file_and_errors(tmp_path):
+    p = tmp_path / "in.txt"
+    p.write_bytes(b"x\ny")
+    with open_lines(str(p)) as (lines, source):
+        assert source == str(p) and list(lines) == [b"x\n", b"y"]
+    assert count_lines(str(p)) == 2 and count_lines("-") is None
+    from ministruct.errors import InputError
+
+    with pytest.raises(InputError, match="no such input file"):
+        with open_lines(str(tmp_path / "missing")):
+            pass
+    with pytest.raises(InputError, match="is a directory"):
+        with open_lines(str(tmp_path)):
+            pass
+
+
+class _Failing(io.StringIO):
+    def __init__(self, err: OSError) -> None:
+        super().__init__()
+        self.err = err
+
+    def flush(self) -> None:
+        raise self.err
+
+
+def test_write_line_names_the_output_or_ends_quietly():
+    with pytest.raises(OutputError, match="<stdout>: cannot write: No space left on device"):
+        write_line("x", _Failing(OSError(errno.ENOSPC, "No space left on device")))
+    with pytest.raises(OutputClosed):
+        write_line("x", _Failing(BrokenPipeError(errno.EPIPE, "Broken pipe")))
+    out = io.StringIO()
+    write_record({"id": 1}, out)
+    assert out.getvalue() == '{"v": 1, "id": 1}\n'
