@@ -1,30 +1,11 @@
-"""Whole-text checks with a precise account of where and why a text is rejected."""
+"""Could the grammar have produced this text? Whole-text checks with a precise account of
+where and why a text is rejected (a CheckResult)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from ministruct.check.result import CheckResult
 from ministruct.engine.automaton import Automaton, automaton_for
 from ministruct.grammar.ir import Grammar
-
-
-@dataclass
-class CheckResult:
-    accepted: bool
-    offset: int | None = None  # byte offset of the failure
-    line: int | None = None  # 1-based
-    column: int | None = None  # 1-based, in characters
-    expected: tuple[str, ...] = ()
-    found: str | None = None  # the offending character, or None at end of text
-
-    def message(self) -> str | None:
-        """One line saying where the text was rejected and what was expected."""
-        if self.accepted:
-            return None
-        where = f"line {self.line}, column {self.column} (byte {self.offset})"
-        got = "end of text" if self.found is None else f"unexpected {self.found!r}"
-        exp = f"; expected {' or '.join(self.expected)}" if self.expected else ""
-        return f"{where}: {got}{exp}"
 
 
 def _describe_byte(b: int) -> str:

@@ -15,32 +15,11 @@ the offending value and the keyword that failed.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import Any
 
+from ministruct.check.result import CheckResult
 from ministruct.errors import SchemaError
 from ministruct.grammar.schema.metaschema import check_schema, json_pointer, short_reason
-
-
-@dataclass
-class InstanceResult:
-    """The verdict on one text: accepted, or where and why not."""
-
-    accepted: bool
-    line: int | None = None  # syntax errors: 1-based line and column, and byte offset
-    column: int | None = None
-    offset: int | None = None
-    pointer: str | None = None  # schema violations: JSON pointer of the value, keyword
-    keyword: str | None = None
-    reason: str | None = None
-
-    def message(self) -> str | None:
-        """One line: where the text was rejected and why (None when accepted)."""
-        if self.accepted:
-            return None
-        if self.pointer is not None:
-            return f"{self.pointer}: {self.reason} (keyword {self.keyword})"
-        return f"line {self.line}, column {self.column} (byte {self.offset}): {self.reason}"
 
 
 def _no_constant(name: str) -> Any:
@@ -66,23 +45,23 @@ class InstanceChecker:
         self.validator = cls(schema, **options)
         self._best_match = exceptions.best_match
 
-    def check(self, text: str) -> InstanceResult:
+    def check(self, text: str) -> CheckResult:
         """Parse `text` as JSON and validate it."""
         try:
             value = json.loads(text, parse_constant=_no_constant)
         except json.JSONDecodeError as e:
             offset = len(text[: e.pos].encode("utf-8", "surrogatepass"))
-            return InstanceResult(False, line=e.lineno, column=e.colno, offset=offset, reason=e.msg)
+            return CheckResult(False, line=e.lineno, column=e.colno, offset=offset, reason=e.msg)
         except ValueError as e:  # NaN / Infinity
-            return InstanceResult(False, line=1, column=1, offset=0, reason=str(e))
+            return CheckResult(False, line=1, column=1, offset=0, reason=str(e))
         except RecursionError:
-            return InstanceResult(False, line=1, column=1, offset=0, reason="the text nests too deeply to read")
+            return CheckResult(False, line=1, column=1, offset=0, reason="the text nests too deeply to read")
         try:
             return self.check_value(value)
         except RecursionError:
-            return InstanceResult(False, pointer="/", keyword=None, reason="the value nests too deeply to validate")
+            return CheckResult(False, pointer="/", keyword=None, reason="the value nests too deeply to validate")
 
-    def check_value(self, value: Any) -> InstanceResult:
+    def check_value(self, value: Any) -> CheckResult:
         """Validate an already parsed value."""
         from referencing.exceptions import Unresolvable
 
@@ -91,7 +70,7 @@ class InstanceChecker:
         except Unresolvable as e:
             raise SchemaError(f"cannot resolve a $ref: {e}", pointer="/", keyword="$ref", source=self.source) from None
         if err is None:
-            return InstanceResult(True)
-        return InstanceResult(
+            return CheckResult(True)
+        return CheckResult(
             False, pointer=json_pointer(err.absolute_path), keyword=str(err.validator), reason=short_reason(err.message)
         )
