@@ -7,7 +7,8 @@ import re
 import numpy as np
 import pytest
 
-from ministruct.diagnostics.grammar_info import BUCKETS, LegalSizes, grammar_info, random_walks
+from ministruct.diagnostics.bench import sample_walks
+from ministruct.diagnostics.grammar_info import BUCKETS, LegalSizes, grammar_info
 from ministruct.engine.compile import compile_grammar
 from ministruct.engine.vocab import Vocabulary
 from ministruct.grammar.regex.parse import parse_regex
@@ -27,7 +28,8 @@ def compiled(pattern: str):
 
 def test_walks_produce_strings_of_the_language():
     c = compiled("[0-9]{2,5}(-[0-9])?")
-    walks, sizes = random_walks(c, n=20, max_steps=10, seed=1)
+    walks, found = sample_walks(c, n=20, max_steps=10, seed=1)
+    sizes = LegalSizes(found)
     assert len(walks) == 20
     for w in walks:
         assert w.complete and re.fullmatch(r"[0-9]{2,5}(-[0-9])?", w.text), w
@@ -39,14 +41,15 @@ def test_walks_produce_strings_of_the_language():
 
 
 def test_same_seed_same_walks():
-    a, _ = random_walks(compiled("[0-9]{1,8}"), n=5, seed=3)
-    b, _ = random_walks(compiled("[0-9]{1,8}"), n=5, seed=3)
+    a, _ = sample_walks(compiled("[0-9]{1,8}"), n=5, seed=3)
+    b, _ = sample_walks(compiled("[0-9]{1,8}"), n=5, seed=3)
     assert a == b
 
 
 def test_forced_configurations_are_counted():
     c = compiled("-9")  # "-" then "9" then only end-of-generation
-    walks, sizes = random_walks(c, n=1, seed=0)
+    walks, found = sample_walks(c, n=1, seed=0)
+    sizes = LegalSizes(found)
     assert walks[0].text == "-9" and walks[0].n_tokens == 2
     assert sorted(sizes.sizes) == [1, 1, 1]
     assert sizes.histogram()[0] == ("1 (forced)", 3)

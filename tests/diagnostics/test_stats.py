@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from ministruct.decode.loop import Step
-from ministruct.decode.sampling import Sampler, SamplingParams
-from ministruct.diagnostics.stats import StepStats, log_sum_exp, summarize
+from ministruct.decode.sampling import Sampler, SamplingParams, log_sum_exp
+from ministruct.diagnostics.stats import StepStats, summarize
 from ministruct.engine.compile import compile_grammar
 from ministruct.engine.matcher import Matcher
 from ministruct.engine.vocab import Vocabulary

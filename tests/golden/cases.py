@@ -6,7 +6,8 @@ with `.venv/bin/python scripts/regen_golden.py`; never edit the .txt files by ha
 
 from __future__ import annotations
 
-from ministruct.diagnostics.grammar_info import GrammarInfo, LegalSizes, Walk
+from ministruct.diagnostics.bench import SampleWalk
+from ministruct.diagnostics.grammar_info import GrammarInfo, LegalSizes
 from ministruct.diagnostics.render import grammar_report, step_table, summary_panel, tokenizer_panel
 from ministruct.diagnostics.stats import StepRecord, summarize
 from ministruct.diagnostics.tokenizer import tokenizer_report
@@ -89,7 +90,7 @@ def grammar_case():
         stats={"nfa_states": 9, "configurations": 6, "byte_classes": 3, "masks_cached": 5, "compile_ms": 12.25},
         warnings=["'x' is never used"],
         legal=LegalSizes([10, 10, 10, 1, 12000, 250]),
-        walks=[Walk("1984", 2, True), Walk("20 1\n", 3, False)],
+        walks=[SampleWalk("1984", 2, True), SampleWalk("20 1\n", 3, False)],
         vocab_name="toy",
         n_logits=16,
     )

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ministruct.jobs.fight_warnings import FightMonitor, legal_mass, repeated_pattern
+from ministruct.decode.sampling import legal_mass
+from ministruct.jobs.fight_warnings import FightMonitor, repeated_pattern
 
 
 def test_legal_mass_is_the_softmax_mass_of_the_mask():

@@ -2,7 +2,8 @@
 
 mask -> temperature -> repetition penalty -> softmax -> top-k -> top-p -> draw.
 Temperature 0 is greedy (argmax over the legal set, ties to the lowest id).
-The pure helpers (masked_logits, softmax, nucleus) are shared with diagnostics.
+The pure helpers (masked_logits, softmax, nucleus, and the legal mass Z_t: legal_kl,
+legal_mass) are shared with diagnostics and the fight warnings.
 """
 
 from __future__ import annotations
@@ -54,6 +55,35 @@ class SamplingParams:
 
 
 # -- pure helpers -----------------------------------------------------------
+
+
+def log_sum_exp(z: np.ndarray) -> float:
+    """log(sum(exp(z))) in float64 (-inf for an empty or all -inf vector)."""
+    z = np.asarray(z, dtype=np.float64)
+    if z.size == 0:
+        return -math.inf
+    m = float(np.max(z))
+    if not math.isfinite(m):
+        return m
+    return m + math.log(float(np.sum(np.exp(z - m))))
+
+
+def legal_kl(logits: np.ndarray, legal: np.ndarray | None, *, full_lse: float | None = None) -> float:
+    """KL(p_masked || p) = -log Z_t in nats (diagnostics.md), at temperature 1: log-sum-exp
+    of every logit minus that of the legal ones (`legal`: a bool mask over the logits rows or
+    their ids; None: unconstrained, 0). `full_lse`: log_sum_exp(logits) when already known."""
+    if legal is None:
+        return 0.0
+    z = np.asarray(logits, dtype=np.float64)
+    legal = np.asarray(legal)
+    sub = z[legal[: z.shape[0]]] if legal.dtype == bool else z[legal]
+    full = log_sum_exp(z) if full_lse is None else full_lse
+    return max(full - log_sum_exp(sub), 0.0)
+
+
+def legal_mass(logits: np.ndarray, legal: np.ndarray | None) -> float:
+    """Z_t: the probability the model's own distribution (temperature 1) puts on the legal set."""
+    return math.exp(-legal_kl(logits, legal))
 
 
 def masked_logits(logits: np.ndarray, mask: np.ndarray | None) -> np.ndarray:

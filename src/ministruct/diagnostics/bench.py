@@ -1,4 +1,5 @@
-"""Benchmark building blocks: timed compile, seeded random walks timing mask(), memory, decode rate.
+"""Seeded walks through a compiled grammar (timed, for benchmarks; sampling, for
+`inspect`), and benchmark building blocks: timed compile, memory, decode rate.
 
     compiled, compile_ms = timed_compile(grammar, vocab, use_cache=False)
     walk = random_walk(compiled, steps=200, seed=0)
@@ -24,7 +25,7 @@ from typing import Callable, Iterable, Protocol
 import numpy as np
 
 from ministruct.engine import kernel
-from ministruct.engine.compile import CompiledGrammar, compile_grammar
+from ministruct.engine.compile import DEAD, CompiledGrammar, compile_grammar
 from ministruct.engine.matcher import Matcher
 from ministruct.engine.slices import index_for
 from ministruct.engine.vocab import Vocabulary
@@ -143,7 +144,7 @@ def random_walk(
         if not candidates.size:  # cannot happen for a trimmed grammar; restart anyway
             token = RESET
         else:
-            token = int(candidates[rng.integers(candidates.size)])
+            token = _draw(rng, candidates)
         if token == RESET or token in eog:
             walk.tokens.append(token)
             walk.resets += 1
@@ -156,6 +157,65 @@ def random_walk(
             companion.advance(token)
         walk.tokens.append(token)
     return walk
+
+
+def _draw(rng: np.random.Generator, ids: np.ndarray) -> int:
+    """One id drawn uniformly (the one rule of every seeded walk here)."""
+    return int(ids[rng.integers(ids.size)])
+
+
+@dataclass
+class SampleWalk:
+    """One sample walk: its output, token count, and whether the grammar accepts it."""
+
+    text: str
+    n_tokens: int
+    complete: bool
+
+    def to_dict(self) -> dict:
+        return {"text": self.text, "n_tokens": self.n_tokens, "complete": self.complete}
+
+
+def sample_walks(
+    compiled: CompiledGrammar,
+    *,
+    n: int = 5,
+    max_steps: int = 32,
+    seed: int = 0,
+    stop_p: float = 0.25,
+    on_walk: Callable[[SampleWalk], None] | None = None,
+) -> tuple[list[SampleWalk], list[int]]:
+    """`n` seeded walks through the grammar on its vocabulary, for sample strings and
+    legal-set sizes: each step draws a legal token uniformly (end-of-generation excluded);
+    once the output is complete a walk stops with probability `stop_p` (or when no text
+    token is legal). Returns the walks and the legal-set sizes of the configurations seen."""
+    vocab = compiled.vocab
+    rng = np.random.default_rng(seed)
+    eog = np.asarray(sorted(vocab.eog_ids), dtype=np.int64)
+    sizes: dict[int, int] = {}
+    walks: list[SampleWalk] = []
+    for _ in range(n):
+        cid, out, count = compiled.initial, bytearray(), 0
+        for _ in range(max_steps):
+            legal = np.flatnonzero(compiled.mask(cid))
+            sizes.setdefault(cid, int(legal.shape[0]))
+            text_ids = np.setdiff1d(legal, eog, assume_unique=True) if eog.size else legal
+            if compiled.is_accepting(cid) and (text_ids.size == 0 or rng.random() < stop_p):
+                break
+            if text_ids.size == 0:
+                break
+            tok = _draw(rng, text_ids)
+            nxt = compiled.step_token(cid, tok)
+            if nxt == DEAD:  # cannot happen for a legal token; never loop on it
+                break
+            cid = nxt
+            out += vocab.token_bytes(tok)
+            count += 1
+        walk = SampleWalk(bytes(out).decode("utf-8", "replace"), count, bool(compiled.is_accepting(cid)))
+        walks.append(walk)
+        if on_walk is not None:
+            on_walk(walk)
+    return walks, list(sizes.values())
 
 
 def peak_rss_mb() -> float:

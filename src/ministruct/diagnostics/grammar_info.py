@@ -1,10 +1,8 @@
 """What a compiled grammar looks like on a vocabulary (for `ministruct inspect`).
 
 Sizes of the grammar and its automaton, warnings, and the legal-set sizes |L| over
-the parser configurations reached by a few seeded random walks: at each step a walk
-draws a legal token uniformly (end-of-generation excluded); once the output is
-complete it stops with probability `stop_p` (or when no text token is legal).
-The walks' outputs double as sample strings of the language.
+the parser configurations reached by a few seeded sample walks (bench.sample_walks),
+whose outputs double as sample strings of the language.
 """
 
 from __future__ import annotations
@@ -14,7 +12,8 @@ from typing import Callable
 
 import numpy as np
 
-from ministruct.engine.compile import DEAD, CompiledGrammar
+from ministruct.diagnostics.bench import SampleWalk, sample_walks
+from ministruct.engine.compile import CompiledGrammar
 
 # Histogram buckets of legal-set sizes: (label, low, high inclusive).
 BUCKETS = (
@@ -25,18 +24,6 @@ BUCKETS = (
     ("1k-9,999", 1000, 9999),
     ("10k+", 10000, None),
 )
-
-
-@dataclass
-class Walk:
-    """One random walk: its output, token count, and whether the grammar accepts it."""
-
-    text: str
-    n_tokens: int
-    complete: bool
-
-    def to_dict(self) -> dict:
-        return {"text": self.text, "n_tokens": self.n_tokens, "complete": self.complete}
 
 
 @dataclass
@@ -78,7 +65,7 @@ class GrammarInfo:
     stats: dict  # CompiledGrammar.stats()
     warnings: list[str] = field(default_factory=list)
     legal: LegalSizes = field(default_factory=lambda: LegalSizes([]))
-    walks: list[Walk] = field(default_factory=list)
+    walks: list[SampleWalk] = field(default_factory=list)
     vocab_name: str = ""
     n_logits: int = 0
 
@@ -96,45 +83,6 @@ class GrammarInfo:
         }
 
 
-def random_walks(
-    compiled: CompiledGrammar,
-    *,
-    n: int = 5,
-    max_steps: int = 32,
-    seed: int = 0,
-    stop_p: float = 0.25,
-    on_walk: Callable[[Walk], None] | None = None,
-) -> tuple[list[Walk], LegalSizes]:
-    """`n` seeded random walks through the grammar on its vocabulary."""
-    vocab = compiled.vocab
-    rng = np.random.default_rng(seed)
-    eog = np.asarray(sorted(vocab.eog_ids), dtype=np.int64)
-    sizes: dict[int, int] = {}
-    walks: list[Walk] = []
-    for _ in range(n):
-        cid, out, count = compiled.initial, bytearray(), 0
-        for _ in range(max_steps):
-            legal = np.flatnonzero(compiled.mask(cid))
-            sizes.setdefault(cid, int(legal.shape[0]))
-            text_ids = np.setdiff1d(legal, eog, assume_unique=True) if eog.size else legal
-            if compiled.is_accepting(cid) and (text_ids.size == 0 or rng.random() < stop_p):
-                break
-            if text_ids.size == 0:
-                break
-            tok = int(text_ids[rng.integers(text_ids.size)])
-            nxt = compiled.step_token(cid, tok)
-            if nxt == DEAD:  # cannot happen for a legal token; never loop on it
-                break
-            cid = nxt
-            out += vocab.token_bytes(tok)
-            count += 1
-        walk = Walk(bytes(out).decode("utf-8", "replace"), count, bool(compiled.is_accepting(cid)))
-        walks.append(walk)
-        if on_walk is not None:
-            on_walk(walk)
-    return walks, LegalSizes(list(sizes.values()))
-
-
 def grammar_info(
     compiled: CompiledGrammar,
     constraint: dict,
@@ -143,18 +91,18 @@ def grammar_info(
     walks: int = 5,
     max_steps: int = 32,
     seed: int = 0,
-    on_walk: Callable[[Walk], None] | None = None,
+    on_walk: Callable[[SampleWalk], None] | None = None,
 ) -> GrammarInfo:
     """Sizes, warnings, legal-set sizes and sample strings of a compiled grammar."""
     g = compiled.grammar
-    found, legal = random_walks(compiled, n=walks, max_steps=max_steps, seed=seed, on_walk=on_walk)
+    found, sizes = sample_walks(compiled, n=walks, max_steps=max_steps, seed=seed, on_walk=on_walk)
     return GrammarInfo(
         constraint=constraint,
         gbnf=g.to_gbnf(),
         rules=len(g.rules),
         stats=compiled.stats(),
         warnings=list(warnings if warnings is not None else g.warnings),
-        legal=legal,
+        legal=LegalSizes(sizes),
         walks=found,
         vocab_name=compiled.vocab.name,
         n_logits=compiled.vocab.n_logits,

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Iterable, Sequence
 
 import numpy as np
 
-from ministruct.decode.sampling import SamplingParams
+from ministruct.decode.sampling import SamplingParams, legal_kl
 
 if TYPE_CHECKING:
     from ministruct.decode.loop import Step
@@ -125,26 +125,7 @@ def _exp(w: np.ndarray) -> _Exp:
     return _Exp(e, float(np.sum(e)), m)
 
 
-def _subset(full: _Exp, w_sub: np.ndarray, idx: np.ndarray) -> _Exp:
-    """The _Exp of w[idx], reusing `full` unless its terms are near underflow."""
-    e = full.e[idx]
-    if e.size and float(np.max(e)) > 1e-200:
-        return _Exp(e, float(np.sum(e)), full.offset)
-    return _exp(w_sub)
-
-
 # -- core computations ------------------------------------------------------------
-
-
-def log_sum_exp(z: np.ndarray) -> float:
-    """log(sum(exp(z))) in float64 (-inf for an empty or all -inf vector)."""
-    z = np.asarray(z, dtype=np.float64)
-    if z.size == 0:
-        return -math.inf
-    m = float(np.max(z))
-    if not math.isfinite(m):
-        return m
-    return m + math.log(float(np.sum(np.exp(z - m))))
 
 
 def _nucleus_of(ex: _Exp, top_p: float, ids: np.ndarray | None = None) -> np.ndarray:
@@ -260,8 +241,7 @@ class StepStats:
                 # the masked softmax at T exactly as the sampler computes it (relative to
                 # the legal maximum), so nucleus boundaries agree to the last bit
                 ml = _exp(wl) if sampled else raw1
-                sub1 = ml if (sampled and t == 1) else _subset(raw1, zl, legal)
-                kl = max(raw1.lse - sub1.lse, 0.0)
+                kl = legal_kl(z, legal, full_lse=raw1.lse)
                 masked_nucleus = _nucleus(ml, wl, top_p, t == 0, legal)
                 masked_top = int(legal[int(np.argmax(zl))])
         tag = FAST_FORWARD if fast_forward else FORCED if legal_count == 1 else FREE

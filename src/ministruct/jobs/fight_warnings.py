@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ministruct.decode.sampling import legal_mass
+
 if TYPE_CHECKING:
     from ministruct.decode.loop import Step
 
@@ -23,17 +25,6 @@ LOW_RUN_Z = 0.05
 LOW_RUN_STEPS = 16
 LOOP_MIN_BYTES = 8
 LOOP_MIN_COPIES = 4
-
-
-def legal_mass(logits: np.ndarray, mask: np.ndarray | None) -> float:
-    """Z: the probability the model's own distribution (temperature 1) puts on the mask."""
-    if mask is None:
-        return 1.0
-    z = logits.astype(np.float64, copy=False)
-    top = z.max()
-    w = np.exp(z - top)
-    total = w.sum()
-    return float(w[mask[: len(w)]].sum() / total) if total > 0 else 0.0
 
 
 def repeated_pattern(

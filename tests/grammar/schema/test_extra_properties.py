@@ -12,7 +12,7 @@ from jsonschema import Draft202012Validator, validators
 
 from grammar.helpers import sample_strings
 from ministruct.engine.automaton import accepts
-from ministruct.errors import SchemaError
+from ministruct.errors import SchemaError, UsageError
 from ministruct.grammar.schema import schema_to_grammar
 
 D7 = "http://json-schema.org/draft-07/schema#"
@@ -170,5 +170,5 @@ def test_unevaluated_properties_false_is_enforced_by_generating_nothing_unnamed(
 
 
 def test_unknown_policy_is_refused():
-    with pytest.raises(SchemaError, match="extra_properties"):
+    with pytest.raises(UsageError, match="extra_properties"):
         schema_to_grammar({"type": "object"}, extra_properties="loose")

@@ -45,6 +45,7 @@ from ministruct.grammar.schema.formats import (
     search_with_length,
     string_literal,
 )
+from ministruct.grammar.schema.keywords import ANNOTATIONS
 from ministruct.grammar.schema.merge import MergeError, Resolver, merge_all, schema_types
 from ministruct.grammar.schema.objects import required_dependencies
 from ministruct.grammar.schema.options import SchemaOptions
@@ -57,29 +58,6 @@ WS_BOUND = 20
 MAX_PRETTY_DEPTH = 24
 MAX_OBJECT_STATES = 4000
 TYPES = ("null", "boolean", "object", "array", "number", "integer", "string")
-ANNOTATIONS = {
-    "title",
-    "description",
-    "default",
-    "examples",
-    "$comment",
-    "$schema",
-    "$id",
-    "$anchor",
-    "deprecated",
-    "readOnly",
-    "writeOnly",
-    "contentMediaType",
-    "contentEncoding",
-    "contentSchema",
-    "$defs",
-    "definitions",
-    "$vocabulary",
-    "discriminator",
-    "nullable",
-    "example",
-    "id",
-}
 UNSUPPORTED = {
     "not",
     "if",

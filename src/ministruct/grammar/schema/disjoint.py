@@ -16,6 +16,7 @@ import math
 from typing import Any, Callable, Optional
 
 from ministruct.errors import MinistructError
+from ministruct.grammar.schema.keywords import ANNOTATIONS
 from ministruct.grammar.schema.merge import ALL_TYPES, MergeError, Resolver, merge_all, schema_types
 
 MAX_DEPTH = 8
@@ -81,7 +82,7 @@ class Disjointness:
 
     def disjoint(self, a: Any, b: Any, rest: dict) -> bool:
         """True when no instance satisfies `rest` and both `a` and `b` (False: not proven)."""
-        if any(k not in _ANNOTATIONS for k in rest):
+        if any(k not in ANNOTATIONS for k in rest):
             a, b = {"allOf": [rest, a]}, {"allOf": [rest, b]}
         return self._disjoint(a, b, 0)
 
@@ -173,9 +174,6 @@ class _Unknown(Exception):
 
 def _raise(*_: Any) -> Exception:
     return _Unknown()
-
-
-_ANNOTATIONS = {"title", "description", "default", "examples", "$comment", "deprecated", "readOnly", "writeOnly"}
 
 
 def _values(s: dict) -> Optional[list]:

@@ -10,6 +10,8 @@ import re
 import urllib.parse
 from typing import Any, Callable, Optional
 
+from ministruct.grammar.schema.keywords import ANNOTATIONS
+
 ALL_TYPES = frozenset({"null", "boolean", "object", "array", "number", "integer", "string"})
 _NOT_SCHEMAS = {"enum", "const", "default", "examples", "example"}
 MAX_PRODUCT = 64
@@ -191,23 +193,6 @@ _ASSERTING = {
     "$dynamicRef",
     "$recursiveRef",
 }
-_SKIP = {
-    "title",
-    "description",
-    "default",
-    "examples",
-    "$comment",
-    "$schema",
-    "$id",
-    "$anchor",
-    "$defs",
-    "definitions",
-    "deprecated",
-    "readOnly",
-    "writeOnly",
-    "$vocabulary",
-    "example",
-}
 
 
 def _flatten(schema: Any, ptr: str, resolver: Resolver, chain: tuple[str, ...], out: list) -> None:
@@ -244,7 +229,7 @@ def merge_all(schema: dict, ptr: str, resolver: Resolver) -> dict:
             return {"enum": []}
         if not isinstance(p, dict):
             raise MergeError(f"a schema must be an object or a boolean, not {type(p).__name__}", pptr)
-    parts = [(p, q) for p, q in parts if any(k not in _SKIP for k in p)]
+    parts = [(p, q) for p, q in parts if any(k not in ANNOTATIONS for k in p)]
     if not parts:
         return {}
     if len(parts) == 1:
@@ -252,7 +237,7 @@ def merge_all(schema: dict, ptr: str, resolver: Resolver) -> dict:
     out: dict = {}
     for p, pptr in parts:
         for k, v in p.items():
-            if k in _SKIP or k in _OBJECT_SHAPE or k in _ARRAY_SHAPE:
+            if k in ANNOTATIONS or k in _OBJECT_SHAPE or k in _ARRAY_SHAPE:
                 continue
             out[k] = v if k not in out else _combine(k, out[k], v, pptr)
     shape = [(p, q) for p, q in parts if any(k in p for k in _OBJECT_SHAPE)]

@@ -21,6 +21,7 @@ from ministruct.grammar.schema.formats import (
     encode_chars,
     string_literal,
 )
+from ministruct.grammar.schema.keywords import ANNOTATIONS
 from ministruct.grammar.schema.merge import Resolver, escape_token, merge_all
 
 NOTHING = CharClass(())
@@ -253,14 +254,13 @@ def _extras(
 
 
 MAX_PATTERNS = 8
-_NAME_ANNOTATIONS = {"title", "description", "$comment", "examples", "default"}
 
 
 def _name_pattern(pn: Any) -> Optional[str]:
     """The regex of a propertyNames schema that is only `pattern` (and type string)."""
     if not isinstance(pn, dict) or not isinstance(pn.get("pattern"), str):
         return None
-    if set(pn) - _NAME_ANNOTATIONS - {"pattern", "type"} or pn.get("type", "string") != "string":
+    if set(pn) - ANNOTATIONS - {"pattern", "type"} or pn.get("type", "string") != "string":
         return None
     return pn["pattern"]
 
