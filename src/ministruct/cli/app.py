@@ -51,7 +51,7 @@ def main() -> None:
     _register()
     debug = os.environ.get("MINISTRUCT_DEBUG") == "1"
     try:
-        rv = app(standalone_mode=False)
+        rv = app(standalone_mode=False, prog_name="ministruct")
         sys.exit(rv if isinstance(rv, int) else 0)
     except _NoArgsIsHelp as e:
         print(e.ctx.get_help() if e.ctx else e.format_message())

@@ -6,7 +6,7 @@ those bytes one token at a time. `plan` turns them into tokens the way the model
 tokenizer splits them, checks every token against the matcher (and the token budget),
 and stops one token short of a stretch that free text follows: the bytes of a forced
 stretch may merge with what comes next into one token, so the boundary token stays the
-model's choice. The decoder (generate.py) then runs the planned tokens through the model
+model's choice. The decoder (decode/loop.py) then runs the planned tokens through the model
 in one batch, which hands back the logits row before every one of them, and yields a
 Step for each (`Step.fast_forward`), with its legal set, as for any other token.
 

@@ -10,7 +10,7 @@ from the beginning of the grammar when it chooses end-of-generation. Every mask(
 call is timed, first visits of a parser configuration included: with a cold
 compile (use_cache=False) the timings show what a first generation pays.
 
-`decode_rate` and `output_rate` time any decoder that yields steps (generate.Decoder);
+`decode_rate` and `output_rate` time any decoder that yields steps (decode.loop.Decoder);
 this module imports nothing below the engine layer.
 """
 

@@ -17,7 +17,7 @@ Definitions, beyond diagnostics.md:
 - `collapsed` = a free step (|L| >= 2) with top_p < 1 whose masked nucleus has one
   token; at top_p = 1 no step is collapsed, by definition.
 - `tag` = `fast_forward` for a token the grammar dictated and the decoder evaluated in a
-  batch without a draw (generate.py, fast_forward.py), whatever |L|; otherwise `forced`
+  batch without a draw (decode/loop.py, decode/fast_forward.py), whatever |L|; otherwise `forced`
   (|L| = 1) or `free`. A fast-forwarded step is never `collapsed` (nothing was sampled);
   every other number is computed as for any step.
 - `top_changed` compares argmax ids (ties: lowest id), which do not depend on T.

@@ -3,7 +3,7 @@
 From a parser configuration, follow the automaton while exactly one byte may come next
 and the output so far is not complete (a complete output could also end there): those
 bytes are forced, whatever the model would prefer. The decoder's fast-forward
-(generate.py) evaluates them in one batch instead of sampling them token by token.
+(decode/loop.py) evaluates them in one batch instead of sampling them token by token.
 
 Built only on CompiledGrammar's stable surface (`configs`, `step_bytes`, and the
 automaton's `allowed_bytes`, `is_accepting`, `token_edges`); results are cached per

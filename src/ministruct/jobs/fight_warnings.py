@@ -1,6 +1,6 @@
 """Warnings for a generation where the model fights the grammar.
 
-After each generation the pipeline checks three signs (issue: useful JSON by default):
+After each generation the job (jobs/job.py) checks three signs (issue: useful JSON by default):
 - the mean legal mass Z over free steps is below 0.2: the model wanted mostly other tokens;
 - a run of 16 or more consecutive steps has Z < 0.05: a stretch written against the model;
 - the output repeats one pattern of 8 or more bytes 4 or more times in a row
