@@ -47,17 +47,62 @@ def test_key_changes_with_grammar_vocabulary_and_engine_code():
     k = cache.grammar_key(DIGITS, VOCAB.fingerprint)
     assert k != cache.grammar_key(other_grammar, VOCAB.fingerprint)
     assert k != cache.grammar_key(DIGITS, other_vocab.fingerprint)
-    cache.engine_version.cache_clear()
-    try:
-        import ministruct.engine.cache as mod
 
-        orig = mod._ENGINE_MODULES
-        mod._ENGINE_MODULES = orig[:-1]  # a different engine source gives a different key
-        assert k != cache.grammar_key(DIGITS, VOCAB.fingerprint)
-    finally:
-        mod._ENGINE_MODULES = orig
+
+@pytest.fixture
+def engine_copy(tmp_path, monkeypatch):
+    """The engine's sources copied to a folder whose bytes a test may change."""
+    import shutil
+
+    src = cache.engine_sources()
+    copies = []
+    for i, p in enumerate(src):
+        q = tmp_path / "src" / f"{i:02d}" / p.name
+        q.parent.mkdir(parents=True)
+        shutil.copyfile(p, q)
+        copies.append(q)
+    monkeypatch.setattr(cache, "engine_sources", lambda: list(copies))
+    cache.engine_version.cache_clear()
+    yield copies
+    cache.engine_version.cache_clear()
+
+
+def test_the_version_covers_every_engine_source():
+    from pathlib import Path
+
+    engine = Path(cache.__file__).resolve().parent
+    names = {p.name for p in cache.engine_sources() if p.parent == engine}
+    assert names == {p.name for p in engine.glob("*.py")}
+    assert {"table.py", "token_edges.py", "native.py", "kernel.py", "walk.py"} <= names
+
+
+def test_changing_any_engine_source_changes_the_version(engine_copy):
+    before = cache.engine_version()
+    for p in engine_copy:
+        data = p.read_bytes()
+        p.write_bytes(data + b"\n# changed\n")
         cache.engine_version.cache_clear()
-    assert k == cache.grammar_key(DIGITS, VOCAB.fingerprint)
+        assert cache.engine_version() != before, p.name
+        p.write_bytes(data)
+        cache.engine_version.cache_clear()
+        assert cache.engine_version() == before
+
+
+def test_an_entry_of_an_older_engine_is_rebuilt_not_read(cache_dir, engine_copy):
+    first = compile_grammar(DIGITS, VOCAB)
+    want = walk_masks(first, [0, 0])
+    first.persist()
+    written = set(cache_dir.rglob("*.msc"))
+    assert written
+    table = next(p for p in engine_copy if p.name == "table.py")
+    table.write_bytes(table.read_bytes() + b"\n# what the table persists changed\n")
+    cache.engine_version.cache_clear()
+    second = compile_grammar(DIGITS, VOCAB)
+    assert not second._masks, "an entry written under the old engine version was read"
+    got = walk_masks(second, [0, 0])
+    assert all((a == b).all() for a, b in zip(want, got))
+    second.persist()
+    assert set(cache_dir.rglob("*.msc")) - written, "no entry was written under the new version"
 
 
 def test_corrupt_and_deleted_entries_are_rebuilt(cache_dir):
