@@ -58,100 +58,62 @@ def gen(
     fleet: o.FleetFlags,
 ) -> None:
     """Generate text that satisfies the constraint. The output alone goes to stdout."""
-    if (prompt is None) == (input is None):
-        raise UsageError("give either a PROMPT argument or --input FILE")
-    fmt = format or ("jsonl" if input is not None else "text")
-    if fmt not in ("text", "json", "jsonl"):
-        raise UsageError(f"--format must be text, json or jsonl, got {fmt!r}")
-    if trace_legal and trace is None:
-        raise UsageError("--trace-legal needs --trace FILE")
-    if input is None and (resume is not None or allow_extra_fields):
-        raise UsageError("--resume and --allow-extra-fields apply to --input")
+    g = o.GenFlags(
+        prompt,
+        input,
+        n,
+        format,
+        trace,
+        trace_legal,
+        allow_extra_fields,
+        resume,
+        hard_cut=hard_cut,
+        no_fast_forward=no_fast_forward,
+        quiet=quiet,
+        no_progress=no_progress,
+    )
+    g.check()
     c = constraint.load()
     for w in c.warnings:
         warn(w)
     if fleet.requested():
         if resume is not None:
             raise UsageError("--resume is not supported with --server yet")
-        raise typer.Exit(
-            gen_on_fleet(
-                fleet,
-                c,
-                run,
-                prompt,
-                input,
-                n=n,
-                fmt=fmt,
-                trace=trace,
-                trace_legal=trace_legal,
-                allow_extra=allow_extra_fields,
-            )
-        )
+        raise typer.Exit(gen_on_fleet(fleet, c, run, g))
     fleet.refuse_without_server()
-    raise typer.Exit(
-        _gen_local(
-            c,
-            constraint,
-            run,
-            prompt,
-            input,
-            n=n,
-            fmt=fmt,
-            trace=trace,
-            trace_legal=trace_legal,
-            hard_cut=hard_cut,
-            no_fast_forward=no_fast_forward,
-            quiet=quiet,
-            no_progress=no_progress,
-            allow_extra=allow_extra_fields,
-            resume=resume,
-        )
-    )
+    raise typer.Exit(_gen_local(g, c, constraint, run))
 
 
-def _gen_local(
-    c: Constraint,
-    constraint: o.ConstraintFlags,
-    run: o.RunFlags,
-    prompt: str | None,
-    input: str | None,
-    *,
-    n: int,
-    fmt: str,
-    trace: str | None,
-    trace_legal: bool,
-    hard_cut: bool,
-    no_fast_forward: bool,
-    quiet: bool,
-    no_progress: bool,
-    allow_extra: bool,
-    resume: str | None,
-) -> int:
+def _gen_local(g: o.GenFlags, c: Constraint, constraint: o.ConstraintFlags, run: o.RunFlags) -> int:
     """The prompt or the --input records on the local model; the exit status."""
-    resumed = Resume.load(resume) if input is not None else None
+    resumed = Resume.load(g.resume) if g.input is not None else None
     llm = Model.load(run.model)
-    job = run.job(llm, c, budget_aware=not hard_cut, fast_forward=not no_fast_forward)
+    job = run.job(llm, c, budget_aware=not g.hard_cut, fast_forward=not g.no_fast_forward)
     tracer = None
-    if trace is not None:
+    if g.trace is not None:
         from ministruct.diagnostics.trace import TraceWriter
 
-        tracer = TraceWriter.open(trace, job, legal=trace_legal)
+        tracer = TraceWriter.open(g.trace, job, legal=g.trace_legal)
     pool = JobPool(
         job, ConstraintCache(lambda kind, value: with_constraint(constraint, kind, value).load(), on_load=_warn_once)
     )
-    label = input is not None or n > 1
+    label = g.input is not None or g.n > 1
     batch = GenBatch(
-        pool, n=n, seed=run.params.seed, emit=lambda res, extra: _emit(res, fmt, extra, quiet, label), tracer=tracer
+        pool,
+        n=g.n,
+        seed=run.params.seed,
+        emit=lambda res, extra: _emit(res, g.fmt, extra, g.quiet, label),
+        tracer=tracer,
     )
     try:
-        if input is None:
-            return _single(batch, prompt, n, no_progress)
-        with open_lines(input) as (lines, source):
-            progress = Progress(enabled=not no_progress, total=count_lines(input), label="generating")
-            records = read_records(lines, "prompt", source, settings=GEN_SETTINGS, allow_extra=allow_extra)
+        if g.input is None:
+            return _single(batch, g.prompt, g.n, g.no_progress)
+        with open_lines(g.input) as (lines, source):
+            progress = Progress(enabled=not g.no_progress, total=count_lines(g.input), label="generating")
+            records = read_records(lines, "prompt", source, settings=GEN_SETTINGS, allow_extra=g.allow_extra)
             with progress:
                 return run_batch(
-                    validated(records), batch, resume=resumed, per_record=n, progress=progress, report=stderr_report
+                    validated(records), batch, resume=resumed, per_record=g.n, progress=progress, report=stderr_report
                 )
     finally:
         if tracer is not None:

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from typing import IO, Iterable, Iterator
 
 from ministruct.cli.base import warn
-from ministruct.cli.options import ENV_SERVERS, FleetFlags, RunFlags
+from ministruct.cli.options import ENV_SERVERS, FleetFlags, GenFlags, RunFlags
 from ministruct.errors import UsageError
 from ministruct.fleet import KINDS, FleetBatch, FleetResult, Ignored, Settings, connect, split_servers
 from ministruct.grammar.constraint import Constraint
@@ -24,24 +24,12 @@ ENV_API_KEY = "MINISTRUCT_API_KEY"
 TRACE_TOP_LOGPROBS = 10
 
 
-def gen_on_fleet(
-    fleet: FleetFlags,
-    constraint: Constraint,
-    run: RunFlags,
-    prompt: str | None,
-    input: str | None,
-    *,
-    n: int,
-    fmt: str,
-    trace: str | None,
-    trace_legal: bool,
-    allow_extra: bool,
-) -> int:
+def gen_on_fleet(fleet: FleetFlags, constraint: Constraint, run: RunFlags, g: GenFlags) -> int:
     """Run the prompt or the --input records on the servers; return the exit status (0 all
     verified, 1 any record not: unverified, failed, or a bad input record, reported in its
     place as a local batch does)."""
-    with _fleet_records(prompt, input, allow_extra) as records:
-        return _run_on_fleet(fleet, constraint, run, records, n=n, fmt=fmt, trace=trace, trace_legal=trace_legal)
+    with _fleet_records(g.prompt, g.input, g.allow_extra) as records:
+        return _run_on_fleet(fleet, constraint, run, records, g)
 
 
 @contextmanager
@@ -68,12 +56,9 @@ def _run_on_fleet(
     constraint: Constraint,
     run: RunFlags,
     records: Iterable[InputRecord],
-    *,
-    n: int,
-    fmt: str,
-    trace: str | None,
-    trace_legal: bool,
+    g: GenFlags,
 ) -> int:
+    n, fmt, trace, trace_legal = g.n, g.fmt, g.trace, g.trace_legal
     urls = split_servers(fleet.server or os.environ.get(ENV_SERVERS, ""))
     if not urls:
         raise UsageError(f"{ENV_SERVERS} names no server URL")

@@ -338,6 +338,43 @@ def run_flags(max_tokens: int = 256):
     return lambda fn: _with_flags(fn, "run", _run_params(max_tokens), pack)
 
 
+# ---------------------------------------------------------------- gen's own flags
+
+
+@dataclass
+class GenFlags:
+    """What `gen` was asked for besides the constraint, the model and the servers:
+    checked once (`check`), then read by the local run and the fleet run alike."""
+
+    prompt: str | None
+    input: str | None
+    n: int
+    format: str | None
+    trace: str | None
+    trace_legal: bool
+    allow_extra: bool
+    resume: str | None
+    hard_cut: bool = False
+    no_fast_forward: bool = False
+    quiet: bool = False
+    no_progress: bool = False
+
+    @property
+    def fmt(self) -> str:
+        """The output format: the one given, else jsonl with --input and text without."""
+        return self.format or ("jsonl" if self.input is not None else "text")
+
+    def check(self) -> None:
+        if (self.prompt is None) == (self.input is None):
+            raise UsageError("give either a PROMPT argument or --input FILE")
+        if self.fmt not in ("text", "json", "jsonl"):
+            raise UsageError(f"--format must be text, json or jsonl, got {self.fmt!r}")
+        if self.trace_legal and self.trace is None:
+            raise UsageError("--trace-legal needs --trace FILE")
+        if self.input is None and (self.resume is not None or self.allow_extra):
+            raise UsageError("--resume and --allow-extra-fields apply to --input")
+
+
 # ---------------------------------------------------------------- the server fleet (gen)
 
 ENV_SERVERS = "MINISTRUCT_SERVERS"
