@@ -129,3 +129,14 @@ def check_strings_against_jsonschema(schema: dict, texts: list[str]) -> None:
         expected = validator.is_valid(t)
         assert accepts(g, json.dumps(t, ensure_ascii=False)) == expected, (schema, t)
         assert accepts(g, json.dumps(t)) == expected, (schema, t)
+
+
+def shared_suites() -> "Path":
+    """../shared/suites beside the project root (for a git worktree, beside an ancestor)."""
+    from pathlib import Path
+
+    here = Path(__file__).resolve()
+    for p in here.parents[2:]:
+        if (p / "shared" / "suites").is_dir():
+            return p / "shared" / "suites"
+    return here.parents[2] / ".." / "shared" / "suites"

@@ -1,4 +1,4 @@
-"""`ministruct convert`: print the constraint as GBNF or as a regex."""
+"""`ministruct convert`: print the constraint as GBNF, Lark or a regex."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from ministruct.errors import UsageError
 @app.command()
 @o.constraint_flags
 def convert(
-    to: Annotated[str, typer.Option("--to", help="gbnf or regex.")] = "gbnf",
+    to: Annotated[str, typer.Option("--to", help="gbnf, lark (llguidance's dialect) or regex.")] = "gbnf",
     *,
     constraint: o.ConstraintFlags,
 ) -> None:
@@ -29,6 +29,8 @@ def convert(
 
         typer.echo(grammar_to_regex(c.grammar))
     elif to == "lark":
-        raise UsageError("--to lark is not supported yet; use gbnf or regex")
+        from ministruct.grammar.lark import grammar_to_lark
+
+        typer.echo(grammar_to_lark(c.grammar), nl=False)
     else:
-        raise UsageError(f"--to must be gbnf or regex, got {to!r}")
+        raise UsageError(f"--to must be gbnf, lark or regex, got {to!r}")

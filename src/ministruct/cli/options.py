@@ -49,7 +49,13 @@ Choice = Annotated[
 ]
 LarkOpt = Annotated[
     Optional[str],
-    typer.Option("--lark", help="A Lark grammar (not supported yet).", rich_help_panel="Constraint", hidden=True),
+    typer.Option(
+        "--lark",
+        metavar="FILE|-",
+        help="A Lark grammar (llguidance's dialect: rules, TERMINALS, %ignore, %import common, %json, <|token|>); "
+        "'-' for stdin.",
+        rich_help_panel="Constraint",
+    ),
 ]
 Root = Annotated[Optional[str], typer.Option("--root", help="Start rule of a --grammar.", rich_help_panel="Constraint")]
 Whitespace = Annotated[

@@ -1,5 +1,5 @@
-"""Constraint: a grammar and what it came from (a regex, a GBNF grammar, a JSON Schema or
-a choice list), and `load_constraint` for the command line's constraint options."""
+"""Constraint: a grammar and what it came from (a regex, a GBNF or Lark grammar, a JSON
+Schema or a choice list), and `load_constraint` for the command line's constraint options."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from typing import Any
 from ministruct.errors import InputError, SchemaError, UsageError
 from ministruct.grammar.gbnf import parse_gbnf
 from ministruct.grammar.ir import Grammar
+from ministruct.grammar.lark import parse_lark
 from ministruct.grammar.limits import MAX_JSON_NESTING, bounded, short_pointer, text_nesting_pointer
 from ministruct.grammar.regex import parse_regex
 from ministruct.grammar.schema import SchemaOptions, schema_to_grammar
@@ -23,10 +24,10 @@ BUNDLED_GRAMMARS = Path(__file__).resolve().parent / "bundled"
 class Constraint:
     """A grammar plus what it came from (for headers, conversion and JSON parsing).
 
-    Build one with `from_regex`, `from_gbnf`, `from_json_schema` or `from_choices`;
+    Build one with `from_regex`, `from_gbnf`, `from_lark`, `from_json_schema` or `from_choices`;
     `compile_grammar` takes it (or its `grammar`) with a vocabulary."""
 
-    kind: str  # "regex" | "grammar" | "schema" | "choice"
+    kind: str  # "regex" | "grammar" | "lark" | "schema" | "choice"
     grammar: Grammar
     source: str
     text: str = ""
@@ -47,6 +48,16 @@ class Constraint:
         """A GBNF grammar (llama.cpp's dialect), starting at rule `root`."""
         g = parse_gbnf(text, source=source, root=root)
         return cls("grammar", g, source, text, warnings=list(g.warnings))
+
+    @classmethod
+    def from_lark(
+        cls, text: str, options: SchemaOptions | None = None, *, source: str = "<lark>", **option_values: Any
+    ) -> "Constraint":
+        """A Lark grammar (llguidance's dialect), starting at rule `start`. `options` (or its
+        fields as keywords) are the SchemaOptions of its `%json {...}` schemas."""
+        opts = options or SchemaOptions(**option_values)
+        g = parse_lark(text, source=source, schema_options=opts)
+        return cls("lark", g, source, text, warnings=list(g.warnings))
 
     @classmethod
     def from_json_schema(
@@ -120,7 +131,8 @@ def load_constraint(
     **option_values: Any,
 ) -> Constraint:
     """The Constraint for exactly one of `regex` (a pattern), `grammar` (a GBNF file or a
-    bundled name), `schema` (a file, or '-' for stdin) and `choice`.
+    bundled name), `lark` (a Lark grammar file, or '-' for stdin), `schema` (a file, or
+    '-' for stdin) and `choice`.
 
     `schema_options` (or its fields as keywords) are SchemaOptions."""
     given = [
@@ -136,7 +148,9 @@ def load_constraint(
     ]
     if len(given) != 1:
         if not given:
-            raise UsageError("give a constraint: `regex`, `grammar`, `schema` or `choice`", parameter="constraint")
+            raise UsageError(
+                "give a constraint: `regex`, `grammar`, `lark`, `schema` or `choice`", parameter="constraint"
+            )
         raise UsageError(
             f"give exactly one constraint, not {' and '.join(f'`{n}`' for n in given)}", parameter="constraint"
         )
@@ -159,6 +173,7 @@ def load_constraint(
     if schema is not None:
         text, source = read_text(schema, "schema")
         return Constraint.from_json_schema(text, options, source=source)
-    if choice:
-        return Constraint.from_choices(choice)
-    raise UsageError("Lark grammars (`lark`) are not supported yet; convert the grammar to GBNF", parameter="lark")
+    if lark is not None:
+        text, source = read_text(lark, "Lark grammar")
+        return Constraint.from_lark(text, options, source=source)
+    return Constraint.from_choices(choice or [])

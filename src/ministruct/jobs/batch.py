@@ -28,8 +28,8 @@ from ministruct.grammar.constraint import Constraint, load_constraint
 from ministruct.jobs.records import InputRecord, json_type, split_lines
 
 T = TypeVar("T")
-CONSTRAINT_FIELDS = ("schema", "grammar", "regex", "choice")
-CONSTRAINT_KINDS = (*CONSTRAINT_FIELDS, "lark")  # the load_constraint parameters that pick the constraint
+CONSTRAINT_FIELDS = ("schema", "grammar", "lark", "regex", "choice")
+CONSTRAINT_KINDS = CONSTRAINT_FIELDS  # the load_constraint parameters that pick the constraint
 GEN_SETTINGS = (*CONSTRAINT_FIELDS, "seed", "max_tokens", "temperature", "top_p", "system")
 CHECK_SETTINGS = CONSTRAINT_FIELDS
 GEN_LABELS = ("ok", "incomplete", "failed")
@@ -44,7 +44,7 @@ def settings_error(settings: dict[str, Any]) -> str | None:
     kinds = [k for k in CONSTRAINT_FIELDS if k in settings]
     if len(kinds) > 1:
         return f"give at most one constraint per record, not {' and '.join(kinds)}"
-    for k in ("schema", "grammar", "regex", "system"):
+    for k in ("schema", "grammar", "lark", "regex", "system"):
         if k in settings and not isinstance(settings[k], str) and not (k == "system" and settings[k] is None):
             return f'"{k}" must be a string, not {json_type(settings[k])}'
     if "choice" in settings:

@@ -1,0 +1,490 @@
+"""The dialect's syntax tree -> Grammar IR: what a Lark grammar means here.
+
+The language is the context-free language over the terminals' languages: a terminal
+(an UPPERCASE definition, a string, a regex, a range) used in a rule is one lexeme,
+and `%ignore`'s terminals may follow every lexeme (llguidance's default: after, never
+before the first one, unless `%llguidance {"allow_initial_skip": true}`). Terminals are
+regular: their references are inlined, `&` (intersection) and `~` (complement) are
+computed as one DFA (grammar/schema/complement.py). llguidance's lexer is greedy (each
+lexeme is the longest match), so it rejects some strings this language holds; see
+README "Lark grammars".
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any, Callable
+
+from lark import Token
+
+from ministruct.errors import GrammarError, GrammarSyntaxError, SchemaError
+from ministruct.grammar.ir import (
+    EMPTY,
+    Alt,
+    CharClass,
+    Expr,
+    Grammar,
+    Literal,
+    Repeat,
+    RuleRef,
+    Seq,
+    TokenRef,
+    alt,
+    seq,
+    walk,
+)
+from ministruct.grammar.lark.special import special_token
+from ministruct.grammar.lark.substring import regex_ext
+from ministruct.grammar.lark.syntax import Definition, LarkProblem, Node, parse_items
+from ministruct.grammar.regex import parse_regex
+from ministruct.grammar.regex.printer import inline_root
+from ministruct.grammar.schema import SchemaOptions, schema_to_grammar
+from ministruct.grammar.schema.complement import ComplementError, build_dfa, live_states
+
+MAX_NESTED_GRAMMARS = 8  # %lark { %lark { ... } } levels
+NOTHING = CharClass(())  # the empty language
+_FREE_TEXT = ("lazy", "stop", "suffix", "stop_capture")
+_OPTIONS = {"allow_initial_skip", "no_forcing", "allow_invalid_utf8"}
+_STRING_ESCAPES = re.compile(r"\\(\\|x([0-9a-fA-F]{2}))")
+
+
+def decode_string(tok: Token) -> tuple[str, bool]:
+    """The text of a STRING token (JSON syntax, plus \\xHH) and whether it ends in `i`."""
+    raw = str(tok)
+    icase = raw.endswith("i")
+    body = raw[:-1] if icase else raw
+    body = _STRING_ESCAPES.sub(lambda m: "\\\\" if m.group(2) is None else f"\\u00{m.group(2)}", body)
+    try:
+        text = json.loads(body)
+    except json.JSONDecodeError as e:
+        raise LarkProblem(f"invalid string literal: {e.msg}", tok) from None
+    if any(0xD800 <= ord(c) <= 0xDFFF for c in text):
+        raise LarkProblem("invalid string literal: a lone surrogate \\u escape", tok)
+    return text, icase
+
+
+def _regex_expr(pattern: str, tok: Token, what: str) -> Expr:
+    try:
+        g = parse_regex(pattern, source=what)
+    except GrammarSyntaxError as e:
+        raise LarkProblem(f"failed to compile regular expression {str(tok)[:60]}: {e.reason}", tok) from None
+    return inline_root(g)
+
+
+def regexp(tok: Token) -> Expr:
+    """The language of a `/pattern/flags` token (Python `re` syntax and flags)."""
+    raw = str(tok)
+    cut = raw.rfind("/")
+    body, flags = raw[1:cut], raw[cut + 1 :]
+    if "l" in flags:
+        raise LarkProblem("regular-expression flag 'l' (locale) is not supported: patterns are Unicode text", tok)
+    scoped = "".join(sorted(set(flags) - {"u"}))  # u: Python's str patterns are Unicode already
+    return _regex_expr(f"(?{scoped}:{body})" if scoped else body, tok, "regex")
+
+
+def rename_refs(e: Expr, names: dict[str, str], memo: dict[int, Expr]) -> Expr:
+    """`e` with every RuleRef renamed through `names` (shared parts stay shared)."""
+    got = memo.get(id(e))
+    if got is not None:
+        return got
+    if isinstance(e, RuleRef):
+        out: Expr = RuleRef(names[e.name])
+    elif isinstance(e, Seq):
+        out = Seq(tuple(rename_refs(x, names, memo) for x in e.items))
+    elif isinstance(e, Alt):
+        out = Alt(tuple(rename_refs(x, names, memo) for x in e.options))
+    elif isinstance(e, Repeat):
+        out = Repeat(rename_refs(e.item, names, memo), e.min, e.max)
+    else:
+        out = e
+    memo[id(e)] = out
+    return out
+
+
+class Namer:
+    """Unique GBNF-safe rule names ([a-zA-Z0-9-]+) for the IR."""
+
+    def __init__(self) -> None:
+        self.used: set[str] = {"root"}
+
+    def __call__(self, want: str) -> str:
+        base = re.sub(r"[^a-zA-Z0-9-]", "-", want.lstrip("?!")) or "r"
+        name, k = base, 1
+        while name in self.used:
+            name, k = f"{base}-{k}", k + 1
+        self.used.add(name)
+        return name
+
+
+class Compiler:
+    """One Lark text (and the grammars nested in it) -> IR rules."""
+
+    def __init__(self, text: str, source: str, options: SchemaOptions) -> None:
+        self.text, self.source, self.options = text, source, options
+        self.rules: dict[str, Expr] = {}
+        self.fresh = Namer()
+        self.warnings: list[str] = []
+        self.nested = 0
+
+    def embed(self, g: Grammar, prefix: str) -> Expr:
+        names = {n: self.fresh(f"{prefix}-{n}") for n in g.rules}
+        memo: dict[int, Expr] = {}
+        for n, body in g.rules.items():
+            self.rules[names[n]] = rename_refs(body, names, memo)
+        self.warnings.extend(g.warnings)
+        return RuleRef(names[g.root])
+
+
+def _common() -> dict[str, Node]:
+    text = Path(__file__).with_name("common.lark").read_text(encoding="utf-8")
+    return {d.name: d.body for d in parse_items(text) if d.kind == "token" and d.body is not None}
+
+
+_COMMON: dict[str, Node] | None = None
+
+
+class Scope:
+    """The definitions of one grammar (the whole text, or one `%lark {}` block)."""
+
+    def __init__(self, c: Compiler, items: list[Definition], top: bool) -> None:
+        self.c, self.top = c, top
+        self.rule_defs: dict[str, Definition] = {}
+        self.token_defs: dict[str, Node] = {}
+        self.rule_names: dict[str, str] = {}
+        self.token_rules: dict[str, str] = {}
+        self.token_exprs: dict[str, Expr] = {}
+        self.ignores: list[Node] = []
+        self.initial_skip = False
+        self.ign: Expr = EMPTY
+        for d in items:
+            self._declare(d)
+
+    # ------------------------------------------------------------ declarations
+
+    def _declare(self, d: Definition) -> None:
+        if d.kind in ("rule", "token"):
+            if d.name in self.rule_defs or d.name in self.token_defs:
+                raise LarkProblem(f"duplicate rule or terminal '{d.name.lstrip('?!')}'", d.tok)
+            if d.priority is not None:
+                raise LarkProblem(
+                    "priorities (`name.N`) are not supported: they rank lexings, and the language here is all of them",
+                    d.priority,
+                )
+            if d.kind == "token":
+                if d.attributes:
+                    raise LarkProblem("attributes are only supported on rules, not terminals", d.attributes[0][0])
+                self.token_defs[d.name] = d.body  # type: ignore[assignment]
+            else:
+                self._attributes(d)
+                self.rule_defs[d.name.lstrip("?!")] = d
+        elif d.kind == "ignore":
+            self.ignores.append(d.body)  # type: ignore[arg-type]
+        elif d.kind == "import":
+            self._import(d)
+        elif d.kind == "override":
+            raise LarkProblem("directive %override is not supported: there are no imported rules to override", d.tok)
+        elif d.kind == "declare":
+            raise LarkProblem("directive %declare is not supported: every terminal needs a definition", d.tok)
+        elif d.kind == "options":
+            self._options(d)
+
+    def _attributes(self, d: Definition) -> None:
+        seen: set[str] = set()
+        for key, value in d.attributes:
+            k = str(key)
+            if k in seen:
+                raise LarkProblem(f"{k} attribute is specified more than once", key)
+            seen.add(k)
+            if k in ("capture", "capture_name"):
+                if value is not None and value.type == "STRING" and not decode_string(value)[0]:
+                    raise LarkProblem("capture name must not be empty", value)
+                self.c.warnings.append(
+                    f"{self.c.source}:{key.line}:{key.column}: `{k}` accepted; captures are not reported "
+                    "and do not change the language"
+                )
+            elif k in _FREE_TEXT:
+                raise LarkProblem(
+                    f"attribute `{k}` is not supported yet: it needs free text that ends at its first match "
+                    "(the free-text-then-constraint mechanism, not in this build)",
+                    key,
+                )
+            elif k == "max_tokens":
+                raise LarkProblem(
+                    "attribute `max_tokens` is not supported: the engine has one token budget for the whole "
+                    "output (max_tokens), not one per rule",
+                    key,
+                )
+            elif k == "temperature":
+                raise LarkProblem("attribute `temperature` is not supported: sampling is set for the whole output", key)
+            else:
+                raise LarkProblem(f"Unknown attribute: {k}", key)
+
+    def _import(self, d: Definition) -> None:
+        global _COMMON
+        path, names = d.data
+        if [str(p) for p in path] != ["common"]:
+            where = ".".join(str(p) for p in path) or "(nothing)"
+            raise LarkProblem(f"only %import common.NAME is supported, not {where}", d.tok)
+        if _COMMON is None:
+            _COMMON = _common()
+        for name, alias in names:
+            if str(name) not in _COMMON:
+                raise LarkProblem(f"unknown common import '{name}'", name)
+            if str(alias) in self.token_defs or str(alias) in self.rule_defs:
+                raise LarkProblem(f"duplicate rule or terminal '{alias}'", alias)
+            self.token_exprs[str(alias)] = self._common_expr(str(name))
+            self.token_defs[str(alias)] = Node("ref", name, data=str(name))
+
+    def _common_expr(self, name: str) -> Expr:
+        assert _COMMON is not None
+        scope = Scope.__new__(Scope)
+        scope.c, scope.token_defs, scope.token_exprs, scope.rule_defs = self.c, _COMMON, {}, {}
+        return scope.token_expr(name, Node("ref", Token("TOKEN", name), data=name), ())
+
+    def _options(self, d: Definition) -> None:
+        opts = d.data
+        if not isinstance(opts, dict):
+            raise LarkProblem("failed to parse %llguidance declaration: expected a JSON object", d.tok)
+        for k, v in opts.items():
+            if k not in _OPTIONS:
+                raise LarkProblem(f"failed to parse %llguidance declaration: unknown field {k!r}", d.tok)
+            if not isinstance(v, bool):
+                raise LarkProblem(f"failed to parse %llguidance declaration: {k} must be true or false", d.tok)
+        if opts.get("allow_invalid_utf8"):
+            raise LarkProblem("option allow_invalid_utf8 is not supported: outputs here are UTF-8 text", d.tok)
+        self.initial_skip = bool(opts.get("allow_initial_skip"))
+        # no_forcing only changes how llguidance picks forced tokens; our legal sets are exact either way
+
+    # ------------------------------------------------------------ terminals
+
+    def token_expr(self, name: str, at: Node, stack: tuple[str, ...]) -> Expr:
+        """The language of terminal `name`, every reference inlined."""
+        if name in self.token_exprs:
+            return self.token_exprs[name]
+        if name in stack:
+            raise LarkProblem(f"terminal '{name}' is recursive ({' -> '.join(stack + (name,))})", at.tok)
+        body = self.token_defs.get(name)
+        if body is None:
+            raise LarkProblem(f"unknown name: '{name}'", at.tok)
+        e = self.term(body, stack + (name,))
+        self.token_exprs[name] = e
+        return e
+
+    def term(self, n: Node, stack: tuple[str, ...]) -> Expr:
+        """A regular expression for `n` inside a terminal."""
+        k = n.kind
+        if k == "seq":
+            return seq(*(self.term(x, stack) for x in n.kids))
+        if k == "alt":
+            return alt(*(self.term(x, stack) for x in n.kids))
+        if k == "rep":
+            return self._repeat(n, self.term(n.kids[0], stack))
+        if k in ("and", "not"):
+            return self._boolean(n, stack)
+        if k == "ref":
+            if n.tok.type == "RULE":
+                owner = f"terminal '{stack[-1]}'" if stack else "a terminal"
+                raise LarkProblem(f"{owner} cannot reference rule '{n.data}'", n.tok)
+            return self.token_expr(n.data, n, stack)
+        if k == "str":
+            text, icase = decode_string(n.tok)
+            if not icase:
+                return Literal(text)
+            return _regex_expr("(?i:" + re.escape(text) + ")", n.tok, "string")
+        if k == "range":
+            return self._range(n)
+        if k == "re":
+            return regexp(n.tok)
+        if k == "regex_ext":
+            return regex_ext(n.data, n.tok)
+        what = {"special": "special tokens", "gref": "grammar references", "json": "%json", "nested": "%lark"}[k]
+        raise LarkProblem(f"{what} cannot be used in terminals", n.tok)
+
+    def _range(self, n: Node) -> Expr:
+        a_tok, b_tok = n.data
+        (a, ai), (b, bi) = decode_string(a_tok), decode_string(b_tok)
+        if ai or bi:
+            raise LarkProblem("flags are not allowed on character ranges", a_tok if ai else b_tok)
+        if len(a) != 1:
+            raise LarkProblem("range start must be a single character", a_tok)
+        if len(b) != 1:
+            raise LarkProblem("range end must be a single character", b_tok)
+        if ord(a) > ord(b):
+            raise LarkProblem(f"range {a!r}..{b!r} is empty: its start comes after its end", a_tok)
+        return CharClass(((ord(a), ord(b)),))
+
+    def _repeat(self, n: Node, item: Expr) -> Expr:
+        lo_tok, hi_tok = n.data
+        lo = _count(lo_tok) if isinstance(lo_tok, Token) else (lo_tok or 0)
+        hi = _count(hi_tok) if isinstance(hi_tok, Token) else hi_tok
+        if lo < 0:
+            raise LarkProblem("range start must be >= 0", lo_tok)
+        if hi is not None and hi < lo:
+            raise LarkProblem("range end must be >= start", hi_tok)
+        if hi == 0:
+            return EMPTY
+        return Repeat(item, lo, hi)
+
+    def _boolean(self, n: Node, stack: tuple[str, ...]) -> Expr:
+        leaves: list[Expr] = []
+
+        def formula(x: Node) -> Callable[[frozenset[int]], bool]:
+            if x.kind == "and":
+                parts = [formula(y) for y in x.kids]
+                return lambda lab: all(p(lab) for p in parts)
+            if x.kind == "not":
+                inner = formula(x.kids[0])
+                return lambda lab: not inner(lab)
+            e = self.term(x, stack)
+            if any(isinstance(y, RuleRef) for y in walk(e)):
+                raise LarkProblem("`&` and `~` of a terminal that itself uses `&` or `~` is not supported", x.tok)
+            i = len(leaves)
+            leaves.append(e)
+            return lambda lab: i in lab
+
+        pred = formula(n)
+        try:
+            dfa = build_dfa(leaves)
+        except ComplementError as e:
+            raise LarkProblem(f"`&`/`~` too large to compute: {e}", n.tok) from None
+        good = {s for s, lab in enumerate(dfa.labels) if pred(lab)}
+        live = live_states(dfa, good)
+        if 0 not in live:
+            return NOTHING
+        names = {s: self.c.fresh(f"{stack[-1] if stack else 'T'}-dfa") for s in sorted(live)}
+        for s in sorted(live):
+            opts = [seq(CharClass(rs), RuleRef(names[t])) for rs, t in dfa.states[s] if t in live]
+            if s in good:
+                opts.append(EMPTY)
+            self.c.rules[names[s]] = alt(*opts) if opts else NOTHING
+        return RuleRef(names[0])
+
+    # ------------------------------------------------------------ rules
+
+    def lexeme(self, e: Expr) -> Expr:
+        return seq(e, self.ign)
+
+    def token_rule(self, name: str, at: Node) -> str:
+        if name not in self.token_rules:
+            e = self.token_expr(name, at, ())
+            self.token_rules[name] = self.c.fresh(name)
+            self.c.rules[self.token_rules[name]] = e
+        return self.token_rules[name]
+
+    def rule_expr(self, n: Node) -> Expr:
+        k = n.kind
+        if k == "seq":
+            return seq(*(self.rule_expr(x) for x in n.kids))
+        if k == "alt":
+            return alt(*(self.rule_expr(x) for x in n.kids))
+        if k == "rep":
+            return self._repeat(n, self.rule_expr(n.kids[0]))
+        if k == "ref":
+            if n.tok.type == "TOKEN":
+                return self.lexeme(RuleRef(self.token_rule(n.data, n)))
+            if n.data not in self.rule_names:
+                raise LarkProblem(f"unknown name: '{n.data}'", n.tok)
+            return RuleRef(self.rule_names[n.data])
+        if k in ("str", "range", "re", "regex_ext"):
+            return self.lexeme(self.term(n, ()))
+        if k == "and":
+            raise LarkProblem("& is only supported for terminals, not rules", n.tok)
+        if k == "not":
+            raise LarkProblem("~ (complement) is only supported for terminals, not rules", n.tok)
+        if k == "special":
+            return self.lexeme(special_token(n.tok))
+        if k == "json":
+            return self.lexeme(self._json(n))
+        if k == "nested":
+            return self.lexeme(self._nested(n))
+        raise LarkProblem(f"grammar references ({n.tok}) are not supported: there is only one grammar", n.tok)
+
+    def _json(self, n: Node) -> Expr:
+        schema = n.data
+        if not isinstance(schema, (dict, bool)):
+            raise LarkProblem("failed to compile inline JSON schema: a schema is a JSON object or a boolean", n.tok)
+        options = self.c.options
+        if isinstance(schema, dict) and "x-guidance" in schema:
+            schema = dict(schema)
+            options = _guidance_options(schema.pop("x-guidance"), options, n.tok)
+        where = f"{self.c.source}:{n.tok.line}:{n.tok.column} %json"
+        try:
+            g = schema_to_grammar(schema, options, source=where)
+        except SchemaError as e:
+            raise LarkProblem(f"failed to compile JSON schema: {e}", n.tok) from None
+        return self.c.embed(g, "json")
+
+    def _nested(self, n: Node) -> Expr:
+        if self.c.nested >= MAX_NESTED_GRAMMARS:
+            raise LarkProblem(f"%lark blocks nested deeper than {MAX_NESTED_GRAMMARS} levels", n.tok)
+        self.c.nested += 1
+        try:
+            items = parse_items(self.c.text, n.data.start, n.data.end)
+            inner = Scope(self.c, items, top=False)
+            try:
+                return RuleRef(inner.build(prefix="lark"))
+            except LarkProblem as p:
+                if p.reason.startswith("no start rule"):
+                    raise LarkProblem("failed to compile nested Lark grammar: it has no start rule", n.tok) from None
+                raise
+        finally:
+            self.c.nested -= 1
+
+    def build(self, prefix: str = "") -> str:
+        """Compile every rule; the IR name of this grammar's start rule."""
+        if "start" not in self.rule_defs:
+            raise LarkProblem("no start rule: a Lark grammar starts at the rule named `start`", None, pos=0)
+        for name in self.rule_defs:
+            want = ("root" if self.top and not self.initial_skip else "start") if name == "start" else name
+            self.rule_names[name] = want if want == "root" else self.c.fresh(f"{prefix}-{want}" if prefix else want)
+        if self.ignores:
+            ign = self.c.fresh(f"{prefix}-ignore" if prefix else "ignore")
+            self.ign = RuleRef(ign)
+            gaps = alt(*(self.term(x, ()) for x in self.ignores))
+            self.c.rules[ign] = Repeat(gaps, 0, None)
+        for name, d in self.rule_defs.items():
+            self.c.rules[self.rule_names[name]] = self.rule_expr(d.body)  # type: ignore[arg-type]
+        start = self.rule_names["start"]
+        if self.initial_skip:
+            wrapper = "root" if self.top else self.c.fresh(f"{prefix}-skip")
+            self.c.rules[wrapper] = seq(self.ign, RuleRef(start))
+            return wrapper
+        return start
+
+
+def _count(tok: Token) -> int:
+    try:
+        return int(str(tok))
+    except ValueError:
+        raise LarkProblem(f"a repetition count must be a whole number, not {tok}", tok) from None
+
+
+def _guidance_options(x: Any, options: SchemaOptions, tok: Token) -> SchemaOptions:
+    """SchemaOptions with llguidance's `x-guidance` JSON options applied (those that map)."""
+    if not isinstance(x, dict):
+        raise LarkProblem("failed to compile JSON schema: x-guidance must be an object", tok)
+    values = options.to_dict()
+    for k, v in x.items():
+        if k == "whitespace_flexible" and isinstance(v, bool):
+            values["whitespace"] = "flexible" if v else "compact"
+        elif k == "lenient" and isinstance(v, bool):  # llguidance's lenient also reads oneOf as anyOf
+            values["lenient"] = values["oneof_as_anyof"] = v
+        elif k == "coerce_one_of" and isinstance(v, bool):
+            values["oneof_as_anyof"] = v
+        else:
+            raise LarkProblem(f"failed to compile JSON schema: x-guidance option {k!r} is not supported", tok)
+    return SchemaOptions(**values)
+
+
+def compile_items(text: str, source: str, options: SchemaOptions) -> Grammar:
+    """The Grammar of a whole Lark text (root rule `root`)."""
+    c = Compiler(text, source, options)
+    items = parse_items(text)
+    Scope(c, items, top=True).build()
+    order = {"root": c.rules["root"]} | {n: b for n, b in c.rules.items() if n != "root"}
+    return Grammar(order, root="root", source=source, warnings=c.warnings)
+
+
+__all__ = ["compile_items", "decode_string", "regexp", "GrammarError"]

@@ -1,0 +1,36 @@
+"""Lark text (llguidance's dialect) -> a checked Grammar: `parse_lark`.
+
+syntax.py reads the text (Lark's LALR parser over lexer.py's tokens), compile.py gives
+it its meaning, analysis.check_grammar checks the result as for every front end. Every
+error is a GrammarSyntaxError at a line and column, naming the feature and why.
+"""
+
+from __future__ import annotations
+
+from ministruct.errors import GrammarSyntaxError
+from ministruct.grammar.analysis import check_grammar
+from ministruct.grammar.ir import Grammar, gc_paused
+from ministruct.grammar.lark.compile import compile_items
+from ministruct.grammar.lark.lexer import Positions
+from ministruct.grammar.lark.syntax import LarkProblem
+from ministruct.grammar.schema import SchemaOptions
+
+
+def parse_lark(text: str, *, source: str = "<lark>", schema_options: SchemaOptions | None = None) -> Grammar:
+    """The Grammar of a Lark grammar, starting at its rule `start` (the IR's `root`).
+
+    `schema_options` apply to its `%json {...}` schemas (their `x-guidance` may override)."""
+    if not isinstance(text, str):
+        raise GrammarSyntaxError("a Lark grammar must be text (str)", source=source)
+    try:
+        with gc_paused():
+            g = compile_items(text, source, schema_options or SchemaOptions())
+    except LarkProblem as p:
+        if p.tok is not None:
+            line, col = p.tok.line, p.tok.column
+        else:
+            line, col = Positions(text).line_col(min(p.pos if p.pos is not None else len(text), len(text)))
+        raise GrammarSyntaxError(p.reason, source=source, text=text, line=line, column=col) from None
+    except RecursionError:
+        raise GrammarSyntaxError("grammar nested too deeply", source=source, text=text) from None
+    return check_grammar(g)

@@ -1,0 +1,106 @@
+"""Grammar IR -> Lark text (llguidance's dialect) with the same language: `grammar_to_lark`.
+
+Every IR rule becomes a Lark rule (lowercase, `start` for the root), a literal a JSON
+string, a character class a one-character `/regex/`, token atoms `<[N]>`, `<[^N]>` and
+`<|name|>`. There is no `%ignore`, so the context-free language is exactly the IR's.
+A greedy lexer (llguidance's) can still reject strings of it where a literal is a
+prefix of another that may follow; README "Lark grammars" says when.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ministruct.errors import GrammarError
+from ministruct.grammar.ir import EMPTY, Alt, CharClass, Expr, Grammar, Literal, Repeat, RuleRef, Seq, TokenRef
+from ministruct.grammar.regex.printer import _class as regex_class
+
+_JSON_ESC = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\b": "\\b", "\f": "\\f"}
+
+
+def lark_string(text: str) -> str:
+    """A Lark string literal (JSON syntax) for `text`."""
+    out = []
+    for ch in text:
+        cp = ord(ch)
+        if ch in _JSON_ESC:
+            out.append(_JSON_ESC[ch])
+        elif cp < 0x20 or cp == 0x7F or 0xD800 <= cp <= 0xDFFF:
+            out.append(f"\\u{cp:04x}")
+        else:
+            out.append(ch)
+    return '"' + "".join(out) + '"'
+
+
+def _names(g: Grammar) -> dict[str, str]:
+    names: dict[str, str] = {g.root: "start"}
+    used = {"start"}
+    for n in g.rules:
+        if n == g.root:
+            continue
+        base = re.sub(r"[^a-z0-9_]", "_", n.lower())
+        if not base[:1].isalpha():
+            base = "r_" + base
+        name, k = base, 1
+        while name in used:
+            name, k = f"{base}_{k}", k + 1
+        used.add(name)
+        names[n] = name
+    return names
+
+
+def _token(t: TokenRef, rule: str, source: str) -> str:
+    if t.token_id is not None:
+        return f"<[^{t.token_id}]>" if t.negated else f"<[{t.token_id}]>"
+    if t.negated:
+        raise GrammarError(
+            f"rule {rule} negates the token {t.name} by its text; Lark can negate token ids only (<[^N]>)",
+            source=source,
+            rule=rule,
+        )
+    return str(t.name)
+
+
+def _quant(r: Repeat) -> str:
+    if (r.min, r.max) == (0, None):
+        return "*"
+    if (r.min, r.max) == (1, None):
+        return "+"
+    if (r.min, r.max) == (0, 1):
+        return "?"
+    if r.max is None:
+        return f"{{{r.min},}}"
+    return f"{{{r.min}}}" if r.min == r.max else f"{{{r.min},{r.max}}}"
+
+
+def _fmt(e: Expr, names: dict[str, str], rule: str, source: str, atom: bool = False) -> str:
+    if isinstance(e, Literal):
+        return lark_string(e.text)
+    if isinstance(e, CharClass):
+        return "/" + regex_class(e) + "/"
+    if isinstance(e, RuleRef):
+        return names[e.name]
+    if isinstance(e, TokenRef):
+        return _token(e, rule, source)
+    if isinstance(e, Repeat):
+        if e.max == 0 or e.item == EMPTY:
+            return '""'
+        return _fmt(e.item, names, rule, source, atom=True) + _quant(e)
+    if isinstance(e, Seq):
+        text = " ".join(_fmt(x, names, rule, source, atom=isinstance(x, Alt)) for x in e.items)
+        return f"({text})" if atom else text
+    if isinstance(e, Alt):
+        text = " | ".join(_fmt(x, names, rule, source) for x in e.options)
+        return f"({text})" if atom else text
+    raise TypeError(f"not an expression: {e!r}")
+
+
+def grammar_to_lark(grammar: Grammar) -> str:
+    """Lark text for `grammar`: its root as `start`, then the other rules in order."""
+    names = _names(grammar)
+    order = [grammar.root] + [n for n in grammar.rules if n != grammar.root]
+    lines = []
+    for n in order:
+        body = _fmt(grammar.rules[n], names, n, grammar.source)
+        lines.append(f"{names[n]}: {body}\n")
+    return "".join(lines)

@@ -1,0 +1,121 @@
+"""The peers' Lark cases (../shared/suites/peers/lark_cases.json, llguidance's and
+XGrammar's tests): every case agrees with the peer, or DIFFERS below names why, and the
+test checks that it differs in exactly that way. Acceptance goes through the engine's
+byte automaton (check_text); %json schemas use flexible whitespace, llguidance's default."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from grammar.helpers import shared_suites
+from ministruct.check.grammar import check_text
+from ministruct.errors import GrammarSyntaxError, MinistructError
+from ministruct.grammar.constraint import Constraint
+from ministruct.grammar.schema import SchemaOptions
+
+SUITE = shared_suites() / "peers" / "lark_cases.json"
+if not SUITE.is_file():
+    pytest.skip(f"Lark suite not found at {SUITE}", allow_module_level=True)
+CASES = json.loads(SUITE.read_text(encoding="utf-8"))
+
+FREE_TEXT = "refused: lazy/stop/suffix need free-text-then-constraint, not in main yet"
+PARAMETRIC = "refused: parametric rules (`name::_`, `%if`)"
+TOKEN_SETS = "refused: token sets a token atom cannot express (<[*]>, <[^a,b]>)"
+ESCAPES = "refused: llguidance's x-guidance JSON escape options"
+SCHEMA_PATTERN = "our JSON Schema front end: \\d \\w \\s and \\u escapes in keys read differently from llguidance"
+PEER_SCHEMA_LIMIT = "peer's own limit: llguidance refuses this schema, our schema front end enforces it"
+XG_LIMIT = "peer's own limit: XGrammar refuses what llguidance's dialect allows"
+PY_FLAGS = "Python `re` flags: case folding is Unicode (XGrammar folds ASCII only)"
+PY_SYNTAX = "Python `re` syntax: \\u{43} is not an escape there"
+LOOKAROUND = "refused: a lookahead cannot be enforced by a mask (XGrammar ignores it)"
+
+DIFFERS = {
+    "llguidance::test_lark_syntax_general#32": TOKEN_SETS,
+    "llguidance::test_lark_syntax_general#35": TOKEN_SETS,
+    "llguidance::test_lark_syntax_general#36": TOKEN_SETS,
+    "llguidance::test_json_dw_pattern#1": SCHEMA_PATTERN,
+    "llguidance::test_json_dw_pattern#2": SCHEMA_PATTERN,
+    "llguidance::test_json_dw_pattern#3": SCHEMA_PATTERN,
+    "llguidance::test_json_additional_property_keys_validate_unicode_scalars": SCHEMA_PATTERN,
+    "llguidance::test_json_general_unicode_escapes_are_opt_in#2": ESCAPES,
+    "llguidance::test_json_general_unicode_escapes_surrogate_pairs": ESCAPES,
+    "llguidance::test_json_general_unicode_escapes_respect_length_limits#1": ESCAPES,
+    "llguidance::test_json_general_unicode_escapes_respect_length_limits#2": ESCAPES,
+    "llguidance::test_json_general_unicode_escapes_in_unconstrained_values#1": ESCAPES,
+    "llguidance::test_json_general_unicode_escapes_respect_allowed_escapes#2": ESCAPES,
+    "llguidance::test_json_general_unicode_escapes_do_not_change_regex_constraints#2": ESCAPES,
+    "llguidance::test_json_pattern_properties#2": PEER_SCHEMA_LIMIT,
+    "llguidance::test_json_min_max_properties#1": PEER_SCHEMA_LIMIT,
+    "llguidance::test_json_min_max_properties#2": PEER_SCHEMA_LIMIT,
+    "llguidance::test_json_min_max_properties#3": PEER_SCHEMA_LIMIT,
+    "xgrammar::test_lark_core_languages[regex-case-insensitive-folds-ascii-only]": PY_FLAGS,
+    "xgrammar::test_lark_core_languages[regex-case-insensitive-non-ascii-range-not-folded]": PY_FLAGS,
+    "xgrammar::test_lark_core_languages[regex-case-insensitive-folds-escapes]": PY_SYNTAX,
+    "xgrammar::test_lark_core_languages[regex-lookahead-ignored]": LOOKAROUND,
+    "xgrammar::test_lark_errors_are_explicit_and_located[non-ascii-string-flag]": XG_LIMIT,
+    "xgrammar::test_lark_errors_are_explicit_and_located[unsupported-regex-flag]": XG_LIMIT,
+    "xgrammar::test_lark_errors_are_explicit_and_located[no-forcing-option]": XG_LIMIT,
+}
+
+
+def reason(case: dict) -> str | None:
+    """Why ministruct's verdict on this case differs from the peer's (None: it agrees)."""
+    if case["name"] in DIFFERS:
+        return DIFFERS[case["name"]]
+    if case["expect"] != "error" and {"lazy", "stop", "suffix", "stop_capture"} & set(case["features"]):
+        return FREE_TEXT
+    if case["expect"] != "error" and "parametric" in case["features"]:
+        return PARAMETRIC
+    return None
+
+
+def _load(case: dict) -> Constraint:
+    return Constraint.from_lark(case["grammar"], SchemaOptions(whitespace="flexible"), source=case["name"])
+
+
+def _verdicts(case: dict) -> list[str]:
+    """The strings on which the engine disagrees with the case."""
+    c = _load(case)
+    wrong = [f"accept {s!r}" for s in case["accept"] if not check_text(c.grammar, s).accepted]
+    wrong += [f"reject {s!r}" for s in case["reject"] if check_text(c.grammar, s).accepted]
+    return wrong
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if reason(c) is None], ids=lambda c: c["name"])
+def test_agrees(case):
+    if case["expect"] == "error":
+        with pytest.raises(MinistructError) as info:
+            _load(case)
+        if isinstance(info.value, GrammarSyntaxError):  # located: line and column, caret excerpt
+            assert info.value.line is not None and info.value.column is not None
+            assert "^" in info.value.excerpt()
+        return
+    if case["expect"] == "compiles":
+        _load(case)
+        return
+    assert _verdicts(case) == []
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if reason(c) is not None], ids=lambda c: c["name"])
+def test_differs_for_the_named_reason(case):
+    why = reason(case)
+    if why.startswith("refused") or why in (ESCAPES, PY_SYNTAX):
+        with pytest.raises(GrammarSyntaxError) as info:
+            _load(case)
+        assert info.value.line is not None and "^" in info.value.excerpt()
+        return
+    if case["expect"] == "error":  # the peer refuses it; we compile it
+        _load(case)
+        return
+    assert _verdicts(case) != []  # a language difference: some string is judged otherwise
+
+
+def test_counts_by_reason():
+    counts = Counter(reason(c) or "agrees" for c in CASES)
+    print("\n".join(f"{n:4d}  {r}" for r, n in counts.most_common()))
+    assert sum(counts.values()) == 250
+    assert counts["agrees"] >= 180
