@@ -85,7 +85,10 @@ def _fmt(e: Expr, names: dict[str, str], rule: str, source: str, atom: bool = Fa
     if isinstance(e, Repeat):
         if e.max == 0 or e.item == EMPTY:
             return '""'
-        return _fmt(e.item, names, rule, source, atom=True) + _quant(e)
+        inner = _fmt(e.item, names, rule, source, atom=True)
+        if isinstance(e.item, Repeat) and inner != '""':
+            inner = f"({inner})"  # Lark's quantifiers do not stack
+        return inner + _quant(e)
     if isinstance(e, Seq):
         text = " ".join(_fmt(x, names, rule, source, atom=isinstance(x, Alt)) for x in e.items)
         return f"({text})" if atom else text

@@ -1,0 +1,75 @@
+"""`--lark FILE|-` on the command line, `convert --to lark`, batch records' `lark` field."""
+
+from __future__ import annotations
+
+import json
+
+from cli.conftest import assert_one_line_error
+
+GRAMMAR = '%import common.INT\n%ignore " "\nstart: "sum(" INT ("," INT)* ")"\n'
+
+
+def test_check_with_a_lark_file_and_stdin(run_cli, tmp_path):
+    path = tmp_path / "sum.lark"
+    path.write_text(GRAMMAR)
+    assert run_cli("check", "--lark", str(path), "sum(1, 22 )").returncode == 0
+    bad = run_cli("check", "--lark", str(path), "sum(1,,2)")
+    assert bad.returncode == 1
+    assert run_cli("check", "--lark", "-", "sum(3)", input=GRAMMAR).returncode == 0
+
+
+def test_lark_errors_are_one_line_with_the_place(run_cli, tmp_path):
+    path = tmp_path / "bad.lark"
+    path.write_text('start: foo\nfoo[lazy]: /a/\n')
+    p = run_cli("check", "--lark", str(path), "a")
+    assert p.returncode == 2 and "Traceback" not in p.stderr
+    assert f"{path}:2:5" in p.stderr and "lazy" in p.stderr and "^" in p.stderr
+    assert_one_line_error(run_cli("check", "--lark", str(tmp_path / "none.lark"), "a"), "no such Lark grammar")
+
+
+def test_convert_to_lark_from_every_front_end(run_cli, tmp_path):
+    lark = tmp_path / "out.lark"
+    for args in (
+        ("--grammar", "json"),
+        ("--regex", "[a-z]+@[a-z]+\\.(com|org)"),
+        ("--choice", "yes", "--choice", 'say "no"'),
+        ("--schema", str(_schema(tmp_path))),
+        ("--lark", str(_write(tmp_path / "g.lark", GRAMMAR))),
+    ):
+        p = run_cli("convert", *args, "--to", "lark")
+        assert p.returncode == 0, p.stderr
+        assert p.stdout.startswith("start: ")
+        lark.write_text(p.stdout)
+        back = run_cli("convert", "--lark", str(lark), "--to", "gbnf")
+        original = run_cli("convert", *args, "--to", "gbnf")
+        assert back.returncode == 0, back.stderr
+        assert _rules(back.stdout) == _rules(original.stdout)
+    sample = run_cli("check", "--lark", str(_write(tmp_path / "c.lark", run_cli("convert", "--choice", "yes", "--to", "lark").stdout)), "yes")
+    assert sample.returncode == 0
+
+
+def test_batch_records_carry_lark(run_cli, tmp_path):
+    g = _write(tmp_path / "ab.lark", 'start: "a"+ "b"\n')
+    lines = [
+        json.dumps({"id": "1", "text": "aab", "lark": str(g)}),
+        json.dumps({"id": "2", "text": "ba", "lark": str(g)}),
+        json.dumps({"id": "3", "text": "x", "lark": 5}),
+    ]
+    inp = _write(tmp_path / "in.jsonl", "\n".join(lines) + "\n")
+    p = run_cli("check", "--choice", "x", "--input", str(inp))
+    recs = [json.loads(x) for x in p.stdout.splitlines()]
+    assert [(r["id"], r["accepted"]) for r in recs] == [("1", True), ("2", False), ("3", None)]
+    assert '"lark" must be a string' in recs[2]["error"]
+
+
+def _write(path, text):
+    path.write_text(text)
+    return path
+
+
+def _schema(tmp_path):
+    return _write(tmp_path / "s.json", json.dumps({"type": "object", "properties": {"n": {"type": "integer"}}}))
+
+
+def _rules(gbnf: str) -> int:
+    return len([line for line in gbnf.splitlines() if "::=" in line])

@@ -1,0 +1,137 @@
+"""The Lark front end's meaning and errors, checked through the engine's automaton
+against independent oracles (Python `re` on every short string, hand-written languages)."""
+
+from __future__ import annotations
+
+import itertools
+import re
+
+import pytest
+
+from ministruct.check.grammar import check_text
+from ministruct.errors import CompileLimitError, GrammarError, GrammarSyntaxError
+from ministruct.grammar.constraint import Constraint
+from ministruct.grammar.ir import TokenRef, walk
+from ministruct.grammar.lark import parse_lark
+
+
+def accepts(text: str, s: str) -> bool:
+    return check_text(Constraint.from_lark(text).grammar, s).accepted
+
+
+def strings(alphabet: str, n: int):
+    for k in range(n + 1):
+        for t in itertools.product(alphabet, repeat=k):
+            yield "".join(t)
+
+
+def test_ignore_goes_after_every_lexeme_not_before_the_first():
+    g = '%ignore " "\nstart: "a" B\nB: "b" "c"'
+    assert accepts(g, "abc") and accepts(g, "a bc") and accepts(g, "abc  ")
+    assert not accepts(g, " abc") and not accepts(g, "ab c")  # inside a terminal: no gap
+
+
+def test_allow_initial_skip_option():
+    g = '%llguidance {"allow_initial_skip": true}\n%ignore " "\nstart: "a"'
+    assert accepts(g, " a ") and accepts(g, "a")
+
+
+def test_greedy_lexer_difference_is_the_cfg_language():
+    # llguidance's greedy lexer takes "ab" as one WORD and then finds no second WORD, so it
+    # rejects "ab"; the context-free language over the terminals holds it (a|b).
+    g = "start: WORD WORD\nWORD: /[a-z]+/"
+    assert accepts(g, "ab") and accepts(g, "abc")
+    assert not accepts(g, "a")
+
+
+@pytest.mark.parametrize(
+    "lark_body, python",
+    [
+        ("/[a-c]+/ & /[b-d]+/", r"[bc]+"),
+        ("/[ab]*/ & ~/.*aa.*/", r"(?!.*aa)[ab]*"),
+        ("~/a*/", r"(?!a*\Z).*"),
+        ('("a" | "b"){1,3} & ~"ab"', r"(?!ab\Z)[ab]{1,3}"),
+    ],
+)
+def test_intersection_and_complement_against_re(lark_body, python):
+    g = parse_lark(f"start: T\nT: {lark_body}")
+    for s in strings("abcd", 4):
+        assert check_text(g, s).accepted == bool(re.fullmatch(python, s, re.S)), s
+
+
+def test_regex_flags_and_case_insensitive_strings():
+    assert accepts('start: /a.b/s', "a\nb") and not accepts("start: /a.b/", "a\nb")
+    assert accepts('start: "Hi"i', "hI") and not accepts('start: "Hi"', "hI")
+    assert accepts("start: /a b/x", "ab")
+
+
+def test_repetitions_and_ranges():
+    g = 'start: ab{2,3} "x"~2 ("y" ~ 1..2)\nab: "a".."b"'
+    assert accepts(g, "abxxy") and accepts(g, "bbbxxyy")
+    assert not accepts(g, "axxy") and not accepts(g, "abxy")
+    assert accepts('start: "a"{,2}', "") and not accepts('start: "a"{,2}', "aaa")
+
+
+def test_common_imports_and_aliases():
+    g = "%import common.SIGNED_NUMBER -> N\n%import common (WS)\n%ignore WS\nstart: N (\",\" N)*"
+    assert accepts(g, "1, -2.5e3 ,+7") and not accepts(g, "1,,2")
+    assert accepts('%import common.ESCAPED_STRING\nstart: ESCAPED_STRING', '"a\\"b"')
+    assert not accepts('%import common.ESCAPED_STRING\nstart: ESCAPED_STRING', '"a"b"')
+
+
+def test_json_and_substrings_and_nested():
+    g = 'start: "v=" %json {"type": "integer", "minimum": 3} ";" %regex {"substring_chars": "xyz"}'
+    assert accepts(g, "v=12;yz") and accepts(g, "v=3;") and not accepts(g, "v=2;x") and not accepts(g, "v=3;xz")
+    g = 'start: "[" %lark { start: "a" | "b" x\nx: "c" } "]"'
+    assert accepts(g, "[a]") and accepts(g, "[bc]") and not accepts(g, "[b]")
+
+
+def test_special_tokens_are_token_atoms():
+    g = parse_lark("start: <|im_end|> | <[5-6]> | <[^7]>")
+    refs = {x for x in walk(g.rules["root"]) if isinstance(x, TokenRef)}
+    assert refs == {TokenRef(name="<|im_end|>"), TokenRef(5), TokenRef(6), TokenRef(7, negated=True)}
+
+
+@pytest.mark.parametrize(
+    "text, line, column, words",
+    [
+        ('start: foo\nfoo[lazy]: /a/', 2, 5, "lazy"),
+        ("start: a\na.2: \"x\"", 2, 2, "priorities"),
+        ('%declare X\nstart: "a"', 1, 1, "%declare"),
+        ('start: "a"\n%override start: "b"', 2, 1, "%override"),
+        ("start: x{y}\nx: \"a\"", 1, 8, "templates"),
+        ("start: foo::0", 1, 11, "parametric"),
+        ('start: "a" & "b"', 1, 12, "only supported for terminals"),
+        ("start: MISSING", 1, 8, "unknown name"),
+        ("start: T\nT: t\nt: \"a\"", 2, 4, "cannot reference rule"),
+        ('start: "a"\n  | %json {"type": "kaboom"}', 2, 5, "JSON schema"),
+        ("start: /[a/", 1, 8, "regular expression"),
+        ('start: "ab".."c"', 1, 8, "single character"),
+        ('start: "a"{3,1}', 1, 14, "range end"),
+        ('start: foo\nfoo[max_tokens=3]: "a"', 2, 5, "max_tokens"),
+        ('%llguidance {"bogus": 1}\nstart: "a"', 1, 1, "unknown field"),
+        ('x: "a"', 1, 1, "no start rule"),
+    ],
+)
+def test_errors_name_the_place_and_the_feature(text, line, column, words):
+    with pytest.raises(GrammarSyntaxError) as info:
+        parse_lark(text)
+    e = info.value
+    assert (e.line, e.column) == (line, column), str(e)
+    assert words in e.reason
+    assert e.excerpt().endswith("^")
+
+
+def test_left_recursion_is_refused_as_for_gbnf():
+    with pytest.raises(GrammarError):
+        parse_lark('start: start "a" | "a"')
+
+
+def test_bounded_work():
+    with pytest.raises(GrammarSyntaxError, match="nested deeper"):
+        parse_lark("start: " + "(" * 300 + '"a"' + ")" * 300)
+    with pytest.raises(CompileLimitError):
+        Constraint.from_lark('start: "a"{1000000}')
+    deep = "start: " + "%lark { start: " * 10 + '"a"' + " }" * 10
+    with pytest.raises(GrammarSyntaxError, match="nested deeper"):
+        parse_lark(deep)
