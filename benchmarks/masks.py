@@ -178,8 +178,8 @@ def llg_tokenizer(model: Model):
 @dataclass
 class Spec:
     name: str
-    kind: str  # regex | grammar | schema
-    text: str  # pattern, GBNF text, or schema JSON text
+    kind: str  # regex | grammar | lark | schema
+    text: str  # pattern, GBNF or Lark text, or schema JSON text
     path: str | None = None
     group: str = ""  # "" for a named constraint, "jsonschemabench" for the sample
 
@@ -188,6 +188,8 @@ class Spec:
             return load_constraint(regex=self.text).grammar
         if self.kind == "grammar":
             return load_constraint(grammar=self.path).grammar
+        if self.kind == "lark":
+            return load_constraint(lark=self.path).grammar
         return load_constraint(schema=self.path).grammar
 
     def theirs(self) -> str:
@@ -197,6 +199,8 @@ class Spec:
             return llguidance.grammar_from("regex", self.text)
         if self.kind == "grammar":
             return llguidance.grammar_from("gbnf", self.text)
+        if self.kind == "lark":  # the same Lark text for both engines
+            return llguidance.grammar_from("lark", self.text)
         return llguidance.LLMatcher.grammar_from_json_schema(
             self.text, overrides={"whitespace_flexible": False, "item_separator": ",", "key_separator": ":"}
         )
@@ -220,6 +224,8 @@ def named_specs(notes: list[str]) -> list[Spec]:
             specs.append(Spec(f"{name}.gbnf", "grammar", p.read_text(), str(p)))
         else:
             notes.append(f"grammar {name}: no bundled or llama.cpp file: skipped")
+    sql = Path(__file__).resolve().parent / "grammars" / "sql_select.lark"
+    specs.append(Spec("sql_select.lark", "lark", sql.read_text(encoding="utf-8"), str(sql)))
     return specs
 
 

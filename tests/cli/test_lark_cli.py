@@ -20,7 +20,7 @@ def test_check_with_a_lark_file_and_stdin(run_cli, tmp_path):
 
 def test_lark_errors_are_one_line_with_the_place(run_cli, tmp_path):
     path = tmp_path / "bad.lark"
-    path.write_text('start: foo\nfoo[lazy]: /a/\n')
+    path.write_text("start: foo\nfoo[lazy]: /a/\n")
     p = run_cli("check", "--lark", str(path), "a")
     assert p.returncode == 2 and "Traceback" not in p.stderr
     assert f"{path}:2:5" in p.stderr and "lazy" in p.stderr and "^" in p.stderr
@@ -44,7 +44,12 @@ def test_convert_to_lark_from_every_front_end(run_cli, tmp_path):
         original = run_cli("convert", *args, "--to", "gbnf")
         assert back.returncode == 0, back.stderr
         assert _rules(back.stdout) == _rules(original.stdout)
-    sample = run_cli("check", "--lark", str(_write(tmp_path / "c.lark", run_cli("convert", "--choice", "yes", "--to", "lark").stdout)), "yes")
+    sample = run_cli(
+        "check",
+        "--lark",
+        str(_write(tmp_path / "c.lark", run_cli("convert", "--choice", "yes", "--to", "lark").stdout)),
+        "yes",
+    )
     assert sample.returncode == 0
 
 

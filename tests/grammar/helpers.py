@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 from ministruct.grammar.ir import Alt, CharClass, Expr, Grammar, Literal, Repeat, RuleRef, Seq, TokenRef
 
@@ -131,10 +132,8 @@ def check_strings_against_jsonschema(schema: dict, texts: list[str]) -> None:
         assert accepts(g, json.dumps(t)) == expected, (schema, t)
 
 
-def shared_suites() -> "Path":
+def shared_suites() -> Path:
     """../shared/suites beside the project root (for a git worktree, beside an ancestor)."""
-    from pathlib import Path
-
     here = Path(__file__).resolve()
     for p in here.parents[2:]:
         if (p / "shared" / "suites").is_dir():

@@ -31,6 +31,11 @@ def test_ignore_goes_after_every_lexeme_not_before_the_first():
     assert not accepts(g, " abc") and not accepts(g, "ab c")  # inside a terminal: no gap
 
 
+def test_an_empty_literal_is_no_lexeme():
+    g = '%ignore " "\nstart: "" "a"'
+    assert accepts(g, "a ") and not accepts(g, " a")
+
+
 def test_allow_initial_skip_option():
     g = '%llguidance {"allow_initial_skip": true}\n%ignore " "\nstart: "a"'
     assert accepts(g, " a ") and accepts(g, "a")
@@ -60,7 +65,7 @@ def test_intersection_and_complement_against_re(lark_body, python):
 
 
 def test_regex_flags_and_case_insensitive_strings():
-    assert accepts('start: /a.b/s', "a\nb") and not accepts("start: /a.b/", "a\nb")
+    assert accepts("start: /a.b/s", "a\nb") and not accepts("start: /a.b/", "a\nb")
     assert accepts('start: "Hi"i', "hI") and not accepts('start: "Hi"', "hI")
     assert accepts("start: /a b/x", "ab")
 
@@ -73,10 +78,10 @@ def test_repetitions_and_ranges():
 
 
 def test_common_imports_and_aliases():
-    g = "%import common.SIGNED_NUMBER -> N\n%import common (WS)\n%ignore WS\nstart: N (\",\" N)*"
+    g = '%import common.SIGNED_NUMBER -> N\n%import common (WS)\n%ignore WS\nstart: N ("," N)*'
     assert accepts(g, "1, -2.5e3 ,+7") and not accepts(g, "1,,2")
-    assert accepts('%import common.ESCAPED_STRING\nstart: ESCAPED_STRING', '"a\\"b"')
-    assert not accepts('%import common.ESCAPED_STRING\nstart: ESCAPED_STRING', '"a"b"')
+    assert accepts("%import common.ESCAPED_STRING\nstart: ESCAPED_STRING", '"a\\"b"')
+    assert not accepts("%import common.ESCAPED_STRING\nstart: ESCAPED_STRING", '"a"b"')
 
 
 def test_json_and_substrings_and_nested():
@@ -95,15 +100,15 @@ def test_special_tokens_are_token_atoms():
 @pytest.mark.parametrize(
     "text, line, column, words",
     [
-        ('start: foo\nfoo[lazy]: /a/', 2, 5, "lazy"),
-        ("start: a\na.2: \"x\"", 2, 2, "priorities"),
+        ("start: foo\nfoo[lazy]: /a/", 2, 5, "lazy"),
+        ('start: a\na.2: "x"', 2, 2, "priorities"),
         ('%declare X\nstart: "a"', 1, 1, "%declare"),
         ('start: "a"\n%override start: "b"', 2, 1, "%override"),
-        ("start: x{y}\nx: \"a\"", 1, 8, "templates"),
+        ('start: x{y}\nx: "a"', 1, 8, "templates"),
         ("start: foo::0", 1, 11, "parametric"),
         ('start: "a" & "b"', 1, 12, "only supported for terminals"),
         ("start: MISSING", 1, 8, "unknown name"),
-        ("start: T\nT: t\nt: \"a\"", 2, 4, "cannot reference rule"),
+        ('start: T\nT: t\nt: "a"', 2, 4, "cannot reference rule"),
         ('start: "a"\n  | %json {"type": "kaboom"}', 2, 5, "JSON schema"),
         ("start: /[a/", 1, 8, "regular expression"),
         ('start: "ab".."c"', 1, 8, "single character"),

@@ -30,7 +30,6 @@ from ministruct.grammar.ir import (
     Repeat,
     RuleRef,
     Seq,
-    TokenRef,
     alt,
     seq,
     walk,
@@ -387,6 +386,8 @@ class Scope:
             if n.data not in self.rule_names:
                 raise LarkProblem(f"unknown name: '{n.data}'", n.tok)
             return RuleRef(self.rule_names[n.data])
+        if k == "str" and decode_string(n.tok)[0] == "":
+            return EMPTY  # as llguidance: "" is no lexeme, so no gap follows it
         if k in ("str", "range", "re", "regex_ext"):
             return self.lexeme(self.term(n, ()))
         if k == "and":
@@ -442,7 +443,7 @@ class Scope:
         if self.ignores:
             ign = self.c.fresh(f"{prefix}-ignore" if prefix else "ignore")
             self.ign = RuleRef(ign)
-            gaps = alt(*(self.term(x, ()) for x in self.ignores))
+            gaps = alt(*(_unrepeated(self.term(x, ())) for x in self.ignores))
             self.c.rules[ign] = Repeat(gaps, 0, None)
         for name, d in self.rule_defs.items():
             self.c.rules[self.rule_names[name]] = self.rule_expr(d.body)  # type: ignore[arg-type]
@@ -452,6 +453,13 @@ class Scope:
             self.c.rules[wrapper] = seq(self.ign, RuleRef(start))
             return wrapper
         return start
+
+
+def _unrepeated(e: Expr) -> Expr:
+    """`x` for `x+` (and `x*`): (x+)* is x*, and one loop is far cheaper to step than two."""
+    while isinstance(e, Repeat) and e.min <= 1 and e.max is None:
+        e = e.item
+    return e
 
 
 def _count(tok: Token) -> int:

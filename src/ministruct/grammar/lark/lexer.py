@@ -50,7 +50,12 @@ _PATTERNS = [
     ("SPECIAL", re.compile(r"<[^<>\s]+>")),
     ("GRAMMAR_REF", re.compile(r"@[a-zA-Z0-9_\-]+")),
 ]
-JSON_DIRECTIVES = {"%json": "JSON", "%regex": "REGEX_EXT", "%llguidance": "LLGUIDANCE", "%grammar_options": "LLGUIDANCE"}
+JSON_DIRECTIVES = {
+    "%json": "JSON",
+    "%regex": "REGEX_EXT",
+    "%llguidance": "LLGUIDANCE",
+    "%grammar_options": "LLGUIDANCE",
+}
 WORD_DIRECTIVES = {"%ignore": "IGNORE", "%import": "IMPORT", "%override": "OVERRIDE", "%declare": "DECLARE"}
 UNSUPPORTED_DIRECTIVES = {"%if": "conditions (`%if`) belong to parametric rules, which are not supported"}
 

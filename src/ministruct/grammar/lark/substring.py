@@ -44,7 +44,7 @@ def regex_ext(value: Any, tok: Token) -> Expr:
         raise LarkProblem("no fields set on %regex", tok)
     if len(value) > 1:
         raise LarkProblem("only one field can be set on %regex", tok)
-    (key, v), = value.items()
+    ((key, v),) = value.items()
     if key == "substring_chunks":
         if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
             raise LarkProblem("substring_chunks must be an array of strings", tok)
