@@ -25,20 +25,24 @@ def strings(alphabet: str, n: int):
             yield "".join(t)
 
 
-def test_ignore_goes_after_every_lexeme_not_before_the_first():
+def test_ignore_fills_gaps_between_lexemes_only():
+    # llguidance's reading (test_lark_llguidance checks it there): no gap before the first
+    # lexeme, none after the last, none inside a terminal
     g = '%ignore " "\nstart: "a" B\nB: "b" "c"'
-    assert accepts(g, "abc") and accepts(g, "a bc") and accepts(g, "abc  ")
-    assert not accepts(g, " abc") and not accepts(g, "ab c")  # inside a terminal: no gap
+    assert accepts(g, "abc") and accepts(g, "a  bc")
+    assert not accepts(g, " abc") and not accepts(g, "abc ") and not accepts(g, "ab c")
+    nested = '%ignore " "\nstart: x+ "z"\nx: "" | "y" x?'
+    assert accepts(nested, "y yz") and accepts(nested, "z") and not accepts(nested, " z")
 
 
 def test_an_empty_literal_is_no_lexeme():
     g = '%ignore " "\nstart: "" "a"'
-    assert accepts(g, "a ") and not accepts(g, " a")
+    assert accepts(g, "a") and not accepts(g, " a")
 
 
 def test_allow_initial_skip_option():
     g = '%llguidance {"allow_initial_skip": true}\n%ignore " "\nstart: "a"'
-    assert accepts(g, " a ") and accepts(g, "a")
+    assert accepts(g, " a") and accepts(g, "a") and not accepts(g, "a ")
 
 
 def test_greedy_lexer_difference_is_the_cfg_language():

@@ -2,8 +2,9 @@
 
 The language is the context-free language over the terminals' languages: a terminal
 (an UPPERCASE definition, a string, a regex, a range) used in a rule is one lexeme,
-and `%ignore`'s terminals may follow every lexeme (llguidance's default: after, never
-before the first one, unless `%llguidance {"allow_initial_skip": true}`). Terminals are
+and `%ignore`'s terminals may fill the gaps between lexemes (llguidance's reading: not
+before the first one unless `%llguidance {"allow_initial_skip": true}`, never after
+the last; a lexeme matching the empty string leaves no gap of its own; gaps.py). Terminals are
 regular: their references are inlined, `&` (intersection) and `~` (complement) are
 computed as one DFA (grammar/schema/complement.py). llguidance's lexer is greedy (each
 lexeme is the longest match), so it rejects some strings this language holds; see
@@ -34,6 +35,7 @@ from ministruct.grammar.ir import (
     seq,
     walk,
 )
+from ministruct.grammar.lark.gaps import LeadingGaps
 from ministruct.grammar.lark.special import special_token
 from ministruct.grammar.lark.substring import regex_ext
 from ministruct.grammar.lark.syntax import Definition, LarkProblem, Node, parse_items
@@ -363,7 +365,7 @@ class Scope:
     # ------------------------------------------------------------ rules
 
     def lexeme(self, e: Expr) -> Expr:
-        return seq(e, self.ign)
+        return seq(self.ign, e)
 
     def token_rule(self, name: str, at: Node) -> str:
         if name not in self.token_rules:
@@ -434,25 +436,31 @@ class Scope:
             self.c.nested -= 1
 
     def build(self, prefix: str = "") -> str:
-        """Compile every rule; the IR name of this grammar's start rule."""
+        """Compile every rule; the IR name of this grammar's root (its start rule, or the
+        start rule without a gap before the first lexeme)."""
         if "start" not in self.rule_defs:
             raise LarkProblem("no start rule: a Lark grammar starts at the rule named `start`", None, pos=0)
+        plain = self.top and not self.ignores
         for name in self.rule_defs:
-            want = ("root" if self.top and not self.initial_skip else "start") if name == "start" else name
-            self.rule_names[name] = want if want == "root" else self.c.fresh(f"{prefix}-{want}" if prefix else want)
+            want = f"{prefix}-{name}" if prefix else name
+            self.rule_names[name] = "root" if plain and name == "start" else self.c.fresh(want)
         if self.ignores:
             ign = self.c.fresh(f"{prefix}-ignore" if prefix else "ignore")
-            self.ign = RuleRef(ign)
             gaps = alt(*(_unrepeated(self.term(x, ())) for x in self.ignores))
             self.c.rules[ign] = Repeat(gaps, 0, None)
+            self.ign = RuleRef(ign)
         for name, d in self.rule_defs.items():
             self.c.rules[self.rule_names[name]] = self.rule_expr(d.body)  # type: ignore[arg-type]
         start = self.rule_names["start"]
-        if self.initial_skip:
-            wrapper = "root" if self.top else self.c.fresh(f"{prefix}-skip")
-            self.c.rules[wrapper] = seq(self.ign, RuleRef(start))
-            return wrapper
-        return start
+        if plain:
+            return start
+        root = "root" if self.top else self.c.fresh(f"{prefix}-root")
+        if self.initial_skip or not self.ignores:
+            self.c.rules[root] = RuleRef(start)
+        else:
+            own = set(self.rule_names.values())
+            self.c.rules[root] = LeadingGaps(self.c.rules, own, self.ign.name, self.c.fresh).root(start)  # type: ignore[union-attr]
+        return root
 
 
 def _unrepeated(e: Expr) -> Expr:

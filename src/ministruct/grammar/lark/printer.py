@@ -1,10 +1,12 @@
 """Grammar IR -> Lark text (llguidance's dialect) with the same language: `grammar_to_lark`.
 
-Every IR rule becomes a Lark rule (lowercase, `start` for the root), a literal a JSON
-string, a character class a one-character `/regex/`, token atoms `<[N]>`, `<[^N]>` and
-`<|name|>`. There is no `%ignore`, so the context-free language is exactly the IR's.
-A greedy lexer (llguidance's) can still reject strings of it where a literal is a
-prefix of another that may follow; README "Lark grammars" says when.
+A rule whose language is regular (no recursion, no token atoms, only such rules used)
+becomes a TERMINAL, so a greedy lexer (llguidance's) reads it as one lexeme with
+exactly its language; the other rules stay rules (lowercase, `start` for the root). A
+literal is a JSON string, a character class a one-character `/regex/`, token atoms
+`<[N]>`, `<[^N]>` and `<|name|>`. There is no `%ignore`, so the context-free language
+is exactly the IR's; a greedy lexer can still reject some of its strings where one
+lexeme of a rule may run into the next (README "Lark grammars").
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 import re
 
 from ministruct.errors import GrammarError
-from ministruct.grammar.ir import EMPTY, Alt, CharClass, Expr, Grammar, Literal, Repeat, RuleRef, Seq, TokenRef
+from ministruct.grammar.ir import EMPTY, Alt, CharClass, Expr, Grammar, Literal, Repeat, RuleRef, Seq, TokenRef, walk
 from ministruct.grammar.regex.printer import _class as regex_class
 
 _JSON_ESC = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\b": "\\b", "\f": "\\f"}
@@ -32,21 +34,56 @@ def lark_string(text: str) -> str:
     return '"' + "".join(out) + '"'
 
 
-def _names(g: Grammar) -> dict[str, str]:
+def regular_rules(g: Grammar) -> set[str]:
+    """The rules whose language is regular as written: no recursion, no token atoms, and
+    only such rules referenced."""
+    refs = {n: [x.name for x in walk(b) if isinstance(x, RuleRef)] for n, b in g.rules.items()}
+    tokens = {n for n, b in g.rules.items() if any(isinstance(x, TokenRef) for x in walk(b))}
+    state: dict[str, bool] = {}
+    for top in g.rules:
+        stack: list[tuple[str, int]] = [(top, 0)]
+        on_path: set[str] = set()
+        while stack:
+            n, i = stack.pop()
+            if n in state and i == 0:
+                continue
+            if i == 0:
+                on_path.add(n)
+            kids = refs.get(n, [])
+            if i < len(kids):
+                stack.append((n, i + 1))
+                k = kids[i]
+                if k in on_path:
+                    state[k] = False
+                elif k not in state and k in g.rules:
+                    stack.append((k, 0))
+                continue
+            on_path.discard(n)
+            state[n] = n not in tokens and all(state.get(k, False) for k in kids)
+    return {n for n, ok in state.items() if ok}
+
+
+def _names(g: Grammar, terminals: set[str]) -> dict[str, str]:
     names: dict[str, str] = {g.root: "start"}
     used = {"start"}
-    for n in g.rules:
-        if n == g.root:
-            continue
-        base = re.sub(r"[^a-z0-9_]", "_", n.lower())
-        if not base[:1].isalpha():
-            base = "r_" + base
+    for n in ([g.root] if g.root in terminals else []) + [n for n in g.rules if n != g.root]:
+        if n in terminals:
+            base = re.sub(r"[^A-Z0-9_]", "_", n.upper())
+            if not base[:1].isalpha():
+                base = "T_" + base
+        else:
+            base = re.sub(r"[^a-z0-9_]", "_", n.lower())
+            if not base[:1].isalpha():
+                base = "r_" + base
         name, k = base, 1
         while name in used:
             name, k = f"{base}_{k}", k + 1
         used.add(name)
-        names[n] = name
+        names[n if n != g.root else TERMINAL_ROOT] = name
     return names
+
+
+TERMINAL_ROOT = "\x00root"  # the terminal holding a regular root's language
 
 
 def _token(t: TokenRef, rule: str, source: str) -> str:
@@ -100,10 +137,15 @@ def _fmt(e: Expr, names: dict[str, str], rule: str, source: str, atom: bool = Fa
 
 def grammar_to_lark(grammar: Grammar) -> str:
     """Lark text for `grammar`: its root as `start`, then the other rules in order."""
-    names = _names(grammar)
+    terminals = regular_rules(grammar)
+    names = _names(grammar, terminals)
     order = [grammar.root] + [n for n in grammar.rules if n != grammar.root]
     lines = []
     for n in order:
         body = _fmt(grammar.rules[n], names, n, grammar.source)
-        lines.append(f"{names[n]}: {body}\n")
+        if n == grammar.root and n in terminals:
+            lines.append(f"start: {names[TERMINAL_ROOT]}\n")
+            lines.append(f"{names[TERMINAL_ROOT]}: {body}\n")
+        else:
+            lines.append(f"{names[n]}: {body}\n")
     return "".join(lines)

@@ -1,0 +1,78 @@
+"""Against llguidance itself (the `bench` extra), on the bundled model's tokenizer: where
+its greedy lexer rejects strings of the context-free language (the documented
+difference), and that grammars printed by `convert --to lark` run there unchanged."""
+
+from __future__ import annotations
+
+import pytest
+
+from ministruct.check.grammar import check_text
+from ministruct.grammar.constraint import load_constraint
+from ministruct.grammar.lark import grammar_to_lark, parse_lark
+
+llguidance = pytest.importorskip("llguidance")
+pytestmark = pytest.mark.model
+
+
+@pytest.fixture(scope="module")
+def llg_accepts():
+    import llguidance.llamacpp
+
+    from ministruct.decode.model import Model, bundled_model_path
+
+    model = Model.load(bundled_model_path(), vocab_only=True)
+    vocab = model.vocabulary
+    tok = llguidance.llamacpp.lltokenizer_from_vocab(
+        model._vocab_p, n_vocab=vocab.n_logits, eos_token=sorted(vocab.eog_ids)
+    )
+
+    def accepts(grammar: str, text: str, _keep=model) -> bool:  # the tokenizer reads the model's vocabulary
+        m = llguidance.LLMatcher(tok, llguidance.grammar_from("lark", grammar), log_level=0)
+        assert not m.is_error(), m.get_error()
+        return all(m.consume_token(t) for t in tok.tokenize_str(text)) and m.is_accepting()
+
+    return accepts
+
+
+GREEDY = [
+    ("start: WORD WORD\nWORD: /[a-z]+/", "ab"),  # WORD takes "ab" whole, no second WORD is left
+    ('start: ("a" | "ab") "bc"', "abc"),  # "ab" is lexed, then "c" is no "bc"
+    ("start: A B\nA: /a+/\nB: /a/", "aaa"),
+]
+
+
+@pytest.mark.parametrize("grammar, text", GREEDY)
+def test_greedy_lexer_rejects_what_the_language_holds(llg_accepts, grammar, text):
+    assert check_text(parse_lark(grammar), text).accepted
+    assert not llg_accepts(grammar, text)
+
+
+@pytest.mark.parametrize(
+    "grammar, text, verdict",
+    [
+        ('%import common.WS\n%ignore WS\nstart: "a" "b"', "a  b", True),
+        ('%import common.WS\n%ignore WS\nstart: "a" "b"', "a b ", False),  # no gap after the last lexeme
+        ('%import common.WS\n%ignore WS\nstart: "a" "b"', " ab", False),
+        ('%llguidance {"allow_initial_skip": true}\n%ignore " "\nstart: "a" "b"', " a b", True),
+        ('start: "x" %json {"type": "integer"}', "x12", True),
+        ('start: "x" %json {"type": "integer"}', "x1.5", False),
+        ("start: T\nT: /[a-c]+/ & ~/.*ab.*/", "acba", True),
+        ("start: T\nT: /[a-c]+/ & ~/.*ab.*/", "cab", False),
+    ],
+)
+def test_agrees_with_llguidance(llg_accepts, grammar, text, verdict):
+    assert check_text(parse_lark(grammar), text).accepted is verdict
+    assert llg_accepts(grammar, text) is verdict
+
+
+@pytest.mark.parametrize(
+    "kind, value, good, bad",
+    [
+        ("grammar", "json", '{"a": [1, true, "x"]}', '{"a": [1,]}'),
+        ("grammar", "arithmetic", "(1+2)*3", "(1+"),
+        ("regex", "[a-z]+@[a-z]+\\.(com|org)", "me@mail.com", "me@mail.net"),
+    ],
+)
+def test_printed_grammars_run_in_llguidance(llg_accepts, kind, value, good, bad):
+    text = grammar_to_lark(load_constraint(**{kind: value}).grammar)
+    assert llg_accepts(text, good) and not llg_accepts(text, bad)
