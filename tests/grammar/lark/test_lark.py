@@ -144,3 +144,18 @@ def test_bounded_work():
     deep = "start: " + "%lark { start: " * 10 + '"a"' + " }" * 10
     with pytest.raises(GrammarSyntaxError, match="nested deeper"):
         parse_lark(deep)
+
+
+def test_a_real_grammar_reads_without_warnings():
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[3] / "benchmarks" / "grammars" / "sql_select.lark").read_text()
+    g = parse_lark(text)
+    assert g.warnings == []
+    for good in (
+        "SELECT a, COUNT(*) AS n FROM t WHERE x >= 3 AND b LIKE 'a%' GROUP BY a ORDER BY n DESC LIMIT 5;",
+        "select * from t join u on t.id = u.id",
+    ):
+        assert check_text(g, good).accepted, good
+    for bad in ("SELECT FROM t", "SELECT a FROM t ", " SELECT a FROM t", "SELECT a FROM t LIMIT x"):
+        assert not check_text(g, bad).accepted, bad

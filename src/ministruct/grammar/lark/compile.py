@@ -21,6 +21,7 @@ from typing import Any, Callable
 from lark import Token
 
 from ministruct.errors import GrammarError, GrammarSyntaxError, SchemaError
+from ministruct.grammar.analysis import reachable_rules
 from ministruct.grammar.ir import (
     EMPTY,
     Alt,
@@ -459,7 +460,10 @@ class Scope:
             self.c.rules[root] = RuleRef(start)
         else:
             own = set(self.rule_names.values())
+            before = reachable_rules(Grammar(self.c.rules, root=start))
             self.c.rules[root] = LeadingGaps(self.c.rules, own, self.ign.name, self.c.fresh).root(start)  # type: ignore[union-attr]
+            for n in before - reachable_rules(Grammar(self.c.rules, root=root)):
+                del self.c.rules[n]  # replaced by their variants without a leading gap
         return root
 
 
