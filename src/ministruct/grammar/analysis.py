@@ -35,6 +35,11 @@ def _nullable(e: Expr, nullable: set[str]) -> bool:
     raise TypeError(f"not an expression: {e!r}")
 
 
+def is_nullable(e: Expr, nullable: set[str]) -> bool:
+    """Can `e` match the empty string, given the names of the nullable rules?"""
+    return _nullable(e, nullable)
+
+
 def nullable_rules(grammar: Grammar, refs: "dict[str, list[str]] | None" = None) -> set[str]:
     """Names of the rules that can match the empty string (undefined rules count as not)."""
     if refs is None:

@@ -85,6 +85,15 @@ def _verdicts(case: dict) -> list[str]:
     c = _load(case)
     wrong = [f"accept {s!r}" for s in case["accept"] if not check_text(c.grammar, s).accepted]
     wrong += [f"reject {s!r}" for s in case["reject"] if check_text(c.grammar, s).accepted]
+    if case.get("check") == "prefix":  # refused before its end, unless it can still be completed
+        open_ended = set(case.get("reject_incomplete", ())) | {
+            s for s in case["reject"] if any(a.startswith(s) for a in case["accept"])
+        }  # (one upstream case leaves the prefix "A" of "AB" out of reject_incomplete)
+        wrong += [
+            f"refuse early {s!r}"
+            for s in case["reject"]
+            if (s in open_ended) != check_text(c.grammar, s, prefix=True).accepted
+        ]
     return wrong
 
 

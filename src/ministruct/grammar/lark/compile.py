@@ -36,7 +36,7 @@ from ministruct.grammar.ir import (
     seq,
     walk,
 )
-from ministruct.grammar.lark.gaps import LeadingGaps
+from ministruct.grammar.lark.gaps import NOTHING, LeadingGaps
 from ministruct.grammar.lark.special import special_token
 from ministruct.grammar.lark.substring import regex_ext
 from ministruct.grammar.lark.syntax import Definition, LarkProblem, Node, parse_items
@@ -46,7 +46,6 @@ from ministruct.grammar.schema import SchemaOptions, schema_to_grammar
 from ministruct.grammar.schema.complement import ComplementError, build_dfa, live_states
 
 MAX_NESTED_GRAMMARS = 8  # %lark { %lark { ... } } levels
-NOTHING = CharClass(())  # the empty language
 _FREE_TEXT = ("lazy", "stop", "suffix", "stop_capture")
 _OPTIONS = {"allow_initial_skip", "no_forcing", "allow_invalid_utf8"}
 _STRING_ESCAPES = re.compile(r"\\(\\|x([0-9a-fA-F]{2}))")

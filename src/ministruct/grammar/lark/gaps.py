@@ -9,7 +9,7 @@ when it matches the empty string exactly (a lexeme that matches nothing is no le
 
 from __future__ import annotations
 
-from ministruct.grammar.analysis import nullable_rules
+from ministruct.grammar.analysis import is_nullable, nullable_rules
 from ministruct.grammar.ir import (
     EMPTY,
     Alt,
@@ -38,20 +38,6 @@ class LeadingGaps:
         self.nullable = nullable_rules(Grammar(dict(rules)))
         self.first: dict[str, str] = {}
         self.solid: dict[str, str] = {}
-
-    def _nullable(self, e: Expr) -> bool:
-        if isinstance(e, RuleRef):
-            return e.name in self.nullable
-        if isinstance(e, Literal):
-            return e.text == ""
-        if isinstance(e, (CharClass, TokenRef)):
-            return False
-        if isinstance(e, Seq):
-            return all(self._nullable(x) for x in e.items)
-        if isinstance(e, Alt):
-            return any(self._nullable(x) for x in e.options)
-        assert isinstance(e, Repeat)
-        return e.min == 0 or e.max == 0 or self._nullable(e.item)
 
     def _lexeme(self, name: str) -> Expr:
         """A lexeme rule without its empty match (kept whole when it cannot be split)."""
@@ -86,7 +72,7 @@ class LeadingGaps:
             opts = []
             for i, x in enumerate(e.items):
                 opts.append(seq(self.f(x), *e.items[i + 1 :]))
-                if not self._nullable(x):
+                if not is_nullable(x, self.nullable):
                     break
             return alt(*opts)
         assert isinstance(e, Repeat)

@@ -63,15 +63,6 @@ class _Tokens(Lexer):
         return iter(data)
 
 
-def _first(c: list) -> Token:
-    for x in c:
-        if isinstance(x, Token):
-            return x
-        if isinstance(x, Node):
-            return x.tok
-    raise AssertionError("empty production")
-
-
 class _Build(Transformer):
     def start(self, c):
         return c[0]
