@@ -71,6 +71,7 @@ def test_intersection_and_complement_against_re(lark_body, python):
 def test_regex_flags_and_case_insensitive_strings():
     assert accepts("start: /a.b/s", "a\nb") and not accepts("start: /a.b/", "a\nb")
     assert accepts('start: "Hi"i', "hI") and not accepts('start: "Hi"', "hI")
+    assert accepts('start: "s"i', "\u017f") and not accepts('start: "i"i', "\u0131")  # ſ is s, ı is not i
     assert accepts("start: /a b/x", "ab")
 
 

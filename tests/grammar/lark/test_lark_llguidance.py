@@ -58,6 +58,8 @@ def test_greedy_lexer_rejects_what_the_language_holds(llg_accepts, grammar, text
         ('start: "x" %json {"type": "integer"}', "x1.5", False),
         ("start: T\nT: /[a-c]+/ & ~/.*ab.*/", "acba", True),
         ("start: T\nT: /[a-c]+/ & ~/.*ab.*/", "cab", False),
+        ('start: "SELECT"i', "ſelect", True),  # Unicode simple case folding: ſ is s
+        ('start: "LINK"i', "l\u0131nk", False),  # ... but dotless ı is not i (Python's re says it is)
     ],
 )
 def test_agrees_with_llguidance(llg_accepts, grammar, text, verdict):

@@ -293,7 +293,7 @@ class Scope:
             text, icase = decode_string(n.tok)
             if not icase:
                 return Literal(text)
-            return _regex_expr("(?i:" + re.escape(text) + ")", n.tok, "string")
+            return seq(*(_case_class(ch) for ch in text))
         if k == "range":
             return self._range(n)
         if k == "re":
@@ -464,6 +464,24 @@ class Scope:
             for n in before - reachable_rules(Grammar(self.c.rules, root=root)):
                 del self.c.rules[n]  # replaced by their variants without a leading gap
         return root
+
+
+def _simple_fold(ch: str) -> str:
+    """Unicode simple case folding of one character (one character out, as Rust's regex
+    `(?i)` and so llguidance: `ſ` is `s`, but `ı` and `İ` are not `i`)."""
+    for f in (ch.casefold(), ch.lower()):
+        if len(f) == 1:
+            return f
+    return ch
+
+
+def _case_class(ch: str) -> Expr:
+    """The characters `"ch"i` matches: those with ch's simple case folding."""
+    py = inline_root(parse_regex("(?i:" + re.escape(ch) + ")"))  # a superset: Python's re folds more
+    ranges = py.code_point_ranges() if isinstance(py, CharClass) else ((ord(ch), ord(ch)),)
+    fold = _simple_fold(ch)
+    cps = [cp for a, b in ranges for cp in range(a, b + 1) if _simple_fold(chr(cp)) == fold]
+    return Literal(ch) if cps == [ord(ch)] else CharClass(tuple((cp, cp) for cp in cps))
 
 
 def _unrepeated(e: Expr) -> Expr:
