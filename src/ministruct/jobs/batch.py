@@ -143,7 +143,7 @@ class ConstraintCache(Generic[T]):
     def _key(kind: str, value: Any) -> tuple:
         if kind == "choice":
             return (kind, tuple(value))
-        if kind in ("schema", "grammar"):
+        if kind in ("schema", "grammar", "lark"):
             p = Path(value)
             try:
                 if p.is_file():
