@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import re
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable
 
@@ -475,6 +476,7 @@ def _simple_fold(ch: str) -> str:
     return ch
 
 
+@lru_cache(maxsize=4096)
 def _case_class(ch: str) -> Expr:
     """The characters `"ch"i` matches: those with ch's simple case folding."""
     py = inline_root(parse_regex("(?i:" + re.escape(ch) + ")"))  # a superset: Python's re folds more

@@ -50,6 +50,24 @@ _PATTERNS = [
     ("SPECIAL", re.compile(r"<[^<>\s]+>")),
     ("GRAMMAR_REF", re.compile(r"@[a-zA-Z0-9_\-]+")),
 ]
+_STARTS = {  # the characters each pattern can start with
+    "DIRECTIVE": "%",
+    "OP": "+*?",
+    "RULE": "!?_abcdefghijklmnopqrstuvwxyz",
+    "TOKEN": "_ABCDEFGHIJKLMNOPQRSTUVWXYZ",
+    "STRING": '"',
+    "REGEXP": "/",
+    "NUMBER": "+-0123456789",
+    "NL": "\r\n",
+    "SPECIAL": "<",
+    "GRAMMAR_REF": "@",
+}
+_CANDIDATES: dict[str, list[tuple[str, str, "re.Pattern[str] | None"]]] = {}
+for _kind, _lit in _LITERALS:
+    _CANDIDATES.setdefault(_lit[0], []).append((_kind, _lit, None))
+for _kind, _rx in _PATTERNS:
+    for _c in _STARTS[_kind]:
+        _CANDIDATES.setdefault(_c, []).append((_kind, "", _rx))
 JSON_DIRECTIVES = {
     "%json": "JSON",
     "%regex": "REGEX_EXT",
@@ -139,13 +157,14 @@ def tokenize(text: str, start: int = 0, *, end: int | None = None, nested: bool 
             if pos >= n:
                 break
         best_kind, best_end = "", pos
-        for kind, lit in _LITERALS:
-            if text.startswith(lit, pos, n) and pos + len(lit) > best_end:
-                best_kind, best_end = kind, pos + len(lit)
-        for kind, rx in _PATTERNS:
-            m = rx.match(text, pos, n)
-            if m and m.end() > best_end:
-                best_kind, best_end = kind, m.end()
+        for kind, lit, rx in _CANDIDATES.get(text[pos], ()):
+            if rx is None:
+                if text.startswith(lit, pos, n) and pos + len(lit) > best_end:
+                    best_kind, best_end = kind, pos + len(lit)
+            else:
+                m = rx.match(text, pos, n)
+                if m and m.end() > best_end:
+                    best_kind, best_end = kind, m.end()
         if not best_kind:
             raise LarkLexError(_bad_char(text, pos), pos)
         value: Any = text[pos:best_end]
