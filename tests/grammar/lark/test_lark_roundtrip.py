@@ -88,3 +88,18 @@ def test_random_grammars_round_trip(root, seed):
     probes += [s[1:] for s in probes] + [s + "x" for s in probes] + ["", "<>", '<a"b>']
     for s in probes:
         assert check_text(back, s).accepted == check_text(g, s).accepted, repr(s)
+
+
+def test_printing_what_lark_cannot_say_is_an_error():
+    from ministruct.errors import GrammarError
+    from ministruct.grammar.ir import TokenRef
+
+    g = Grammar({"root": seq(Literal("a"), TokenRef(name="<|end|>", negated=True))})
+    with pytest.raises(GrammarError, match="negates the token"):
+        grammar_to_lark(g)
+    assert grammar_to_lark(Grammar({"root": TokenRef(7, negated=True)})) == "start: <[^7]>\n"
+
+
+def test_regular_rules_print_as_terminals():
+    text = grammar_to_lark(parse_gbnf('root ::= item ("," item)*\nitem ::= [a-z]+ | "(" root ")"\nws ::= " "*'))
+    assert "WS: " in text and "item: " in text  # ws is regular; item is recursive through root
