@@ -11,11 +11,12 @@ from typing import Any
 
 from ministruct.errors import InputError, SchemaError, UsageError
 from ministruct.grammar.gbnf import parse_gbnf
-from ministruct.grammar.ir import Grammar
+from ministruct.grammar.ir import Boundary, Grammar, TokenRef
 from ministruct.grammar.lark import parse_lark
 from ministruct.grammar.limits import MAX_JSON_NESTING, bounded, short_pointer, text_nesting_pointer
 from ministruct.grammar.regex import parse_regex
 from ministruct.grammar.schema import SchemaOptions, schema_to_grammar
+from ministruct.grammar.think import free_text_then
 
 BUNDLED_GRAMMARS = Path(__file__).resolve().parent / "bundled"
 
@@ -33,9 +34,36 @@ class Constraint:
     text: str = ""
     schema: Any = None
     warnings: list[str] = field(default_factory=list)
+    answer: "Constraint | None" = None  # with free text first: the constraint after CLOSE
 
     def __post_init__(self) -> None:
         self.grammar = bounded(self.grammar)  # deep or shared parts as rules; refused when too large
+
+    @property
+    def boundary(self) -> Boundary | None:
+        """Where the free text ends, when the output starts with free text."""
+        return self.grammar.boundary
+
+    @property
+    def answer_part(self) -> "Constraint":
+        """The constraint on the answer: this one, or what it was built from by `think_first`."""
+        return self.answer if self.answer is not None else self
+
+    def think_first(
+        self,
+        *,
+        close: str | TokenRef,
+        open: str | None = None,
+        free: Grammar | None = None,
+        may_end_in_free_text: bool = False,
+    ) -> "Constraint":
+        """Free text (not containing `close`, or a text of `free`), then `close`, then this
+        constraint (grammar/think.py `free_text_then`). The result keeps this constraint as
+        `answer`: JSON parsing and checks of the answer use it."""
+        g = free_text_then(self.grammar, close=close, open=open, free=free, may_end_in_free_text=may_end_in_free_text)
+        return Constraint(
+            self.kind, g, self.source, self.text, schema=self.schema, warnings=list(g.warnings), answer=self
+        )
 
     @classmethod
     def from_regex(cls, pattern: str, *, source: str = "<regex>") -> "Constraint":
@@ -80,7 +108,11 @@ class Constraint:
 
     def describe(self) -> dict:
         """A JSON-ready summary for trace headers and reports."""
-        return {"kind": self.kind, "source": self.source, "text": self.text}
+        out = {"kind": self.kind, "source": self.source, "text": self.text}
+        b = self.boundary
+        if b is not None:
+            out["think"] = {"open": b.open, "close": b.close_text, "free_grammar": b.free_grammar}
+        return out
 
 
 def bundled_grammar_names() -> list[str]:

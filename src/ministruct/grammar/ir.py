@@ -150,6 +150,28 @@ Expr = Union[Literal, CharClass, Seq, Alt, Repeat, RuleRef, TokenRef]
 EMPTY = Literal("")
 
 
+@dataclass(frozen=True)
+class Boundary:
+    """Where free text ends and the constrained part begins (grammar/think.py builds it).
+
+    `close` is the text (or the one control token) that ends the free text; `open` the
+    text announced to start it (optional in the language); `may_end_in_free_text`: the
+    output may also stop in the free text. `free_grammar`: the free text is a grammar of
+    its own (not "any text without CLOSE")."""
+
+    close: str | TokenRef
+    open: str | None = None
+    may_end_in_free_text: bool = False
+    free_grammar: bool = False
+
+    @property
+    def close_text(self) -> str:
+        """CLOSE as text (a control token by its name or id)."""
+        if isinstance(self.close, str):
+            return self.close
+        return self.close.name if self.close.name is not None else f"<[{self.close.token_id}]>"
+
+
 @dataclass
 class Grammar:
     """Named rules and a start rule. `warnings` holds analysis notes (unreachable rules...)."""
@@ -158,6 +180,7 @@ class Grammar:
     root: str = "root"
     source: str = "<grammar>"
     warnings: list[str] = field(default_factory=list)
+    boundary: Boundary | None = None  # free text first, then the rest (grammar/think.py)
 
     def to_gbnf(self) -> str:
         """Canonical GBNF text: root first, then the other rules in definition order."""

@@ -15,6 +15,7 @@ and reshape what is merely deep or shared so that compiling it stays linear.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from typing import Any, Callable
@@ -250,7 +251,7 @@ def bounded(grammar: Grammar) -> Grammar:
     """The grammar reshaped (see `reshape`) and checked (see `check_limits`)."""
     rules = reshape(grammar.rules, fresh_namer(grammar.rules))
     same = len(rules) == len(grammar.rules) and all(rules[n] is b for n, b in grammar.rules.items())
-    g = grammar if same else Grammar(rules, root=grammar.root, source=grammar.source, warnings=grammar.warnings)
+    g = grammar if same else dataclasses.replace(grammar, rules=rules)
     check_limits(g)
     return g
 
