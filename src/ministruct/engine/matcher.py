@@ -1,7 +1,8 @@
 """Matcher: one generation's walk through a CompiledGrammar.
 
-Cheap to create and to fork: it holds only the history of configuration ids;
-everything expensive lives in the shared CompiledGrammar.
+Cheap to create and to fork: it holds only the history of configuration ids (and, for a
+free-text-first grammar, of phase states: engine/think.py); everything expensive lives
+in the shared CompiledGrammar.
 """
 
 from __future__ import annotations
@@ -11,16 +12,30 @@ import numpy as np
 from ministruct.engine.budget import INF, budget_for
 from ministruct.engine.compile import DEAD, CompiledGrammar
 from ministruct.engine.forced import forced_for
-from ministruct.errors import TokenRejected
+from ministruct.engine.think import THINK, PhaseState, boundaries_for
+from ministruct.errors import TokenRejected, UsageError
 
 
 class Matcher:
-    """mask() for the next token, advance(token), is_accepting(), reset(), rollback(n), fork()."""
+    """mask() for the next token, advance(token), is_accepting(), reset(), rollback(n), fork().
 
-    def __init__(self, compiled: CompiledGrammar) -> None:
+    For a free-text-first grammar, `phase` says which part the output is in and
+    `think_tokens` (None: no limit) is the thinking budget: once that many tokens are
+    spent in the thinking, only tokens that move toward CLOSE are legal and the rest of
+    CLOSE is forced (engine/think.py)."""
+
+    def __init__(self, compiled: CompiledGrammar, *, think_tokens: int | None = None) -> None:
         self.compiled = compiled
         self._history: list[int] = [compiled.initial]
         self._ended = False
+        self._bounds = boundaries_for(compiled)
+        if think_tokens is not None and think_tokens < 0:
+            raise UsageError(f"think_tokens must be >= 0, got {think_tokens}", parameter="think_tokens")
+        if think_tokens is not None and self._bounds is None:
+            raise UsageError("think_tokens needs a grammar that starts with free text", parameter="think_tokens")
+        self.think_tokens = think_tokens
+        self._phases: list[PhaseState] = [PhaseState()] if self._bounds is not None else []
+        self._closing = False  # the overall budget narrowed the thinking's last mask
 
     @property
     def state(self) -> int:
@@ -34,13 +49,42 @@ class Matcher:
     def reset(self) -> None:
         self._history = [self.compiled.initial]
         self._ended = False
+        if self._bounds is not None:
+            self._phases = [PhaseState()]
+        self._closing = False
 
     def fork(self) -> "Matcher":
         m = Matcher.__new__(Matcher)
         m.compiled = self.compiled
         m._history = list(self._history)
         m._ended = self._ended
+        m._bounds = self._bounds
+        m.think_tokens = self.think_tokens
+        m._phases = list(self._phases)
+        m._closing = self._closing
         return m
+
+    # ------------------------------------------------------------ phases
+
+    @property
+    def phase(self) -> str | None:
+        """`think` or `answer` for a free-text-first grammar (None for any other)."""
+        return self._phases[-1].phase if self._phases else None
+
+    @property
+    def phase_state(self) -> PhaseState | None:
+        """Thinking tokens spent, where the answer starts, how the thinking ended."""
+        return self._phases[-1] if self._phases else None
+
+    def think_spent(self) -> bool:
+        """In the thinking, with its token budget used up."""
+        st = self.phase_state
+        return (
+            st is not None
+            and st.phase == THINK
+            and self.think_tokens is not None
+            and st.think_tokens >= self.think_tokens
+        )
 
     def mask(self, remaining: int | None = None) -> np.ndarray:
         """Read-only bool array over the logits rows: True where the token is legal next.
@@ -51,14 +95,21 @@ class Matcher:
         if self._ended:
             return np.zeros(self.compiled.vocab.n_logits, dtype=bool)
         mask = self.compiled.mask(self.state)
+        if self.think_spent():
+            mask = self._bounds.narrow_spent(self.state, self._phases[-1].matched, mask)  # type: ignore[union-attr]
         if remaining is None:
             return mask
-        return budget_for(self.compiled).narrow(self.state, mask, remaining)
+        narrowed = budget_for(self.compiled).narrow(self.state, mask, remaining)
+        if narrowed is not mask and self.phase == THINK:
+            self._closing = True
+        return narrowed
 
     def mask_ready(self, remaining: int | None = None) -> bool:
         """Is the next mask already computed (so mask() is a lookup)?"""
         if self._ended:
             return True
+        if self.think_spent():
+            return False
         ready = self.compiled.has_mask(self.state)
         if remaining is not None and ready:
             ready = budget_for(self.compiled).has_need(self.state)
@@ -77,6 +128,8 @@ class Matcher:
         is a choice, the output may end here, or generation has ended."""
         if self._ended:
             return b""
+        if self.think_spent():
+            return self._bounds.forced_spent(self.state, self._phases[-1].matched)  # type: ignore[union-attr]
         return forced_for(self.compiled).forced(self.state)
 
     def is_legal(self, token_id: int) -> bool:
@@ -84,6 +137,8 @@ class Matcher:
             return False
         if token_id in self.compiled.vocab.eog_ids:
             return self.is_accepting()
+        if self.think_spent():
+            return bool(self.mask()[token_id])
         return self.compiled.step_token(self.state, token_id) != DEAD
 
     def advance(self, token_id: int) -> None:
@@ -96,9 +151,14 @@ class Matcher:
             self._ended = True
             return
         nxt = self.compiled.step_token(self.state, token_id)
-        if nxt == DEAD:
+        if nxt == DEAD or (self.think_spent() and not self.mask()[token_id]):
             raise TokenRejected(f"token {token_id} ({self.compiled.vocab.piece(token_id)!r}) is not allowed here")
         self._history.append(nxt)
+        if self._bounds is not None:
+            closing = self.think_spent() or self._closing
+            data = self.compiled.vocab.token_bytes(token_id)
+            self._phases.append(self._bounds.step(self._phases[-1], token_id, data, closing))
+            self._closing = False
 
     def rollback(self, n: int) -> None:
         """Undo the last n accepted tokens."""
@@ -109,6 +169,8 @@ class Matcher:
             n -= 1
         if n:
             del self._history[-n:]
+            if self._phases:
+                del self._phases[-n:]
 
     def is_accepting(self) -> bool:
         """Is the output so far a complete string of the language?"""
