@@ -31,12 +31,14 @@ from ministruct.jobs.records import InputRecord, count_lines, open_lines, read_r
 @app.command()
 @o.constraint_flags
 @o.run_flags(max_tokens=256)
+@o.think_flags
 @o.fleet_flags
 def gen(
     prompt: Annotated[Optional[str], typer.Argument(help="The prompt (or use --input).")] = None,
     *,
     constraint: o.ConstraintFlags,
     run: o.RunFlags,
+    think: o.ThinkFlags,
     n: Annotated[int, typer.Option("--n", min=1, help="Samples per prompt (seeds seed, seed+1, ...).")] = 1,
     input: Annotated[
         Optional[str],
@@ -79,23 +81,28 @@ def gen(
     if fleet.requested():
         if resume is not None:
             raise UsageError("--resume is not supported with --server yet")
-        raise typer.Exit(gen_on_fleet(fleet, c, run, g))
+        raise typer.Exit(gen_on_fleet(fleet, c, run, g, think))
     fleet.refuse_without_server()
-    raise typer.Exit(_gen_local(g, c, constraint, run))
+    raise typer.Exit(_gen_local(g, c, constraint, run, think))
 
 
-def _gen_local(g: o.GenFlags, c: Constraint, constraint: o.ConstraintFlags, run: o.RunFlags) -> int:
+def _gen_local(
+    g: o.GenFlags, c: Constraint, constraint: o.ConstraintFlags, run: o.RunFlags, think: o.ThinkFlags
+) -> int:
     """The prompt or the --input records on the local model; the exit status."""
     resumed = Resume.load(g.resume) if g.input is not None else None
     llm = Model.load(run.model)
-    job = run.job(llm, c, budget_aware=not g.hard_cut, fast_forward=not g.no_fast_forward)
+    settings = think.settings(llm)
+    job = run.job(llm, c, budget_aware=not g.hard_cut, fast_forward=not g.no_fast_forward, think=settings)
     tracer = None
     if g.trace is not None:
         from ministruct.diagnostics.trace import TraceWriter
 
         tracer = TraceWriter.open(g.trace, job, legal=g.trace_legal)
     pool = JobPool(
-        job, ConstraintCache(lambda kind, value: with_constraint(constraint, kind, value).load(), on_load=_warn_once)
+        job,
+        ConstraintCache(lambda kind, value: with_constraint(constraint, kind, value).load(), on_load=_warn_once),
+        think_preset=settings or o.ThinkFlags(True, None, None, None, None).settings(llm),
     )
     label = g.input is not None or g.n > 1
     batch = GenBatch(

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from typing import IO, Iterable, Iterator
 
 from ministruct.cli.base import warn
-from ministruct.cli.options import ENV_SERVERS, FleetFlags, GenFlags, RunFlags
+from ministruct.cli.options import ENV_SERVERS, FleetFlags, GenFlags, RunFlags, ThinkFlags
 from ministruct.errors import UsageError
 from ministruct.fleet import KINDS, FleetBatch, FleetResult, Ignored, Settings, connect, split_servers
 from ministruct.grammar.constraint import Constraint
@@ -24,7 +24,9 @@ ENV_API_KEY = "MINISTRUCT_API_KEY"
 TRACE_TOP_LOGPROBS = 10
 
 
-def gen_on_fleet(fleet: FleetFlags, constraint: Constraint, run: RunFlags, g: GenFlags) -> int:
+def gen_on_fleet(
+    fleet: FleetFlags, constraint: Constraint, run: RunFlags, g: GenFlags, think: ThinkFlags | None = None
+) -> int:
     """Run the prompt or the --input records on the servers; return the exit status (0 all
     verified, 1 any record not: unverified, failed, or a bad input record, reported in its
     place as a local batch does)."""

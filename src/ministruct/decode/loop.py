@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Iterator, Protocol, Sequence, runtime_checkable
+from typing import TYPE_CHECKING, Any, Iterator, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
@@ -57,10 +57,16 @@ class Step:
     mask_us: float  # time spent in matcher.mask() for this step, microseconds
     budget_limited: bool = False  # the token budget narrowed the legal set at this step
     fast_forward: bool = False  # dictated by the grammar, evaluated in a batch, not drawn
+    phase_state: Any = None  # the matcher's phase before this token (engine/think.py), if it has phases
 
     @property
     def text(self) -> str:
         return self.token.decode("utf-8", "replace")
+
+    @property
+    def phase(self) -> str | None:
+        """`think` or `answer` for a free-text-first grammar (the configuration this token was drawn in)."""
+        return getattr(self.phase_state, "phase", None)
 
 
 @dataclass
@@ -77,6 +83,7 @@ class Generation:
     decode_s: float = 0.0  # wall time of the loop (model + mask + sampler)
     budget_limited: bool = False  # the token budget narrowed the legal set at some step
     n_fast_forward: int = 0  # output tokens fast-forwarded (not drawn)
+    phase_state: Any = None  # the matcher's phase at the end, if it has phases (engine/think.py)
 
     @property
     def text(self) -> str:
@@ -178,7 +185,7 @@ class Decoder:
             piece = b"" if is_eog else self.model.vocabulary.token_bytes(token)
             run.n_steps += 1
             run.limited_any = run.limited_any or limited
-            yield Step(run.index, token, piece, logits, mask, mask_us, limited)
+            yield Step(run.index, token, piece, logits, mask, mask_us, limited, phase_state=_phase_of(matcher))
             if is_eog:
                 run.stop = "eos"
                 break
@@ -224,7 +231,8 @@ class Decoder:
             run.n_steps += 1
             run.n_ff += 1
             run.limited_any = run.limited_any or limited
-            yield Step(run.index, token, piece, rows[i], mask, mask_us, limited, fast_forward=True)
+            phase = _phase_of(self.matcher)
+            yield Step(run.index, token, piece, rows[i], mask, mask_us, limited, fast_forward=True, phase_state=phase)
             self.matcher.advance(token)
             run.accept(token, piece)
         if not evaluate_last and not done:
@@ -324,6 +332,7 @@ class _Run:
             decode_s=time.perf_counter() - self.t0,
             budget_limited=self.limited_any,
             n_fast_forward=self.n_ff,
+            phase_state=_phase_of(matcher),
         )
 
 
@@ -358,6 +367,10 @@ def _masks_along(
         out.append(_timed_mask(matcher, remaining))
         matcher.advance(token)
     return out
+
+
+def _phase_of(matcher: TokenMatcher | None) -> Any:
+    return getattr(matcher, "phase_state", None)
 
 
 def _grammar_done(matcher: TokenMatcher, mask: np.ndarray, eog: np.ndarray) -> bool:

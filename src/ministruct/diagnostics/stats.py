@@ -43,6 +43,7 @@ from ministruct.decode.sampling import SamplingParams, legal_kl
 
 if TYPE_CHECKING:
     from ministruct.decode.loop import Step
+    from ministruct.engine.think import Boundaries
     from ministruct.engine.vocab import Vocabulary
 
 FORCED = "forced"
@@ -72,6 +73,9 @@ class StepRecord:
     mask_us: float
     token_bytes: bytes | None = field(default=None, compare=False)  # None: same as token.encode()
     control: bool = False  # an end-of-generation / control token (token is its name)
+    phase: str | None = None  # "think" or "answer" with free text first (engine/think.py)
+    eog_p: float | None = None  # in the thinking: the model's end-of-generation probability
+    close_p: float | None = None  # in the thinking: the probability of tokens that write CLOSE on
 
     @property
     def forced(self) -> bool:
@@ -102,6 +106,10 @@ class StepRecord:
             rec["hex"] = self.token_bytes.hex(" ")
         if self.control:
             rec["control"] = True
+        if self.phase is not None:
+            rec["phase"] = self.phase
+        if self.eog_p is not None:
+            rec.update(eog_p=self.eog_p, close_p=self.close_p)
         return rec
 
 
@@ -180,9 +188,12 @@ class StepStats:
     read-only array for a configuration it has seen before).
     """
 
-    def __init__(self, params: SamplingParams, vocab: "Vocabulary | None" = None) -> None:
+    def __init__(
+        self, params: SamplingParams, vocab: "Vocabulary | None" = None, boundaries: "Boundaries | None" = None
+    ) -> None:
         self.params = params
         self.vocab = vocab
+        self.boundaries = boundaries  # a free-text-first grammar's: thinking steps get eog_p and close_p
         self._legal_cache: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
     def legal_ids(self, mask: np.ndarray) -> np.ndarray:
@@ -275,7 +286,27 @@ class StepStats:
             mask_us=step.mask_us,
             fast_forward=getattr(step, "fast_forward", False),
         )
-        return replace(rec, token_bytes=data, control=control)
+        phase = getattr(step, "phase_state", None)
+        if phase is None:
+            return replace(rec, token_bytes=data, control=control)
+        eog_p = close_p = None
+        if phase.phase == "think" and self.boundaries is not None:
+            eog_p, close_p = thinking_probabilities(step.logits, self.boundaries, phase.matched)
+        return replace(rec, token_bytes=data, control=control, phase=phase.phase, eog_p=eog_p, close_p=close_p)
+
+
+def thinking_probabilities(logits: np.ndarray, boundaries: "Boundaries", matched: int) -> tuple[float, float]:
+    """(end-of-generation probability, probability of the tokens that write CLOSE on after
+    `matched` of its bytes) under the model's own distribution."""
+    z = np.asarray(logits, dtype=np.float64)
+    z = np.where(np.isnan(z), -np.inf, z)
+    p = np.exp(z - z.max())
+    p /= p.sum()
+    vocab = boundaries.compiled.vocab
+    eog = np.fromiter(sorted(vocab.eog_ids), dtype=np.int64)
+    toward = boundaries.toward(matched).copy()
+    toward[eog] = False
+    return float(p[eog].sum()) if len(eog) else 0.0, float(p[toward[: len(p)]].sum())
 
 
 def token_text(token_id: int, data: bytes, vocab: "Vocabulary | None") -> tuple[str, bytes | None, bool]:
@@ -317,6 +348,7 @@ class Summary:
     total_kl: float
     mask_us_mean: float | None
     fast_forward: int = 0  # dictated by the grammar and evaluated in a batch, not drawn
+    think: int = 0  # steps in the thinking (the numbers above are the answer's alone)
 
     @property
     def sampled(self) -> int:
@@ -339,19 +371,23 @@ class Summary:
             "min_Z_step": self.min_Z_step,
             "total_kl": self.total_kl,
             "mask_us_mean": None if self.mask_us_mean is None else round(self.mask_us_mean, 1),
+            **({"think_steps": self.think} if self.think else {}),
         }
 
 
 def summarize(records: Sequence[StepRecord] | Iterable[StepRecord]) -> Summary:
     """Forced/free/fast-forwarded counts, mean and lowest Z, collapse rate over free steps,
-    total KL (every step counts towards Z and KL, fast-forwarded ones included)."""
+    total KL (every step counts towards Z and KL, fast-forwarded ones included). With free
+    text first, all of these are the answer's: thinking steps are only counted (`think`)."""
     recs = list(records)
+    n_think = sum(r.phase == "think" for r in recs)
+    recs = [r for r in recs if r.phase != "think"]
     free = [r for r in recs if r.tag == FREE]
     n_ff = sum(r.tag == FAST_FORWARD for r in recs)
     collapsed = sum(r.collapsed for r in free)
     low = min(recs, key=lambda r: (r.Z, r.step)) if recs else None
     return Summary(
-        steps=len(recs),
+        steps=len(recs) + n_think,
         forced=len(recs) - len(free) - n_ff,
         free=len(free),
         collapsed=collapsed,
@@ -364,4 +400,5 @@ def summarize(records: Sequence[StepRecord] | Iterable[StepRecord]) -> Summary:
         total_kl=math.fsum(r.kl for r in recs),
         mask_us_mean=math.fsum(r.mask_us for r in recs) / len(recs) if recs else None,
         fast_forward=n_ff,
+        think=n_think,
     )

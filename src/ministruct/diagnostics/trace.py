@@ -19,6 +19,7 @@ from typing import IO, TYPE_CHECKING, Any, Callable, Iterator
 import numpy as np
 
 from ministruct.diagnostics.stats import FREE, StepRecord, StepStats, Summary, summarize
+from ministruct.engine.think import boundaries_for
 from ministruct.errors import InputError, OutputError, UsageError
 from ministruct.jobs.fight_warnings import FightMonitor
 from ministruct.jobs.records import dumps_record
@@ -99,6 +100,7 @@ class TraceWriter:
             "sampling": params.to_dict(),
             "max_tokens": job.max_tokens,
             "constraint": c.describe() if c is not None else None,
+            **({"think": _think_header(job)} if job.think is not None else {}),
         }
 
     def run(
@@ -114,12 +116,13 @@ class TraceWriter:
         dec = job.decoder(prompt, seed=seed)
         self.header = self.header_record(prompt, rid, dec.prompt_tokens, seed)
         self._write(self.header)
-        stats = StepStats(dec.params, job.model.vocabulary)
+        compiled = job.compiled
+        stats = StepStats(dec.params, job.model.vocabulary, boundaries_for(compiled) if compiled else None)
         monitor = FightMonitor()
         self.records = []
         for step in dec.steps():
             rec = stats.record(step)
-            if step.mask is not None:  # the record's Z, as monitor.observe(step) would compute it
+            if step.mask is not None and rec.phase != "think":  # the record's Z, as monitor.observe(step) would
                 monitor.add(rec.Z, rec.tag != FREE)
             self.records.append(rec)
             self._write(self.step_record(rec, step))
@@ -134,6 +137,11 @@ class TraceWriter:
                 "gen": self.count,
                 "id": rid,
                 **self.summary.to_record(),
+                **(
+                    {"reasoning": result.reasoning, "think_end": result.think_end}
+                    if result.reasoning is not None
+                    else {}
+                ),
                 "output": result.output,
                 "complete": result.complete,
                 "stop_reason": result.stop_reason,
@@ -165,6 +173,19 @@ class TraceWriter:
                 if self._owned:
                     self.stream.close()
             self.stream = None
+
+
+def _think_header(job: "GenerationJob") -> dict:
+    t = job.think
+    full = job.full_constraint
+    close = full.boundary.close if full is not None and full.boundary is not None else t.close
+    return {
+        "open": t.open,
+        "close": t.close,
+        "close_is_token": not isinstance(close, str),
+        "think_tokens": t.think_tokens,
+        "announced": t.announce,
+    }
 
 
 def legal_ids(step: "Step") -> list[int]:

@@ -30,7 +30,7 @@ from ministruct.jobs.records import InputRecord, json_type, split_lines
 T = TypeVar("T")
 CONSTRAINT_FIELDS = ("schema", "grammar", "lark", "regex", "choice")
 CONSTRAINT_KINDS = CONSTRAINT_FIELDS  # the load_constraint parameters that pick the constraint
-GEN_SETTINGS = (*CONSTRAINT_FIELDS, "seed", "max_tokens", "temperature", "top_p", "system")
+GEN_SETTINGS = (*CONSTRAINT_FIELDS, "seed", "max_tokens", "temperature", "top_p", "system", "think", "think_tokens")
 CHECK_SETTINGS = CONSTRAINT_FIELDS
 GEN_LABELS = ("ok", "incomplete", "failed")
 CHECK_LABELS = ("accepted", "rejected", "failed")
@@ -51,7 +51,11 @@ def settings_error(settings: dict[str, Any]) -> str | None:
         ch = settings["choice"]
         if not isinstance(ch, list) or not ch or not all(isinstance(x, str) for x in ch):
             return '"choice" must be a non-empty array of strings'
-    for k, lo in (("seed", 0), ("max_tokens", 1)):
+    if "think" in settings and not isinstance(settings["think"], bool):
+        return f'"think" must be true or false, not {json.dumps(settings["think"])}'
+    if settings.get("think") is False and settings.get("think_tokens") is not None:
+        return '"think_tokens" needs "think" (it is false)'
+    for k, lo in (("seed", 0), ("max_tokens", 1), ("think_tokens", 0)):
         if k in settings:
             v = settings[k]
             if isinstance(v, bool) or not isinstance(v, int) or v < lo:

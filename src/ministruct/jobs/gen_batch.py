@@ -16,6 +16,7 @@ from ministruct.errors import MinistructError
 from ministruct.jobs.batch import ConstraintCache, record_constraint
 from ministruct.jobs.job import GenerationJob, GenResult
 from ministruct.jobs.records import InputRecord
+from ministruct.jobs.think import ThinkSettings
 
 SAMPLING_FIELDS = ("temperature", "top_p")
 
@@ -30,22 +31,29 @@ class Tracer(Protocol):
 
 
 class JobPool:
-    """GenerationJobs for records: the command's job with a record's constraint and
-    sampling settings. Each constraint is compiled once, whatever settings vary."""
+    """GenerationJobs for records: the command's job with a record's constraint, think and
+    sampling settings. Each constraint is compiled once per think setting, whatever else varies.
 
-    def __init__(self, base: GenerationJob, cache: ConstraintCache) -> None:
+    `think_preset`: what a record's `"think": true` turns on when the command did not."""
+
+    def __init__(
+        self, base: GenerationJob, cache: ConstraintCache, *, think_preset: ThinkSettings | None = None
+    ) -> None:
         self.base = base
         self.cache = cache
-        self._by_constraint: dict[int, GenerationJob] = {}
+        self.think_preset = getattr(base, "think", None) or think_preset or ThinkSettings()
+        self._by_constraint: dict[tuple, GenerationJob] = {}
+        self._thinks: dict[ThinkSettings, ThinkSettings] = {}
 
     def job_for(self, settings: dict[str, Any]) -> GenerationJob:
         """The job a record with these (validated) settings runs with; MinistructError when
         its constraint cannot be loaded or compiled."""
         job = self.base
         own = record_constraint(settings)
-        if own is not None:
-            c = self.cache.get(*own)
-            job = self._by_constraint.get(id(c)) or self._add(c)
+        think = self._think_of(settings)
+        if own is not None or think is not getattr(job, "think", None):
+            c = self.cache.get(*own) if own is not None else job.constraint
+            job = self._by_constraint.get((id(c), think)) or self._add(c, think)
         if job.constraint is not None:
             job.compiled  # compile now, so the variants below share it  # noqa: B018
         varied = {k: settings[k] for k in SAMPLING_FIELDS if k in settings}
@@ -60,11 +68,28 @@ class JobPool:
             job.system = settings["system"]
         return job
 
-    def _add(self, constraint: Any) -> GenerationJob:
+    def _think_of(self, settings: dict[str, Any]) -> ThinkSettings | None:
+        """The think settings of a record (the command's unless it says `think` or `think_tokens`)."""
+        think = getattr(self.base, "think", None)
+        if settings.get("think") is False:
+            return None
+        if settings.get("think") or "think_tokens" in settings:
+            think = think or self.think_preset
+            if "think_tokens" in settings and settings["think_tokens"] != think.think_tokens:
+                think = self._variant(think.with_tokens(settings["think_tokens"]))
+        return think
+
+    def _variant(self, think: ThinkSettings) -> ThinkSettings:
+        """One object per distinct think setting (jobs are keyed by it)."""
+        return self._thinks.setdefault(think, think)
+
+    def _add(self, constraint: Any, think: ThinkSettings | None) -> GenerationJob:
         job = copy.copy(self.base)
         job.constraint = constraint
+        job.think = think
         job._compiled = None
-        self._by_constraint[id(constraint)] = job
+        job._full = None
+        self._by_constraint[(id(constraint), think)] = job
         return job
 
     def persist(self) -> None:

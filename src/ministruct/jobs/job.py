@@ -20,6 +20,7 @@ from ministruct.engine.compile import CompiledGrammar, compile_grammar
 from ministruct.engine.matcher import Matcher
 from ministruct.grammar.constraint import Constraint
 from ministruct.jobs.fight_warnings import FightMonitor
+from ministruct.jobs.think import ThinkSettings, announce, split_output, think_constraint
 
 SCHEMA_INSTRUCTION = "Answer with JSON that matches this JSON Schema:"
 
@@ -40,9 +41,15 @@ class GenResult:
     budget_limited: bool = False
     warnings: list[str] = field(default_factory=list)
     generation: Generation | None = field(default=None, repr=False)
+    reasoning: str | None = None  # with think first: the thinking (output holds the answer alone)
+    think_end: str | None = None  # "closed" (the model wrote CLOSE), "budget", None (it never ended)
+    think_tokens: int = 0  # tokens spent thinking (CLOSE included)
 
     def to_record(self) -> dict:
-        rec: dict[str, Any] = {"id": self.id, "prompt": self.prompt, "output": self.output}
+        rec: dict[str, Any] = {"id": self.id, "prompt": self.prompt}
+        if self.reasoning is not None:
+            rec["reasoning"] = self.reasoning
+        rec["output"] = self.output
         if self.has_json:
             rec["json"] = self.json_value
         rec.update(
@@ -53,6 +60,8 @@ class GenResult:
             budget_limited=self.budget_limited,
             warnings=list(self.warnings),
         )
+        if self.reasoning is not None:
+            rec.update(think_end=self.think_end, think_tokens=self.think_tokens)
         return rec
 
     @classmethod
@@ -84,6 +93,7 @@ class GenerationJob:
         show_schema: bool = True,
         budget_aware: bool = True,
         fast_forward: bool = True,
+        think: ThinkSettings | None = None,
     ) -> None:
         self.model = model
         self.constraint = constraint
@@ -94,17 +104,33 @@ class GenerationJob:
         self.show_schema = show_schema
         self.budget_aware = budget_aware
         self.fast_forward = fast_forward
+        self.think = think
         self._compiled: CompiledGrammar | None = None
+        self._full: Constraint | None = None
+        self._compiled_for: object = None
+
+    @property
+    def full_constraint(self) -> Constraint | None:
+        """The constraint the output follows: with `think`, free text first, then `constraint`."""
+        if self.think is None or self.constraint is None:
+            return self.constraint
+        if self._full is None or self._full.answer is not self.constraint:
+            self._full = think_constraint(self.constraint, self.think, self.model.vocabulary)
+        return self._full
 
     @property
     def compiled(self) -> CompiledGrammar | None:
-        if self._compiled is None and self.constraint is not None:
-            self._compiled = compile_grammar(self.constraint.grammar, self.model.vocabulary)
+        full = self.full_constraint
+        if full is not None and (self._compiled is None or self._compiled_for is not full.grammar):
+            self._compiled = compile_grammar(full.grammar, self.model.vocabulary)
+            self._compiled_for = full.grammar
         return self._compiled
 
     def user_message(self, prompt: str) -> str:
-        """The prompt, with the schema text appended when it is shown."""
-        return user_message(prompt, self.constraint, show_schema=self.show_schema)
+        """The prompt, with the schema text appended when it is shown (and the think tags
+        announced, with `think`)."""
+        message = user_message(prompt, self.constraint, show_schema=self.show_schema)
+        return announce(message, self.think) if self.think is not None else message
 
     def prompt_tokens(self, prompt: str) -> list[int]:
         return self.model.encode_prompt(self.user_message(prompt), chat=self.chat, system=self.system)
@@ -113,7 +139,8 @@ class GenerationJob:
         """A Decoder for one prompt (iterate it for Steps)."""
         params = self.params if seed is None else _with_seed(self.params, seed)
         compiled = self.compiled
-        matcher = Matcher(compiled) if compiled is not None else None
+        think_tokens = self.think.think_tokens if self.think is not None else None
+        matcher = Matcher(compiled, think_tokens=think_tokens) if compiled is not None else None
         return Decoder(
             self.model,
             self.prompt_tokens(prompt),
@@ -131,7 +158,8 @@ class GenerationJob:
         dec = self.decoder(prompt, seed=seed)
         monitor = FightMonitor()
         for step in dec.steps():
-            monitor.observe(step)
+            if step.phase != "think":
+                monitor.observe(step)
             if on_step is not None:
                 on_step(step)
         return self.result_of(dec.result, rid, prompt, monitor)
@@ -139,23 +167,31 @@ class GenerationJob:
     def result_of(self, gen: Generation, rid: Any, prompt: str, monitor: FightMonitor | None = None) -> GenResult:
         """The result record of a finished generation (with the fight warnings when a
         monitor watched its steps)."""
+        output, extra = gen.text, {}
+        st = gen.phase_state
+        if st is not None and self.think is not None:
+            full = self.full_constraint
+            close_len = len(self.think.close.encode()) if isinstance(full.boundary.close, str) else 0  # type: ignore[union-attr]
+            reasoning, output = split_output(gen.output, st.answer_start, close_len, self.think.open)
+            extra = {"reasoning": reasoning, "think_end": st.think_end, "think_tokens": st.think_tokens}
         res = GenResult(
             id=rid,
             prompt=prompt,
-            output=gen.text,
+            output=output,
             complete=gen.complete,
             stop_reason=gen.stop_reason,
             n_tokens=gen.n_tokens,
             error=str(gen.error) if gen.error is not None else None,
             budget_limited=gen.budget_limited,
-            warnings=monitor.warnings(gen.output) if monitor is not None else [],
+            warnings=monitor.warnings(output.encode()) if monitor is not None else [],
             generation=gen,
+            **extra,
         )
         if self.constraint is not None and self.constraint.kind == "schema":
             res.has_json = True
             if gen.complete:
                 try:
-                    res.json_value = json.loads(gen.text)
+                    res.json_value = json.loads(output)
                 except ValueError:
                     res.json_value = None
         return res

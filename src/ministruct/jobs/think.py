@@ -1,0 +1,102 @@
+"""Think first, then answer: the settings of a job's free text before its constraint, the
+preset's tags, the prompt's announcement and the reasoning/answer split of a result.
+
+The preset (`--think`) uses the model's own think tags where its vocabulary has them as
+control tokens (Qwen3's `<think>`/`</think>`) or its chat template writes them; else a
+plain-text pair, `<think>` and `</think>`, that the user message announces (neither
+bundled model has think tags).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
+
+from ministruct.errors import UsageError
+from ministruct.grammar.constraint import Constraint
+from ministruct.grammar.ir import Grammar, TokenRef
+
+if TYPE_CHECKING:
+    from ministruct.engine.vocab import Vocabulary
+
+PLAIN_OPEN, PLAIN_CLOSE = "<think>", "</think>"
+ANNOUNCEMENT = (
+    "Think it through step by step first, inside {open}{close_hint}, then write {close} and give the answer "
+    "right after it."
+)
+NATIVE_PAIRS = (("<think>", "</think>"),)  # (open, close) as reasoning models' templates write them
+
+
+@dataclass(frozen=True)
+class ThinkSettings:
+    """Free text before the constraint.
+
+    `open` None: no opening text (the output starts thinking at once); `close` ends the
+    thinking (a control token of the vocabulary when one has that text, else plain
+    text); `think_tokens`: the thinking budget (None: only the overall budget);
+    `grammar`: a grammar for the thinking itself; `announce`: tell the model the tags in
+    the user message (off when the model's own chat template already knows them)."""
+
+    open: str | None = PLAIN_OPEN
+    close: str = PLAIN_CLOSE
+    think_tokens: int | None = None
+    grammar: Grammar | None = field(default=None, compare=False)
+    announce: bool = True
+
+    def __post_init__(self) -> None:
+        if not self.close:
+            raise UsageError("the closing text of the thinking is empty", parameter="think_close")
+        if self.think_tokens is not None and self.think_tokens < 0:
+            raise UsageError(f"think_tokens must be >= 0, got {self.think_tokens}", parameter="think_tokens")
+        if self.open is not None and self.close in self.open:
+            raise UsageError(
+                f"the opening text {self.open!r} contains the closing text {self.close!r}", parameter="think_open"
+            )
+
+    def with_tokens(self, think_tokens: int | None) -> "ThinkSettings":
+        return replace(self, think_tokens=think_tokens)
+
+
+def preset(vocab: "Vocabulary", chat_template: str | None) -> ThinkSettings:
+    """The `--think` preset for a model: its own tags, or the announced plain-text pair."""
+    for open_, close in NATIVE_PAIRS:
+        if vocab.id_of_control(close) is not None or (chat_template and close in chat_template):
+            return ThinkSettings(open_, close, announce=False)
+    return ThinkSettings()
+
+
+def think_constraint(constraint: Constraint, think: ThinkSettings, vocab: "Vocabulary") -> Constraint:
+    """The constraint with free text first; CLOSE as the control token of that text where
+    the vocabulary has one."""
+    close: str | TokenRef = think.close
+    if vocab.id_of_control(think.close) is not None:
+        close = TokenRef(name=think.close)
+    try:
+        return constraint.think_first(close=close, open=think.open, free=think.grammar)
+    except ValueError as e:
+        raise UsageError(str(e), parameter="think_close") from None
+
+
+def announce(message: str, think: ThinkSettings) -> str:
+    """The user message with the tags announced (unchanged when the model knows them)."""
+    if not think.announce:
+        return message
+    hint = f" ... {think.close}" if think.open else ""
+    text = ANNOUNCEMENT.format(open=think.open or "free text", close=think.close, close_hint=hint)
+    return f"{message}\n\n{text}"
+
+
+def split_output(output: bytes, answer_start: int | None, close_len: int, open_text: str | None) -> tuple[str, str]:
+    """(reasoning, answer) of an output whose answer starts at byte `answer_start` (None:
+    the thinking never ended, all of it is reasoning); OPEN is left out of the reasoning."""
+    if answer_start is None:
+        free, answer = output, b""
+    else:
+        free, answer = output[: max(answer_start - close_len, 0)], output[answer_start:]
+    reasoning = free.decode("utf-8", "replace")
+    if open_text and reasoning.lstrip().startswith(open_text):
+        reasoning = reasoning.lstrip()[len(open_text) :]
+    return reasoning, answer.decode("utf-8", "replace")
+
+
+__all__ = ["PLAIN_CLOSE", "PLAIN_OPEN", "ThinkSettings", "announce", "preset", "split_output", "think_constraint"]
