@@ -10,6 +10,8 @@ as one control token.
 
 from __future__ import annotations
 
+import codecs
+
 import numpy as np
 import pytest
 import regex
@@ -27,6 +29,26 @@ from ministruct.grammar.think import free_text_then
 CLOSES = ["</t>", "abab", "aab", "ab", "x", "</think>", "é>"]
 ANSWERS = [r'\{"a":[0-9]+\}', r"(yes|no)", r"[0-9]{1,3}", r"ab?"]
 CONTROL = "<|end_think|>"
+
+
+def _utf8_prefix(data: bytes) -> bool:
+    """Can `data` begin a UTF-8 text (a truncated last character allowed)?"""
+    try:
+        codecs.getincrementaldecoder("utf-8")().decode(data, final=False)
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _answer_prefix(pattern: str, data: bytes, *, whole: bool = False) -> bool:
+    """Is `data` a prefix (or with `whole`, a match) of the answer pattern? (The answers are ASCII.)"""
+    try:
+        text = data.decode("ascii")
+    except UnicodeDecodeError:
+        return False
+    if whole:
+        return regex.fullmatch(pattern, text) is not None
+    return regex.fullmatch(pattern, text, partial=True) is not None
 
 
 def _oracle_mask(
@@ -55,7 +77,7 @@ def _oracle_mask(
     for t, data in enumerate(vocab.tokens):
         if t in vocab.eog_ids:
             if closed:
-                want[t] = regex.fullmatch(pattern, answer.decode()) is not None
+                want[t] = _answer_prefix(pattern, answer, whole=True)
             else:
                 want[t] = may_end
             continue
@@ -63,17 +85,17 @@ def _oracle_mask(
             want[t] = t == close_id and not closed
             continue
         if closed:
-            want[t] = regex.fullmatch(pattern, (answer + data).decode(), partial=True) is not None
+            want[t] = _answer_prefix(pattern, answer + data)
             continue
         if close_id is not None:
-            want[t] = not spent
+            want[t] = not spent and _utf8_prefix(out + data)
             continue
         s = out + data
         j = s.find(close)
         if j < 0:
-            ok = True
+            ok = _utf8_prefix(s)
         else:
-            ok = regex.fullmatch(pattern, s[j + len(close) :].decode(), partial=True) is not None
+            ok = _utf8_prefix(s[:j]) and _answer_prefix(pattern, s[j + len(close) :])
         if spent:
             ok = ok and (rest.startswith(data) or data.startswith(rest))
         want[t] = ok

@@ -9,6 +9,7 @@ import typer
 
 from ministruct.check.grammar import check_text
 from ministruct.check.instance import InstanceChecker
+from ministruct.check.think import after_close
 from ministruct.cli import options as o
 from ministruct.cli.base import app, warn
 from ministruct.errors import MinistructError, UsageError
@@ -29,6 +30,7 @@ from ministruct.jobs.records import InputRecord, open_lines, read_records, write
 
 @app.command()
 @o.constraint_flags
+@o.think_flags
 def check(
     text: Annotated[Optional[str], typer.Argument(help="The text to check (or use --input).")] = None,
     input: Annotated[
@@ -53,18 +55,21 @@ def check(
     resume: o.ResumeFile = None,
     *,
     constraint: o.ConstraintFlags,
+    think: o.ThinkFlags,
 ) -> None:
     """Check TEXT against the constraint; exit 1 on rejection, saying where and what was expected.
 
     With --schema: is TEXT a valid instance (any key order and whitespace)? A rejection
     names the JSON pointer and keyword. --as-generated or --prefix ask the grammar instead.
+    With --think: the text after the first closing tag is checked (--think-close; without
+    --model, the plain-text pair of the preset).
     """
     if (text is None) == (input is None):
         raise UsageError("give either a TEXT argument or --input FILE")
     fmt = format or ("jsonl" if input is not None else "text")
     if fmt not in ("text", "jsonl"):
         raise UsageError(f"--format must be text or jsonl, got {fmt!r}")
-    verdict = _verdict(constraint, prefix, as_generated)
+    verdict = _thinking_first(_verdict(constraint, prefix, as_generated), think, prefix)
     if text is not None:
         if resume is not None or allow_extra_fields:
             raise UsageError("--resume and --allow-extra-fields apply to --input")
@@ -75,7 +80,9 @@ def check(
             write_line("ok" if res.accepted else f"rejected at {res.message()}")
         raise typer.Exit(0 if res.accepted else 1)
     cache = ConstraintCache(
-        lambda kind, value: _verdict(with_constraint(constraint, kind, value), prefix, as_generated)
+        lambda kind, value: _thinking_first(
+            _verdict(with_constraint(constraint, kind, value), prefix, as_generated), think, prefix
+        )
     )
     with open_lines(input) as (lines, source):
         records = read_records(lines, "text", source, settings=CHECK_SETTINGS, allow_extra=allow_extra_fields)
@@ -122,6 +129,14 @@ def _checker(
         yield "accepted" if res.accepted else "rejected"
 
     return process
+
+
+def _thinking_first(verdict: Callable[[str], Any], think: o.ThinkFlags, prefix: bool) -> Callable[[str], Any]:
+    """With the think flags: the verdict on the text after the closing tag."""
+    settings = think.settings()
+    if settings is None:
+        return verdict
+    return after_close(verdict, close=settings.close, open=settings.open, free=settings.grammar, prefix=prefix)
 
 
 def _verdict(constraint: o.ConstraintFlags, prefix: bool, as_generated: bool) -> Callable[[str], Any]:

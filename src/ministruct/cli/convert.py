@@ -13,13 +13,22 @@ from ministruct.errors import UsageError
 
 @app.command()
 @o.constraint_flags
+@o.think_flags
 def convert(
     to: Annotated[str, typer.Option("--to", help="gbnf, lark (llguidance's dialect) or regex.")] = "gbnf",
     *,
     constraint: o.ConstraintFlags,
+    think: o.ThinkFlags,
 ) -> None:
-    """Print the constraint converted to another notation."""
+    """Print the constraint converted to another notation (with --think: free text, the
+    closing tag, then the constraint, as one grammar)."""
     c = constraint.load()
+    settings = think.settings()
+    if settings is not None:
+        from ministruct.engine.vocab import Vocabulary
+        from ministruct.jobs.think import think_constraint
+
+        c = think_constraint(c, settings, Vocabulary.from_bytes([]))  # no vocabulary: CLOSE is text
     for w in c.warnings:
         warn(w)
     if to == "gbnf":

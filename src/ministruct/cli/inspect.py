@@ -25,12 +25,14 @@ from ministruct.diagnostics.tokenizer import round_trip, tokenizer_report
 from ministruct.diagnostics.trace import TraceWriter
 from ministruct.engine.compile import compile_grammar
 from ministruct.jobs.job import GenerationJob
+from ministruct.jobs.think import think_constraint
 from ministruct.jobs.records import RECORD_VERSION
 
 
 @app.command()
 @o.constraint_flags
 @o.run_flags(max_tokens=64)
+@o.think_flags
 def inspect(
     prompt: Annotated[
         Optional[str], typer.Argument(help="Run one generation and show every token (omit for the grammar report).")
@@ -38,6 +40,7 @@ def inspect(
     *,
     constraint: o.ConstraintFlags,
     run: o.RunFlags,
+    think: o.ThinkFlags,
     walks: Annotated[
         int, typer.Option("--walks", min=0, help="Random walks for legal-set sizes and samples (no PROMPT).")
     ] = 5,
@@ -52,7 +55,7 @@ def inspect(
     c = constraint.load()
     console = Console(width=width) if width else Console()
     if prompt is None:
-        _grammar_report(c, run.model, run.params.seed, walks, walk_steps, console, as_json, no_progress)
+        _grammar_report(c, run.model, run.params.seed, walks, walk_steps, console, as_json, no_progress, think)
         return
     status = _generation_report(
         c,
@@ -66,13 +69,17 @@ def inspect(
         console=console,
         as_json=as_json,
         no_progress=no_progress,
+        think=think,
     )
     raise typer.Exit(status)
 
 
-def _grammar_report(c, model, seed, walks, walk_steps, console, as_json, no_progress) -> None:
+def _grammar_report(c, model, seed, walks, walk_steps, console, as_json, no_progress, think) -> None:
     llm = Model.load(model, vocab_only=True)
     vocab = llm.vocabulary
+    settings = think.settings(llm)
+    if settings is not None:
+        c = think_constraint(c, settings, vocab)
     compiled = compile_grammar(c.grammar, vocab)
     with Progress(enabled=not no_progress, total=walks, label="walking the grammar") as progress:
         info = grammar_info(
@@ -94,10 +101,19 @@ def _grammar_report(c, model, seed, walks, walk_steps, console, as_json, no_prog
 
 
 def _generation_report(
-    c, model, params, prompt, *, max_tokens, chat, system, show_schema, console, as_json, no_progress
+    c, model, params, prompt, *, max_tokens, chat, system, show_schema, console, as_json, no_progress, think
 ) -> int:
     llm = Model.load(model)
-    job = GenerationJob(llm, c, params, max_tokens=max_tokens, chat=chat, system=system, show_schema=show_schema)
+    job = GenerationJob(
+        llm,
+        c,
+        params,
+        max_tokens=max_tokens,
+        chat=chat,
+        system=system,
+        show_schema=show_schema,
+        think=think.settings(llm),
+    )
     tracer = TraceWriter(None, job)
     with Progress(enabled=not no_progress, total=max_tokens, label="generating") as progress:
         result = tracer.run(prompt, rid=1, seed=params.seed, on_record=lambda _: progress.advance())
@@ -122,10 +138,21 @@ def _generation_report(
     notes = [n for n in (rt.note(),) if n]
     console.print(
         summary_panel(
-            summary, output=result.output, stop_reason=result.stop_reason, complete=result.complete, notes=notes
+            summary,
+            output=result.output,
+            stop_reason=result.stop_reason,
+            complete=result.complete,
+            notes=notes + _think_notes(result),
         )
     )
     return status
+
+
+def _think_notes(result) -> list[str]:
+    if result.reasoning is None:
+        return []
+    ended = {"closed": "the model closed it", "budget": "the budget closed it", None: "it never ended"}
+    return [f"thinking: {result.think_tokens} tokens, {ended[result.think_end]}: {result.reasoning!r}"]
 
 
 def _print_json(obj: dict) -> None:

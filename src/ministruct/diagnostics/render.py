@@ -78,9 +78,19 @@ def step_table(records: Sequence[StepRecord], *, title: str | None = None) -> Ta
     if any(r.tag == FAST_FORWARD for r in records):
         t.caption = f"{FF_MARK} ff: fast-forwarded (dictated by the grammar, evaluated in one batch, not drawn)"
         t.caption_justify = "left"
-    for r in records:
+    if any(r.phase == "think" for r in records):
+        note = "think: free text before the constraint (eog: the model's end-of-generation probability, close: "
+        note += "the probability of tokens that write the closing tag on); the section line is the boundary"
+        t.caption = f"{t.caption}\n{note}" if t.caption else note
+        t.caption_justify = "left"
+    for i, r in enumerate(records):
         token = Text(escape_token(r.token, r.token_bytes), style="italic" if r.control else "")
         flags = []
+        boundary = r.phase == "think" and i + 1 < len(records) and records[i + 1].phase == "answer"
+        if r.phase == "think":
+            flags.append("think" + (" (ends it)" if boundary else ""))
+            if r.eog_p is not None:
+                flags.append(f"eog={fmt_prob(r.eog_p)} close={fmt_prob(r.close_p or 0.0)}")
         if r.collapsed:
             flags.append("collapsed")
         elif r.nucleus_changed:
@@ -100,6 +110,7 @@ def step_table(records: Sequence[StepRecord], *, title: str | None = None) -> Ta
             " ".join(flags),
             f"{r.mask_us:,.0f}",
             style=row_style(r),
+            end_section=boundary,
         )
     return t
 

@@ -17,6 +17,7 @@ bring a complete output strictly nearer (engine/budget.py's bound) stay legal.
 
 from __future__ import annotations
 
+import bisect
 import threading
 from dataclasses import dataclass
 
@@ -101,15 +102,30 @@ class Boundaries:
             if self.close_id is not None:
                 out[self.close_id] = True
             else:
-                rest = self.close_bytes[matched:]
-                for t in vocab.text_ids.tolist():
-                    data = vocab.tokens[t]
-                    if rest.startswith(data) or data.startswith(rest):
-                        out[t] = True
+                out[self._toward_ids(self.close_bytes[matched:])] = True
             out[list(vocab.eog_ids)] = True  # the grammar's own mask decides end-of-generation
             out.setflags(write=False)
             self._toward[matched] = out
             return out
+
+    def _toward_ids(self, rest: bytes) -> list[int]:
+        """Text tokens that are a prefix of `rest` or start with it (bisect in the tokens sorted by bytes)."""
+        if not hasattr(self, "_sorted"):
+            vocab = self.compiled.vocab
+            pairs = sorted((vocab.tokens[t], t) for t in vocab.text_ids.tolist())
+            self._sorted = ([p[0] for p in pairs], [p[1] for p in pairs])
+        keys, ids = self._sorted
+        out = []
+        lo = bisect.bisect_left(keys, rest)
+        while lo < len(keys) and keys[lo].startswith(rest):
+            out.append(ids[lo])
+            lo += 1
+        for k in range(1, len(rest)):
+            i = bisect.bisect_left(keys, rest[:k])
+            while i < len(keys) and keys[i] == rest[:k]:
+                out.append(ids[i])
+                i += 1
+        return out
 
     def narrow_spent(self, cid: int, matched: int, mask: np.ndarray) -> np.ndarray:
         """The legal set of `cid` once the thinking budget is spent."""
