@@ -25,8 +25,8 @@ from ministruct.diagnostics.tokenizer import round_trip, tokenizer_report
 from ministruct.diagnostics.trace import TraceWriter
 from ministruct.engine.compile import compile_grammar
 from ministruct.jobs.job import GenerationJob
-from ministruct.jobs.think import think_constraint
 from ministruct.jobs.records import RECORD_VERSION
+from ministruct.jobs.think import think_constraint
 
 
 @app.command()
