@@ -229,3 +229,15 @@ def test_from_model_checks_its_arguments(model, vocab):
     # engine/budget.py's one rule: the output and end-of-generation must fit
     with pytest.raises(BudgetTooSmall):
         ms.LogitsProcessor(ms.compile_grammar(ms.Constraint.from_regex("a"), vocab), max_tokens=1)
+
+
+def test_think_first_through_llama_cpp_python(llm):
+    """The free-text-first grammar inside llama-cpp-python's loop: the thinking budget
+    closes the thinking, the text after CLOSE is a valid instance (ministruct's check)."""
+    c = ms.Constraint.from_json_schema({"type": "integer"}).think_first(close="</think>", open="<think>")
+    proc = ms.LogitsProcessor.from_model(llm, c, max_tokens=40, think_tokens=8)
+    choice = complete(llm, "What is 2 plus 2? Think inside <think> </think>, then answer.", proc, max_tokens=40, seed=2)
+    assert choice["finish_reason"] == "stop" and proc.phase == "answer", choice
+    thinking, _, answer = choice["text"].partition("</think>")
+    assert ms.InstanceChecker({"type": "integer"}).check(answer).accepted, choice
+    assert len(llm.tokenize(thinking.encode(), add_bos=False)) <= 8 + 2, choice

@@ -63,3 +63,22 @@ def test_split_free_text():
     c = Constraint.from_regex("[0-9]+").think_first(close="</think>", open="<think>")
     assert split_free_text(c.boundary, "<think>so 4</think>42") == ("so 4", "42")
     assert split_free_text(c.boundary, "42") is None
+
+
+@pytest.mark.parametrize("close", ["ab", "aab", "aba", "c"])
+@pytest.mark.parametrize("may_end", [False, True])
+def test_max_free_is_at_most_that_many_code_points_before_close(close, may_end):
+    ans = parse_regex("[ab]?c")
+    g = free_text_then(ans, close=close, max_free=3, may_end_in_free_text=may_end)
+    for n in range(9):
+        for t in itertools.product("abc", repeat=n):
+            s = "".join(t)
+            i = s.find(close)
+            want = 0 <= i <= 3 and re.fullmatch("[ab]?c", s[i + len(close) :]) is not None
+            want = want or (may_end and i < 0 and len(s) <= 3 + len(close) - 1 and _within(s, close, 3))
+            assert accepts(g, s) == want, s
+
+
+def _within(s: str, close: str, n: int) -> bool:
+    """A text without CLOSE that fits the bound: at most n code points, then a prefix of CLOSE."""
+    return any(len(s) - k <= n and s.endswith(close[:k]) for k in range(len(close)))

@@ -40,6 +40,10 @@ FLAGS = {
     "concurrency": "--concurrency",
     "retry_unverified": "--retry-unverified",
     "model": "--model",
+    "think": "--think",
+    "think_tokens": "--think-tokens",
+    "think_open": "--think-open",
+    "think_close": "--think-close",
 }
 
 # first match wins: the job ran but the result is not what was asked -> 1; bad usage or input -> 2

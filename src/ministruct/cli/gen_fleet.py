@@ -19,6 +19,7 @@ from ministruct.fleet import KINDS, FleetBatch, FleetResult, Ignored, Settings, 
 from ministruct.grammar.constraint import Constraint
 from ministruct.jobs.batch import GEN_SETTINGS, validated
 from ministruct.jobs.records import InputRecord, open_lines, read_records, write_record
+from ministruct.jobs.think import ThinkSettings, think_on_servers
 
 ENV_API_KEY = "MINISTRUCT_API_KEY"
 TRACE_TOP_LOGPROBS = 10
@@ -30,8 +31,11 @@ def gen_on_fleet(
     """Run the prompt or the --input records on the servers; return the exit status (0 all
     verified, 1 any record not: unverified, failed, or a bad input record, reported in its
     place as a local batch does)."""
+    settings = think.settings() if think is not None else None
+    if settings is not None:
+        constraint = think_on_servers(constraint, settings)
     with _fleet_records(g.prompt, g.input, g.allow_extra) as records:
-        return _run_on_fleet(fleet, constraint, run, records, g)
+        return _run_on_fleet(fleet, constraint, run, records, g, think=settings)
 
 
 @contextmanager
@@ -59,6 +63,8 @@ def _run_on_fleet(
     run: RunFlags,
     records: Iterable[InputRecord],
     g: GenFlags,
+    *,
+    think: ThinkSettings | None = None,
 ) -> int:
     n, fmt, trace, trace_legal = g.n, g.fmt, g.trace, g.trace_legal
     urls = split_servers(fleet.server or os.environ.get(ENV_SERVERS, ""))
@@ -74,6 +80,7 @@ def _run_on_fleet(
         run.show_schema,
         top_logprobs=TRACE_TOP_LOGPROBS if trace is not None else None,
         model=run.model,
+        think=think,
     )
     key = os.environ.get(ENV_API_KEY)
     headers = {"Authorization": f"Bearer {key}"} if key else None

@@ -62,13 +62,19 @@ class LogitsProcessor:
     legal (the generation stops), keeps the error in `error`, and `raise_on_error`, given
     as a stopping criterion, raises it from `create_completion` itself.
 
+    A free-text-first constraint (`Constraint.think_first`) works as any other: the same
+    exact masks across CLOSE; `think_tokens` is its thinking budget (engine/think.py) and
+    `phase` says which part the generation is in.
+
     Not for speculative decoding (`draft_model`): llama-cpp-python then passes ids of
     draft tokens that have not been accepted yet.
     """
 
-    def __init__(self, compiled: CompiledGrammar, *, max_tokens: int | None = None) -> None:
+    def __init__(
+        self, compiled: CompiledGrammar, *, max_tokens: int | None = None, think_tokens: int | None = None
+    ) -> None:
         self.compiled = compiled
-        self.matcher = Matcher(compiled)
+        self.matcher = Matcher(compiled, think_tokens=think_tokens)
         self.max_tokens = max_tokens
         self.error: MinistructError | None = None
         self._seen: np.ndarray | None = None  # the ids of the last call
@@ -80,7 +86,12 @@ class LogitsProcessor:
 
     @classmethod
     def from_model(
-        cls, model: Any, constraint: Constraint | Grammar, *, max_tokens: int | None = None
+        cls,
+        model: Any,
+        constraint: Constraint | Grammar,
+        *,
+        max_tokens: int | None = None,
+        think_tokens: int | None = None,
     ) -> "LogitsProcessor":
         """The processor for `constraint` on `model`: a ministruct Model or a
         `llama_cpp.Llama` (its vocabulary is read once; compiled masks are cached)."""
@@ -91,9 +102,14 @@ class LogitsProcessor:
                 f"constraint must be a Constraint or a Grammar, not {type(constraint).__name__}",
                 parameter="constraint",
             )
-        return cls(compile_grammar(constraint, model.vocabulary), max_tokens=max_tokens)
+        return cls(compile_grammar(constraint, model.vocabulary), max_tokens=max_tokens, think_tokens=think_tokens)
 
     # -- state ---------------------------------------------------------------
+
+    @property
+    def phase(self) -> str | None:
+        """`think` or `answer` for a free-text-first constraint (None for any other)."""
+        return self.matcher.phase
 
     @property
     def prompt_len(self) -> int:

@@ -24,6 +24,7 @@ from ministruct.decode.sampling import SamplingParams
 from ministruct.errors import UsageError
 from ministruct.grammar.constraint import Constraint
 from ministruct.jobs.job import user_message
+from ministruct.jobs.think import ThinkSettings, announce
 
 KINDS = ("llama", "vllm", "openai")
 CHAT_PATH = "/v1/chat/completions"
@@ -42,6 +43,7 @@ class Settings:
     show_schema: bool = True
     top_logprobs: int | None = None  # ask for logprobs with this many alternatives per token
     model: str | None = None  # the served model's name, sent as `model` when known
+    think: ThinkSettings | None = None  # free text first: its tags are announced in the user message
 
 
 @dataclass
@@ -93,7 +95,9 @@ class Dialect:
         """The JSON body for one prompt (`seed` per record; `model`: the server's own model name,
         used when the settings name none)."""
         s = self.settings
-        text = user_message(prompt, self.constraint, show_schema=s.show_schema)
+        text = user_message(prompt, self.constraint.answer_part, show_schema=s.show_schema)
+        if s.think is not None:
+            text = announce(text, s.think)
         body: dict = {}
         name = s.model or model
         if name:
@@ -120,6 +124,12 @@ class Dialect:
 
     def _check(self) -> None:
         c, s, kind = self.constraint, self.settings, self.kind
+        if kind == "openai" and c.boundary is not None:
+            raise UsageError(
+                "free text before the constraint cannot be sent to a server of kind openai: its response_format "
+                "takes a JSON Schema only (use kind llama or vllm, which take the whole grammar)",
+                parameter="think",
+            )
         if kind != "openai":
             return
         if c.kind != "schema":
@@ -158,6 +168,8 @@ class Dialect:
         if self.kind == "llama":
             return {"grammar": c.grammar.to_gbnf()}
         if self.kind == "vllm":
+            if c.boundary is not None:  # free text first: only the grammar says it all
+                return {"structured_outputs": {"grammar": c.grammar.to_gbnf()}}
             if c.kind == "schema":
                 return {"structured_outputs": {"json": c.schema}}
             if c.kind == "regex":

@@ -314,15 +314,19 @@ class FleetBatch:
 
     def _result(self, job: _Job, server: Server, reply: Reply, verdict: Verdict) -> FleetResult:
         finish = reply.finish_reason
+        thinking = verdict.reasoning is not None
         res = GenResult(
             id=job.rec.id,
             prompt=job.rec.value or "",
-            output=reply.text,
+            output=verdict.answer if thinking else reply.text,  # type: ignore[arg-type]
             complete=verdict.ok,
             stop_reason=FINISH_TO_STOP.get(finish or "", finish or "unknown"),
             n_tokens=reply.n_tokens,
             json_value=verdict.value if verdict.ok else None,
             has_json=self.constraint.kind == "schema",
+            reasoning=verdict.reasoning,
+            # the server does not say whether its grammar's bound closed the thinking
+            think_end=None,
         )
         out = FleetResult(res, server.url, verdict, job.resent)
         if self.settings.top_logprobs is not None:

@@ -21,6 +21,7 @@ from typing import Any
 from ministruct.check.grammar import check_text
 from ministruct.check.instance import InstanceChecker
 from ministruct.grammar.constraint import Constraint
+from ministruct.grammar.think import split_free_text
 
 # first characters a JSON text can start with (after whitespace)
 _JSON_STARTS = set('{["-0123456789tfn')
@@ -36,6 +37,8 @@ class Verdict:
     expected: list[str] = field(default_factory=list)
     value: Any = None  # the parsed JSON, for a schema
     has_value: bool = False
+    reasoning: str | None = None  # with free text first: the thinking (`answer` holds the rest)
+    answer: str | None = None
 
     def fields(self) -> dict[str, Any]:
         """The result-record fields: `verified`, and on a rejection `check_error`, `check_position`,
@@ -56,10 +59,15 @@ class Verifier:
     def __init__(self, constraint: Constraint) -> None:
         self.constraint = constraint
         self._instance: InstanceChecker | None = None
-        if constraint.kind == "schema":
+        self._answer: Verifier | None = None
+        if constraint.boundary is not None:  # free text first: the answer after CLOSE is verified
+            self._answer = Verifier(constraint.answer_part)
+        elif constraint.kind == "schema":
             self._instance = InstanceChecker(constraint.schema, source=constraint.source)
 
     def __call__(self, text: str) -> Verdict:
+        if self._answer is not None:
+            return self._after_close(text)
         if self._instance is not None:
             return self._schema(text)
         res = check_text(self.constraint.grammar, text)
@@ -71,6 +79,26 @@ class Verifier:
             {"line": res.line, "column": res.column, "offset": res.offset},
             list(res.expected),
         )
+
+    def _after_close(self, text: str) -> Verdict:
+        b = self.constraint.boundary
+        assert b is not None and self._answer is not None
+        parts = split_free_text(b, text)
+        if parts is None:
+            return Verdict(
+                False,
+                f"the thinking never ends: no {b.close_text!r} in the text",
+                {"line": text.count("\n") + 1, "column": len(text) - text.rfind("\n"), "offset": len(text.encode())},
+                [repr(b.close_text)],
+                reasoning=text,
+                answer="",
+            )
+        reasoning, answer = parts
+        v = self._answer(answer)
+        if not v.ok and v.message is not None:
+            v.message = f"in the answer after {b.close_text!r}: {v.message}"
+        v.reasoning, v.answer = reasoning, answer
+        return v
 
     def _schema(self, text: str) -> Verdict:
         res = self._instance.check(text)  # type: ignore[union-attr]
@@ -89,7 +117,7 @@ class Verifier:
         schema: the text is not JSON at all (it does not start like JSON, or the server
         stopped by itself on something that does not parse).
         """
-        if self._instance is None:
+        if self._instance is None:  # (free text first: the whole grammar, thinking and answer)
             if check_text(self.constraint.grammar, text, prefix=True).accepted:
                 return None
             return "not even a prefix of the constraint's language"

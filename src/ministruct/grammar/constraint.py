@@ -56,11 +56,19 @@ class Constraint:
         open: str | None = None,
         free: Grammar | None = None,
         may_end_in_free_text: bool = False,
+        max_free: int | None = None,
     ) -> "Constraint":
         """Free text (not containing `close`, or a text of `free`), then `close`, then this
         constraint (grammar/think.py `free_text_then`). The result keeps this constraint as
         `answer`: JSON parsing and checks of the answer use it."""
-        g = free_text_then(self.grammar, close=close, open=open, free=free, may_end_in_free_text=may_end_in_free_text)
+        g = free_text_then(
+            self.grammar,
+            close=close,
+            open=open,
+            free=free,
+            may_end_in_free_text=may_end_in_free_text,
+            max_free=max_free,
+        )
         return Constraint(
             self.kind, g, self.source, self.text, schema=self.schema, warnings=list(g.warnings), answer=self
         )

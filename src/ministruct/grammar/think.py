@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import defaultdict
+from typing import Callable
 
 from ministruct.grammar.ir import (
     EMPTY,
@@ -50,18 +51,23 @@ def free_text_then(
     open: str | None = None,
     free: Grammar | None = None,
     may_end_in_free_text: bool = False,
+    max_free: int | None = None,
 ) -> Grammar:
     """The grammar of free text, then CLOSE, then an `answer` text (see the module doc).
 
     `close`: the text, or one control token (a TokenRef), that ends the free text.
     `open`: the text that announces it (optional in the output; never containing CLOSE).
     `free`: a grammar for the free text instead of any text without CLOSE.
+    `max_free`: a bound on the free text's length in the grammar itself, for engines that
+    cannot count tokens (a llama server): at most that many code points before CLOSE.
     The result's root is `root`; the answer's rules keep their names (its root is renamed
     when it is called `root`), the free grammar's rules are prefixed `think-`."""
     if isinstance(close, str) and not close:
         raise ValueError("close must be a non-empty text")
     if open is not None and isinstance(close, str) and close in open:
         raise ValueError(f"open ({open!r}) contains close ({close!r}): the free text would end at once")
+    if max_free is not None and (max_free < 0 or free is not None):
+        raise ValueError("max_free must be >= 0, and applies to free text without a grammar of its own")
     if answer.boundary is not None:
         raise ValueError("the answer already starts with free text (free_text_then applied twice)")
     rules: dict[str, Expr] = {}
@@ -81,12 +87,18 @@ def free_text_then(
         if open is not None:
             root = seq(Repeat(Literal(open), 0, 1), root)
     elif isinstance(close, TokenRef):
-        body = seq(ANY_TEXT, close, tail)
-        root = alt(body, ANY_TEXT) if may_end_in_free_text else body
+        text = ANY_TEXT if max_free is None else Repeat(CharClass((), negated=True), 0, max_free)
+        body = seq(text, close, tail)
+        root = alt(body, text) if may_end_in_free_text else body
     else:
-        to_close, to_end = text_without(close)
-        body = seq(to_close, tail)
-        root = alt(body, to_end) if may_end_in_free_text else body
+        loop, to_close, to_end = text_pieces(close)
+        exit_: Expr = seq(to_close, tail)
+        if may_end_in_free_text:
+            exit_ = alt(exit_, to_end)
+        if max_free is None:
+            root = seq(Repeat(loop, 0, None), exit_)
+        else:
+            root = _bounded_text_then(close, max_free, tail, may_end_in_free_text, rules, fresh)
     boundary = Boundary(close, open, may_end_in_free_text, free is not None)
     return Grammar(
         {"root": root, **rules},
@@ -99,13 +111,23 @@ def free_text_then(
 
 def text_without(close: str) -> tuple[Expr, Expr]:
     """(texts whose first `close` is at their end, texts that do not contain `close`)."""
+    loop, to_close, to_end = text_pieces(close)
+    star = Repeat(loop, 0, None)
+    return seq(star, to_close), seq(star, to_end)
+
+
+def text_pieces(close: str) -> tuple[Expr, Expr, Expr]:
+    """The text without `close` as pieces of the matching automaton: (a way back to its
+    start: one code point that does not begin `close`, or a false start of it; from the
+    start, the rest up to the end of the first `close`; from the start, a text that ends
+    before any `close`). texts_without's are loop* then one of the others."""
     cps = [ord(c) for c in close]
     n = len(cps)
     delta = kmp_table(close)
     # states 0..n-1 (the longest prefix of CLOSE the text ends with); n: CLOSE seen ("F");
-    # n+1: the text ends here ("E"); n+2: the start
-    F, E, S = n, n + 1, n + 2
-    edges: dict[tuple[int, int], Expr] = {(S, 0): EMPTY}
+    # n+1: the text ends here ("E")
+    F, E = n, n + 1
+    edges: dict[tuple[int, int], Expr] = {}
     for j in range(n):
         moves = delta[j]
         by_target: dict[int, list[int]] = defaultdict(list)
@@ -115,7 +137,7 @@ def text_without(close: str) -> tuple[Expr, Expr]:
             edges[(j, k)] = CharClass(tuple((c, c) for c in sorted(cs)))
         edges[(j, 0)] = _alt_opt(edges.get((j, 0)), CharClass(tuple((c, c) for c in sorted(moves)), negated=True))
         edges[(j, E)] = EMPTY
-    for q in range(n - 1, -1, -1):  # forward edges go j -> j+1 only: eliminate from the end
+    for q in range(n - 1, 0, -1):  # forward edges go j -> j+1 only: eliminate from the end
         loop = edges.pop((q, q), None)
         star: Expr = Repeat(loop, 0, None) if loop is not None else EMPTY
         ins = [(i, e) for (i, k), e in edges.items() if k == q]
@@ -127,7 +149,7 @@ def text_without(close: str) -> tuple[Expr, Expr]:
         for i, ei in ins:
             for k, ek in outs:
                 edges[(i, k)] = _alt_opt(edges.get((i, k)), seq(ei, star, ek))
-    return edges[(S, F)], edges[(S, E)]
+    return edges[(0, 0)], edges[(0, F)], edges[(0, E)]
 
 
 def kmp_table(close: str) -> list[dict[int, int]]:
@@ -156,6 +178,42 @@ def kmp_table(close: str) -> list[dict[int, int]]:
                 moves[c] = t
         table.append(moves)
     return table
+
+
+def _bounded_text_then(
+    close: str, n: int, tail: Expr, may_end: bool, rules: dict[str, Expr], fresh: Callable[[str], str]
+) -> Expr:
+    """At most `n` code points without `close`, then `close` and `tail`: one right-linear
+    rule per (matched length of `close`, code points left for the free text and `close`),
+    the matching automaton run with a counter that keeps room for the rest of `close`."""
+    table = kmp_table(close)
+    size = len(close)
+    names: dict[tuple[int, int], str] = {}
+    pending: list[tuple[int, int]] = []
+
+    def ref(j: int, k: int) -> Expr:
+        if (j, k) not in names:
+            names[(j, k)] = fresh(f"think-free-{j}")
+            pending.append((j, k))
+        return RuleRef(names[(j, k)])
+
+    root = ref(0, n + size)
+    while pending:
+        j, k = pending.pop()
+        by_target: dict[int, list[int]] = defaultdict(list)
+        for c, t in table[j].items():
+            if t == size or k - 1 >= size - t:
+                by_target[t].append(c)
+        options: list[Expr] = []
+        for t, cs in sorted(by_target.items()):
+            cls = CharClass(tuple((c, c) for c in sorted(cs)))
+            options.append(seq(cls, tail) if t == size else seq(cls, ref(t, k - 1)))
+        if k - 1 >= size:
+            options.append(seq(CharClass(tuple((c, c) for c in sorted(table[j])), negated=True), ref(0, k - 1)))
+        if may_end:
+            options.append(EMPTY)
+        rules[names[(j, k)]] = alt(*options)
+    return root
 
 
 def _alt_opt(a: Expr | None, b: Expr) -> Expr:
@@ -202,4 +260,4 @@ def split_free_text(boundary: Boundary, text: str) -> tuple[str, str] | None:
     return free, text[i + len(close) :]
 
 
-__all__ = ["ANY_TEXT", "free_text_then", "kmp_table", "split_free_text", "text_without"]
+__all__ = ["ANY_TEXT", "free_text_then", "kmp_table", "split_free_text", "text_pieces", "text_without"]

@@ -43,7 +43,7 @@ class GenResult:
     generation: Generation | None = field(default=None, repr=False)
     reasoning: str | None = None  # with think first: the thinking (output holds the answer alone)
     think_end: str | None = None  # "closed" (the model wrote CLOSE), "budget", None (it never ended)
-    think_tokens: int = 0  # tokens spent thinking (CLOSE included)
+    think_tokens: int | None = None  # tokens spent thinking, CLOSE included (None: not counted, on a server)
 
     def to_record(self) -> dict:
         rec: dict[str, Any] = {"id": self.id, "prompt": self.prompt}

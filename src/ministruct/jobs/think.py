@@ -77,6 +77,22 @@ def think_constraint(constraint: Constraint, think: ThinkSettings, vocab: "Vocab
         raise UsageError(str(e), parameter="think_close") from None
 
 
+SERVER_CHARS_PER_TOKEN = 3  # a server's grammar cannot count tokens: the budget becomes a length
+
+
+def think_on_servers(constraint: Constraint, think: ThinkSettings) -> Constraint:
+    """The constraint with free text first for a server fleet: CLOSE is text (no vocabulary
+    here), and the thinking budget is a bound on the thinking's length in the grammar
+    (SERVER_CHARS_PER_TOKEN code points per token: grammar/think.py `max_free`)."""
+    if think.grammar is not None and think.think_tokens is not None:
+        raise UsageError("think_tokens with a think grammar cannot be sent to servers", parameter="think_tokens")
+    bound = None if think.think_tokens is None else SERVER_CHARS_PER_TOKEN * think.think_tokens
+    try:
+        return constraint.think_first(close=think.close, open=think.open, free=think.grammar, max_free=bound)
+    except ValueError as e:
+        raise UsageError(str(e), parameter="think_close") from None
+
+
 def announce(message: str, think: ThinkSettings) -> str:
     """The user message with the tags announced (unchanged when the model knows them)."""
     if not think.announce:
@@ -99,4 +115,13 @@ def split_output(output: bytes, answer_start: int | None, close_len: int, open_t
     return reasoning, answer.decode("utf-8", "replace")
 
 
-__all__ = ["PLAIN_CLOSE", "PLAIN_OPEN", "ThinkSettings", "announce", "preset", "split_output", "think_constraint"]
+__all__ = [
+    "PLAIN_CLOSE",
+    "PLAIN_OPEN",
+    "ThinkSettings",
+    "announce",
+    "preset",
+    "split_output",
+    "think_constraint",
+    "think_on_servers",
+]
