@@ -40,6 +40,14 @@ def _utf8_prefix(data: bytes) -> bool:
     return True
 
 
+def _complete_utf8(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
 def _answer_prefix(pattern: str, data: bytes, *, whole: bool = False) -> bool:
     """Is `data` a prefix (or with `whole`, a match) of the answer pattern? (The answers are ASCII.)"""
     try:
@@ -79,7 +87,7 @@ def _oracle_mask(
             if closed:
                 want[t] = _answer_prefix(pattern, answer, whole=True)
             else:
-                want[t] = may_end
+                want[t] = may_end and _utf8_prefix(out) and _complete_utf8(out)
             continue
         if t in vocab.control_ids:
             want[t] = t == close_id and not closed
