@@ -33,12 +33,14 @@ def _csv(values) -> str:
 @app.command()
 @o.constraint_flags(several_schemas=True)
 @o.run_flags(max_tokens=128)
+@o.think_flags
 def collapse(
     ctx: typer.Context,
     prompt: Annotated[Optional[str], typer.Argument(help="A prompt (and/or --input).")] = None,
     *,
     constraint: o.ConstraintFlags,
     run: o.RunFlags,
+    think: o.ThinkFlags,
     input: Annotated[
         Optional[str],
         typer.Option("--input", help="More prompts: JSONL records with 'prompt', or plain lines; '-' for stdin."),
@@ -87,7 +89,11 @@ def collapse(
     if out not in (None, "-"):
         _check_writable(out)
 
-    study = CollapseStudy(Model.load(run.model), constraints, prompts, settings)
+    llm = Model.load(run.model)
+    arm = think.settings(llm)  # the think arm: every condition again, thinking first, on the same seeds
+    if arm is not None and arm.think_tokens is None:
+        arm = arm.with_tokens(run.max_tokens // 2)  # the study cuts plainly: leave room for the answer
+    study = CollapseStudy(llm, constraints, prompts, settings, think=arm)
     with Progress(enabled=not no_progress, total=study.n_generations, label="collapse study") as progress:
         report = study.run(on_generation=lambda _: progress.advance())
 

@@ -110,13 +110,17 @@ def paired_row(schema: str, pairs: Sequence[tuple[GenerationGrid, GenerationGrid
     return row
 
 
-def pairs_of(gens: Sequence[GenerationGrid]) -> list[tuple[GenerationGrid, GenerationGrid]]:
-    """(shown, withheld) generations sharing schema, prompt and seed, in run order."""
-    shown: dict[tuple, GenerationGrid] = {}
-    withheld: dict[tuple, GenerationGrid] = {}
+def pairs_of(
+    gens: Sequence[GenerationGrid], first: str = "shown", second: str = "withheld"
+) -> list[tuple[GenerationGrid, GenerationGrid]]:
+    """(first, second) generations (by condition: shown and withheld, or an arm and its
+    `+think` twin) sharing schema, prompt and seed, in run order."""
+    a: dict[tuple, GenerationGrid] = {}
+    b: dict[tuple, GenerationGrid] = {}
     for g in gens:
-        (shown if g.condition == "shown" else withheld)[g.pair_key] = g
-    return [(s, withheld[k]) for k, s in shown.items() if k in withheld]
+        if g.condition in (first, second):
+            (a if g.condition == first else b)[g.pair_key] = g
+    return [(s, b[k]) for k, s in a.items() if k in b]
 
 
 @dataclass

@@ -16,6 +16,11 @@ grammar's mask, which neither may change.
 Conditions: "shown" puts the schema text in the user message, "withheld" does not; for
 each (schema, prompt, seed) both run with the same seed, so they pair. A constraint
 that is not a schema has no text to show: it runs "withheld" only.
+
+The think arm (`think`): every condition also runs thinking first ("shown+think",
+"withheld+think"), on the same seeds: only the answer's steps are recorded, so each row
+of the report compares Z and collapse of the answer constrained from token 0 with the
+answer after room to reason.
 """
 
 from __future__ import annotations
@@ -34,10 +39,13 @@ from ministruct.diagnostics.stats import FREE, StepRecord, StepStats
 from ministruct.errors import UsageError
 from ministruct.jobs.job import GenerationJob
 
+THINK_ARM = "+think"
+
 if TYPE_CHECKING:
     from ministruct.decode.loop import Step
     from ministruct.decode.model import Model
     from ministruct.grammar.constraint import Constraint
+    from ministruct.jobs.think import ThinkSettings
 
 
 class GridRecorder:
@@ -95,6 +103,8 @@ class CollapseStudy:
         constraints: Sequence["Constraint"],
         prompts: Sequence[str],
         settings: StudySettings,
+        *,
+        think: "ThinkSettings | None" = None,
     ) -> None:
         if not constraints:
             raise UsageError("the collapse study needs a constraint", parameter="schema")
@@ -104,27 +114,30 @@ class CollapseStudy:
         self.constraints = list(constraints)
         self.prompts = list(prompts)
         self.settings = settings
-        s = settings
-        self.jobs = [
-            # token by token: the study's statistics are about the model's own steps
-            GenerationJob(
-                model,
-                c,
-                s.params,
-                max_tokens=s.max_tokens,
-                chat=s.chat,
-                system=s.system,
-                fast_forward=False,
-                budget_aware=False,
-            )
-            for c in self.constraints
-        ]
+        self.think = think
+        self.jobs = [self._job(c, None) for c in self.constraints]
+        self.think_jobs = [self._job(c, think) for c in self.constraints] if think is not None else []
+
+    def _job(self, c: "Constraint", think: "ThinkSettings | None") -> GenerationJob:
+        s = self.settings
+        # token by token: the study's statistics are about the model's own steps
+        return GenerationJob(
+            model=self.model,
+            constraint=c,
+            params=s.params,
+            max_tokens=s.max_tokens,
+            chat=s.chat,
+            system=s.system,
+            fast_forward=False,
+            budget_aware=False,
+            think=think,
+        )
 
     def conditions(self, c: "Constraint") -> tuple[str, ...]:
-        """The conditions run for a constraint (a non-schema has no text to show)."""
-        if c.kind != "schema":
-            return ("withheld",)
-        return self.settings.conditions
+        """The conditions run for a constraint (a non-schema has no text to show), each
+        also as `+think` with the think arm."""
+        base = ("withheld",) if c.kind != "schema" else self.settings.conditions
+        return base + (tuple(f"{b}{THINK_ARM}" for b in base) if self.think is not None else ())
 
     @property
     def n_generations(self) -> int:
@@ -138,14 +151,16 @@ class CollapseStudy:
         recorder = GridRecorder(evaluated, primary=evaluated.index(self.settings.reference))
         gens: list[GenerationGrid] = []
         try:
-            for c, job in zip(self.constraints, self.jobs):
+            for i, c in enumerate(self.constraints):
                 for pi, prompt in enumerate(self.prompts):
                     for seed in self.settings.seeds:
                         for cond in self.conditions(c):
-                            job.show_schema = cond == "shown"
+                            job = self.think_jobs[i] if cond.endswith(THINK_ARM) else self.jobs[i]
+                            job.show_schema = cond.removesuffix(THINK_ARM) == "shown"
                             dec = job.decoder(prompt, seed=seed)
                             for step in dec.steps():
-                                recorder.add_step(step)
+                                if step.phase != "think":  # the answer's steps alone
+                                    recorder.add_step(step)
                             res = dec.result
                             g = recorder.finish(
                                 schema=c.source,
@@ -161,7 +176,7 @@ class CollapseStudy:
                             if on_generation is not None:
                                 on_generation(g)
         finally:
-            for job in self.jobs:
+            for job in self.jobs + self.think_jobs:
                 job.persist()
         return CollapseReport(self.settings, gens, self.describe())
 
@@ -173,4 +188,5 @@ class CollapseStudy:
             "constraint": self.constraints[0].kind,
             "schemas": [c.source for c in self.constraints],
             "prompts": list(self.prompts),
+            **({"think": {"close": self.think.close, "think_tokens": self.think.think_tokens}} if self.think else {}),
         }
