@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
-FORMATS = Path(__file__).resolve().parents[3] / ".." / "shared" / "suites" / "jsts" / "draft2020-12" / "optional" / "format"
+FORMATS = (
+    Path(__file__).resolve().parents[3] / ".." / "shared" / "suites" / "jsts" / "draft2020-12" / "optional" / "format"
+)
 IRI_SUITES = ("iri.json", "iri-reference.json")
 
 pytest.importorskip("rfc3987_syntax")
