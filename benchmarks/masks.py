@@ -510,7 +510,7 @@ def main(argv: list[str] | None = None) -> int:
         model = Model.load(paths[key](), vocab_only=True)
         vocab = model.vocabulary
         load_s = time.perf_counter() - t0
-        trie_s = prepare_vocabulary(vocab)
+        trie_s = prepare_vocabulary(vocab).total_s
         t0 = time.perf_counter()
         tok = llg_tokenizer(model)
         tok_s = time.perf_counter() - t0

@@ -205,7 +205,9 @@ def main(argv: list[str] | None = None) -> int:
     if "commands" in only:
         report["commands"] = commands(args.rounds)
         for r in report["commands"]:
-            print(f"{r['command']:16} {r['s']:.3f} s (python alone {r['python_alone_s']:.3f} s; target <= {r['target_s']} s: {'met' if r['met'] else 'NOT met'})")
+            print(
+                f"{r['command']:16} {r['s']:.3f} s (python alone {r['python_alone_s']:.3f} s; target <= {r['target_s']} s: {'met' if r['met'] else 'NOT met'})"
+            )
     for model in models:
         if "gen" in only:
             for case in GEN_CASES:

@@ -20,6 +20,12 @@ KEYS = [
     "ff_share",
     "first_mask_ms",
     "peak_rss_mb",
+    "vocab_ms",
+    "kernel_ms",
+    "cold_mask_us",
+    "first_steps_us",
+    "warm_mask_us",
+    "ttft_ms",
 ]
 
 
@@ -40,6 +46,9 @@ def test_json_masks_only_has_exactly_the_contract_keys(run_cli):
     assert r["tokens_per_s"] is None and r["ff_share"] is None
     assert r["compile_ms"] > 0 and r["peak_rss_mb"] > 10
     assert r["first_mask_ms"] >= r["compile_ms"]
+    assert r["cold_mask_us"] == r["mask_us"] and set(r["warm_mask_us"]) == set(m)
+    assert len(r["first_steps_us"]) == 10 and max(r["first_steps_us"]) <= m["max"]
+    assert r["vocab_ms"] > 0 and r["kernel_ms"] >= 0 and r["ttft_ms"] is None
 
 
 @pytest.mark.model
@@ -52,6 +61,7 @@ def test_json_with_generation_reports_both_rates(run_cli):
     assert set(tps) == {"constrained", "unconstrained", "fast_forward"}
     assert tps["unconstrained"] > 0 and tps["constrained"] >= 0 and tps["fast_forward"] >= 0
     assert 0 <= r["ff_share"] <= 1
+    assert r["ttft_ms"] > 0
 
 
 @pytest.mark.model

@@ -69,16 +69,57 @@ def test_turned_off_the_walks_stay_with_numpy():
     assert "MINISTRUCT_NO_KERNEL" in done.stdout
 
 
-def test_short_runs_do_not_load_the_kernel():
-    """A fresh process walks with numpy until the walks have cost more than loading."""
+def test_short_runs_do_not_load_the_kernel_and_longer_ones_load_it_without_waiting():
+    """A fresh process walks with numpy until the walks have cost more than loading;
+    then the load runs on its own thread and walks go on with numpy until it is done."""
     code = (
         "from ministruct.engine import kernel\n"
-        "assert not kernel.wanted() and 'walk' not in kernel._state\n"
+        "assert not kernel.wanted() and 'walk' not in kernel._state and not kernel._loader\n"
         "kernel.spent(kernel.LOAD_AFTER_S)\n"
+        "assert not kernel.wanted() and kernel._loader\n"
+        "kernel._loader[0].join()\n"
         "assert kernel.wanted() and kernel._state['walk'] is not None\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.model
+def test_masks_are_the_same_when_the_kernel_arrives_mid_walk():
+    """A fresh process whose compiled walk loads in the background during a random walk
+    gives the same masks, step for step, as one that walks with numpy throughout."""
+    code = (
+        "import hashlib, sys\n"
+        "from ministruct.engine import kernel\n"
+        "from ministruct.decode.model import Model\n"
+        "from ministruct.diagnostics.bench import random_walk\n"
+        "from ministruct.engine.compile import compile_grammar\n"
+        "from ministruct.grammar.constraint import load_constraint\n"
+        "kernel.LOAD_AFTER_S = 0.0\n"
+        "vocab = Model.load(vocab_only=True).vocabulary\n"
+        "c = compile_grammar(load_constraint(schema='samples/conj.json').grammar, vocab, use_cache=False)\n"
+        "h = hashlib.sha256()\n"
+        "seen = []\n"
+        "def step(i, m):\n"
+        "    h.update(m.tobytes())\n"
+        "    if i in (0, 60):\n"
+        "        seen.append(kernel._state.get('walk') is not None)\n"
+        "    if i == 40 and kernel._loader:\n"
+        "        kernel._loader[0].join()\n"
+        "random_walk(c, 150, seed=3, on_step=step)\n"
+        "print(h.hexdigest(), *seen)\n"
+    )
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    runs = {}
+    for off in ("0", "1"):
+        env = dict(os.environ, MINISTRUCT_NO_KERNEL=off)
+        done = subprocess.run(
+            [sys.executable, "-c", code], cwd=repo, capture_output=True, text=True, timeout=300, env=env
+        )
+        assert done.returncode == 0, done.stderr
+        runs[off] = done.stdout.split()
+    assert runs["0"][1:] == ["False", "True"] and runs["1"][1:] == ["False", "False"]  # loaded mid-walk / never
+    assert runs["0"][0] == runs["1"][0]
 
 
 @contextmanager

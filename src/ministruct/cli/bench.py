@@ -26,13 +26,14 @@ from ministruct.cli import options as o
 from ministruct.cli.base import app, warn
 from ministruct.decode.loop import Decoder
 from ministruct.decode.model import Model
-from ministruct.diagnostics.bench import output_rate, peak_rss_mb, prepare_vocabulary, random_walk
+from ministruct.diagnostics.bench import first_token_ms, output_rate, peak_rss_mb, prepare_vocabulary, random_walk
 from ministruct.engine import kernel
 from ministruct.engine.compile import compile_grammar
 from ministruct.engine.matcher import Matcher
 from ministruct.jobs.job import GenerationJob
 
 DEFAULT_PROMPT = "Write a short answer."
+FIRST_STEPS = 10
 
 
 @app.command()
@@ -66,17 +67,20 @@ def bench(
         warn(w)
     llm = Model.load(run.model, vocab_only=no_generate)
     vocab = llm.vocabulary
-    prepare_vocabulary(vocab)
+    setup = prepare_vocabulary(vocab)
     t1 = time.perf_counter()
     compiled = compile_grammar(c.grammar, vocab, use_cache=not cold)
     compile_ms = parse_ms + (time.perf_counter() - t1) * 1000
     walk = random_walk(compiled, steps, seed=run.params.seed)
     if not cold:
         compiled.persist()
+    again = random_walk(compile_grammar(c.grammar, vocab, use_cache=not cold), steps, seed=run.params.seed)
     rates: dict[str, float] | None = None
     ff_share: float | None = None
+    ttft_ms: float | None = None
     if not no_generate:
         job = run.job(llm, c)
+        ttft_ms = first_token_ms(Decoder(job.model, job.prompt_tokens(prompt), Matcher(compiled), job.params))
         rates, ff_share = _rates(job, prompt, rounds, cold)
     report = {
         "v": 1,
@@ -90,6 +94,12 @@ def bench(
         "ff_share": ff_share,
         "first_mask_ms": round(compile_ms + walk.first_mask_us / 1000, 3),
         "peak_rss_mb": round(peak_rss_mb(), 1),
+        "vocab_ms": round(setup.vocab_s * 1000, 3),
+        "kernel_ms": round(setup.kernel_s * 1000, 3),
+        "cold_mask_us": walk.stats().to_dict(),
+        "first_steps_us": [round(x, 2) for x in walk.mask_us[:FIRST_STEPS]],
+        "warm_mask_us": again.stats().to_dict(),
+        "ttft_ms": None if ttft_ms is None else round(ttft_ms, 3),
     }
     llm.close()
     if as_json:
@@ -144,7 +154,15 @@ def _table(r: dict[str, Any], *, resets: int, cold: bool) -> None:
         f"mask, {r['steps']} steps ({resets} restarts)",
         f"mean {m['mean']:.1f} us  p50 {m['p50']:.1f}  p99 {m['p99']:.1f}  max {m['max']:.1f}",
     )
+    w = r["warm_mask_us"]
+    t.add_row(
+        "same walk, warm process",
+        f"mean {w['mean']:.1f} us  p50 {w['p50']:.1f}  p99 {w['p99']:.1f}  max {w['max']:.1f}",
+    )
     t.add_row("first mask ready", f"{r['first_mask_ms']:.1f} ms")
+    t.add_row("vocabulary, compiled walk", f"{r['vocab_ms']:.1f} ms, {r['kernel_ms']:.1f} ms (before the clock)")
+    if r["ttft_ms"] is not None:
+        t.add_row("first token", f"{r['ttft_ms']:.1f} ms (prefill, first mask, first draw)")
     t.add_row("trie walk", "compiled (numba)" if kernel.available() else f"numpy ({kernel.failure()})")
     tps = r["tokens_per_s"]
     if tps is None:

@@ -87,14 +87,27 @@ class Walk:
         return TimeStats.of(self.mask_us)
 
 
-def prepare_vocabulary(vocab: Vocabulary) -> float:
-    """Build (or load) the vocabulary's token trie, and load the compiled walk; seconds
-    spent. Done once per vocabulary (the walk once per process), like llguidance's
-    tokenizer construction, so it is kept out of compile times."""
+@dataclass(frozen=True)
+class Setup:
+    """Seconds spent building (or loading) a vocabulary's token trie, and loading the compiled walk."""
+
+    vocab_s: float
+    kernel_s: float
+
+    @property
+    def total_s(self) -> float:
+        return self.vocab_s + self.kernel_s
+
+
+def prepare_vocabulary(vocab: Vocabulary) -> Setup:
+    """Build (or load) the vocabulary's token trie, and load the compiled walk. Done once
+    per vocabulary (the walk once per process), like llguidance's tokenizer
+    construction, so it is kept out of compile times."""
     t0 = time.perf_counter()
     index_for(vocab)
+    t1 = time.perf_counter()
     kernel.available()
-    return time.perf_counter() - t0
+    return Setup(t1 - t0, time.perf_counter() - t1)
 
 
 def timed_compile(grammar: Grammar, vocab: Vocabulary, *, use_cache: bool = False) -> tuple[CompiledGrammar, float]:
@@ -239,6 +252,17 @@ def decode_rate(decoder: _Steps) -> tuple[float, int]:
     return (len(stamps) - 1) / (stamps[-1] - stamps[0]), len(stamps)
 
 
+def first_token_ms(decoder: _Steps) -> float:
+    """Milliseconds from the start of a generation to its first step (prefill, first
+    mask, first draw); the rest of the generation runs out untimed."""
+    t0 = time.perf_counter()
+    first = None
+    for _ in decoder.steps():
+        if first is None:
+            first = time.perf_counter()
+    return ((first if first is not None else time.perf_counter()) - t0) * 1000
+
+
 def output_rate(decoder: _Steps) -> tuple[float, int]:
     """(steps per second, steps) of one generation, from the start of its loop to its last
     step. Unlike `decode_rate` the first step's work counts too, so a batch that yields
@@ -257,10 +281,12 @@ __all__ = [
     "TimeStats",
     "Walk",
     "Companion",
+    "Setup",
     "prepare_vocabulary",
     "timed_compile",
     "random_walk",
     "peak_rss_mb",
     "decode_rate",
     "output_rate",
+    "first_token_ms",
 ]

@@ -9,10 +9,11 @@ from the blocked nodes, until nothing is blocked. Results are exactly walk.py's.
 
 Compiled code is cached on disk (numba's cache, under ministruct's cache folder), so
 only the first run on a machine pays the compilation (about 4 s). Loading it still
-costs a process about 0.25 s and 100 MB (numba and LLVM), which a short run would never
-win back: walks start with numpy, and the compiled walk is loaded once numpy walks have
-taken LOAD_AFTER_S in total (or at once by `available()`). Without numba, or with
-MINISTRUCT_NO_KERNEL=1, walks stay with numpy.
+costs a process 0.25-1 s and 100 MB (numba and LLVM), which a short run would never
+win back: walks start with numpy, and once numpy walks have taken LOAD_AFTER_S in total
+the compiled walk is loaded on a background thread while walks go on with numpy; they
+switch when it is ready (`available()` loads it at once, waiting). Without numba, or
+with MINISTRUCT_NO_KERNEL=1, walks stay with numpy.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ LOAD_AFTER_S = 0.2
 _lock = threading.Lock()
 _state: dict[str, Any] = {}
 _spent = [0.0]  # seconds of numpy walks so far in this process
+_loader: list[threading.Thread] = []  # the background load, once started
 
 
 def _cache_folder() -> str | None:
@@ -101,11 +103,35 @@ def available() -> bool:
 
 
 def wanted() -> bool:
-    """Should the next walk be compiled? Once loaded, yes; before, only when numpy walks
-    have already cost more than loading would (then it is loaded now)."""
+    """Should the next walk be compiled? Once loaded, yes; before, no (and once numpy walks
+    have cost more than loading would, the load starts in the background)."""
     if "walk" in _state:
         return _state["walk"] is not None
-    return _spent[0] >= LOAD_AFTER_S and available()
+    if _spent[0] >= LOAD_AFTER_S:
+        load_in_background()
+    return False
+
+
+def load_in_background() -> None:
+    """Start loading the compiled walk on a daemon thread, if not loaded or loading."""
+    if "walk" in _state or _loader:
+        return
+    with _lock:
+        if "walk" in _state or _loader:
+            return
+        thread = threading.Thread(target=kernel, name="ministruct-kernel-load", daemon=True)
+        _loader.append(thread)
+        thread.start()
+
+
+def _finish_loading() -> None:
+    """Wait for a background load (before a fork: a child must not inherit a half-done import)."""
+    if _loader and _loader[0].is_alive() and _loader[0] is not threading.current_thread():
+        _loader[0].join()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=_finish_loading)
 
 
 def spent(seconds: float) -> None:

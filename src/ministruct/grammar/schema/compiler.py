@@ -121,7 +121,6 @@ def _json_text(value: Any, ws: str, depth: int) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
-
 _JSON_TYPES = {
     "null": lambda v: v is None,
     "boolean": lambda v: isinstance(v, bool),
