@@ -138,6 +138,10 @@ def _median(xs: list[float]) -> float:
     return s[k] if len(s) % 2 else (s[k - 1] + s[k]) / 2
 
 
+def _stats(m: dict[str, float]) -> str:
+    return f"mean {m['mean']:.1f} us  p50 {m['p50']:.1f}  p99 {m['p99']:.1f}  max {m['max']:.1f}"
+
+
 def _table(r: dict[str, Any], *, resets: int, cold: bool) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -149,16 +153,8 @@ def _table(r: dict[str, Any], *, resets: int, cold: bool) -> None:
     t.add_row("model", f"{Path(r['model']).name} ({r['n_vocab']:,} tokens)")
     t.add_row("constraint", f"{con['kind']} {con['source'] if con['kind'] == 'grammar' else con['text'][:60]}")
     t.add_row("compile", f"{r['compile_ms']:.1f} ms ({'cold' if cold else 'warm'} cache)")
-    m = r["mask_us"]
-    t.add_row(
-        f"mask, {r['steps']} steps ({resets} restarts)",
-        f"mean {m['mean']:.1f} us  p50 {m['p50']:.1f}  p99 {m['p99']:.1f}  max {m['max']:.1f}",
-    )
-    w = r["warm_mask_us"]
-    t.add_row(
-        "same walk, warm process",
-        f"mean {w['mean']:.1f} us  p50 {w['p50']:.1f}  p99 {w['p99']:.1f}  max {w['max']:.1f}",
-    )
+    t.add_row(f"mask, {r['steps']} steps ({resets} restarts)", _stats(r["mask_us"]))
+    t.add_row("same walk, warm process", _stats(r["warm_mask_us"]))
     t.add_row("first mask ready", f"{r['first_mask_ms']:.1f} ms")
     t.add_row("vocabulary, compiled walk", f"{r['vocab_ms']:.1f} ms, {r['kernel_ms']:.1f} ms (before the clock)")
     if r["ttft_ms"] is not None:
