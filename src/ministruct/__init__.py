@@ -14,37 +14,88 @@ or a list of choices) is bound to a model's `Vocabulary` by `compile_grammar`; a
 (`Llama.create_completion(..., logits_processor=...)`).
 """
 
-from ministruct.check.instance import InstanceChecker
-from ministruct.decode.logits_processor import LogitsProcessor
-from ministruct.decode.loop import Decoder, Generation, Step, generate
-from ministruct.decode.model import Model
-from ministruct.decode.sampling import SamplingParams
-from ministruct.engine.compile import CompiledGrammar, compile_grammar
-from ministruct.engine.matcher import Matcher
-from ministruct.engine.vocab import Vocabulary
-from ministruct.errors import (
-    BudgetTooSmall,
-    CompileLimitError,
-    GrammarError,
-    GrammarSyntaxError,
-    InputError,
-    MinistructError,
-    ModelError,
-    NoLegalContinuation,
-    SchemaError,
-    TokenRejected,
-    UsageError,
-)
-from ministruct.grammar.constraint import Constraint, load_constraint
-from ministruct.grammar.ir import Grammar
-from ministruct.jobs.job import GenerationJob, GenResult
+import importlib
+from typing import TYPE_CHECKING, Any
 
-try:
-    from importlib.metadata import PackageNotFoundError, version
+if TYPE_CHECKING:
+    from ministruct.check.instance import InstanceChecker
+    from ministruct.decode.logits_processor import LogitsProcessor
+    from ministruct.decode.loop import Decoder, Generation, Step, generate
+    from ministruct.decode.model import Model
+    from ministruct.decode.sampling import SamplingParams
+    from ministruct.engine.compile import CompiledGrammar, compile_grammar
+    from ministruct.engine.matcher import Matcher
+    from ministruct.engine.vocab import Vocabulary
+    from ministruct.errors import (
+        BudgetTooSmall,
+        CompileLimitError,
+        GrammarError,
+        GrammarSyntaxError,
+        InputError,
+        MinistructError,
+        ModelError,
+        NoLegalContinuation,
+        SchemaError,
+        TokenRejected,
+        UsageError,
+    )
+    from ministruct.grammar.constraint import Constraint, load_constraint
+    from ministruct.grammar.ir import Grammar
+    from ministruct.jobs.job import GenerationJob, GenResult
 
-    __version__ = version("ministruct")
-except PackageNotFoundError:  # pragma: no cover - a source tree that was never installed
-    __version__ = "0+unknown"
+_EXPORTS = {
+    "BudgetTooSmall": "ministruct.errors",
+    "CompileLimitError": "ministruct.errors",
+    "CompiledGrammar": "ministruct.engine.compile",
+    "Constraint": "ministruct.grammar.constraint",
+    "Decoder": "ministruct.decode.loop",
+    "GenResult": "ministruct.jobs.job",
+    "Generation": "ministruct.decode.loop",
+    "GenerationJob": "ministruct.jobs.job",
+    "Grammar": "ministruct.grammar.ir",
+    "GrammarError": "ministruct.errors",
+    "GrammarSyntaxError": "ministruct.errors",
+    "InputError": "ministruct.errors",
+    "InstanceChecker": "ministruct.check.instance",
+    "LogitsProcessor": "ministruct.decode.logits_processor",
+    "Matcher": "ministruct.engine.matcher",
+    "MinistructError": "ministruct.errors",
+    "Model": "ministruct.decode.model",
+    "ModelError": "ministruct.errors",
+    "NoLegalContinuation": "ministruct.errors",
+    "SamplingParams": "ministruct.decode.sampling",
+    "SchemaError": "ministruct.errors",
+    "Step": "ministruct.decode.loop",
+    "TokenRejected": "ministruct.errors",
+    "UsageError": "ministruct.errors",
+    "Vocabulary": "ministruct.engine.vocab",
+    "compile_grammar": "ministruct.engine.compile",
+    "generate": "ministruct.decode.loop",
+    "load_constraint": "ministruct.grammar.constraint",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """The public names load on first use, so `python -m ministruct --help` or a `check`
+    does not import the whole library."""
+    if name == "__version__":
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            value = version("ministruct")
+        except PackageNotFoundError:  # pragma: no cover - a source tree that was never installed
+            value = "0+unknown"
+    elif name in _EXPORTS:
+        value = getattr(importlib.import_module(_EXPORTS[name]), name)
+    else:
+        raise AttributeError(f"module 'ministruct' has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
 
 __all__ = [
     "BudgetTooSmall",
