@@ -8,6 +8,9 @@ same context and threads, `create_completion` on the same prompt token ids, the 
 number of output tokens with every end-of-generation token banned, same sampling).
 The prompt ids and the token count come from one traced `gen` before the clock.
 
+Wall time and CPU time (user + system, from the kernel's accounting of the child) are
+both reported: on a loaded machine wall time swings, CPU time much less.
+
 commands: `check --schema` on one short text, `check --regex`, `--help`, beside
 `python -c pass` (the interpreter alone).
 
@@ -23,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -65,11 +69,24 @@ def _env() -> dict[str, str]:
     return env
 
 
+CPU: dict[tuple[str, ...], list[float]] = {}  # argv -> CPU seconds (user + system) of each run
+
+
 def timed(argv: list[str]) -> tuple[float, str]:
-    """Wall seconds of one whole process, and its stdout (CalledProcessError on failure)."""
+    """Wall seconds of one whole process, and its stdout (CalledProcessError on failure);
+    its CPU seconds go to CPU (steadier than wall time on a loaded machine)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     done = subprocess.run(argv, cwd=REPO, env=_env(), capture_output=True, text=True, check=True)
-    return time.perf_counter() - t0, done.stdout
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+    CPU.setdefault(tuple(argv), []).append(cpu)
+    return wall, done.stdout
+
+
+def cpu_median(argv: list[str]) -> float:
+    return round(statistics.median(CPU[tuple(argv)][1:] or CPU[tuple(argv)]), 3)  # the warm-up run left out
 
 
 def ministruct(*args: str) -> list[str]:
@@ -129,7 +146,8 @@ def gen_case(model: str, case: str, rounds: int) -> dict:
         "eog": sorted(vocab.eog_ids),
         "threads": max(1, (os.cpu_count() or 2) // 2),
     }
-    ours, ref, outs = alternate(ministruct("gen", *args), [PY, "-c", REFERENCE, path, json.dumps(spec)], rounds)
+    mine, theirs = ministruct("gen", *args), [PY, "-c", REFERENCE, path, json.dumps(spec)]
+    ours, ref, outs = alternate(mine, theirs, rounds)
     counts = sorted({json.loads(o)["n_tokens"] for o in outs})
     m_ours, m_ref = statistics.median(ours), statistics.median(ref)
     return {
@@ -141,6 +159,9 @@ def gen_case(model: str, case: str, rounds: int) -> dict:
         "ministruct_s": round(m_ours, 3),
         "llama_cpp_s": round(m_ref, 3),
         "ratio": round(m_ours / m_ref, 3),
+        "ministruct_cpu_s": cpu_median(mine),
+        "llama_cpp_cpu_s": cpu_median(theirs),
+        "cpu_ratio": round(cpu_median(mine) / cpu_median(theirs), 3),
         "target": TARGET_GEN,
         "met": m_ours / m_ref <= TARGET_GEN,
     }
@@ -162,6 +183,8 @@ def commands(rounds: int) -> list[dict]:
                 "command": name,
                 "s": round(m, 3),
                 "python_alone_s": round(statistics.median(ref), 3),
+                "cpu_s": cpu_median(argv),
+                "python_alone_cpu_s": cpu_median(bare),
                 "target_s": target,
                 "met": m <= target,
             }
@@ -206,7 +229,8 @@ def main(argv: list[str] | None = None) -> int:
         report["commands"] = commands(args.rounds)
         for r in report["commands"]:
             print(
-                f"{r['command']:16} {r['s']:.3f} s (python alone {r['python_alone_s']:.3f} s; target <= {r['target_s']} s: {'met' if r['met'] else 'NOT met'})"
+                f"{r['command']:16} {r['s']:.3f} s, CPU {r['cpu_s']:.3f} s (python alone {r['python_alone_s']:.3f} s, "
+                f"CPU {r['python_alone_cpu_s']:.3f} s; target <= {r['target_s']} s: {'met' if r['met'] else 'NOT met'})"
             )
     for model in models:
         if "gen" in only:
@@ -216,6 +240,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(
                     f"gen {model:8} {case:7} {r['ministruct_s']:.3f} s vs llama-cpp-python {r['llama_cpp_s']:.3f} s: "
                     f"{r['ratio']:.3f}x (target <= {TARGET_GEN}x: {'met' if r['met'] else 'NOT met'}); "
+                    f"CPU {r['ministruct_cpu_s']:.2f} s vs {r['llama_cpp_cpu_s']:.2f} s: {r['cpu_ratio']:.3f}x; "
                     f"{r['prompt_tokens']} prompt + {r['output_tokens']} output tokens"
                 )
         if "masks" in only:

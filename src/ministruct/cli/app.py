@@ -24,15 +24,34 @@ _ClickErr = tuple(m.ClickException for m in _CLICK)
 _Abort = tuple(getattr(m, "Abort") for m in _CLICK if hasattr(m, "Abort"))
 
 
-def _register() -> None:
-    from ministruct.cli import check, collapse, convert, gen  # noqa: F401  (each module adds its command to `app`)
+COMMANDS = ("check", "collapse", "convert", "gen")  # each module adds its command to `app`
+OPTIONAL_COMMANDS = ("inspect", "bench")
 
-    for optional in ("inspect", "bench"):
-        try:
-            __import__(f"{__package__}.{optional}")
-        except ModuleNotFoundError as e:
-            if e.name != f"{__package__}.{optional}":
-                raise
+
+def _register(argv: list[str] | None = None) -> None:
+    """Import the command modules: only the one the command line names, when it names
+    one (a `check` need not import what `gen` or `collapse` run on); else all, for the
+    command list and the error that names an unknown command."""
+    args = sys.argv[1:] if argv is None else argv
+    named = args[0] if args and args[0] in COMMANDS + OPTIONAL_COMMANDS else None
+    if named is not None and _load(named):
+        return
+    for name in COMMANDS:
+        _load(name)
+    for name in OPTIONAL_COMMANDS:
+        _load(name)
+
+
+def _load(name: str) -> bool:
+    """Import one command module; False when an optional one is not installed."""
+    module = f"{__package__}.{name}"
+    try:
+        __import__(module)
+    except ModuleNotFoundError as e:
+        if e.name != module or name not in OPTIONAL_COMMANDS:
+            raise
+        return False
+    return True
 
 
 def silence_stdout() -> None:
