@@ -190,14 +190,18 @@ class Model:
 
     def _cached_vocabulary(self) -> Vocabulary:
         """The vocabulary from the disk cache (keyed by the model file's path, size and
-        modification time, and this module's source), else built and saved."""
+        modification time, this module's source and the saved form's, engine/vocab.py),
+        else built and saved."""
         import hashlib
 
         from ministruct.engine import cache
+        from ministruct.engine import vocab as vocab_module
 
         st = self.path.stat()
         key = hashlib.sha256(
-            f"{self.path.resolve()}|{st.st_size}|{st.st_mtime_ns}|".encode() + Path(__file__).read_bytes()
+            f"{self.path.resolve()}|{st.st_size}|{st.st_mtime_ns}|".encode()
+            + Path(__file__).read_bytes()
+            + Path(vocab_module.__file__).read_bytes()
         ).hexdigest()[:32]
         entry = cache.load("vocab", key, mapped=False)
         if entry is not None:

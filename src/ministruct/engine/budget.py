@@ -34,13 +34,13 @@ NEED_CACHE_BYTES = 64 * 1024 * 1024
 
 
 def _one_byte_tokens(compiled: CompiledGrammar) -> np.ndarray:
-    """bool[256]: the bytes some ordinary one-byte token spells."""
+    """bool[256]: the bytes some ordinary one-byte token spells (the trie root's children
+    where a token ends)."""
+    trie = compiled.trie
     have = np.zeros(256, dtype=bool)
-    vocab = compiled.vocab
-    for t in vocab.text_ids.tolist():
-        data = vocab.tokens[t]
-        if len(data) == 1:
-            have[data[0]] = True
+    lo = int(trie.child_start[0])
+    kids = np.arange(lo, lo + int(trie.child_count[0]))
+    have[trie.node_byte[kids[trie.node_token[kids] >= 0]]] = True
     return have
 
 
@@ -50,27 +50,35 @@ def _literal_shortcuts(compiled: CompiledGrammar) -> list[tuple[int, int]]:
     A literal stretch is a chain of states with one single-byte edge each (how the
     automaton builds a literal, e.g. `","unit":"`); the longest token that spells a prefix
     of the chain takes one step over it, so the bound counts keys and punctuation about
-    as the tokenizer does instead of one token per byte."""
+    as the tokenizer does instead of one token per byte. The chain is followed down the
+    vocabulary's trie, so it stops where no token goes on."""
     a = compiled.automaton
-    vocab = compiled.vocab
-    tokens = {vocab.tokens[t] for t in vocab.text_ids.tolist()}
-    longest = max((len(t) for t in tokens), default=0)
+    trie = compiled.trie
+    child_start, child_count, node_byte, node_token = (
+        trie.child_start,
+        trie.child_count,
+        trie.node_byte,
+        trie.node_token,
+    )
     out: list[tuple[int, int]] = []
     for q in range(len(a.eps)):
-        chain, states, x = bytearray(), [q], q
-        while len(chain) < longest:
+        x, node, depth, best = q, 0, 0, None
+        while True:
             edges = a.byte_edges[x]
             if len(edges) != 1 or edges[0][0] != edges[0][1] or a.eps[x] or a.calls[x] or a.token_edges[x]:
                 break
             if x in a.final and x != q:
                 break
-            chain.append(edges[0][0])
-            x = edges[0][2]
-            states.append(x)
-        for k in range(len(chain), 1, -1):
-            if bytes(chain[:k]) in tokens:
-                out.append((q, states[k]))
+            lo, n = int(child_start[node]), int(child_count[node])
+            kids = node_byte[lo : lo + n]
+            i = int(np.searchsorted(kids, edges[0][0]))
+            if i == n or kids[i] != edges[0][0]:
                 break
+            node, x, depth = lo + i, edges[0][2], depth + 1
+            if depth >= 2 and node_token[node] >= 0:
+                best = x
+        if best is not None:
+            out.append((q, best))
     return out
 
 
