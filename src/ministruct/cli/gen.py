@@ -9,7 +9,6 @@ import typer
 
 from ministruct.cli import options as o
 from ministruct.cli.base import app, warn
-from ministruct.cli.gen_fleet import gen_on_fleet
 from ministruct.cli.progress import Progress
 from ministruct.decode.model import Model
 from ministruct.errors import UsageError
@@ -81,6 +80,8 @@ def gen(
     if fleet.requested():
         if resume is not None:
             raise UsageError("--resume is not supported with --server yet")
+        from ministruct.cli.gen_fleet import gen_on_fleet  # a local run need not import the fleet client
+
         raise typer.Exit(gen_on_fleet(fleet, c, run, g, think))
     fleet.refuse_without_server()
     raise typer.Exit(_gen_local(g, c, constraint, run, think))
