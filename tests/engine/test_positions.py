@@ -11,6 +11,7 @@ import json
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from json_replay import Replay  # tests/ is on sys.path (rootdir conftest)
 
 from ministruct.engine.automaton import Automaton, accepts, accepts_prefix
 from ministruct.engine.positions import END_POSITION, Position, PositionReader
@@ -32,7 +33,10 @@ MIXED = {
             "required": ["country", "region"],
         },
         "pair": {"type": "array", "prefixItems": [{"type": "integer"}, {"type": "string"}]},
-        "batches": {"type": "array", "items": {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}},
+        "batches": {
+            "type": "array",
+            "items": {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]},
+        },
     },
     "required": ["name", "category"],
 }
@@ -41,76 +45,6 @@ PREFIXED = {
     "type": "object",
     "properties": {"alpha": {"type": "integer"}, "alps": {"type": "string"}, "al": {"type": "boolean"}},
 }
-
-WS = " \t\n\r"
-
-
-class Replay:
-    """Per byte (pointer, part) of a JSON text, by recursive descent (no grammar)."""
-
-    def __init__(self, text: str, tuples: set[str]) -> None:
-        self.data = text.encode("utf-8")
-        self.i = 0
-        self.tags: list[tuple[str, str]] = []
-        self.tuples = tuples  # pointers of prefixItems arrays (items keep their index)
-
-    def tag(self, n: int, ptr: str, part: str) -> None:
-        self.tags += [(ptr, part)] * n
-        self.i += n
-
-    def ws(self, ptr: str) -> None:
-        while self.i < len(self.data) and chr(self.data[self.i]) in WS:
-            self.tag(1, ptr, "whitespace")
-
-    def string_len(self) -> int:
-        j = self.i + 1
-        while self.data[j] != ord('"'):
-            j += 2 if self.data[j] == ord("\\") else 1
-        return j + 1 - self.i
-
-    def value(self, ptr: str) -> None:
-        c = chr(self.data[self.i])
-        if c == "{":
-            self.tag(1, ptr, "structure")
-            self.ws(ptr)
-            while chr(self.data[self.i]) != "}":
-                if chr(self.data[self.i]) == ",":
-                    self.tag(1, ptr, "structure")
-                    self.ws(ptr)
-                n = self.string_len()
-                key = json.loads(self.data[self.i : self.i + n])
-                child = ptr + "/" + key.replace("~", "~0").replace("/", "~1")
-                self.tag(n, child, "key")
-                self.ws(child)
-                self.tag(1, child, "structure")  # the colon
-                self.ws(child)
-                self.value(child)
-                self.ws(ptr)
-            self.tag(1, ptr, "structure")
-        elif c == "[":
-            self.tag(1, ptr, "structure")
-            self.ws(ptr)
-            k = 0
-            while chr(self.data[self.i]) != "]":
-                if chr(self.data[self.i]) == ",":
-                    self.tag(1, ptr, "structure")
-                    self.ws(ptr)
-                self.value(f"{ptr}/{k if ptr in self.tuples else '*'}")
-                self.ws(ptr)
-                k += 1
-            self.tag(1, ptr, "structure")
-        elif c == '"':
-            self.tag(self.string_len(), ptr, "value")
-        else:
-            j = self.i
-            while j < len(self.data) and chr(self.data[j]) not in ",]} \t\n\r":
-                j += 1
-            self.tag(j - self.i, ptr, "value")
-
-    def run(self) -> list[tuple[str, str]]:
-        self.value("")
-        assert self.i == len(self.data)
-        return self.tags
 
 
 def reader_for(schema, **options) -> PositionReader:
@@ -184,9 +118,9 @@ def test_tags_equal_the_replay_with_whitespace(value, indent, sizes):
 
 @settings(max_examples=60, deadline=None)
 @given(
-    st.fixed_dictionaries(
-        {}, optional={"alpha": st.integers(0, 999), "alps": text_st, "al": st.booleans()}
-    ).map(lambda d: {k: d[k] for k in ("alpha", "alps", "al") if k in d}),
+    st.fixed_dictionaries({}, optional={"alpha": st.integers(0, 999), "alps": text_st, "al": st.booleans()}).map(
+        lambda d: {k: d[k] for k in ("alpha", "alps", "al") if k in d}
+    ),
     st.lists(st.integers(1, 6), min_size=1, max_size=20),
 )
 def test_keys_sharing_a_prefix_are_told_apart_by_the_rest_of_the_output(value, sizes):
@@ -194,12 +128,21 @@ def test_keys_sharing_a_prefix_are_told_apart_by_the_rest_of_the_output(value, s
 
 
 def test_escapes_and_spanning_tokens_on_a_hand_made_case():
-    value = {"name": 'say "hi"\\ \u00e9\u20ac', "category": "grain", "tags": ["a\nb"], "origin": {"country": "", "region": "x"}}
+    value = {
+        "name": 'say "hi"\\ \u00e9\u20ac',
+        "category": "grain",
+        "tags": ["a\nb"],
+        "origin": {"country": "", "region": "x"},
+    }
     text = json.dumps(value, separators=(",", ":"), ensure_ascii=True)
     # tokens of 3 bytes: '{"n', 'ame', '":"', ... span key, structure and value
     assert check(MIXED_READER, text, [3] * 100, {"/pair"}) > 5
     runs = MIXED_READER.of_tokens([b'{"name', b'":"', b"s"])
-    assert runs[1] == [(Position("/name", "key"), 1), (Position("/name", "structure"), 1), (Position("/name", "value"), 1)]
+    assert runs[1] == [
+        (Position("/name", "key"), 1),
+        (Position("/name", "structure"), 1),
+        (Position("/name", "value"), 1),
+    ]
 
 
 def test_a_token_without_bytes_is_the_end():

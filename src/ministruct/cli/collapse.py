@@ -184,15 +184,14 @@ def _study(
             seen[0] = done
 
         result = runner.run(on_done)
-    schemas = {s.name: s.schema for s in spec.schemas}
-    settings = {"study_file": study, "free_control": spec.free_control}
-    for path in StudyReport(result, schemas, settings).write(report_dir):
+    for path in StudyReport(result, spec).write(report_dir):
         print(f"ministruct: wrote {path}", file=sys.stderr)
     if result.report.incomplete:
         warn(
             f"{result.report.incomplete} of {len(result.report.generations)} generations did not complete "
             f"(cut off by max_tokens {spec.max_tokens} or no legal continuation); their steps are counted"
         )
+        raise typer.Exit(1)
 
 
 def _floats(text: str, flag: str) -> tuple[float, ...]:

@@ -146,7 +146,9 @@ def free_control(runs: Sequence, schemas: dict[str, Any]) -> list[dict]:
         row = {"schema": schema, "n": len(sub)}
         for k in ("parsed", "fenced", "valid"):
             row[k] = sum(x[k] for x in verdicts)
-        row["distinct_outputs"] = sum(len({r.output for r in sub if r.prompt_index == pi}) for pi in {r.prompt_index for r in sub})
+        row["distinct_outputs"] = sum(
+            len({r.output for r in sub if r.prompt_index == pi}) for pi in {r.prompt_index for r in sub}
+        )
         rows.append(row)
         totals.update({k: row[k] for k in ("n", "parsed", "fenced", "valid", "distinct_outputs")})
     if rows:

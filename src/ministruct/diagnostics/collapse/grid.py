@@ -164,7 +164,9 @@ class GenerationGrid:
             "collapsed": [_bits(r) for r in self.collapsed],
             "nucleus_changed": [_bits(r) for r in self.nucleus_changed],
             "order_empty": None if self.order_empty is None else _bits(self.order_empty),
-            "order_tv": None if self.order_tv is None else [None if math.isnan(x) else x for x in self.order_tv.tolist()],
+            "order_tv": None
+            if self.order_tv is None
+            else [None if math.isnan(x) else x for x in self.order_tv.tolist()],
             "positions": self.positions,
             "nucleus_raw": None if self.nucleus_raw is None else self.nucleus_raw.tolist(),
             "nucleus_masked": None if self.nucleus_masked is None else self.nucleus_masked.tolist(),

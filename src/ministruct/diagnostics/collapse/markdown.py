@@ -14,6 +14,7 @@ from ministruct.diagnostics.collapse.breakdown import order_rows, position_rows
 from ministruct.diagnostics.collapse.diversity import diversity, free_control
 from ministruct.diagnostics.collapse.report import ALL
 from ministruct.diagnostics.collapse.runner import StudyResult
+from ministruct.diagnostics.collapse.studyfile import StudySpec
 from ministruct.errors import OutputError
 
 # The seed experiment's numbers (diagnostics.md and issue 26): (what, value, model).
@@ -61,11 +62,11 @@ def _per_gen(g: dict) -> str:
 class StudyReport:
     """Every number of a finished study, and its report folder."""
 
-    def __init__(self, result: StudyResult, schemas: dict[str, Any], settings: dict) -> None:
+    def __init__(self, result: StudyResult, spec: StudySpec) -> None:
         self.result = result
         self.report = result.report
-        self.schemas = schemas
-        self.settings = settings
+        self.schemas = schemas = {s.name: s.schema for s in spec.schemas}
+        self.settings = {"study_file": spec.path, "free_control": spec.free_control}
         col = self.report.reference_column
         gens = self.report.generations
         self.positions = position_rows(gens, col)
@@ -87,46 +88,43 @@ class StudyReport:
         )
         return base
 
-    def ours(self) -> list[tuple[str, str]]:
-        """Our numbers on the published rows, in the same order."""
+    def ours(self) -> list[str]:
+        """Our numbers on the published rows (PUBLISHED), in the same order."""
         ref = {(c["schema"], c["condition"]): c for c in self.report.reference_cells()}
-        paired = {r["schema"]: r for r in self.report.paired()}
         shown, withheld = ref.get((ALL, "shown")), ref.get((ALL, "withheld"))
-        both = ref.get((ALL, "withheld")) or ref.get((ALL, "shown"))
+        p = next((r for r in self.report.paired() if r["schema"] == ALL), None)
+        free = next((r for r in self.free if r["schema"] == ALL), None)
 
         def pooled(c: dict | None) -> str:
             return "n/a" if c is None else f"{c['collapsed']} of {c['free_steps']} ({_fmt(c['pooled_rate'], '%')})"
 
-        per_schema = [
-            (c["pooled_rate"], s) for (s, cond), c in ref.items() if s != ALL and cond == "shown" and c["pooled_rate"] is not None
-        ]
+        def changed(c: dict | None) -> str:
+            if c is None:
+                return "n/a"
+            share = c["nucleus_changed"] / c["free_steps"] if c["free_steps"] else None
+            return f"{c['nucleus_changed']} of {c['free_steps']} ({_fmt(share, '%')})"
+
+        rates = sorted(
+            (c["pooled_rate"], s)
+            for (s, cond), c in ref.items()
+            if s != ALL and cond == "shown" and c["pooled_rate"] is not None
+        )
         span = (
-            f"{_fmt(min(per_schema)[0], '%')} ({min(per_schema)[1]}) to {_fmt(max(per_schema)[0], '%')} ({max(per_schema)[1]})"
-            if per_schema
+            f"{_fmt(rates[0][0], '%')} ({rates[0][1]}) to {_fmt(rates[-1][0], '%')} ({rates[-1][1]})"
+            if rates
             else "n/a"
         )
-        p = paired.get(ALL)
-        free = next((r for r in self.free if r["schema"] == ALL), None)
+        pearson = ", ".join(f"{_fmt(c['pearson_Z_collapsed'], 'r')} ({c['condition']})" for c in (shown, withheld) if c)
         return [
-            ("", pooled(shown)),
-            ("", "n/a" if shown is None else _per_gen(shown["per_generation"])),
-            ("", "n/a" if shown is None else f"{shown['nucleus_changed']} of {shown['free_steps']}"),
-            ("", "n/a" if p is None else f"{_fmt(p['mean_Z_shown'], 'z')} -> {_fmt(p['mean_Z_withheld'], 'z')}"),
-            (
-                "",
-                "n/a"
-                if withheld is None
-                else f"{withheld['nucleus_changed']} of {withheld['free_steps']} "
-                f"({_fmt(withheld['nucleus_changed'] / withheld['free_steps'] if withheld['free_steps'] else None, '%')})"
-                f" / {withheld['top_changed']}",
-            ),
-            ("", "n/a" if both is None else f"{_fmt(both['pooled_rate'], '%')} ({both['condition']}); {both['nucleus_changed']} of {both['free_steps']} changed"),
-            (
-                "",
-                ", ".join(f"{_fmt(c['pearson_Z_collapsed'], 'r')} ({c['condition']})" for c in (shown, withheld) if c) or "n/a",
-            ),
-            ("", span),
-            ("", "n/a" if free is None else f"{free['parsed']} of {free['n']} (valid: {free['valid']})"),
+            pooled(shown),
+            "n/a" if shown is None else _per_gen(shown["per_generation"]),
+            "n/a" if shown is None else f"{shown['nucleus_changed']} of {shown['free_steps']}",
+            "n/a" if p is None else f"{_fmt(p['mean_Z_shown'], 'z')} -> {_fmt(p['mean_Z_withheld'], 'z')}",
+            "n/a" if withheld is None else f"{changed(withheld)} / {withheld['top_changed']}",
+            "n/a" if shown is None else f"{_fmt(shown['pooled_rate'], '%')} (shown); {changed(shown)} changed",
+            pearson or "n/a",
+            span,
+            "n/a" if free is None else f"{free['parsed']} of {free['n']} (valid: {free['valid']})",
         ]
 
     def markdown(self, figure_names: dict[str, str]) -> str:
@@ -161,7 +159,7 @@ class StudyReport:
         out.append(
             table(
                 ["", "published", "model", f"ours ({info.get('model')})"],
-                [(what, val, model, o[1]) for (what, val, model), o in zip(PUBLISHED, ours)],
+                [(what, val, model, o) for (what, val, model), o in zip(PUBLISHED, ours)],
             )
         )
         out.append("\n## At the reference setting, per schema\n\n")
@@ -195,7 +193,17 @@ class StudyReport:
             out.append("\n## Schema shown vs withheld, paired by prompt and seed\n\n")
             out.append(
                 table(
-                    ["schema", "pairs", "Z shown", "Z withheld", "mean paired drop", "collapse shown", "collapse withheld", "nucl s/w", "top s/w"],
+                    [
+                        "schema",
+                        "pairs",
+                        "Z shown",
+                        "Z withheld",
+                        "mean paired drop",
+                        "collapse shown",
+                        "collapse withheld",
+                        "nucl s/w",
+                        "top s/w",
+                    ],
                     [
                         (
                             p["schema"],
@@ -215,7 +223,9 @@ class StudyReport:
         self._figure(out, figure_names, "fig1", "Figure 1: free-choice vs constrained nucleus sizes")
         out.append("\n## Figure 2: the collapse rate over the grid\n\n")
         for cond in r.conditions():
-            cells = {(c["temperature"], c["top_p"]): c for c in r.cells() if c["schema"] == ALL and c["condition"] == cond}
+            cells = {
+                (c["temperature"], c["top_p"]): c for c in r.cells() if c["schema"] == ALL and c["condition"] == cond
+            }
             out.append(f"\nAll schemas, schema {cond} (pooled rate; rows T, columns top_p):\n\n")
             out.append(
                 table(
@@ -238,7 +248,16 @@ class StudyReport:
             table(
                 ["schema", "cond", "part", "free", "collapsed", "pooled", "mean Z", "spanning"],
                 [
-                    (x["schema"], x["condition"], x["position"], x["free_steps"], x["collapsed"], _fmt(x["pooled_rate"], "%"), _fmt(x["mean_Z"], "z"), x["spanning"])
+                    (
+                        x["schema"],
+                        x["condition"],
+                        x["position"],
+                        x["free_steps"],
+                        x["collapsed"],
+                        _fmt(x["pooled_rate"], "%"),
+                        _fmt(x["mean_Z"], "z"),
+                        x["spanning"],
+                    )
                     for x in self.parts
                 ],
             )
@@ -249,7 +268,16 @@ class StudyReport:
             table(
                 ["schema", "cond", "position", "free", "collapsed", "pooled", "mean Z", "spanning"],
                 [
-                    (x["schema"], x["condition"], f"`{x['position']}`", x["free_steps"], x["collapsed"], _fmt(x["pooled_rate"], "%"), _fmt(x["mean_Z"], "z"), x["spanning"])
+                    (
+                        x["schema"],
+                        x["condition"],
+                        f"`{x['position']}`",
+                        x["free_steps"],
+                        x["collapsed"],
+                        _fmt(x["pooled_rate"], "%"),
+                        _fmt(x["mean_Z"], "z"),
+                        x["spanning"],
+                    )
                     for x in self.positions
                     if x["schema"] != ALL
                 ],
@@ -280,7 +308,10 @@ class StudyReport:
             out.append(
                 table(
                     ["schema", "n", "parsed", "fenced", "valid", "distinct outputs"],
-                    [(f["schema"], f["n"], f["parsed"], f["fenced"], f["valid"], f["distinct_outputs"]) for f in self.free],
+                    [
+                        (f["schema"], f["n"], f["parsed"], f["fenced"], f["valid"], f["distinct_outputs"])
+                        for f in self.free
+                    ],
                 )
             )
         self._figure(out, figure_names, "diversity", "")
@@ -296,7 +327,17 @@ class StudyReport:
             table(
                 ["schema", "cond", "free", "empty", "empty share", "mean TV", "max TV", "differ", "empty (all steps)"],
                 [
-                    (o["schema"], o["condition"], o["free_steps"], o["empty"], _fmt(o["empty_rate"], "%"), _fmt(o["mean_tv"], "z"), _fmt(o["max_tv"], "z"), o["differ"], f"{o['empty_all']} of {o['steps_all']}")
+                    (
+                        o["schema"],
+                        o["condition"],
+                        o["free_steps"],
+                        o["empty"],
+                        _fmt(o["empty_rate"], "%"),
+                        _fmt(o["mean_tv"], "z"),
+                        _fmt(o["max_tv"], "z"),
+                        o["differ"],
+                        f"{o['empty_all']} of {o['steps_all']}",
+                    )
                     for o in self.order
                 ],
             )
@@ -307,7 +348,16 @@ class StudyReport:
             table(
                 ["schema", "prompt", "cond", "seed", "steps", "free", "stop", "output"],
                 [
-                    (g.schema, g.prompt_index + 1, g.condition, g.seed, g.n_steps, g.n_free, g.stop_reason, "`" + g.output.replace("`", "'").replace("|", "\\|").replace("\n", " ")[:120] + "`")
+                    (
+                        g.schema,
+                        g.prompt_index + 1,
+                        g.condition,
+                        g.seed,
+                        g.n_steps,
+                        g.n_free,
+                        g.stop_reason,
+                        "`" + g.output.replace("`", "'").replace("|", "\\|").replace("\n", " ")[:120] + "`",
+                    )
                     for g in gens
                 ],
             )

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Callable
 from ministruct.decode.sampling import SamplingParams
 from ministruct.diagnostics.collapse.grid import GenerationGrid, Grid, StudySettings
 from ministruct.diagnostics.collapse.report import CollapseReport
-from ministruct.diagnostics.collapse.study import CollapseStudy, FreeRun, Unit
+from ministruct.diagnostics.collapse.study import CollapseStudy, FreeRun
 from ministruct.diagnostics.collapse.studyfile import StudySpec
 from ministruct.errors import InputError, OutputError, UsageError
 from ministruct.grammar.constraint import Constraint
@@ -173,7 +173,11 @@ class StudyRun:
                         state = self.study.run_free(unit).to_state()
                     else:
                         state = self.study.run_one(unit).to_state()
-                    rec = {"type": "free" if unit.condition == "free" else "generation", "key": unit.key, "state": state}
+                    rec = {
+                        "type": "free" if unit.condition == "free" else "generation",
+                        "key": unit.key,
+                        "state": state,
+                    }
                     self._write(f, rec)
                     done[unit.key] = rec
                     ran += 1

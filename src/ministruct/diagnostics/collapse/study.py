@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 
 import numpy as np
 
+from ministruct.decode.loop import Decoder
 from ministruct.decode.sampling import SamplingParams
 from ministruct.diagnostics.collapse.grid import (
     GenerationGrid,
@@ -45,7 +46,6 @@ from ministruct.diagnostics.collapse.order import compare_orders
 from ministruct.diagnostics.collapse.report import CollapseReport
 from ministruct.diagnostics.stats import FREE, StepRecord, StepStats
 from ministruct.errors import UsageError
-from ministruct.decode.loop import Decoder
 from ministruct.jobs.job import GenerationJob, user_message
 
 THINK_ARM = "+think"
@@ -68,14 +68,24 @@ class GridRecorder:
     def __init__(self, cells: Sequence[tuple[float, float]], primary: int = 0) -> None:
         self.cells = list(cells)
         self.primary = primary
-        self._stats = [StepStats(SamplingParams(temperature=t, top_p=p)) for t, p in self.cells]
+        # one StepStats per temperature, evaluating all of its top_p cells at once
+        by_t: dict[float, list[int]] = {}
+        for i, (t, _) in enumerate(self.cells):
+            by_t.setdefault(t, []).append(i)
+        self._by_t = [
+            (StepStats(SamplingParams(temperature=t)), idx, [self.cells[i][1] for i in idx]) for t, idx in by_t.items()
+        ]
         self._rows: list[tuple[float, bool, bool, list[bool], list[bool], int, int]] = []
         self._order: list[tuple[bool, float]] = []
         self.pieces: list[bytes] = []
 
     def add_step(self, step: "Step") -> None:
         """Evaluate one decoder Step's captured logits and mask at every cell."""
-        self.add_records([s.compute(step.logits, step.mask, step=step.index) for s in self._stats])
+        records: list = [None] * len(self.cells)
+        for stats, idx, top_ps in self._by_t:
+            for i, r in zip(idx, stats.compute_top_ps(step.logits, step.mask, top_ps, step=step.index)):
+                records[i] = r
+        self.add_records(records)
         self.pieces.append(step.token)
         if step.mask is not None:
             t, p = self.cells[self.primary]
@@ -171,7 +181,9 @@ class CollapseStudy:
     ) -> None:
         if not constraints:
             raise UsageError("the collapse study needs a constraint", parameter="schema")
-        self.prompts_of = [list(p) for p in prompts_of] if prompts_of is not None else [list(prompts)] * len(constraints)
+        self.prompts_of = (
+            [list(p) for p in prompts_of] if prompts_of is not None else [list(prompts)] * len(constraints)
+        )
         if len(self.prompts_of) != len(constraints) or not all(self.prompts_of):
             raise UsageError("the collapse study needs a prompt", parameter="prompt")
         self.model = model

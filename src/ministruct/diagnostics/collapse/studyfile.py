@@ -31,10 +31,11 @@ A mistake is an InputError naming the file and the key (`schemas[2].prompts`).
 from __future__ import annotations
 
 import json
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import tomllib
 
 from ministruct.diagnostics.collapse.grid import CONDITIONS, DEFAULT_TEMPERATURES, DEFAULT_TOP_PS, REFERENCE
 from ministruct.errors import InputError
