@@ -97,6 +97,20 @@ def paired_figure(report: CollapseReport, out: Path) -> Path | None:
     return _save(fig, out / "fig3_paired.png")
 
 
+def _schema_bars(ax, schemas: list[str], conds: list[str], value, ylabel: str, title: str) -> None:
+    """Bars per schema, one per condition; `value(schema, cond)` gives the height (or None)."""
+    width = 0.8 / len(conds)
+    x = np.arange(len(schemas))
+    for k, cond in enumerate(conds):
+        vals = [value(s, cond) for s in schemas]
+        ax.bar(x + k * width, [np.nan if v is None else v for v in vals], width, label=cond)
+    ax.set_xticks(x + width * (len(conds) - 1) / 2, [Path(s).stem for s in schemas], rotation=25, ha="right")
+    ax.set_ylim(0, 1)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+
+
 def position_figure(report: CollapseReport, part_rows: Sequence[dict], out: Path) -> Path | None:
     """Figure 4: the collapse rate by schema (bars per condition) and by grammar part."""
     plt = _plt()
@@ -107,15 +121,14 @@ def position_figure(report: CollapseReport, part_rows: Sequence[dict], out: Path
         return None
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.2), constrained_layout=True)
     width = 0.8 / len(conds)
-    x = np.arange(len(schemas))
-    for k, cond in enumerate(conds):
-        vals = [(ref.get((s, cond)) or {}).get("pooled_rate") for s in schemas]
-        axes[0].bar(x + k * width, [np.nan if v is None else v for v in vals], width, label=cond)
-    axes[0].set_xticks(x + width * (len(conds) - 1) / 2, [Path(s).stem for s in schemas], rotation=25, ha="right")
-    axes[0].set_ylim(0, 1)
-    axes[0].set_ylabel("pooled collapse rate")
-    axes[0].set_title("by schema (reference setting)")
-    axes[0].legend(fontsize=8)
+    _schema_bars(
+        axes[0],
+        schemas,
+        conds,
+        lambda s, c: (ref.get((s, c)) or {}).get("pooled_rate"),
+        "pooled collapse rate",
+        "by schema (reference setting)",
+    )
     parts = [p for p in ("key", "value", "structure", "whitespace") if any(r["position"] == p for r in part_rows)]
     if parts:
         xp = np.arange(len(parts))
@@ -172,18 +185,16 @@ def order_figure(report: CollapseReport, order_rows: Sequence[dict], out: Path) 
     plt = _plt()
     schemas = list(dict.fromkeys(r["schema"] for r in rows))
     conds = list(dict.fromkeys(r["condition"] for r in rows))
-    width = 0.8 / len(conds)
-    x = np.arange(len(schemas))
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.2), constrained_layout=True)
-    for k, cond in enumerate(conds):
-        by = {r["schema"]: r for r in rows if r["condition"] == cond}
-        vals = [(by.get(s) or {}).get("empty_rate") for s in schemas]
-        axes[0].bar(x + k * width, [np.nan if v is None else v for v in vals], width, label=cond)
-    axes[0].set_xticks(x + width * (len(conds) - 1) / 2, [Path(s).stem for s in schemas], rotation=25, ha="right")
-    axes[0].set_ylim(0, 1)
-    axes[0].set_ylabel("share of free steps")
-    axes[0].set_title("truncation first: no legal token in the nucleus")
-    axes[0].legend(fontsize=8)
+    by = {(r["schema"], r["condition"]): r for r in rows}
+    _schema_bars(
+        axes[0],
+        schemas,
+        conds,
+        lambda s, c: (by.get((s, c)) or {}).get("empty_rate"),
+        "share of free steps",
+        "truncation first: no legal token in the nucleus",
+    )
     for cond in conds:
         tv = [
             x

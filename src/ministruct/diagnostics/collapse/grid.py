@@ -150,13 +150,7 @@ class GenerationGrid:
     def to_state(self) -> dict:
         """Everything, as JSON-ready values (from_state gives back an equal generation)."""
         return {
-            "schema": self.schema,
-            "prompt": self.prompt,
-            "prompt_index": self.prompt_index,
-            "condition": self.condition,
-            "seed": self.seed,
-            "complete": self.complete,
-            "stop_reason": self.stop_reason,
+            **self._identity(),
             "output": self.output,
             "Z": self.Z.tolist(),
             "free": _bits(self.free),
@@ -219,8 +213,8 @@ class GenerationGrid:
         z = self.Z[self.free]
         return math.fsum(z.tolist()) / z.shape[0] if z.shape[0] else None
 
-    def to_record(self, ref: int) -> dict:
-        """The report's `generations` row; `collapsed` counts free steps collapsed at column `ref`."""
+    def _identity(self) -> dict:
+        """Which generation this is, and how it ended."""
         return {
             "schema": self.schema,
             "prompt": self.prompt,
@@ -229,6 +223,12 @@ class GenerationGrid:
             "seed": self.seed,
             "complete": self.complete,
             "stop_reason": self.stop_reason,
+        }
+
+    def to_record(self, ref: int) -> dict:
+        """The report's `generations` row; `collapsed` counts free steps collapsed at column `ref`."""
+        return {
+            **self._identity(),
             "n_steps": self.n_steps,
             "n_free": self.n_free,
             "n_forced": self.n_steps - self.n_free,

@@ -59,6 +59,26 @@ def _per_gen(g: dict) -> str:
     return f"{100 * g['mean']:.1f}%{sd}, {100 * g['min']:.0f}-{100 * g['max']:.0f}%"
 
 
+def _position_table(rows: Sequence[dict], what: str) -> str:
+    """Collapse per schema x condition x position (or part)."""
+    return table(
+        ["schema", "cond", what, "free", "collapsed", "pooled", "mean Z", "spanning"],
+        [
+            (
+                x["schema"],
+                x["condition"],
+                f"`{x['position']}`",
+                x["free_steps"],
+                x["collapsed"],
+                _fmt(x["pooled_rate"], "%"),
+                _fmt(x["mean_Z"], "z"),
+                x["spanning"],
+            )
+            for x in rows
+        ],
+    )
+
+
 class StudyReport:
     """Every number of a finished study, and its report folder."""
 
@@ -244,45 +264,10 @@ class StudyReport:
             "value being generated (array items as `*`) and the part. A step counts at the position of its "
             "token's first byte; `spanning`: tokens whose bytes reach more than one position.\n\n"
         )
-        out.append(
-            table(
-                ["schema", "cond", "part", "free", "collapsed", "pooled", "mean Z", "spanning"],
-                [
-                    (
-                        x["schema"],
-                        x["condition"],
-                        x["position"],
-                        x["free_steps"],
-                        x["collapsed"],
-                        _fmt(x["pooled_rate"], "%"),
-                        _fmt(x["mean_Z"], "z"),
-                        x["spanning"],
-                    )
-                    for x in self.parts
-                ],
-            )
-        )
+        out.append(_position_table(self.parts, "part"))
         self._figure(out, figure_names, "fig4", "")
         out.append("\nPer schema x position:\n\n")
-        out.append(
-            table(
-                ["schema", "cond", "position", "free", "collapsed", "pooled", "mean Z", "spanning"],
-                [
-                    (
-                        x["schema"],
-                        x["condition"],
-                        f"`{x['position']}`",
-                        x["free_steps"],
-                        x["collapsed"],
-                        _fmt(x["pooled_rate"], "%"),
-                        _fmt(x["mean_Z"], "z"),
-                        x["spanning"],
-                    )
-                    for x in self.positions
-                    if x["schema"] != ALL
-                ],
-            )
-        )
+        out.append(_position_table([x for x in self.positions if x["schema"] != ALL], "position"))
         out.append("\n## Whole-output diversity over the seeds of one prompt\n\n")
         out.append(
             "Per field: distinct values over the seeds and the entropy of their distribution (bits; an output "
