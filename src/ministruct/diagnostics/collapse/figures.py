@@ -147,8 +147,9 @@ def position_figure(report: CollapseReport, part_rows: Sequence[dict], out: Path
 
 
 def diversity_figure(div_rows: Sequence[dict], free_rows: Sequence[dict], out: Path) -> Path | None:
-    """Distinct outputs per prompt (share of seeds) per schema and condition, and the
-    free control's valid share."""
+    """Left: distinct outputs per prompt (share of seeds) per schema and condition, and
+    the free control's valid share. Right: each field's entropy over the seeds (bits),
+    averaged over the fields and prompts of a schema."""
     if not div_rows:
         return None
     plt = _plt()
@@ -157,22 +158,31 @@ def diversity_figure(div_rows: Sequence[dict], free_rows: Sequence[dict], out: P
     series = [*conds, "free control (valid)"] if free_rows else conds
     width = 0.8 / len(series)
     x = np.arange(len(schemas))
-    fig, ax = plt.subplots(figsize=(10, 4), constrained_layout=True)
+    fig, axes = plt.subplots(1, 2, figsize=(13, 4.2), constrained_layout=True)
+    top_bits = 1.0
     for k, cond in enumerate(conds):
-        vals = []
+        share, bits = [], []
         for s in schemas:
             rows = [r for r in div_rows if r["schema"] == s and r["condition"] == cond]
             n = sum(r["n"] for r in rows)
-            vals.append(sum(r["distinct_outputs"] for r in rows) / n if n else np.nan)
-        ax.bar(x + k * width, vals, width, label=f"{cond}: distinct outputs / generations")
+            share.append(sum(r["distinct_outputs"] for r in rows) / n if n else np.nan)
+            h = [f["entropy_bits"] for r in rows for f in r["fields"]]
+            bits.append(float(np.mean(h)) if h else np.nan)
+        axes[0].bar(x + k * width, share, width, label=f"{cond}: distinct outputs / generations")
+        axes[1].bar(x + k * width, bits, width, label=cond)
+        top_bits = max([top_bits, *[b * 1.1 for b in bits if b == b]])
     if free_rows:
         by = {r["schema"]: r for r in free_rows}
         vals = [(by[s]["valid"] / by[s]["n"]) if s in by and by[s]["n"] else np.nan for s in schemas]
-        ax.bar(x + len(conds) * width, vals, width, label="free control: valid JSON share", color="0.5")
-    ax.set_xticks(x + width * (len(series) - 1) / 2, [Path(s).stem for s in schemas], rotation=25, ha="right")
-    ax.set_ylim(0, 1.05)
-    ax.set_title("whole-output diversity over seeds, per prompt")
-    ax.legend(fontsize=8)
+        axes[0].bar(x + len(conds) * width, vals, width, label="free control: valid JSON share", color="0.5")
+    for ax in axes:
+        ax.set_xticks(x + width * (len(series) - 1) / 2, [Path(s).stem for s in schemas], rotation=25, ha="right")
+        ax.legend(fontsize=8)
+    axes[0].set_ylim(0, 1.05)
+    axes[0].set_title("whole-output diversity over seeds, per prompt")
+    axes[1].set_ylim(0, top_bits)
+    axes[1].set_ylabel("bits")
+    axes[1].set_title("mean per-field entropy over seeds (invalid output = one value)")
     return _save(fig, out / "diversity.png")
 
 
