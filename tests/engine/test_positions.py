@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from json_replay import Replay  # tests/ is on sys.path (rootdir conftest)
@@ -177,3 +179,23 @@ def test_marks_leave_the_language_unchanged(value, cut_at):
 def test_without_marks_the_grammar_is_as_before():
     assert schema_to_grammar(MIXED).to_gbnf() == schema_to_grammar(MIXED, marks=False).to_gbnf()
     assert "member" not in schema_to_grammar(MIXED).to_gbnf()
+
+
+@pytest.mark.model
+def test_marked_and_plain_grammars_give_the_same_masks(model):
+    """The kept frames change the configurations, never the legal sets."""
+    from ministruct.engine.compile import compile_grammar
+    from ministruct.engine.matcher import Matcher
+
+    vocab = model.vocabulary
+    value = {"name": 'a "b"', "category": "grain", "tags": ["x", "y"], "origin": {"country": "FR", "region": "N"}}
+    text = json.dumps(value, separators=(",", ":"))
+    ids = model.tokenize_bytes(text.encode())
+    plain = Matcher(compile_grammar(bounded(schema_to_grammar(MIXED)), vocab, use_cache=False))
+    marked = Matcher(compile_grammar(bounded(schema_to_grammar(MIXED, marks=True)), vocab, use_cache=False))
+    for t in ids:
+        assert np.array_equal(plain.mask(), marked.mask())
+        plain.advance(t)
+        marked.advance(t)
+    assert plain.is_accepting() and marked.is_accepting()
+    assert np.array_equal(plain.mask(), marked.mask())
