@@ -159,7 +159,7 @@ def _study(
         raise UsageError("--study names its prompts: drop the PROMPT argument and --input")
     if constraint.schema or constraint.grammar or constraint.regex or constraint.choice or constraint.lark:
         raise UsageError("--study names its schemas: drop --schema/--grammar/--regex/--choice")
-    require_matplotlib()
+    require_matplotlib("--study")
     spec = load_study(study)
     explicit = ctx.get_parameter_source("seeds")
     override = None if explicit is None or explicit.name == "DEFAULT" else _seeds(seeds, run.params.seed)

@@ -17,7 +17,7 @@ DPI = 110
 
 
 def _plt():
-    require_matplotlib()
+    require_matplotlib("the study report's figures")
     import matplotlib
 
     matplotlib.use("Agg")
