@@ -94,8 +94,7 @@ class BatchedDecoder:
         slots: list[_Live | None] = [None] * self.parallel
         self._slots = slots
         while True:
-            for outcome in self._admit(slots, queue, seqs):
-                yield outcome
+            yield from self._admit(slots, queue, seqs)
             live = [s for s in slots if s is not None]
             if not live:
                 return

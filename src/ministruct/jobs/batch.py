@@ -288,8 +288,8 @@ def run_batch(
     report: Callable[[str], None] | None = None,
 ) -> int:
     """Run `process(record, already_done)` for each record in order (or `process.many`,
-    see Process); it writes its results and yields one status (a label) per result. Returns the exit status: 0 all ok, 1 any
-    not, 130/143 after SIGINT/SIGTERM. `report` receives the summary line."""
+    see Process); it writes its results and yields one status (a label) per result.
+    Returns the exit status: 0 all ok, 1 any not, 130/143 after SIGINT/SIGTERM. `report` receives the summary line."""
     tally = Tally(labels)
     resume = resume or Resume()
     with Interrupts() as intr:
