@@ -87,7 +87,7 @@ def gen(
             raise UsageError("--parallel decodes on the local model; with --server use --concurrency")
         from ministruct.cli.gen_fleet import gen_on_fleet  # a local run need not import the fleet client
 
-        raise typer.Exit(gen_on_fleet(fleet, c, run, g, think))
+        raise typer.Exit(gen_on_fleet(fleet, c, run, g, _record_constraints(constraint), think))
     fleet.refuse_without_server()
     raise typer.Exit(_gen_local(g, c, constraint, run, think))
 
@@ -107,7 +107,7 @@ def _gen_local(
         tracer = TraceWriter.open(g.trace, job, legal=g.trace_legal)
     pool = JobPool(
         job,
-        ConstraintCache(lambda kind, value: with_constraint(constraint, kind, value).load(), on_load=_warn_once),
+        _record_constraints(constraint),
         think_preset=settings or o.ThinkFlags(True, None, None, None, None).settings(llm),
     )
     label = g.input is not None or g.n > 1
@@ -151,6 +151,11 @@ def _single(batch: GenBatch, prompt: str, n: int, no_progress: bool) -> int:
                 status = 1
             progress.advance()
     return status
+
+
+def _record_constraints(flags: o.ConstraintFlags) -> ConstraintCache[Constraint]:
+    """What records' own constraints load to: the command's constraint options, the record's constraint."""
+    return ConstraintCache(lambda kind, value: with_constraint(flags, kind, value).load(), on_load=_warn_once)
 
 
 def _warn_once(c) -> None:
