@@ -65,7 +65,8 @@ class _Live:
     done: bool = False
     evaluate_last: bool = False
     masked: Masked = NO_MASK
-    mask_job: tuple | None = None
+    mask_job: tuple | None = None  # (function, *arguments) for the mask thread
+    mask_result: Any = None  # what it gave: a Masked, or one per planned token
 
     @property
     def decoder(self) -> Decoder:
@@ -115,7 +116,7 @@ class BatchedDecoder:
                 continue
             results = pending.result() if pending is not None else []
             for s, got in zip(jobs, results):
-                s.mask_job = got
+                s.mask_result = got
             by_slot = dict(zip((s.slot for s in evaluated), rows))
             for s in working:
                 if self._complete(s, by_slot.get(s.slot), seqs, queue):
@@ -159,7 +160,7 @@ class BatchedDecoder:
         before asking the model anything (then it is in `finished`)."""
         run, dec = s.run, s.decoder
         matcher = dec.matcher
-        s.tokens, s.n_rows, s.planned, s.masked, s.mask_job = [], 0, [], NO_MASK, None
+        s.tokens, s.n_rows, s.planned, s.masked, s.mask_job, s.mask_result = [], 0, [], NO_MASK, None, None
         if s.fresh:  # the prompt alone, so that its KV cache can be shared before it moves on
             s.tokens, s.n_rows = list(run.pending), 1
             return False
@@ -207,7 +208,7 @@ class BatchedDecoder:
             if run.ready is not None:
                 rows = np.concatenate([run.ready[None, :], rows]) if rows is not None else run.ready[None, :]
             run.first = False
-            for step in run.forwarded(s.planned, rows, s.mask_job, evaluate_last=s.evaluate_last, done=s.done):
+            for step in run.forwarded(s.planned, rows, s.mask_result, evaluate_last=s.evaluate_last, done=s.done):
                 if on_step is not None:
                     on_step(step)
             return False
@@ -218,7 +219,7 @@ class BatchedDecoder:
             logits = rows[-1]
         masked = s.masked
         if s.mask_job is not None:
-            masked = s.mask_job
+            masked = s.mask_result
             if run.stops_before_draw(masked[0]):
                 return True
         step = run.take(logits, masked)

@@ -512,10 +512,10 @@ class Sequences:
         llm = model._llm
         self.model = model
         self.n_seq = n_seq
-        self.n_ctx = n_ctx
-        self.store = n_seq  # the extra sequence that keeps a prompt (Sequences.keep)
+        self.n_ctx = n_ctx  # per sequence
+        self.store = n_seq  # the extra sequence, that keeps a prompt for reuse
         params = lib.llama_context_params()
-        ctypes.pointer(params)[0] = llm.context_params  # type: ignore[attr-defined]  # the same settings, copied
+        ctypes.pointer(params)[0] = llm.context_params  # type: ignore[attr-defined]  # a copy of the same settings
         streams = n_seq + 1
         params.n_ctx = n_ctx * streams
         params.n_batch = params.n_ubatch = max(512, min(2048, 64 * streams))
@@ -529,10 +529,8 @@ class Sequences:
         self.n_batch = int(params.n_batch)
         self._batch = lib.llama_batch_init(self.n_batch, 0, 1)
         self._n_past = [0] * streams
-        self._rows = np.empty((self.n_batch, model.n_logits), dtype=np.float32)
 
     def n_past(self, seq: int) -> int:
-        """How many tokens sequence `seq` holds."""
         return self._n_past[seq]
 
     def clear(self, seq: int) -> None:
@@ -547,11 +545,9 @@ class Sequences:
         self._n_past[dst] = self._n_past[src]
 
     def decode(self, work: Sequence[tuple[int, Sequence[int], int]]) -> list[np.ndarray]:
-        """Append tokens to sequences and run them in as few batches as n_batch allows.
-
-        `work` holds (sequence id, tokens, n_rows): for each, the logits rows after its last
-        `n_rows` tokens come back (float32, n_rows x n_logits; row i predicts the token
-        after the i-th of them)."""
+        """Append tokens to sequences and run them in as few batches as n_batch allows. For
+        each (sequence id, tokens, n_rows) of `work`: the logits rows after its last `n_rows`
+        tokens (float32, n_rows x n_logits; row i predicts the token after the i-th)."""
         lib = _lib()
         flat: list[tuple[int, int, int, bool]] = []
         for seq, tokens, n_rows in work:
@@ -566,8 +562,7 @@ class Sequences:
             self._n_past[seq] = start + len(toks)
         out = [np.empty((n_rows, self.model.n_logits), dtype=np.float32) for _, _, n_rows in work]
         owners = [i for i, (_, tokens, n_rows) in enumerate(work) for _ in range(min(n_rows, len(tokens)))]
-        k = 0
-        filled = [0] * len(work)
+        k, filled = 0, [0] * len(work)
         b = self._batch
         for at in range(0, len(flat), self.n_batch):
             chunk = flat[at : at + self.n_batch]
