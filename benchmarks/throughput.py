@@ -17,7 +17,10 @@ input order. `same` counts the results whose output equals N = 1's: batched rows
 from rows computed alone in the last bits, which can change a sampled token.
 
     .venv/bin/python benchmarks/throughput.py [--models smollm2,gemma3] [--parallel 1,4,8,16]
-                                              [--rounds 1] [--records 32] [--json out.json]
+                                              [--rounds 1] [--records 32] [--changes 16] [--json out.json]
+
+`--changes K` adds an in-process measure of how often batching changes a token: greedy
+decoding of K prompts at each N against N = 1 (token_changes).
 """
 
 from __future__ import annotations
@@ -118,6 +121,55 @@ def run(model: str, workload: str, parallel: int, n_records: int, folder: Path) 
     }
 
 
+def token_changes(model_file: str, ns: list[int], n_prompts: int) -> list[dict]:
+    """How often batching changes a token (in process): greedy decoding (temperature 0)
+    of the conj and recipe prompts at each N against N = 1. A change is an argmax that
+    flipped on rows computed in a batch; after the first one the outputs part ways, so the
+    count is of records that changed and of the tokens before their first change."""
+    from ministruct.decode.model import Model
+    from ministruct.decode.sampling import SamplingParams
+    from ministruct.grammar.constraint import load_constraint
+    from ministruct.jobs.job import GenerationJob
+
+    model = Model.load(model_file)
+    rows = []
+    for workload in ("conj", "recipe"):
+        schema, max_tokens = WORKLOADS[workload]
+        job = GenerationJob(
+            model, load_constraint(schema=str(ROOT / schema)), SamplingParams(temperature=0), max_tokens=max_tokens
+        )
+        ps = prompts(workload, n_prompts)
+        ref = [r.generation.tokens for r in job.run_many(ps, parallel=1)]
+        for n in ns[1:]:
+            got = [r.generation.tokens for r in job.run_many(ps, parallel=n)]
+            changed = [a != b for a, b in zip(ref, got)]
+            agree = sum(_common_prefix(a, b) for a, b in zip(ref, got))
+            rows.append(
+                {
+                    "workload": workload,
+                    "parallel": n,
+                    "records_changed": f"{sum(changed)}/{len(ps)}",
+                    "tokens_before_first_change": f"{agree}/{sum(len(a) for a in ref)}",
+                    "changes_per_1000_tokens": round(1000 * sum(changed) / max(1, agree), 2),
+                }
+            )
+            print(
+                f"greedy {workload:7} N={n:<3} changed {rows[-1]['records_changed']} records; "
+                f"tokens before the first change {rows[-1]['tokens_before_first_change']}; "
+                f"{rows[-1]['changes_per_1000_tokens']} changes per 1000 tokens",
+                flush=True,
+            )
+    model.close()
+    return rows
+
+
+def _common_prefix(a: list[int], b: list[int]) -> int:
+    k = 0
+    while k < min(len(a), len(b)) and a[k] == b[k]:
+        k += 1
+    return k
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--models", default="smollm2,gemma3")
@@ -126,6 +178,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--records", type=int, default=32)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--changes", type=int, default=0, help="also measure token changes on this many prompts")
     args = ap.parse_args()
     ns = [int(x) for x in args.parallel.split(",")]
     report = []
@@ -165,6 +218,10 @@ def main() -> None:
                         f"same as N={ns[0]} {row['same_as_first']}  load {row['load_before']}",
                         flush=True,
                     )
+    if args.changes:
+        for name in args.models.split(","):
+            for row in token_changes(model_path(name), ns, args.changes):
+                report.append({"model": name, **row})
     print(f"load average at end: {os.getloadavg()}")
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2))
