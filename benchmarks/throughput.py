@@ -187,7 +187,7 @@ def main() -> None:
         folder = Path(tmp)
         for name in args.models.split(","):
             model = model_path(name)
-            for workload in args.workloads.split(","):
+            for workload in filter(None, args.workloads.split(",")):
                 run(model, workload, 1, 2, folder)  # warm-up: vocabulary and mask caches
                 rounds = [{n: run(model, workload, n, args.records, folder) for n in ns} for _ in range(args.rounds)]
                 for n in ns:
