@@ -101,6 +101,7 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "BatchedDecoder",
     "BudgetTooSmall",
     "CompileLimitError",
     "CompiledGrammar",
@@ -120,6 +121,7 @@ __all__ = [
     "Model",
     "ModelError",
     "NoLegalContinuation",
+    "Request",
     "SamplingParams",
     "SchemaError",
     "Step",
