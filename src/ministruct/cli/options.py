@@ -151,7 +151,7 @@ Parallel = Annotated[
             f"Decode up to N generations at once, one model step for all of them (default {DEFAULT_PARALLEL}). "
             "Rows computed in a batch differ in the last bits from rows computed alone, so a token can "
             "differ from --parallel 1; the same N and seed give the same outputs. "
-            "(gen --trace runs one at a time.)"
+            "With --trace generations run one at a time."
         ),
     ),
 ]
