@@ -52,7 +52,7 @@ def inspect(
     no_progress: o.NoProgress = False,
 ) -> None:
     """Show what the constraint is, or how it shaped one generation token by token."""
-    c = constraint.load()
+    c = constraint.with_model(run.model).load()
     console = Console(width=width) if width else Console()
     if prompt is None:
         _grammar_report(c, run.model, run.params.seed, walks, walk_steps, console, as_json, no_progress, think)

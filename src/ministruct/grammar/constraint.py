@@ -235,9 +235,14 @@ def load_constraint(
         )
     if root is not None and grammar is None:
         raise UsageError("`root` only applies to `grammar`", parameter="root")
-    if tools is None and (tool_choice is not None or parallel_tool_calls):
-        which = "tool_choice" if tool_choice is not None else "parallel_tool_calls"
-        raise UsageError(f"`{which}` only applies to `tools`", parameter=which)
+    if tools is None:
+        for which, given in (
+            ("tool_choice", tool_choice is not None),
+            ("parallel_tool_calls", parallel_tool_calls),
+            ("tool_format", tool_format != "auto"),
+        ):
+            if given:
+                raise UsageError(f"`{which}` only applies to `tools`", parameter=which)
     options = schema_options or SchemaOptions(**option_values)
     if tools is not None:
         if isinstance(tools, str):

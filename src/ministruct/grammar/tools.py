@@ -180,9 +180,7 @@ def read_choice(value: Any, tools: list[Tool]) -> str:
         fn = value.get("function")
         value = fn.get("name") if isinstance(fn, dict) else None
     if not isinstance(value, str):
-        raise UsageError(
-            "tool_choice must be auto, required, none or a tool's name", parameter="tool_choice"
-        )
+        raise UsageError("tool_choice must be auto, required, none or a tool's name", parameter="tool_choice")
     if value in CHOICES or any(t.name == value for t in tools):
         return value
     names = ", ".join(t.name for t in tools)
@@ -200,6 +198,24 @@ def read_format(name: str, template: str | None = None) -> ToolFormat:
             f"tool format must be auto or one of {', '.join(FORMAT_NAMES)}, not {name!r}", parameter="tool_format"
         )
     return FORMATS[name]
+
+
+def tools_instruction(spec: ToolSpec) -> str:
+    """What the user message says about the tools (the schema text's counterpart): the
+    functions as OpenAI lists them and the shape of a call in the spec's format."""
+    if spec.choice == "none":
+        return ""
+    fmt = spec.format
+    listed = json.dumps([t.to_openai()["function"] for t in spec.allowed], ensure_ascii=False)
+    example = f"{fmt.open}{'[' if fmt.in_array(spec.parallel) else ''}{fmt.call_open}"
+    example += f'{{"name": <function name>, "{fmt.args_key}": <its arguments>}}{fmt.call_close}'
+    example += "]" if fmt.in_array(spec.parallel) else ""
+    how = {
+        "auto": "If a function helps, call it by answering with",
+        "required": "Call one of them by answering with",
+    }.get(spec.choice, f"Call {spec.choice} by answering with")
+    more = " You may make several calls." if spec.parallel else ""
+    return f"You can call these functions:\n{listed}\n{how}: {example}{more}"
 
 
 # ---------------------------------------------------------------- the grammar
