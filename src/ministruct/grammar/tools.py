@@ -38,7 +38,7 @@ from ministruct.grammar.schema import SchemaOptions, schema_to_grammar
 
 CHOICES = ("auto", "required", "none")
 NAME_PATTERN = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")  # OpenAI's rule for function names
-EMPTY_PARAMETERS = {"type": "object", "properties": {}}
+EMPTY_PARAMETERS = {"type": "object", "properties": {}, "additionalProperties": False}  # OpenAI: no parameters
 ANY_CHAR = CharClass((), negated=True)
 
 
