@@ -119,7 +119,7 @@ def test_tool_calls_in_openai_shape():
 def test_arguments_holding_the_envelope_text_read_back_whole():
     tools = [{"type": "function", "function": {"name": "note", "parameters": {"type": "object"}}}]
     c = Constraint.from_tools(tools, choice="required", format="hermes", options=None)
-    inner = {"text": "\n</tool_call> {\"name\": \"x\"}", "who": {"name": "Bob"}}
+    inner = {"text": '\n</tool_call> {"name": "x"}', "who": {"name": "Bob"}}
     text = "<tool_call>\n" + call("note", inner) + "\n</tool_call>"
     (got,) = read_calls(c.tools, text).calls
     assert got.arguments == inner and text[got.name_offset : got.name_offset + 4] == "note"

@@ -20,7 +20,7 @@ from ministruct.cli.base import app
 from ministruct.cli.progress import Progress
 from ministruct.decode.model import Model
 from ministruct.diagnostics.grammar_info import grammar_info
-from ministruct.diagnostics.render import grammar_report, step_table, summary_panel, tokenizer_panel
+from ministruct.diagnostics.render import grammar_report, step_table, summary_panel, tokenizer_panel, tool_scores_table
 from ministruct.diagnostics.tokenizer import round_trip, tokenizer_report
 from ministruct.diagnostics.trace import TraceWriter
 from ministruct.engine.compile import compile_grammar
@@ -135,6 +135,8 @@ def _generation_report(
         )
         return status
     console.print(step_table(tracer.records, title=f"{len(tracer.records)} tokens, {llm.name}"))
+    if result.tool_scores:
+        console.print(tool_scores_table(result.tool_scores))
     notes = [n for n in (rt.note(),) if n]
     console.print(
         summary_panel(

@@ -231,10 +231,11 @@ def tools_grammar(spec: ToolSpec, options: SchemaOptions | None = None, *, sourc
         return Grammar(rules, source=source)
     fmt = spec.format
     options_of_name: list[Expr] = []
+    interned: dict[Expr, str] = {}
     for i, tool in enumerate(spec.tools):
         if tool not in spec.allowed:
             continue
-        args = _parameters_expr(tool, i, options, rules, warnings, source)
+        args = _parameters_expr(tool, i, options, rules, interned, warnings, source)
         head = Literal(json.dumps(tool.name) + f', "{fmt.args_key}": ')
         options_of_name.append(seq(head, args))
     call = seq(Literal('{"name": '), alt(*options_of_name), Literal("}"))
@@ -285,23 +286,84 @@ def text_without(word: str) -> Expr:
 
 
 def _parameters_expr(
-    tool: Tool, index: int, options: SchemaOptions, rules: dict[str, Expr], warnings: list[str], source: str
+    tool: Tool,
+    index: int,
+    options: SchemaOptions,
+    rules: dict[str, Expr],
+    interned: dict[Expr, str],
+    warnings: list[str],
+    source: str,
 ) -> Expr:
     """The tool's `parameters` through the schema front end; its rules join `rules` under a
-    prefix of their own, and its root comes back as an expression."""
+    prefix of their own (a rule equal to one already there, with its references, is shared
+    instead: tools repeat the same string, number and format rules), and its root comes back
+    as an expression."""
     where = f"{source}: tool {tool.name}"
     try:
         g = schema_to_grammar(tool.parameters, options, source=where)
     except SchemaError as e:
         raise SchemaError(e.reason, pointer=e.pointer, keyword=e.keyword, source=where) from None
     prefix = f"t{index}-"
-    names = {n: prefix + n for n in g.rules}
+    refs = g.references()
+    recursive = _recursive(refs)
+    names = {n: prefix + n for n in recursive}
     memo: dict[int, Expr] = {}
-    for n, body in g.rules.items():
+    for n in _children_first(refs, g.root):
+        if n in recursive or n == g.root:
+            continue
+        body = _renamed(g.rules[n], names, memo)
+        shared = interned.get(body)
+        if shared is None:
+            shared = interned[body] = prefix + n
+            rules[shared] = body
+        names[n] = shared
+    for n in recursive:
         if n != g.root:
-            rules[names[n]] = _renamed(body, names, memo)
+            rules[names[n]] = _renamed(g.rules[n], names, memo)
     warnings.extend(f"tool {tool.name}: {w}" for w in g.warnings)
     return _renamed(g.rules[g.root], names, memo)
+
+
+def _children_first(refs: dict[str, set[str]], root: str) -> list[str]:
+    """Every rule reachable from `root`, each after the rules it refers to (cycles cut)."""
+    order: list[str] = []
+    seen: set[str] = set()
+    stack: list[tuple[str, bool]] = [(root, False)]
+    while stack:
+        n, done = stack.pop()
+        if done:
+            order.append(n)
+            continue
+        if n in seen:
+            continue
+        seen.add(n)
+        stack.append((n, True))
+        stack.extend((m, False) for m in sorted(refs.get(n, ())) if m not in seen)
+    return order
+
+
+def _recursive(refs: dict[str, set[str]]) -> set[str]:
+    """The rules that can reach themselves, and those that refer to one (named before the rest)."""
+    out: set[str] = set()
+    for start in refs:
+        stack, seen = list(refs[start]), set()
+        while stack:
+            m = stack.pop()
+            if m == start:
+                out.add(start)
+                break
+            if m in seen:
+                continue
+            seen.add(m)
+            stack.extend(refs.get(m, ()))
+    grown = True
+    while grown:  # a rule referring to a recursive one is renamed with it: its body is not final yet
+        grown = False
+        for n, rs in refs.items():
+            if n not in out and rs & out:
+                out.add(n)
+                grown = True
+    return out
 
 
 def _renamed(e: Expr, names: dict[str, str], memo: dict[int, Expr]) -> Expr:
