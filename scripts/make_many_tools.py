@@ -54,11 +54,15 @@ def many_tools(n: int = 200, seed: int = 0) -> list[dict]:
         base = f"{VERBS[i % len(VERBS)]}_{NOUNS[(i // len(VERBS)) % len(NOUNS)]}"
         name = base if i < 100 else f"{base}_{i // 100}"  # the second hundred extends the first's names
         desc = f"{name.replace('_', ' ')} (tool {i})"
-        out.append({"type": "function", "function": {"name": name, "description": desc, "parameters": parameters(rng, i)}})
+        out.append(
+            {"type": "function", "function": {"name": name, "description": desc, "parameters": parameters(rng, i)}}
+        )
     return out
 
 
 if __name__ == "__main__":
-    path = Path(sys.argv[1] if len(sys.argv) > 1 else Path(__file__).resolve().parents[1] / "samples/tools/many_200.json")
+    path = Path(
+        sys.argv[1] if len(sys.argv) > 1 else Path(__file__).resolve().parents[1] / "samples/tools/many_200.json"
+    )
     path.write_text(json.dumps(many_tools(), indent=1) + "\n")
     print(path)
