@@ -120,6 +120,8 @@ def main(argv: list[str] | None = None) -> int:
             r = run_mode(model, mode, args.format, args.max_tokens, args.temperature)
             r["model"] = model.name
             out.append(r)
+            if args.json_out:  # after every mode, so a long run keeps what it measured
+                Path(args.json_out).write_text(json.dumps({"v": 1, "settings": vars(args), "runs": out}, indent=1))
             share = "-" if r["mean_share_right"] is None else f"{r['mean_share_right']:.3f}"
             print(
                 f"{model.name:40s} {mode:9s} n={r['n']:2d} complete={r['complete']:2d} calls={r['with_calls']:2d} "
@@ -127,8 +129,6 @@ def main(argv: list[str] | None = None) -> int:
                 flush=True,
             )
         model.close()
-    if args.json_out:
-        Path(args.json_out).write_text(json.dumps({"v": 1, "settings": vars(args), "runs": out}, indent=1))
     return 0
 
 
