@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ministruct.decode.sampling import log_sum_exp
 from ministruct.grammar.tools import ReadCalls, ToolSpec
 
 if TYPE_CHECKING:
@@ -64,9 +65,7 @@ class ToolScorer:
         if len(ids) > MAX_KEPT:
             ids = ids[self._has_quote()[ids]]
         z = step.logits.astype(np.float64)
-        top = z.max()
-        log_total = top + np.log(np.exp(z - top).sum())
-        probs = np.exp(z[ids] - log_total)
+        probs = np.exp(z[ids] - log_sum_exp(z))
         self._steps.append(_Seen(step.index, self._offset, step.token, ids, probs))
         self._offset += len(step.token)
 
