@@ -7,7 +7,7 @@ import functools
 import inspect as _inspect
 import os
 import typing
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
@@ -225,26 +225,14 @@ def constraint_from_flags(
 ) -> Constraint:
     """The one constraint the flags name (UsageError when none or several)."""
     options = SchemaOptions(whitespace, lenient, oneof_as_anyof, extra_properties)
-    t = tools or ToolFlags()
-    return load_constraint(
-        regex=regex,
-        grammar=grammar,
-        schema=schema,
-        choice=choice,
-        lark=lark,
-        root=root,
-        schema_options=options,
-        tools=t.tools,
-        tool_choice=t.tool_choice,
-        parallel_tool_calls=t.parallel_tool_calls,
-        tool_format=t.tool_format,
-        chat_template=t.chat_template,
-    )
+    given = dict(regex=regex, grammar=grammar, schema=schema, choice=choice, lark=lark, root=root)
+    return load_constraint(**given, schema_options=options, **asdict(tools or ToolFlags()))
 
 
 @dataclass
 class ToolFlags:
-    """--tools and its companions; `chat_template` is the model's, for --tool-format auto."""
+    """--tools and its companions (named as load_constraint's parameters); `chat_template` is
+    the model's, for --tool-format auto."""
 
     tools: str | list | None = None
     tool_choice: str | None = None

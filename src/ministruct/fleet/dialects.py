@@ -151,7 +151,8 @@ class Dialect:
             return
         if c.kind not in ("schema", "tools"):
             raise UsageError(
-                f"{c.kind} cannot be sent to a server of kind openai: it takes a JSON Schema (response_format) or tools only",
+                f"{c.kind} cannot be sent to a server of kind openai: it takes a JSON Schema (response_format) "
+                "or tools only",
                 parameter=c.kind,
             )
         if not s.model:
