@@ -23,17 +23,18 @@ the grammar allows, so a name's mass counts all of its spellings at each step.
 from __future__ import annotations
 
 import json
+import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ministruct.decode.sampling import log_sum_exp
+from ministruct.engine.vocab import Vocabulary
 from ministruct.grammar.tools import ReadCalls, ToolSpec
 
 if TYPE_CHECKING:
     from ministruct.decode.loop import Step
-    from ministruct.engine.vocab import Vocabulary
 
 MAX_KEPT = 4096  # legal sets up to this size are kept whole; larger ones keep the tokens holding a quote
 
@@ -55,24 +56,18 @@ class ToolScorer:
         self.vocab = vocab
         self._steps: list[_Seen] = []
         self._offset = 0
-        self._quoted: np.ndarray | None = None
-        self._lengths = np.fromiter((len(t) for t in vocab.tokens), dtype=np.int64, count=vocab.n_tokens)
+        self._lengths, self._quoted = _token_facts(vocab)
 
     def observe(self, step: "Step") -> None:
         if step.mask is None:
             return
         ids = np.flatnonzero(step.mask[: self.vocab.n_tokens])
         if len(ids) > MAX_KEPT:
-            ids = ids[self._has_quote()[ids]]
+            ids = ids[self._quoted[ids]]
         z = step.logits.astype(np.float64)
         probs = np.exp(z[ids] - log_sum_exp(z))
         self._steps.append(_Seen(step.index, self._offset, step.token, ids, probs))
         self._offset += len(step.token)
-
-    def _has_quote(self) -> np.ndarray:
-        if self._quoted is None:
-            self._quoted = np.fromiter((b'"' in t for t in self.vocab.tokens), dtype=bool, count=self.vocab.n_tokens)
-        return self._quoted
 
     def scores(self, read: ReadCalls, output: bytes, *, shift: int = 0) -> list[dict[str, Any]]:
         """One entry per call: the step where the choice starts, the name generated and
@@ -123,6 +118,20 @@ class ToolScorer:
                 for n in names
             ],
         }
+
+
+_FACTS: "weakref.WeakKeyDictionary[Vocabulary, tuple[np.ndarray, np.ndarray]]" = weakref.WeakKeyDictionary()
+
+
+def _token_facts(vocab: "Vocabulary") -> tuple[np.ndarray, np.ndarray]:
+    """Per token of `vocab`: its length in bytes, and whether it holds a quote (once per vocabulary)."""
+    facts = _FACTS.get(vocab)
+    if facts is None:
+        n = vocab.n_tokens
+        lengths = np.fromiter((len(t) for t in vocab.tokens), dtype=np.int64, count=n)
+        quoted = np.fromiter((b'"' in t for t in vocab.tokens), dtype=bool, count=n)
+        facts = _FACTS[vocab] = (lengths, quoted)
+    return facts
 
 
 def _consistent(before: bytes, written: bytes, token: bytes, target: bytes) -> bool:
