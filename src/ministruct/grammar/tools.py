@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ministruct.errors import InputError, SchemaError, UsageError
-from ministruct.grammar.ir import EMPTY, Alt, CharClass, Expr, Grammar, Literal, Repeat, RuleRef, Seq, alt, seq
+from ministruct.grammar.ir import EMPTY, CharClass, Expr, Grammar, Literal, Repeat, RuleRef, alt, rename_refs, seq
 from ministruct.grammar.schema import SchemaOptions, schema_to_grammar
 
 CHOICES = ("auto", "required", "none")
@@ -311,7 +311,7 @@ def _parameters_expr(
     for n in _children_first(refs, g.root):
         if n in recursive or n == g.root:
             continue
-        body = _renamed(g.rules[n], names, memo)
+        body = rename_refs(g.rules[n], names, memo)
         shared = interned.get(body)
         if shared is None:
             shared = interned[body] = prefix + n
@@ -319,9 +319,9 @@ def _parameters_expr(
         names[n] = shared
     for n in recursive:
         if n != g.root:
-            rules[names[n]] = _renamed(g.rules[n], names, memo)
+            rules[names[n]] = rename_refs(g.rules[n], names, memo)
     warnings.extend(f"tool {tool.name}: {w}" for w in g.warnings)
-    return _renamed(g.rules[g.root], names, memo)
+    return rename_refs(g.rules[g.root], names, memo)
 
 
 def _children_first(refs: dict[str, set[str]], root: str) -> list[str]:
@@ -363,25 +363,6 @@ def _recursive(refs: dict[str, set[str]]) -> set[str]:
             if n not in out and rs & out:
                 out.add(n)
                 grown = True
-    return out
-
-
-def _renamed(e: Expr, names: dict[str, str], memo: dict[int, Expr]) -> Expr:
-    """`e` with every rule reference renamed (shared sub-expressions stay shared)."""
-    hit = memo.get(id(e))
-    if hit is not None:
-        return hit
-    if isinstance(e, RuleRef):
-        out: Expr = RuleRef(names.get(e.name, e.name))
-    elif isinstance(e, Seq):
-        out = Seq(tuple(_renamed(x, names, memo) for x in e.items))
-    elif isinstance(e, Alt):
-        out = Alt(tuple(_renamed(x, names, memo) for x in e.options))
-    elif isinstance(e, Repeat):
-        out = Repeat(_renamed(e.item, names, memo), e.min, e.max)
-    else:
-        out = e
-    memo[id(e)] = out
     return out
 
 
