@@ -378,7 +378,7 @@ class FleetBatch:
             # the server does not say whether its grammar's bound closed the thinking
             think_end=None,
         )
-        spec = self.constraint.tools
+        spec = job.plan.constraint.tools
         if spec is not None:
             res.has_tools = True
             if reply.tool_calls is not None:
