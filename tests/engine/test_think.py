@@ -103,7 +103,8 @@ def _oracle_mask(
         if j < 0:
             ok = _utf8_prefix(s)
         else:
-            ok = _utf8_prefix(s[:j]) and _answer_prefix(pattern, s[j + len(close) :])
+            # the free text before CLOSE is whole text: a character cut by CLOSE is not
+            ok = _complete_utf8(s[:j]) and _answer_prefix(pattern, s[j + len(close) :])
         if spent:
             ok = ok and (rest.startswith(data) or data.startswith(rest))
         want[t] = ok
