@@ -19,7 +19,9 @@ from ministruct.decode.sampling import SamplingParams
 from ministruct.engine.compile import CompiledGrammar, compile_grammar
 from ministruct.engine.matcher import Matcher
 from ministruct.grammar.constraint import Constraint
+from ministruct.errors import InputError
 from ministruct.jobs.fight_warnings import FightMonitor
+from ministruct.jobs.records import json_text, surrogate_error
 from ministruct.jobs.think import ThinkSettings, announce, split_output, think_constraint
 
 SCHEMA_INSTRUCTION = "Answer with JSON that matches this JSON Schema:"
@@ -74,7 +76,7 @@ def user_message(prompt: str, constraint: Constraint | None, *, show_schema: boo
     """The user message for `prompt`: with a schema constraint shown, the schema text appended
     (the same text whether the model runs here or on a server)."""
     if constraint is not None and constraint.kind == "schema" and show_schema:
-        return f"{prompt}\n\n{SCHEMA_INSTRUCTION}\n{json.dumps(constraint.schema, ensure_ascii=False)}"
+        return f"{prompt}\n\n{SCHEMA_INSTRUCTION}\n{json_text(constraint.schema)}"
     return prompt
 
 
@@ -133,6 +135,11 @@ class GenerationJob:
         return announce(message, self.think) if self.think is not None else message
 
     def prompt_tokens(self, prompt: str) -> list[int]:
+        """The prompt's token ids (chat template applied); InputError for text UTF-8 cannot encode."""
+        for name, text in (("prompt", prompt), ("system", self.system or "")):
+            bad = surrogate_error(text)
+            if bad is not None:
+                raise InputError(f"the {name} {bad}")
         return self.model.encode_prompt(self.user_message(prompt), chat=self.chat, system=self.system)
 
     def decoder(self, prompt: str, *, seed: int | None = None) -> Decoder:
