@@ -82,7 +82,9 @@ def test_resume_after_a_cut_off_last_line_starts_the_next_record_on_its_own_line
 
     args = [sys.executable, "-m", "ministruct", "check", "--choice", "yes", "--input", str(inp)]
     with open(out, "a") as f:  # `>> out.jsonl`
-        p = subprocess.run([*args, "--format", "jsonl", "--resume", str(out)], stdout=f, stderr=subprocess.PIPE, cwd=REPO)
+        p = subprocess.run(
+            [*args, "--format", "jsonl", "--resume", str(out)], stdout=f, stderr=subprocess.PIPE, cwd=REPO
+        )
     assert p.returncode == 0, p.stderr
     lines = out.read_text().splitlines()
     assert lines[0] == full[0] and lines[1] == full[1][:20]

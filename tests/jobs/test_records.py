@@ -153,7 +153,10 @@ def test_a_non_utf8_json_line_keeps_its_readable_id():
 def test_a_lone_surrogate_in_a_value_is_an_error_for_its_record():
     out = recs(b'{"id": "s", "prompt": "a\\ud800b"}\n{"id": "pair", "prompt": "\\ud83d\\ude00"}\n')
     assert out[0].value == "a\ud800b" and out[0].id == "s"
-    assert out[0].error == 'in.jsonl:1: "prompt" is not valid text: character 2 is a lone surrogate (U+D800), which UTF-8 cannot encode'
+    assert (
+        out[0].error
+        == 'in.jsonl:1: "prompt" is not valid text: character 2 is a lone surrogate (U+D800), which UTF-8 cannot encode'
+    )
     assert out[1].error is None and out[1].value == "\U0001f600"
 
 

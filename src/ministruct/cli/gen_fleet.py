@@ -18,11 +18,20 @@ from ministruct.errors import UsageError
 from ministruct.fleet import KINDS, FleetBatch, FleetResult, Ignored, Settings, connect, split_servers
 from ministruct.grammar.constraint import Constraint
 from ministruct.jobs.batch import GEN_SETTINGS, validated
-from ministruct.jobs.records import InputRecord, open_lines, read_records, write_record
+from ministruct.jobs.records import (
+    InputRecord,
+    dumps_record,
+    open_lines,
+    output_error,
+    read_records,
+    write_line,
+    write_record,
+)
 from ministruct.jobs.think import ThinkSettings, think_on_servers
 
 ENV_API_KEY = "MINISTRUCT_API_KEY"
 TRACE_TOP_LOGPROBS = 10
+TRACE_FILE = " the trace file"  # what output errors call it
 
 
 def gen_on_fleet(
@@ -112,13 +121,16 @@ def _run_on_fleet(
             write_record(res.to_record())
         if trace_out is not None and res.trace:
             for rec in res.trace:
-                write_record(rec, trace_out)
+                write_line(dumps_record(rec), trace_out, trace, TRACE_FILE)
 
     try:
         return batch.run(records, emit, n=n)
     finally:
         if trace_out is not None:
-            trace_out.close()
+            try:
+                trace_out.close()
+            except OSError as e:
+                raise output_error(e, trace, TRACE_FILE) from None  # type: ignore[arg-type]
 
 
 def _say_ignored(event: Ignored, constraint: Constraint) -> None:

@@ -12,7 +12,7 @@ import copy
 from dataclasses import replace
 from typing import Any, Callable, Iterator, Protocol
 
-from ministruct.errors import MinistructError
+from ministruct.errors import MinistructError, OutputClosed, OutputError
 from ministruct.jobs.batch import ConstraintCache, record_constraint
 from ministruct.jobs.job import GenerationJob, GenResult
 from ministruct.jobs.records import InputRecord
@@ -138,6 +138,8 @@ class GenBatch:
         for k in range(done, self.n):
             try:
                 res = self.run_one(job, rec, seed + k)
+            except (OutputError, OutputClosed):  # the batch's output, not this record, failed
+                raise
             except MinistructError as e:
                 res = GenResult.failed(rec.id, rec.value, f"{rec.where}: {e}")
             self.emit(res, rec.extra)

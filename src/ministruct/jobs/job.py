@@ -18,8 +18,8 @@ from ministruct.decode.model import Model
 from ministruct.decode.sampling import SamplingParams
 from ministruct.engine.compile import CompiledGrammar, compile_grammar
 from ministruct.engine.matcher import Matcher
-from ministruct.grammar.constraint import Constraint
 from ministruct.errors import InputError
+from ministruct.grammar.constraint import Constraint
 from ministruct.jobs.fight_warnings import FightMonitor
 from ministruct.jobs.records import json_text, surrogate_error
 from ministruct.jobs.think import ThinkSettings, announce, split_output, think_constraint

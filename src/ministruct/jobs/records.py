@@ -222,7 +222,7 @@ def dumps_record(obj: dict) -> str:
     return json_text({"v": RECORD_VERSION, **obj})
 
 
-def write_line(text: str, stream: IO[str] | None = None, name: str = "<stdout>") -> None:
+def write_line(text: str, stream: IO[str] | None = None, name: str = "<stdout>", what: str = "") -> None:
     """Write one line and flush it. OutputClosed when the reader left (a closed pipe: a
     quiet end); OutputError naming the output for any other failure (a full disk)."""
     out = stream or sys.stdout
@@ -230,9 +230,16 @@ def write_line(text: str, stream: IO[str] | None = None, name: str = "<stdout>")
         out.write(text + "\n")
         out.flush()
     except OSError as e:
-        if isinstance(e, BrokenPipeError) or e.errno == errno.EPIPE:
-            raise OutputClosed(f"{name}: the reader closed the pipe") from None
-        raise OutputError(f"{name}: cannot write: {e.strerror or e}") from None
+        raise output_error(e, name, what) from None
+
+
+def output_error(e: OSError, name: str, what: str = "") -> OutputClosed | OutputError:
+    """What a failed write to the output `name` (`what` it is: " the trace file") means:
+    OutputClosed when the reader left (a closed pipe), else OutputError naming it (a full
+    disk, an I/O error)."""
+    if isinstance(e, BrokenPipeError) or e.errno == errno.EPIPE:
+        return OutputClosed(f"{name}: the reader closed the pipe")
+    return OutputError(f"{name}: cannot write{what}: {e.strerror or e}")
 
 
 def write_record(obj: dict, stream: IO[str] | None = None) -> None:
