@@ -19,6 +19,7 @@ from typing import Any
 
 from ministruct.check.result import CheckResult
 from ministruct.errors import SchemaError
+from ministruct.grammar.schema.cycles import refuse_ref_cycles
 from ministruct.grammar.schema.metaschema import check_schema, json_pointer, short_reason
 
 
@@ -36,6 +37,7 @@ class InstanceChecker:
         from jsonschema import FormatChecker, exceptions
 
         cls = check_schema(schema, source=source)
+        refuse_ref_cycles(schema, source)  # a validator would recurse on them until it gave up
         self.source = source
         options: dict[str, Any] = {}
         if registry is not None:
