@@ -78,8 +78,6 @@ def gen(
     for w in c.warnings:
         warn(w)
     if fleet.requested():
-        if resume is not None:
-            raise UsageError("--resume is not supported with --server yet")
         from ministruct.cli.gen_fleet import gen_on_fleet  # a local run need not import the fleet client
 
         raise typer.Exit(gen_on_fleet(fleet, c, run, g, think))

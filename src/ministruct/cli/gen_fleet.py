@@ -17,7 +17,7 @@ from ministruct.cli.options import ENV_SERVERS, FleetFlags, GenFlags, RunFlags, 
 from ministruct.errors import UsageError
 from ministruct.fleet import KINDS, FleetBatch, FleetResult, Ignored, Settings, connect, split_servers
 from ministruct.grammar.constraint import Constraint
-from ministruct.jobs.batch import GEN_SETTINGS, validated
+from ministruct.jobs.batch import GEN_SETTINGS, Resume, stderr_report, validated
 from ministruct.jobs.records import (
     InputRecord,
     dumps_record,
@@ -39,12 +39,13 @@ def gen_on_fleet(
 ) -> int:
     """Run the prompt or the --input records on the servers; return the exit status (0 all
     verified, 1 any record not: unverified, failed, or a bad input record, reported in its
-    place as a local batch does)."""
+    place as a local batch does; 130/143 after SIGINT/SIGTERM, as a local batch)."""
     settings = think.settings() if think is not None else None
     if settings is not None:
         constraint = think_on_servers(constraint, settings)
+    resumed = Resume.load(g.resume) if g.input is not None else None
     with _fleet_records(g.prompt, g.input, g.allow_extra) as records:
-        return _run_on_fleet(fleet, constraint, run, records, g, think=settings)
+        return _run_on_fleet(fleet, constraint, run, records, g, resumed, think=settings)
 
 
 @contextmanager
@@ -72,6 +73,7 @@ def _run_on_fleet(
     run: RunFlags,
     records: Iterable[InputRecord],
     g: GenFlags,
+    resume: Resume | None,
     *,
     think: ThinkSettings | None = None,
 ) -> int:
@@ -100,8 +102,10 @@ def _run_on_fleet(
         settings,
         concurrency=fleet.concurrency,
         retry_unverified=fleet.retry_unverified,
+        timeout=fleet.timeout,
         headers=headers,
         on_ignored=lambda e: _say_ignored(e, constraint),
+        warn=warn,
     )
     trace_out: IO[str] | None = None
     if trace is not None:
@@ -124,7 +128,7 @@ def _run_on_fleet(
                 write_line(dumps_record(rec), trace_out, trace, TRACE_FILE)
 
     try:
-        return batch.run(records, emit, n=n)
+        return batch.run(records, emit, n=n, resume=resume, report=stderr_report)
     finally:
         if trace_out is not None:
             try:
@@ -140,5 +144,5 @@ def _say_ignored(event: Ignored, constraint: Constraint) -> None:
     warn(
         f"server {event.server.url} returned unconstrained text (record {event.record_id}: {event.reason}): "
         f"the server ignored the constraint: kind {kind} sends field {event.field}; "
-        f"try --server-kind {' or '.join(others)}"
+        f"try --server-kind {' or '.join(others)}; no more records go to it"
     )
