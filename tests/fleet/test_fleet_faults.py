@@ -83,7 +83,7 @@ def test_a_server_that_ignores_the_constraint_gets_no_more_records(fleet_servers
     said: list[str] = []
     got = []
     status = FleetBatch([ignoring, honest], c, settings, warn=said.append, on_ignored=lambda e: None).run(
-        [InputRecord(i + 1, f"r{i}", "Describe the sea. Record {i}:".format(i=i)) for i in range(12)], got.append
+        [InputRecord(i + 1, f"r{i}", f"Describe the sea. Record {i}:") for i in range(12)], got.append
     )
     assert [r.result.id for r in got] == [f"r{i}" for i in range(12)]
     on_ignoring = [r for r in got if r.server == ignoring.url]
@@ -96,7 +96,9 @@ class _HangThenDrop:
     """A TCP server that answers GET /v1/models, and reads each other request, waits `hang`
     seconds and closes the connection without an answer."""
 
-    MODELS = b'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 26\r\n\r\n{"data": [{"id": "fake"}]}'
+    MODELS = (
+        b'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 26\r\n\r\n{"data": [{"id": "fake"}]}'
+    )
 
     def __init__(self, hang: float) -> None:
         self.hang, self.accepted = hang, 0
@@ -152,6 +154,8 @@ def test_the_request_timeout_is_a_flag_and_a_given_up_server_is_said(run_cli):
 
 
 def test_a_fleet_trace_on_a_full_disk_is_one_error_line(fleet_servers, run_cli):
-    p = run_cli("gen", "--input", "-", *TWO_DIGITS, *_servers(fleet_servers), "--trace", "/dev/full", input=batch(2, RAW))
+    p = run_cli(
+        "gen", "--input", "-", *TWO_DIGITS, *_servers(fleet_servers), "--trace", "/dev/full", input=batch(2, RAW)
+    )
     assert p.returncode == 2, p.stderr
     assert p.stderr.strip() == "ministruct: error: /dev/full: cannot write the trace file: No space left on device"

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from ministruct.decode.sampling import SamplingParams
 from ministruct.errors import UsageError
 from ministruct.grammar.constraint import Constraint
+from ministruct.grammar.export import llama_gbnf
 from ministruct.jobs.job import user_message
 from ministruct.jobs.think import ThinkSettings, announce
 
@@ -166,7 +167,7 @@ class Dialect:
     def _constraint_part(self) -> dict:
         c = self.constraint
         if self.kind == "llama":
-            return {"grammar": c.grammar.to_gbnf()}
+            return {"grammar": llama_gbnf(c.grammar)}
         if self.kind == "vllm":
             if c.boundary is not None:  # free text first: only the grammar says it all
                 return {"structured_outputs": {"grammar": c.grammar.to_gbnf()}}
@@ -176,7 +177,7 @@ class Dialect:
                 return {"structured_outputs": {"regex": c.text}}
             if c.kind == "choice":
                 return {"structured_outputs": {"choice": json.loads(c.text)}}
-            return {"structured_outputs": {"grammar": c.grammar.to_gbnf()}}
+            return {"structured_outputs": {"grammar": llama_gbnf(c.grammar)}}
         return {
             "response_format": {
                 "type": "json_schema",
