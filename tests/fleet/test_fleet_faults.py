@@ -119,7 +119,7 @@ class _HangThenDrop:
 
     def _one(self, conn: socket.socket) -> None:
         with conn:
-            while (request := conn.recv(65536)).startswith(b"GET /v1/models"):
+            while conn.recv(65536).startswith(b"GET /v1/models"):
                 conn.sendall(self.MODELS)
             time.sleep(self.hang)
 
