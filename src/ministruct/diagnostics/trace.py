@@ -21,7 +21,6 @@ import numpy as np
 from ministruct.diagnostics.stats import FREE, StepRecord, StepStats, Summary, summarize
 from ministruct.engine.think import boundaries_for
 from ministruct.errors import InputError, UsageError
-from ministruct.jobs.fight_warnings import FightMonitor
 from ministruct.jobs.records import dumps_record, output_error
 
 if TYPE_CHECKING:
@@ -118,7 +117,7 @@ class TraceWriter:
         self._write(self.header)
         compiled = job.compiled
         stats = StepStats(dec.params, job.model.vocabulary, boundaries_for(compiled) if compiled else None)
-        monitor = FightMonitor()
+        monitor = job.fight_monitor()
         self.records = []
         for step in dec.steps():
             rec = stats.record(step)

@@ -20,7 +20,7 @@ from ministruct.engine.compile import CompiledGrammar, compile_grammar
 from ministruct.engine.matcher import Matcher
 from ministruct.errors import InputError
 from ministruct.grammar.constraint import Constraint
-from ministruct.jobs.fight_warnings import FightMonitor
+from ministruct.jobs.fight_warnings import FightMonitor, prompt_remedy
 from ministruct.jobs.records import json_text, surrogate_error
 from ministruct.jobs.think import ThinkSettings, announce, split_output, think_constraint
 
@@ -128,6 +128,11 @@ class GenerationJob:
             self._compiled_for = full.grammar
         return self._compiled
 
+    def fight_monitor(self) -> FightMonitor:
+        """A FightMonitor whose remedies fit this job's constraint and prompt."""
+        kind = self.constraint.kind if self.constraint is not None else None
+        return FightMonitor(prompt_remedy(kind, self.show_schema))
+
     def user_message(self, prompt: str) -> str:
         """The prompt, with the schema text appended when it is shown (and the think tags
         announced, with `think`)."""
@@ -163,7 +168,7 @@ class GenerationJob:
     ) -> GenResult:
         """Generate for one prompt and return its result record."""
         dec = self.decoder(prompt, seed=seed)
-        monitor = FightMonitor()
+        monitor = self.fight_monitor()
         for step in dec.steps():
             if step.phase != "think":
                 monitor.observe(step)
