@@ -583,7 +583,13 @@ class _Compiler:
         try:
             g = parse_regex(text, source=f"{self.source}#{ptr}")
         except GrammarSyntaxError as e:
-            raise self.error(f"pattern {pattern!r} cannot be enforced: {e.reason}", ptr, "pattern") from None
+            reason = e.reason
+            if text != pattern:  # `text` wraps the pattern: say where in the pattern itself
+                try:
+                    parse_regex(pattern)
+                except GrammarSyntaxError as own:
+                    reason = own.reason
+            raise self.error(f"pattern {json.dumps(pattern)} cannot be enforced: {reason}", ptr, "pattern") from None
         if len(g.rules) != 1:
             raise self.error(f"pattern {pattern!r}: unexpected multi-rule regex grammar", ptr, "pattern")
         return g.rules[g.root]
