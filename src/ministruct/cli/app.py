@@ -11,6 +11,7 @@ import click
 
 from ministruct.cli.base import app
 from ministruct.cli.errors import error_text, exit_code
+from ministruct.cli.help_text import tidy
 from ministruct.errors import MinistructError, OutputClosed, OutputError
 from ministruct.jobs.records import output_error
 
@@ -120,7 +121,9 @@ def _run(*, debug: bool) -> int:
     """The app's exit status, every error said in one line on stderr."""
     try:
         try:
-            rv = app(standalone_mode=False, prog_name="ministruct")
+            import typer.main
+
+            rv = tidy(typer.main.get_command(app)).main(prog_name="ministruct", standalone_mode=False)
         except _NoArgsIsHelp as e:
             print(e.ctx.get_help() if e.ctx else e.format_message())
             rv = 0
