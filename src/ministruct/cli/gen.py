@@ -11,7 +11,6 @@ from ministruct.cli import options as o
 from ministruct.cli.base import app, warn
 from ministruct.cli.progress import Progress
 from ministruct.decode.model import Model
-from ministruct.errors import UsageError
 from ministruct.grammar.constraint import Constraint
 from ministruct.jobs.batch import (
     GEN_SETTINGS,

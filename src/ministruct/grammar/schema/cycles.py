@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any, Iterator
 
 from ministruct.errors import SchemaError
+from ministruct.grammar.schema.keywords import ANNOTATIONS
 from ministruct.grammar.schema.merge import Resolver, escape_token
 
 # keywords whose subschemas apply to the value itself (not to a part of it)
@@ -19,7 +20,7 @@ IN_PLACE_LISTS = ("allOf", "anyOf", "oneOf")
 IN_PLACE_ONE = ("not", "if", "then", "else")
 IN_PLACE_MAPS = ("dependentSchemas",)
 # keywords whose values are not schemas, or schemas reached only through a $ref
-NOT_APPLIED = frozenset({"enum", "const", "default", "examples", "example", "$defs", "definitions"})
+NOT_APPLIED = ANNOTATIONS | {"enum", "const"}
 
 
 def in_place_ref_cycle(schema: Any, resolver: Resolver | None = None) -> list[str] | None:
