@@ -9,6 +9,8 @@ alternative as nullable). Unreachable rules are only a warning.
 
 from __future__ import annotations
 
+from typing import Callable, Iterable
+
 from ministruct.errors import GrammarError
 from ministruct.grammar.ir import (
     EMPTY,
@@ -24,6 +26,11 @@ from ministruct.grammar.ir import (
     alt,
     seq,
 )
+
+
+def expr_nullable(e: Expr, nullable: set[str]) -> bool:
+    """Can `e` match the empty string, given the nullable rules?"""
+    return _nullable(e, nullable)
 
 
 def _nullable(e: Expr, nullable: set[str]) -> bool:
@@ -104,12 +111,18 @@ def left_corner_graph(grammar: Grammar, refs: "dict[str, list[str]] | None" = No
 def find_left_recursion(grammar: Grammar, refs: "dict[str, list[str]] | None" = None) -> list[str] | None:
     """A left-recursive cycle as a list of rule names (first == last), or None."""
     graph = left_corner_graph(grammar, refs)
+    return first_cycle(graph, lambda name: graph[name])
+
+
+def first_cycle(starts: Iterable[str], successors: Callable[[str], Iterable[str]]) -> list[str] | None:
+    """A cycle of a directed graph reachable from `starts` (nodes, first == last), or None;
+    depth first, without recursion."""
     state: dict[str, int] = {}  # 1 = on the current path, 2 = done
-    for start in graph:
+    for start in starts:
         if start in state:
             continue
         path = [start]
-        iters = [iter(graph[start])]
+        iters = [iter(successors(start))]
         state[start] = 1
         while iters:
             nxt = next(iters[-1], None)
@@ -123,7 +136,7 @@ def find_left_recursion(grammar: Grammar, refs: "dict[str, list[str]] | None" = 
             if st is None:
                 state[nxt] = 1
                 path.append(nxt)
-                iters.append(iter(graph[nxt]))
+                iters.append(iter(successors(nxt)))
     return None
 
 

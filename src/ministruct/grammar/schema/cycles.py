@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any, Iterator
 
 from ministruct.errors import SchemaError
+from ministruct.grammar.analysis import first_cycle
 from ministruct.grammar.schema.keywords import ANNOTATIONS
 from ministruct.grammar.schema.merge import Resolver, escape_token
 
@@ -29,20 +30,19 @@ def in_place_ref_cycle(schema: Any, resolver: Resolver | None = None) -> list[st
     if not isinstance(schema, dict):
         return None
     res = resolver or Resolver(schema, lambda m, p, k=None: SchemaError(m, pointer=p, keyword=k))
-    state: dict[str, int] = {}  # 1 = on the path, 2 = done
-    todo = [""]
-    seen = {""}
-    while todo:  # every schema node applied somewhere below the root
+    return first_cycle(_applied(res), lambda ptr: _in_place(res.get(ptr), ptr, res))
+
+
+def _applied(res: Resolver) -> Iterator[str]:
+    """Every schema node applied somewhere below the root (the root first)."""
+    todo, seen = [""], {""}
+    while todo:
         ptr = todo.pop()
-        if ptr not in state:
-            cycle = _cycle_from(ptr, res, state)
-            if cycle is not None:
-                return cycle
+        yield ptr
         for child in _all_subschemas(res.get(ptr), ptr, res):
             if child not in seen:
                 seen.add(child)
                 todo.append(child)
-    return None
 
 
 def refuse_ref_cycles(schema: Any, source: str, resolver: Resolver | None = None) -> None:
@@ -56,26 +56,6 @@ def refuse_ref_cycles(schema: Any, source: str, resolver: Resolver | None = None
             keyword="$ref",
             source=source,
         )
-
-
-def _cycle_from(start: str, res: Resolver, state: dict[str, int]) -> list[str] | None:
-    path = [start]
-    iters = [_in_place(res.get(start), start, res)]
-    state[start] = 1
-    while iters:
-        nxt = next(iters[-1], None)
-        if nxt is None:
-            state[path.pop()] = 2
-            iters.pop()
-            continue
-        st = state.get(nxt)
-        if st == 1:
-            return path[path.index(nxt) :] + [nxt]
-        if st is None:
-            state[nxt] = 1
-            path.append(nxt)
-            iters.append(_in_place(res.get(nxt), nxt, res))
-    return None
 
 
 def _in_place(node: Any, ptr: str, res: Resolver) -> Iterator[str]:
