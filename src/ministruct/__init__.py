@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ministruct.check.instance import InstanceChecker
+    from ministruct.decode.batched import BatchedDecoder, Request
     from ministruct.decode.logits_processor import LogitsProcessor
     from ministruct.decode.loop import Decoder, Generation, Step, generate
     from ministruct.decode.model import Model
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
     from ministruct.jobs.job import GenerationJob, GenResult
 
 _EXPORTS = {
+    "BatchedDecoder": "ministruct.decode.batched",
     "BudgetTooSmall": "ministruct.errors",
     "CompileLimitError": "ministruct.errors",
     "CompiledGrammar": "ministruct.engine.compile",
@@ -63,6 +65,7 @@ _EXPORTS = {
     "Model": "ministruct.decode.model",
     "ModelError": "ministruct.errors",
     "NoLegalContinuation": "ministruct.errors",
+    "Request": "ministruct.decode.batched",
     "SamplingParams": "ministruct.decode.sampling",
     "SchemaError": "ministruct.errors",
     "Step": "ministruct.decode.loop",
@@ -98,6 +101,7 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "BatchedDecoder",
     "BudgetTooSmall",
     "CompileLimitError",
     "CompiledGrammar",
@@ -117,6 +121,7 @@ __all__ = [
     "Model",
     "ModelError",
     "NoLegalContinuation",
+    "Request",
     "SamplingParams",
     "SchemaError",
     "Step",

@@ -276,3 +276,26 @@ def test_a_server_that_never_answers_times_out_and_its_records_go_elsewhere(flee
     assert [r.result.id for r in got] == [f"r{i}" for i in range(6)]
     assert all(r.verified and r.server == fleet_servers[0].url for r in got)
     assert silent.faults >= 1 and silent.last_error == "no answer within 1 s"
+
+
+def test_records_carry_their_own_constraint_and_settings_to_the_servers(fleet_servers, run_cli, tmp_path):
+    """Issue 28: a record's schema/regex/choice, max_tokens, seed, temperature go with it;
+    a record whose own constraint cannot load is an error record in its place."""
+    yn = tmp_path / "yn.json"
+    yn.write_text(json.dumps({"enum": ["yes", "no"]}))
+    rows = [
+        {"id": "plain", "prompt": RAW.format(i=0)},
+        {"id": "letters", "prompt": RAW.format(i=1), "regex": "[a-z]{3}", "max_tokens": 6, "seed": 7},
+        {"id": "yn", "prompt": RAW.format(i=2), "schema": str(yn), "temperature": 0.2},
+        {"id": "bad", "prompt": RAW.format(i=3), "schema": "/nonexistent/x.json"},
+        {"id": "pick", "prompt": RAW.format(i=4), "choice": ["red", "green"], "top_p": 0.5},
+    ]
+    p = two_digit_batch(run_cli, fleet_servers, "".join(json.dumps(r) + "\n" for r in rows), "--raw")
+    assert p.returncode == 1, p.stderr
+    recs = {r["id"]: r for r in records(p.stdout)}
+    assert list(recs) == [r["id"] for r in rows]
+    assert re.fullmatch(r"[0-9]{2}", recs["plain"]["output"]) and recs["plain"]["verified"] is True
+    assert re.fullmatch(r"[a-z]{3}", recs["letters"]["output"]) and recs["letters"]["verified"] is True
+    assert recs["yn"]["output"] in ('"yes"', '"no"') and recs["yn"]["json"] in ("yes", "no")
+    assert recs["bad"]["error"].startswith("<stdin>:4: ") and "no such schema file" in recs["bad"]["error"]
+    assert recs["pick"]["output"] in ("red", "green") and recs["pick"]["verified"] is True

@@ -62,11 +62,27 @@ def collapse(
     width: Annotated[
         Optional[int], typer.Option("--width", min=40, help="Output width (default: the terminal, or $COLUMNS).")
     ] = None,
+    study: Annotated[
+        Optional[str],
+        typer.Option("--study", help="Run a study file (TOML; see samples/study/study.toml) into --report DIR."),
+    ] = None,
+    report_dir: Annotated[
+        Optional[str],
+        typer.Option("--report", metavar="DIR", help="With --study: write report.md, report.json and figures here."),
+    ] = None,
+    resume: Annotated[
+        bool, typer.Option("--resume", help="With --study: continue the study --report DIR holds.")
+    ] = False,
     no_progress: o.NoProgress = False,
 ) -> None:
     """The collapse study: sample each generation once at --temperature/--top-p (the
     reference setting), with the schema shown and withheld over the same seeds, and
-    re-evaluate every step's logits over the temperature x top_p grid."""
+    re-evaluate every step's logits over the temperature x top_p grid. With --study FILE
+    --report DIR: a whole study file (its schemas, prompts, grid, seeds, conditions),
+    with --seeds and --model overriding the file's."""
+    if study is not None or report_dir is not None or resume:
+        _study(ctx, study, report_dir, resume, prompt, input, constraint, run, seeds, no_progress)
+        return
     grid = Grid(_floats(temperatures, "--temperatures"), _floats(top_ps, "--top-ps"))
     settings = StudySettings(
         seeds=_seeds(seeds, run.params.seed),
@@ -116,6 +132,66 @@ def collapse(
         warn(
             f"{report.incomplete} of {len(report.generations)} generations did not complete "
             f"(cut off by --max-tokens {run.max_tokens} or no legal continuation); their steps are counted"
+        )
+        raise typer.Exit(1)
+
+
+def _study(
+    ctx: typer.Context,
+    study: str | None,
+    report_dir: str | None,
+    resume: bool,
+    prompt: str | None,
+    input: str | None,
+    constraint: o.ConstraintFlags,
+    run: o.RunFlags,
+    seeds: str,
+    no_progress: bool,
+) -> None:
+    """`--study FILE --report DIR [--resume]`."""
+    from ministruct.diagnostics.collapse.markdown import StudyReport
+    from ministruct.diagnostics.collapse.render import require_matplotlib
+    from ministruct.diagnostics.collapse.runner import StudyRun, build_study
+    from ministruct.diagnostics.collapse.studyfile import load_study
+    from ministruct.grammar.schema.options import SchemaOptions
+
+    if study is None or report_dir is None:
+        raise UsageError("--study FILE and --report DIR go together (--resume continues a --report DIR)")
+    if prompt is not None or input is not None:
+        raise UsageError("--study names its prompts: drop the PROMPT argument and --input")
+    if constraint.schema or constraint.grammar or constraint.regex or constraint.choice or constraint.lark:
+        raise UsageError("--study names its schemas: drop --schema/--grammar/--regex/--choice")
+    require_matplotlib("--study")
+    spec = load_study(study)
+    explicit = ctx.get_parameter_source("seeds")
+    override = None if explicit is None or explicit.name == "DEFAULT" else _seeds(seeds, run.params.seed)
+    options = SchemaOptions(
+        whitespace=constraint.whitespace,
+        lenient=constraint.lenient,
+        oneof_as_anyof=constraint.oneof_as_anyof,
+        extra_properties=constraint.extra_properties or "explicit",
+    )
+    model = Model.load(run.model or spec.model)
+    cs = build_study(spec, model, options=options, seeds=override, base=run.params)
+    runner = StudyRun(cs, report_dir, free_control=spec.free_control, resume=resume)
+    total = len(runner.units) + len(runner.free_units)
+    with Progress(enabled=not no_progress, total=total, label="collapse study", plain_every=30.0) as progress:
+        seen = [None]
+
+        def on_done(done: int, _total: int) -> None:
+            if seen[0] is None:
+                progress.start_at(done)
+            else:
+                progress.advance(done - seen[0])
+            seen[0] = done
+
+        result = runner.run(on_done)
+    for path in StudyReport(result, spec).write(report_dir):
+        print(f"ministruct: wrote {path}", file=sys.stderr)
+    if result.report.incomplete:
+        warn(
+            f"{result.report.incomplete} of {len(result.report.generations)} generations did not complete "
+            f"(cut off by max_tokens {spec.max_tokens} or no legal continuation); their steps are counted"
         )
         raise typer.Exit(1)
 

@@ -10,7 +10,9 @@ import typer
 from ministruct.cli import options as o
 from ministruct.cli.base import app, warn
 from ministruct.cli.progress import Progress
+from ministruct.decode.batched import DEFAULT_PARALLEL
 from ministruct.decode.model import Model
+from ministruct.errors import UsageError
 from ministruct.grammar.constraint import Constraint
 from ministruct.jobs.batch import (
     GEN_SETTINGS,
@@ -51,6 +53,7 @@ def gen(
     ] = False,
     hard_cut: o.HardCut = False,
     no_fast_forward: o.NoFastForward = False,
+    parallel: o.Parallel = None,
     quiet: o.Quiet = False,
     no_progress: o.NoProgress = False,
     allow_extra_fields: o.AllowExtraFields = False,
@@ -71,15 +74,18 @@ def gen(
         no_fast_forward=no_fast_forward,
         quiet=quiet,
         no_progress=no_progress,
+        parallel=parallel,
     )
     g.check()
     c = constraint.load()
     for w in c.warnings:
         warn(w)
     if fleet.requested():
+        if parallel is not None:
+            raise UsageError("--parallel decodes on the local model; with --server use --concurrency")
         from ministruct.cli.gen_fleet import gen_on_fleet  # a local run need not import the fleet client
 
-        raise typer.Exit(gen_on_fleet(fleet, c, run, g, think))
+        raise typer.Exit(gen_on_fleet(fleet, c, run, g, _record_constraints(constraint), think))
     fleet.refuse_without_server()
     raise typer.Exit(_gen_local(g, c, constraint, run, think))
 
@@ -99,7 +105,7 @@ def _gen_local(
         tracer = TraceWriter.open(g.trace, job, legal=g.trace_legal)
     pool = JobPool(
         job,
-        ConstraintCache(lambda kind, value: with_constraint(constraint, kind, value).load(), on_load=_warn_once),
+        _record_constraints(constraint),
         think_preset=settings or o.ThinkFlags(True, None, None, None, None).settings(llm),
     )
     label = g.input is not None or g.n > 1
@@ -109,6 +115,7 @@ def _gen_local(
         seed=run.params.seed,
         emit=lambda res, extra: _emit(res, g.fmt, extra, g.quiet, label),
         tracer=tracer,
+        parallel=DEFAULT_PARALLEL if g.parallel is None else g.parallel,
     )
     try:
         if g.input is None:
@@ -129,14 +136,24 @@ def _gen_local(
 def _single(batch: GenBatch, prompt: str, n: int, no_progress: bool) -> int:
     """The PROMPT argument: n samples; an error (a prompt too long...) is bad usage, exit 2."""
     job, status = batch.pool.base, 0
+    seeds = [batch.seed + k for k in range(n)]
+    if batch.parallel > 1 and n > 1:
+        results = job.run_many([prompt] * n, parallel=batch.parallel, seeds=seeds)
+    else:
+        results = (batch.run_one(job, InputRecord(1, 1, prompt), seed) for seed in seeds)
     with Progress(enabled=not no_progress, total=n, label="generating") as progress:
-        for k in range(n):
-            res = batch.run_one(job, InputRecord(1, 1, prompt), batch.seed + k)
+        for res in results:
+            res.id = 1
             batch.emit(res, {})
             if status_of(res) != "ok":
                 status = 1
             progress.advance()
     return status
+
+
+def _record_constraints(flags: o.ConstraintFlags) -> ConstraintCache[Constraint]:
+    """What records' own constraints load to: the command's constraint options, the record's constraint."""
+    return ConstraintCache(lambda kind, value: with_constraint(flags, kind, value).load(), on_load=_warn_once)
 
 
 def _warn_once(c) -> None:

@@ -17,7 +17,7 @@ from ministruct.cli.options import ENV_SERVERS, FleetFlags, GenFlags, RunFlags, 
 from ministruct.errors import UsageError
 from ministruct.fleet import KINDS, FleetBatch, FleetResult, Ignored, Settings, connect, split_servers
 from ministruct.grammar.constraint import Constraint
-from ministruct.jobs.batch import GEN_SETTINGS, Resume, stderr_report, validated
+from ministruct.jobs.batch import GEN_SETTINGS, ConstraintCache, Resume, stderr_report, validated
 from ministruct.jobs.records import (
     InputRecord,
     dumps_record,
@@ -35,36 +35,36 @@ TRACE_FILE = " the trace file"  # what output errors call it
 
 
 def gen_on_fleet(
-    fleet: FleetFlags, constraint: Constraint, run: RunFlags, g: GenFlags, think: ThinkFlags | None = None
+    fleet: FleetFlags,
+    constraint: Constraint,
+    run: RunFlags,
+    g: GenFlags,
+    constraints: ConstraintCache[Constraint],
+    think: ThinkFlags | None = None,
 ) -> int:
     """Run the prompt or the --input records on the servers; return the exit status (0 all
     verified, 1 any record not: unverified, failed, or a bad input record, reported in its
-    place as a local batch does; 130/143 after SIGINT/SIGTERM, as a local batch)."""
+    place as a local batch does; 130/143 after SIGINT/SIGTERM, as a local batch). `constraints`
+    loads the records' own constraints."""
     settings = think.settings() if think is not None else None
     if settings is not None:
         constraint = think_on_servers(constraint, settings)
+        own = constraints
+        constraints = ConstraintCache(lambda kind, value: think_on_servers(own.get(kind, value), settings))
     resumed = Resume.load(g.resume) if g.input is not None else None
     with _fleet_records(g.prompt, g.input, g.allow_extra) as records:
-        return _run_on_fleet(fleet, constraint, run, records, g, resumed, think=settings)
+        return _run_on_fleet(fleet, constraint, run, records, g, constraints, resumed, think=settings)
 
 
 @contextmanager
 def _fleet_records(prompt: str | None, input: str | None, allow_extra: bool) -> Iterator[Iterable[InputRecord]]:
-    """The records for --server: read as for the local model; a record carrying its own
-    settings is an error record there (the fleet runs the command's settings only)."""
+    """The records for --server: read as for the local model (a record's own constraint
+    and settings go with it to the servers)."""
     if prompt is not None:
         yield [InputRecord(1, 1, prompt)]
         return
     with open_lines(input) as (lines, source):
-
-        def records() -> Iterator[InputRecord]:
-            for rec in validated(read_records(lines, "prompt", source, settings=GEN_SETTINGS, allow_extra=allow_extra)):
-                if rec.error is None and rec.settings:
-                    names = ", ".join(f'"{k}"' for k in rec.settings)
-                    rec.error = f"{rec.where}: per-record settings ({names}) are not supported with --server yet"
-                yield rec
-
-        yield records()
+        yield validated(read_records(lines, "prompt", source, settings=GEN_SETTINGS, allow_extra=allow_extra))
 
 
 def _run_on_fleet(
@@ -73,6 +73,7 @@ def _run_on_fleet(
     run: RunFlags,
     records: Iterable[InputRecord],
     g: GenFlags,
+    constraints: ConstraintCache[Constraint],
     resume: Resume | None,
     *,
     think: ThinkSettings | None = None,
@@ -106,6 +107,7 @@ def _run_on_fleet(
         headers=headers,
         on_ignored=lambda e: _say_ignored(e, constraint),
         warn=warn,
+        constraints=constraints,
     )
     trace_out: IO[str] | None = None
     if trace is not None:

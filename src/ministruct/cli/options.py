@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
+from ministruct.decode.batched import DEFAULT_PARALLEL
 from ministruct.decode.sampling import SamplingParams
 from ministruct.errors import UsageError
 from ministruct.grammar.constraint import Constraint, load_constraint
@@ -139,6 +140,19 @@ HardCut = Annotated[
         "--hard-cut",
         help="Cut plainly at --max-tokens (no budget-aware closing).",
         rich_help_panel="Model and sampling",
+    ),
+]
+Parallel = Annotated[
+    Optional[int],
+    typer.Option(
+        "--parallel",
+        min=1,
+        help=(
+            f"Decode up to N generations at once, one model step for all of them (default {DEFAULT_PARALLEL}). "
+            "Rows computed in a batch differ in the last bits from rows computed alone, so a token can "
+            "differ from --parallel 1; the same N and seed give the same outputs. "
+            "With --trace generations run one at a time."
+        ),
     ),
 ]
 NoFastForward = Annotated[
@@ -366,6 +380,7 @@ class GenFlags:
     no_fast_forward: bool = False
     quiet: bool = False
     no_progress: bool = False
+    parallel: int | None = None  # None: the default (decode/batched.DEFAULT_PARALLEL)
 
     @property
     def fmt(self) -> str:

@@ -5,9 +5,11 @@ row, legal set) and a Generation. model.py is the only module of the project tha
 llama_cpp. Never imports jobs, diagnostics, the fleet or the command line.
 
 Files, in the order data flows through them:
-    model.py             the model boundary: load, tokenize, evaluate, logits rows
+    model.py             the model boundary: load, tokenize, evaluate, logits rows;
+                         Sequences: many sequences in one context, one decode for all
     sampling.py          the sampler (mask -> temperature -> penalty -> softmax -> top-k -> top-p)
     fast_forward.py      dictated stretches planned as tokens and evaluated in one batch
     loop.py              the decode loop (Decoder, generate)
+    batched.py           many generations at once, one model step for all (BatchedDecoder)
     logits_processor.py  a constraint inside llama-cpp-python's own loop
 """

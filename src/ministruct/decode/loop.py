@@ -152,15 +152,8 @@ class Decoder:
         Each step: the mask (decided by the output so far, so built while the model
         evaluates), the logits row, the draw (sampling.py's order), the advance. Where the
         grammar dictates the next tokens, `_forward` yields them from one batch instead."""
-        if self._started:
-            raise RuntimeError("a Decoder runs once; create a new one")
-        self._started = True
-        run = _Run(self)
+        run = self.start()
         matcher = self.matcher
-        if matcher is not None and self.reset_matcher:
-            matcher.reset()
-        if self.budget_aware:
-            self.budget_aware = output_budget(matcher.min_tokens_to_complete(), self.max_tokens) is not None
         while run.index < self.max_tokens:
             if matcher is not None and matcher.is_terminated():
                 run.stop = "grammar_done"
@@ -175,42 +168,53 @@ class Decoder:
             row = self._masked_row(run)
             if row is None:
                 break
-            logits, (mask, mask_us, limited) = row
-            try:
-                token = run.sampler.sample(logits, mask, run.history)
-            except NoLegalContinuation:
-                run.stop, run.error = "no_legal_continuation", NoLegalContinuation(run.index, bytes(run.out))
+            step = run.take(*row)
+            if step is None:
                 break
-            is_eog = token in self.model.vocabulary.eog_ids
-            piece = b"" if is_eog else self.model.vocabulary.token_bytes(token)
-            run.n_steps += 1
-            run.limited_any = run.limited_any or limited
-            yield Step(run.index, token, piece, logits, mask, mask_us, limited, phase_state=_phase_of(matcher))
-            if is_eog:
-                run.stop = "eos"
+            yield step
+            if run.over:
                 break
-            if matcher is not None:
-                matcher.advance(token)
-            run.accept(token, piece)
-            run.pending = [token]
-        self._result = run.generation()
+        self.finish(run)
 
-    def _masked_row(self, run: "_Run") -> tuple[np.ndarray, tuple[np.ndarray | None, float, bool]] | None:
+    def start(self) -> "Run":
+        """Begin the generation (once): the matcher reset, the budget rule checked
+        (BudgetTooSmall when no complete output fits); the Run that holds its state."""
+        if self._started:
+            raise RuntimeError("a Decoder runs once; create a new one")
+        self._started = True
+        run = Run(self)
+        matcher = self.matcher
+        if matcher is not None and self.reset_matcher:
+            matcher.reset()
+        if self.budget_aware:
+            self.budget_aware = output_budget(matcher.min_tokens_to_complete(), self.max_tokens) is not None
+        return run
+
+    def finish(self, run: "Run") -> Generation:
+        """End the generation: `.result` is set from `run`."""
+        self._result = run.generation()
+        return self._result
+
+    def remaining(self, index: int) -> int | None:
+        """The token budget left at output index `index` for the legal set (None: not budget-aware)."""
+        return self.max_tokens - index if self.budget_aware else None
+
+    def _masked_row(self, run: "Run") -> tuple[np.ndarray, tuple[np.ndarray | None, float, bool]] | None:
         """The next logits row and its (mask, mask_us, budget_limited); None when the
         generation stops before a draw (grammar done, or nothing legal: `run` says which)."""
         matcher = self.matcher
         masked: tuple[np.ndarray | None, float, bool] = (None, 0.0, False)
         pending_mask = None
         if matcher is not None:
-            remaining = self.max_tokens - run.index if self.budget_aware else None
+            remaining = self.remaining(run.index)
             if matcher.mask_ready(remaining):
-                masked = _timed_mask(matcher, remaining)
+                masked = timed_mask(matcher, remaining)
                 if run.stops_before_draw(masked[0]):
                     return None
             else:
                 # a mask not computed before: build it while the model evaluates
                 # (llama.cpp releases the GIL), so its cost hides behind the forward pass
-                pending_mask = _pool().submit(_timed_mask, matcher, remaining)
+                pending_mask = mask_pool().submit(timed_mask, matcher, remaining)
         logits = run.evaluate_pending()
         if pending_mask is not None:
             masked = pending_mask.result()
@@ -218,25 +222,12 @@ class Decoder:
                 return None
         return logits, masked
 
-    def _forward(self, run: "_Run", planned: list[int], done: bool) -> Iterator[Step]:
+    def _forward(self, run: "Run", planned: list[int], done: bool) -> Iterator[Step]:
         """Steps for tokens the grammar dictates: evaluated in one batch, no draws."""
         evaluate_last = not done and run.index + len(planned) < self.max_tokens
         rows, masks = self._fast_forward(planned, run.pending, run.ready, run.first, run.index, evaluate_last)
-        run.first, run.pending = False, []
-        run.ready = rows[len(planned)] if evaluate_last else None
-        for i, token in enumerate(planned):
-            mask, mask_us, limited = masks[i]
-            piece = self.model.vocabulary.token_bytes(token)
-            run.sampler.skip()  # one random number per token, as a forced draw takes
-            run.n_steps += 1
-            run.n_ff += 1
-            run.limited_any = run.limited_any or limited
-            phase = _phase_of(self.matcher)
-            yield Step(run.index, token, piece, rows[i], mask, mask_us, limited, fast_forward=True, phase_state=phase)
-            self.matcher.advance(token)
-            run.accept(token, piece)
-        if not evaluate_last and not done:
-            run.pending = [planned[-1]]
+        run.first = False
+        yield from run.forwarded(planned, rows, masks, evaluate_last=evaluate_last, done=done)
 
     def _fast_forward(
         self,
@@ -252,8 +243,8 @@ class Decoder:
         each planned token's (mask, mask_us, budget_limited)). The masks are built on the
         worker thread while the model runs."""
         model, matcher = self.model, self.matcher
-        remainings = [self.max_tokens - (index + i) if self.budget_aware else None for i in range(len(planned))]
-        masks = _pool().submit(_masks_along, matcher.fork(), planned, remainings)
+        remainings = [self.remaining(index + i) for i in range(len(planned))]
+        masks = mask_pool().submit(masks_along, matcher.fork(), planned, remainings)
         batch = planned if evaluate_last else planned[:-1]
         if ready is not None:
             rows = np.concatenate([ready[None, :], model.eval_rows(batch)])
@@ -265,7 +256,7 @@ class Decoder:
         return rows, masks.result()
 
 
-class _Run:
+class Run:
     """One generation's mutable state inside Decoder.steps."""
 
     def __init__(self, decoder: Decoder) -> None:
@@ -282,7 +273,63 @@ class _Run:
         self.index = 0
         self.n_steps = self.n_ff = 0
         self.limited_any = False
+        self.over = False  # ended by an end-of-generation token
         self.stop, self.error = "max_tokens", None
+
+    def take(self, logits: np.ndarray, masked: tuple[np.ndarray | None, float, bool]) -> Step | None:
+        """Draw the next token from `logits` under `masked` = (mask, mask_us, budget_limited)
+        and take it into the output (the matcher advances); its Step, or None when nothing
+        is legal (the stop reason says so). An end-of-generation token sets `over`."""
+        mask, mask_us, limited = masked
+        vocab = self.decoder.model.vocabulary
+        try:
+            token = self.sampler.sample(logits, mask, self.history)
+        except NoLegalContinuation:
+            self.stop, self.error = "no_legal_continuation", NoLegalContinuation(self.index, bytes(self.out))
+            return None
+        is_eog = token in vocab.eog_ids
+        piece = b"" if is_eog else vocab.token_bytes(token)
+        self.n_steps += 1
+        self.limited_any = self.limited_any or limited
+        step = Step(
+            self.index, token, piece, logits, mask, mask_us, limited, phase_state=_phase_of(self.decoder.matcher)
+        )
+        if is_eog:
+            self.stop, self.over = "eos", True
+            return step
+        if self.decoder.matcher is not None:
+            self.decoder.matcher.advance(token)
+        self.accept(token, piece)
+        self.pending = [token]
+        return step
+
+    def forwarded(
+        self,
+        planned: list[int],
+        rows: np.ndarray,
+        masks: list[tuple[np.ndarray, float, bool]],
+        *,
+        evaluate_last: bool,
+        done: bool,
+    ) -> Iterator[Step]:
+        """Steps for fast-forwarded tokens, given the row before each (and, with
+        `evaluate_last`, the row after the last) and each token's (mask, mask_us, budget_limited)."""
+        self.pending = []
+        self.ready = rows[len(planned)] if evaluate_last else None
+        vocab, matcher = self.decoder.model.vocabulary, self.decoder.matcher
+        for i, token in enumerate(planned):
+            mask, mask_us, limited = masks[i]
+            piece = vocab.token_bytes(token)
+            self.sampler.skip()  # one random number per token, as a forced draw takes
+            self.n_steps += 1
+            self.n_ff += 1
+            self.limited_any = self.limited_any or limited
+            phase = _phase_of(matcher)
+            yield Step(self.index, token, piece, rows[i], mask, mask_us, limited, fast_forward=True, phase_state=phase)
+            matcher.advance(token)
+            self.accept(token, piece)
+        if not evaluate_last and not done:
+            self.pending = [planned[-1]]
 
     def evaluate_pending(self) -> np.ndarray:
         """The logits row after the pending tokens (prefilled first, then evaluated)."""
@@ -339,14 +386,14 @@ class _Run:
 _POOL: ThreadPoolExecutor | None = None
 
 
-def _pool() -> ThreadPoolExecutor:
+def mask_pool() -> ThreadPoolExecutor:
     global _POOL
     if _POOL is None:
         _POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ministruct-mask")
     return _POOL
 
 
-def _timed_mask(matcher: TokenMatcher, remaining: int | None) -> tuple[np.ndarray, float, bool]:
+def timed_mask(matcher: TokenMatcher, remaining: int | None) -> tuple[np.ndarray, float, bool]:
     """(mask, microseconds, whether the budget narrowed it)."""
     m0 = time.perf_counter()
     mask = np.asarray(matcher.mask(remaining), dtype=bool)
@@ -357,14 +404,14 @@ def _timed_mask(matcher: TokenMatcher, remaining: int | None) -> tuple[np.ndarra
     return mask, (time.perf_counter() - m0) * 1e6, limited
 
 
-def _masks_along(
+def masks_along(
     matcher: TokenMatcher, tokens: Sequence[int], remainings: Sequence[int | None]
 ) -> list[tuple[np.ndarray, float, bool]]:
     """(mask, microseconds, budget narrowed) before each of `tokens`, advancing `matcher`
     (a fork: the decoder's own matcher is advanced as the steps are yielded)."""
     out = []
     for token, remaining in zip(tokens, remainings):
-        out.append(_timed_mask(matcher, remaining))
+        out.append(timed_mask(matcher, remaining))
         matcher.advance(token)
     return out
 

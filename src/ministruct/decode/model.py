@@ -481,6 +481,12 @@ class Model:
         row = np.ctypeslib.as_array(ptr, shape=(self.n_logits,))
         return np.array(row, dtype=np.float32, copy=True)
 
+    def sequences(self, n_seq: int, n_ctx: int | None = None) -> "Sequences":
+        """A context of its own holding up to `n_seq` sequences of `n_ctx` tokens each
+        (default this Model's n_ctx), evaluated together (batched decoding)."""
+        self._require_weights()
+        return Sequences(self, n_seq, n_ctx or self.n_ctx)
+
     def close(self) -> None:
         """Free the llama.cpp model and context."""
         close = getattr(self._llm, "close", None)
@@ -489,3 +495,109 @@ class Model:
 
     def __repr__(self) -> str:
         return f"Model({str(self.path)!r}, n_ctx={self.n_ctx}, n_logits={self.n_logits})"
+
+
+class Sequences:
+    """Up to `n_seq` token sequences in one llama.cpp context, each with its own part of
+    the KV cache (sequence ids 0 .. n_seq-1, plus one more to keep a prompt for reuse),
+    evaluated together: one `decode` runs every sequence's new tokens in one batch.
+
+    A row computed in a batch with other sequences can differ in the last bits from the
+    same row computed alone (as fast-forward's batch rows do)."""
+
+    def __init__(self, model: Model, n_seq: int, n_ctx: int) -> None:
+        if n_seq < 1:
+            raise ModelError(f"n_seq must be >= 1, got {n_seq}")
+        lib = _lib()
+        llm = model._llm
+        self.model = model
+        self.n_seq = n_seq
+        self.n_ctx = n_ctx  # per sequence
+        self.store = n_seq  # the extra sequence, that keeps a prompt for reuse
+        params = lib.llama_context_params()
+        ctypes.pointer(params)[0] = llm.context_params  # type: ignore[attr-defined]  # a copy of the same settings
+        streams = n_seq + 1
+        params.n_ctx = n_ctx * streams
+        params.n_batch = params.n_ubatch = max(512, min(2048, 64 * streams))
+        params.n_seq_max = streams
+        params.kv_unified = False  # each sequence attends over its own cells only
+        ctx = lib.llama_init_from_model(llm.model, params)  # type: ignore[attr-defined]
+        if not ctx:
+            raise ModelError(f"{model.path}: cannot create a context for {n_seq} sequences of {n_ctx} tokens")
+        self._ctx = ctx
+        self._mem = lib.llama_get_memory(ctx)
+        self.n_batch = int(params.n_batch)
+        self._batch = lib.llama_batch_init(self.n_batch, 0, 1)
+        self._n_past = [0] * streams
+
+    def n_past(self, seq: int) -> int:
+        return self._n_past[seq]
+
+    def clear(self, seq: int) -> None:
+        """Forget every token of sequence `seq`."""
+        _lib().llama_memory_seq_rm(self._mem, seq, -1, -1)
+        self._n_past[seq] = 0
+
+    def copy(self, src: int, dst: int) -> None:
+        """Make sequence `dst` hold what `src` holds (its KV cache copied, not recomputed)."""
+        self.clear(dst)
+        _lib().llama_memory_seq_cp(self._mem, src, dst, -1, -1)
+        self._n_past[dst] = self._n_past[src]
+
+    def decode(self, work: Sequence[tuple[int, Sequence[int], int]]) -> list[np.ndarray]:
+        """Append tokens to sequences and run them in as few batches as n_batch allows. For
+        each (sequence id, tokens, n_rows) of `work`: the logits rows after its last `n_rows`
+        tokens (float32, n_rows x n_logits; row i predicts the token after the i-th)."""
+        lib = _lib()
+        flat: list[tuple[int, int, int, bool]] = []
+        for seq, tokens, n_rows in work:
+            toks = self.model._checked(tokens) if tokens else []
+            start = self._n_past[seq]
+            if start + len(toks) > self.n_ctx:
+                raise ModelError(
+                    f"{self.model.path}: context full: {start} + {len(toks)} tokens exceed n_ctx={self.n_ctx}"
+                )
+            first_row = len(toks) - n_rows
+            flat.extend((seq, start + i, t, i >= first_row) for i, t in enumerate(toks))
+            self._n_past[seq] = start + len(toks)
+        out = [np.empty((n_rows, self.model.n_logits), dtype=np.float32) for _, _, n_rows in work]
+        owners = [i for i, (_, tokens, n_rows) in enumerate(work) for _ in range(min(n_rows, len(tokens)))]
+        k, filled = 0, [0] * len(work)
+        b = self._batch
+        for at in range(0, len(flat), self.n_batch):
+            chunk = flat[at : at + self.n_batch]
+            n_out = 0
+            for i, (seq, pos, tok, want) in enumerate(chunk):
+                b.token[i] = tok
+                b.pos[i] = pos
+                b.n_seq_id[i] = 1
+                b.seq_id[i][0] = seq
+                b.logits[i] = want
+                n_out += want
+            b.n_tokens = len(chunk)
+            rc = lib.llama_decode(self._ctx, b)
+            if rc != 0:
+                raise ModelError(f"{self.model.path}: batched evaluation failed (llama_decode returned {rc})")
+            if n_out:
+                ptr = lib.llama_get_logits(self._ctx)
+                rows = np.ctypeslib.as_array(ptr, shape=(n_out, self.model.n_logits))
+                for r in range(n_out):
+                    w = owners[k]
+                    out[w][filled[w]] = rows[r]
+                    filled[w] += 1
+                    k += 1
+        return out
+
+    def close(self) -> None:
+        """Free the context (the model stays loaded)."""
+        lib = _lib()
+        if self._ctx:
+            lib.llama_batch_free(self._batch)
+            lib.llama_free(self._ctx)
+            self._ctx = None
+
+    def __enter__(self) -> "Sequences":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -136,49 +136,62 @@ def _exp(w: np.ndarray) -> _Exp:
 # -- core computations ------------------------------------------------------------
 
 
-def _nucleus_of(ex: _Exp, top_p: float, ids: np.ndarray | None = None) -> np.ndarray:
-    """Ids (ascending) of the top-p nucleus of probabilities ex.e / ex.s.
+def _nuclei_of(ex: _Exp, top_ps: Sequence[float], ids: np.ndarray | None = None) -> list[np.ndarray]:
+    """The nucleus (ids ascending) for each top_p < 1, from one sort.
 
-    Only the entries above a cut-off are sorted: the first cut whose mass reaches
-    top_p holds the whole nucleus (every entry left out is less probable than every
-    entry kept). Ties at the boundary go to the lowest ids, as in the sampler.
+    Only the entries above a cut-off are sorted: the first cut whose mass reaches the
+    largest top_p holds every nucleus (every entry left out is less probable than
+    every entry kept, and a smaller top_p's nucleus is a prefix of the same order).
+    Ties at the boundary go to the lowest ids, as in the sampler.
     """
     e = ex.e
     name = (lambda a: a) if ids is None else (lambda a: ids[a])
+    most = max(top_ps)
     top = float(np.max(e)) if e.size else 0.0
     for cut in _CUTS:
         cand = np.flatnonzero(e > top * math.exp(-cut))
-        if float(np.sum(e[cand])) / ex.s >= top_p:
-            found = _prefix(e[cand] / ex.s, top_p)
-            if found is not None:
-                return name(cand[found])
+        if float(np.sum(e[cand])) / ex.s >= most:
+            found = _prefixes(e[cand] / ex.s, top_ps)
+            if found[list(top_ps).index(most)] is not None:
+                return [name(cand[f]) for f in found]
     cand = np.flatnonzero(e > 0)
-    found = _prefix(e[cand] / ex.s, top_p)
-    return name(cand[found if found is not None else slice(None)])
+    found = _prefixes(e[cand] / ex.s, top_ps)
+    return [name(cand[f if f is not None else slice(None)]) for f in found]
 
 
-def _prefix(p: np.ndarray, top_p: float) -> np.ndarray | slice | None:
-    """Positions in p of its smallest most-probable prefix with mass >= top_p (None: not reached)."""
+def _prefixes(p: np.ndarray, top_ps: Sequence[float]) -> list[np.ndarray | None]:
+    """For each top_p, the positions in p of its smallest most-probable prefix with mass
+    >= top_p (None: not reached)."""
     vals = np.sort(p)[::-1]
     cum = np.cumsum(vals)
-    i = int(np.searchsorted(cum, top_p, side="left"))
-    if i >= len(vals):
-        return None
-    k, v = i + 1, vals[i]
-    keep = p > v
-    need = k - int(np.count_nonzero(keep))
-    if need:  # ties at the boundary: the lowest positions (ids ascend with positions)
-        keep[np.flatnonzero(p == v)[:need]] = True
-    return np.flatnonzero(keep)
+    out: list[np.ndarray | None] = []
+    for top_p in top_ps:
+        i = int(np.searchsorted(cum, top_p, side="left"))
+        if i >= len(vals):
+            out.append(None)
+            continue
+        k, v = i + 1, vals[i]
+        keep = p > v
+        need = k - int(np.count_nonzero(keep))
+        if need:  # ties at the boundary: the lowest positions (ids ascend with positions)
+            keep[np.flatnonzero(p == v)[:need]] = True
+        out.append(np.flatnonzero(keep))
+    return out
 
 
-def _nucleus(ex: _Exp, w: np.ndarray, top_p: float, greedy: bool, ids: np.ndarray | None) -> np.ndarray:
+def _nuclei(ex: _Exp, w: np.ndarray, top_ps: Sequence[float], greedy: bool, ids: np.ndarray | None) -> list[np.ndarray]:
+    """The sampler's nucleus at each top_p (greedy: the argmax; top_p 1: every finite logit)."""
     name = (lambda a: a) if ids is None else (lambda a: ids[a])
-    if top_p >= 1.0:
-        return name(np.flatnonzero(np.isfinite(w)))
-    if greedy:
-        return name(np.asarray([int(np.argmax(w))]))
-    return _nucleus_of(ex, top_p, ids)
+    out: dict[float, np.ndarray] = {}
+    cut = [p for p in top_ps if p < 1.0]
+    if cut and not greedy:
+        out.update(zip(cut, _nuclei_of(ex, cut, ids)))
+    for p in top_ps:
+        if p >= 1.0:
+            out[p] = name(np.flatnonzero(np.isfinite(w)))
+        elif greedy:
+            out[p] = name(np.asarray([int(np.argmax(w))]))
+    return [out[p] for p in top_ps]
 
 
 class StepStats:
@@ -221,58 +234,86 @@ class StepStats:
         fast_forward: bool = False,
     ) -> StepRecord:
         """The record of one step from its captured logits and legal mask."""
-        p = self.params
-        t, top_p = p.temperature, p.top_p
+        return self.compute_top_ps(
+            logits,
+            mask,
+            (self.params.top_p,),
+            step=step,
+            token_id=token_id,
+            token=token,
+            mask_us=mask_us,
+            fast_forward=fast_forward,
+        )[0]
+
+    def compute_top_ps(
+        self,
+        logits: np.ndarray,
+        mask: np.ndarray | None,
+        top_ps: Sequence[float],
+        *,
+        step: int = 0,
+        token_id: int = -1,
+        token: str = "",
+        mask_us: float = 0.0,
+        fast_forward: bool = False,
+    ) -> list[StepRecord]:
+        """The records of one step at this temperature and each of `top_ps` (each one as
+        `compute` gives it with that top_p): the softmaxes are computed once for all."""
+        t = self.params.temperature
         z = np.asarray(logits, dtype=np.float64)
         if np.isnan(z).any():
             z = np.where(np.isnan(z), -np.inf, z)
         n = int(z.shape[0])
-        sampled = t > 0 and top_p < 1.0  # the nucleus needs probabilities at T
+        any_sampled = t > 0 and any(p < 1.0 for p in top_ps)  # a nucleus needs probabilities at T
         raw1 = _exp(z)
         w = z if t in (0, 1) else z / t
-        raw_t = raw1 if (t == 1 or not sampled) else _exp(w)
-        raw_nucleus = _nucleus(raw_t, w, top_p, t == 0, None)
+        raw_t = raw1 if (t == 1 or not any_sampled) else _exp(w)
         raw_top = int(np.argmax(z))
-        if mask is None or n == 0:
-            legal_count, kl = n, 0.0
-            masked_nucleus, masked_top = raw_nucleus, raw_top
-        else:
+        legal = None
+        if mask is not None and n:
             mask = np.asarray(mask, dtype=bool)
             if mask.shape != z.shape:
                 raise ValueError(f"mask has shape {mask.shape}, logits {z.shape}")
             legal = self.legal_ids(mask)
-            legal_count = int(legal.shape[0])
-            if legal_count == 0:
+            if legal.shape[0] == 0:
                 raise ValueError(f"step {step}: the legal set is empty")
-            if legal_count == n:
-                kl, masked_nucleus, masked_top = 0.0, raw_nucleus, raw_top
-            else:
-                zl = z[legal]
-                wl = zl if t in (0, 1) else w[legal]
-                # the masked softmax at T exactly as the sampler computes it (relative to
-                # the legal maximum), so nucleus boundaries agree to the last bit
-                ml = _exp(wl) if sampled else raw1
-                kl = legal_kl(z, legal, full_lse=raw1.lse)
-                masked_nucleus = _nucleus(ml, wl, top_p, t == 0, legal)
-                masked_top = int(legal[int(np.argmax(zl))])
+            if legal.shape[0] == n:
+                legal = None
+        legal_count = n if legal is None else int(legal.shape[0])
+        if legal is not None:
+            zl = z[legal]
+            wl = zl if t in (0, 1) else w[legal]
+            # the masked softmax at T exactly as the sampler computes it (relative to
+            # the legal maximum), so nucleus boundaries agree to the last bit
+            ml = _exp(wl) if any_sampled else raw1
+            masked_top = int(legal[int(np.argmax(zl))])
+            kl_legal = legal_kl(z, legal, full_lse=raw1.lse)
         tag = FAST_FORWARD if fast_forward else FORCED if legal_count == 1 else FREE
-        n_raw, n_masked = int(raw_nucleus.shape[0]), int(masked_nucleus.shape[0])
-        changed = n_raw != n_masked or not np.array_equal(raw_nucleus, masked_nucleus)
-        return StepRecord(
-            step=step,
-            token_id=int(token_id),
-            token=token,
-            legal_count=legal_count,
-            Z=math.exp(-kl),
-            kl=kl,
-            tag=tag,
-            nucleus_raw=n_raw,
-            nucleus_masked=n_masked,
-            collapsed=tag == FREE and top_p < 1.0 and n_masked == 1,
-            nucleus_changed=bool(changed),
-            top_changed=raw_top != masked_top,
-            mask_us=float(mask_us),
-        )
+        raw_nuclei = _nuclei(raw_t, w, top_ps, t == 0, None)
+        masked_nuclei = raw_nuclei if legal is None else _nuclei(ml, wl, top_ps, t == 0, legal)
+        out = []
+        kl, top = (0.0, raw_top) if legal is None else (kl_legal, masked_top)
+        for top_p, raw_nucleus, masked_nucleus in zip(top_ps, raw_nuclei, masked_nuclei):
+            n_raw, n_masked = int(raw_nucleus.shape[0]), int(masked_nucleus.shape[0])
+            changed = n_raw != n_masked or not np.array_equal(raw_nucleus, masked_nucleus)
+            out.append(
+                StepRecord(
+                    step=step,
+                    token_id=int(token_id),
+                    token=token,
+                    legal_count=legal_count,
+                    Z=math.exp(-kl),
+                    kl=kl,
+                    tag=tag,
+                    nucleus_raw=n_raw,
+                    nucleus_masked=n_masked,
+                    collapsed=tag == FREE and top_p < 1.0 and n_masked == 1,
+                    nucleus_changed=bool(changed),
+                    top_changed=raw_top != top,
+                    mask_us=float(mask_us),
+                )
+            )
+        return out
 
     def record(self, step: "Step") -> StepRecord:
         """The record of a Step yielded by the decoder."""

@@ -106,6 +106,11 @@ class Automaton:
         self.token_edges: list[list[TokenEdge]] = []
         self.start: dict[str, int] = {}
         self.final: set[int] = set()
+        # the rule each state was built for (index into rule_names), for position tags
+        self.rule_names: list[str] = list(grammar.rules)
+        self.rule_of: list[int] = []
+        self._building = 0
+        self.hidden_parent: dict[str, str] = {}  # a shared repeat item's rule -> the rule that made it
         total = sum(estimate_size(e) for e in grammar.rules.values())
         if total > 10 * MAX_NFA_STATES:  # an over-estimate (shared items counted per use)
             raise CompileLimitError(
@@ -119,9 +124,11 @@ class Automaton:
 
         self._nullable_rules = nullable_rules(grammar)
         self._expr_nullable = _nullable
-        for name in grammar.rules:
+        for i, name in enumerate(grammar.rules):
+            self._building = i
             self.start[name] = self._new()
-        for name, body in grammar.rules.items():
+        for i, (name, body) in enumerate(grammar.rules.items()):
+            self._building = i
             end = self._new()
             self.final.add(end)
             self._build(body, self.start[name], end)
@@ -132,6 +139,8 @@ class Automaton:
                         f"rule '{ref}' is used in '{name}' but never defined", source=grammar.source, rule=ref
                     )
         self._trim()
+        marked = {self.rule_names.index(n) for n in grammar.marks if n in grammar.rules}
+        self.kept_frame = [r in marked for r in self.rule_of] if marked else None
         self._local: dict[int, tuple[tuple[Stack, ...], bool]] = {}
         self._target_cache: dict[int, tuple[int, ...]] = {}
         self._closure_cache: OrderedDict[Stack, frozenset] = OrderedDict()
@@ -152,6 +161,7 @@ class Automaton:
                 f"{self.grammar.source}: grammar too large to compile (more than {MAX_NFA_STATES:,} "
                 "automaton states); reduce repetition bounds"
             )
+        self.rule_of.append(self._building)
         self.byte_edges.append([])
         self.eps.append([])
         self.calls.append([])
@@ -274,10 +284,15 @@ class Automaton:
         if name is None:
             name = f"\x00item{len(self._shared)}"
             self._shared[item] = name
+            outer = self._building
+            self.hidden_parent[name] = self.rule_names[outer]
+            self.rule_names.append(name)
+            self._building = len(self.rule_names) - 1
             self.start[name] = self._new()
             end = self._new()
             self.final.add(end)
             self._build(item, self.start[name], end)
+            self._building = outer
         return name
 
     def _register_blocks(self, blocks: list[int], e: Repeat, item_rule: str | None) -> None:
@@ -436,7 +451,9 @@ class Automaton:
             for x in self.eps[top]:
                 todo.append(rel[:-1] + (x,))
             for name, ret in self.calls[top]:
-                if self._pure_final(ret):
+                # a call in tail position drops its caller's frame, unless the caller is
+                # a marked rule: position tags read every marked rule off the stack
+                if self._pure_final(ret) and not (self.kept_frame and self.kept_frame[ret]):
                     todo.append(rel[:-1] + (self.start[name],))
                 else:
                     todo.append(rel[:-1] + (ret, self.start[name]))
@@ -564,12 +581,12 @@ def _rule_refs(e: Expr) -> Iterable[str]:
 
 # ---------------------------------------------------------------- text checks
 
-_AUTOMATA: OrderedDict[tuple[str, str], Automaton] = OrderedDict()
+_AUTOMATA: OrderedDict[tuple, Automaton] = OrderedDict()
 
 
 def automaton_for(grammar: Grammar) -> Automaton:
     """A cached Automaton for a grammar (keyed by its canonical text)."""
-    key = (grammar.to_gbnf(), grammar.root)
+    key = (grammar.to_gbnf(), grammar.root, tuple(sorted(grammar.marks.items(), key=lambda kv: kv[0])))
     hit = _AUTOMATA.get(key)
     if hit is None:
         hit = Automaton(grammar)

@@ -80,7 +80,15 @@ def cache_dir() -> Path | None:
 
 def grammar_key(grammar: Grammar, vocab_fingerprint: str) -> str:
     h = hashlib.sha256()
-    for part in (engine_version(), vocab_fingerprint, grammar.root, "\x00".join(grammar.rules), grammar.to_gbnf()):
+    marks = "\x00".join(f"{n}={m.segment}:{m.part}" for n, m in sorted(grammar.marks.items()))
+    for part in (
+        engine_version(),
+        vocab_fingerprint,
+        grammar.root,
+        "\x00".join(grammar.rules),
+        grammar.to_gbnf(),
+        marks,
+    ):
         h.update(part.encode("utf-8", "surrogatepass"))
         h.update(b"\x01")
     return h.hexdigest()[:32]

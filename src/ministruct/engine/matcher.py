@@ -172,6 +172,13 @@ class Matcher:
             if self._phases:
                 del self._phases[-n:]
 
+    def positions(self, pieces: "list[bytes]") -> list:
+        """Grammar positions of each token's bytes from the start (engine/positions.py):
+        per token, [(Position, n_bytes), ...]."""
+        from ministruct.engine.positions import PositionReader
+
+        return PositionReader(self.compiled.automaton).of_tokens(pieces)
+
     def is_accepting(self) -> bool:
         """Is the output so far a complete string of the language?"""
         return self.compiled.is_accepting(self.state)

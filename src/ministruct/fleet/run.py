@@ -24,16 +24,16 @@ from __future__ import annotations
 import queue
 import signal
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable
 
-from ministruct.errors import UsageError
+from ministruct.errors import MinistructError, UsageError
 from ministruct.fleet.client import Connection, RequestRejected, Server, ServerFault, probe
 from ministruct.fleet.dialects import BadReply, Dialect, Reply, Settings, parse_reply
 from ministruct.fleet.trace import trace_records
 from ministruct.fleet.verify import Verdict, Verifier
 from ministruct.grammar.constraint import Constraint
-from ministruct.jobs.batch import Abandoned, Interrupts, Resume, Tally
+from ministruct.jobs.batch import Abandoned, ConstraintCache, Interrupts, Resume, Tally, record_constraint
 from ministruct.jobs.job import GenResult
 from ministruct.jobs.records import InputRecord
 
@@ -63,12 +63,23 @@ class FleetResult:
         return rec
 
 
+@dataclass(eq=False)
+class _Plan:
+    """What a record is sent with: its constraint and settings (the batch's, or its own)."""
+
+    constraint: Constraint
+    settings: Settings
+    verifier: Verifier
+    dialects: dict[str, Dialect] = field(default_factory=dict)
+
+
 @dataclass
 class _Job:
     index: int
     rec: InputRecord
     seed: int
     sample: int
+    plan: _Plan
     faults: int = 0
     resent: int = 0
     last_error: str | None = None
@@ -133,7 +144,10 @@ class FleetBatch:
         headers: dict[str, str] | None = None,
         on_ignored: Callable[[Ignored], None] | None = None,
         warn: Callable[[str], None] = lambda m: None,
+        constraints: ConstraintCache[Constraint] | None = None,
     ) -> None:
+        """`constraints` loads a record's own constraint (a record's `schema`, `grammar`,
+        `regex` or `choice`); without it the batch's constraint is the only one."""
         if concurrency < 1:
             raise UsageError(f"concurrency must be >= 1, got {concurrency}", parameter="concurrency")
         if retry_unverified < 0:
@@ -156,6 +170,9 @@ class FleetBatch:
         self._busy = 0  # requests in flight
         self._draining = False  # a signal came: workers start no new request
         self.verifier = Verifier(constraint)
+        self.constraints = constraints
+        self._base = _Plan(constraint, settings, self.verifier, self.dialects)
+        self._plans: dict[tuple, _Plan] = {}
         self._pending: queue.Queue[_Job] = queue.Queue()
         self._results: queue.Queue[tuple[int, FleetResult]] = queue.Queue()
         self._stop = threading.Event()
@@ -233,17 +250,24 @@ class FleetBatch:
         skipped = 0
         for rec in records:
             done = min(resume.finished(rec.id), n)
-            if rec.error is not None:
+            plan, error = self._base, rec.error
+            if error is None and rec.settings:
+                try:
+                    plan = self._plan(rec.settings)
+                except MinistructError as e:
+                    error = f"{rec.where}: {e}"
+            if error is not None:
                 if done:
                     skipped += 1
                     continue
-                early[len(jobs)] = FleetResult(GenResult.failed(rec.id, rec.value, rec.error), None, None)
-                jobs.append(_Job(len(jobs), rec, base, 0))
+                early[len(jobs)] = FleetResult(GenResult.failed(rec.id, rec.value, error), None, None)
+                jobs.append(_Job(len(jobs), rec, base, 0, plan))
                 continue
             if done >= n:
                 skipped += 1
+            first = rec.settings.get("seed", base)
             for k in range(done, n):
-                jobs.append(_Job(len(jobs), rec, base + k, k))
+                jobs.append(_Job(len(jobs), rec, first + k, k, plan))
         return jobs, early, skipped
 
     def _emit(self, res: FleetResult, emit: Callable[[FleetResult], None]) -> None:
@@ -270,6 +294,31 @@ class FleetBatch:
         if intr.signum is not None:
             text += f"; stopped by {intr.name()}"
         return text
+
+    def _plan(self, own: dict[str, Any]) -> _Plan:
+        """The plan of a record with its own (validated) settings; MinistructError when its
+        constraint cannot be loaded or a server's kind cannot carry it."""
+        constraint = self.constraint
+        kind_value = record_constraint(own)
+        if kind_value is not None:
+            if self.constraints is None:
+                raise UsageError("a record's own constraint needs a constraint loader", parameter="constraints")
+            constraint = self.constraints.get(*kind_value)
+        s = self.settings
+        varied = {k: own[k] for k in ("temperature", "top_p") if k in own}
+        settings = replace(
+            s,
+            params=replace(s.params, **varied) if varied else s.params,
+            max_tokens=own.get("max_tokens", s.max_tokens),
+            system=own["system"] if "system" in own else s.system,
+        )
+        key = (id(constraint), settings)
+        if key not in self._plans:
+            same = constraint is self.constraint
+            dialects = {k: Dialect(k, constraint, settings) for k in self.dialects}  # raises for a kind that cannot
+            verifier = self.verifier if same else Verifier(constraint)
+            self._plans[key] = _Plan(constraint, settings, verifier, dialects)
+        return self._plans[key]
 
     def _start_workers(self) -> list[threading.Thread]:
         threads = []
@@ -312,7 +361,6 @@ class FleetBatch:
 
     def _worker(self, server: Server) -> None:
         conn = Connection(server.url, server.timeout or self.timeout, self.headers)
-        dialect = self.dialects[server.kind]
         try:
             while not self._stop.is_set() and not server.dead:
                 server.wait_ready(self._stop)
@@ -328,7 +376,7 @@ class FleetBatch:
                         break
                     self._busy += 1
                 try:
-                    self._attempt(job, server, dialect, conn)
+                    self._attempt(job, server, job.plan.dialects[server.kind], conn)
                 finally:
                     with self._lock:
                         self._busy -= 1
@@ -341,7 +389,7 @@ class FleetBatch:
         seed = job.seed + job.resent * self._n  # a resend never reuses another sample's seed
         body = dialect.body(job.rec.value or "", seed=seed, model=server.model)
         try:
-            reply = parse_reply(conn.request("POST", dialect.path, body), chat=self.settings.chat)
+            reply = parse_reply(conn.request("POST", dialect.path, body), chat=job.plan.settings.chat)
         except (ServerFault, BadReply) as e:
             if server.fault(str(e)):
                 self.warn(
@@ -363,9 +411,9 @@ class FleetBatch:
         with self._lock:
             first = self._answered.get(server.url, 0) == 0
             self._answered[server.url] = self._answered.get(server.url, 0) + 1
-        verdict = self.verifier(reply.text)
+        verdict = job.plan.verifier(reply.text)
         if not verdict.ok:
-            reason = self.verifier.looks_unconstrained(reply.text, reply.finish_reason)
+            reason = job.plan.verifier.looks_unconstrained(reply.text, reply.finish_reason)
             if reason is None and first and reply.finish_reason == "length":
                 reason = "cut at max_tokens on the server's first answer"
             if reason is not None:
@@ -402,7 +450,7 @@ class FleetBatch:
             stop_reason=FINISH_TO_STOP.get(finish or "", finish or "unknown"),
             n_tokens=reply.n_tokens,
             json_value=verdict.value if verdict.ok else None,
-            has_json=self.constraint.kind == "schema",
+            has_json=job.plan.constraint.kind == "schema",
             reasoning=verdict.reasoning,
             # the server does not say whether its grammar's bound closed the thinking
             think_end=None,
@@ -413,8 +461,8 @@ class FleetBatch:
             out.trace = trace_records(
                 job.rec.id,
                 server.url,
-                self.constraint,
-                self._sampling(),
+                job.plan.constraint,
+                self._sampling(job.plan),
                 self.settings.top_logprobs,
                 reply.logprobs,
                 summary,
@@ -427,13 +475,13 @@ class FleetBatch:
             out.trace = trace_records(
                 job.rec.id,
                 server,
-                self.constraint,
-                self._sampling(),
+                job.plan.constraint,
+                self._sampling(job.plan),
                 self.settings.top_logprobs,
                 None,
                 {"error": message},
             )
         return out
 
-    def _sampling(self) -> dict[str, Any]:
-        return {**self.settings.params.to_dict(), "max_tokens": self.settings.max_tokens}
+    def _sampling(self, plan: _Plan) -> dict[str, Any]:
+        return {**plan.settings.params.to_dict(), "max_tokens": plan.settings.max_tokens}

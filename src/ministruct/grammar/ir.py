@@ -172,15 +172,33 @@ class Boundary:
         return self.close.name if self.close.name is not None else f"<[{self.close.token_id}]>"
 
 
+@dataclass(frozen=True)
+class Mark:
+    """What a rule's text is, for position tags (the JSON Schema front end leaves these).
+
+    `segment`: the JSON pointer segment the rule adds (an object key, an array index,
+    `*` for any item), or None; `part`: "key", "value", "structure" or "whitespace", or
+    None to keep the enclosing rule's. A stack's position joins the segments of every
+    marked rule on it, bottom to top, and takes the innermost part.
+    """
+
+    segment: str | None = None
+    part: str | None = None
+
+
 @dataclass
 class Grammar:
-    """Named rules and a start rule. `warnings` holds analysis notes (unreachable rules...)."""
+    """Named rules and a start rule. `warnings` holds analysis notes (unreachable rules...).
+
+    `marks` (rule name -> Mark) is a side table for position tags; it does not change
+    the language, and the engine keeps a frame for every marked rule on its stacks."""
 
     rules: dict[str, Expr]
     root: str = "root"
     source: str = "<grammar>"
     warnings: list[str] = field(default_factory=list)
     boundary: Boundary | None = None  # free text first, then the rest (grammar/think.py)
+    marks: dict[str, Mark] = field(default_factory=dict)
 
     def to_gbnf(self) -> str:
         """Canonical GBNF text: root first, then the other rules in definition order."""

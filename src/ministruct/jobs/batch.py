@@ -298,6 +298,9 @@ class Advance(Protocol):
 
 
 Process = Callable[[InputRecord, int], Iterable[str]]
+"""`process(record, already_done)` writes a record's results and yields one status per
+result. A process with `parallel` > 1 and a `many(todo)` method runs the whole loop
+instead: (record, already done) pairs in, (record, statuses) out in input order."""
 
 
 def run_batch(
@@ -310,25 +313,24 @@ def run_batch(
     progress: Advance | None = None,
     report: Callable[[str], None] | None = None,
 ) -> int:
-    """Run `process(record, already_done)` for each record in order; it writes its results
-    and yields one status (a label) per result. Returns the exit status: 0 all ok, 1 any
-    not, 130/143 after SIGINT/SIGTERM. `report` receives the summary line."""
+    """Run `process(record, already_done)` for each record in order (or `process.many`,
+    see Process); it writes its results and yields one status (a label) per result.
+    Returns the exit status: 0 all ok, 1 any not, 130/143 after SIGINT/SIGTERM. `report` receives the summary line."""
     tally = Tally(labels)
     resume = resume or Resume()
     resume.end_cut_line()
     with Interrupts() as intr:
+        todo = ((rec, min(resume.finished(rec.id), per_record)) for rec in _until_stopped(records, intr))
+        many = getattr(process, "many", None) if getattr(process, "parallel", 1) > 1 else None
+        results = many(todo) if many is not None else _one_by_one(process, todo, per_record)
         try:
-            for rec in records:
-                if intr.signum is not None:
-                    break
-                done = min(resume.finished(rec.id), per_record)
+            for rec, statuses in results:
                 produced = 0
-                if done < per_record:
-                    for status in process(rec, done):
-                        tally.add(status)
-                        produced += 1
-                        if intr.signum is not None:
-                            break
+                for status in statuses:
+                    tally.add(status)
+                    produced += 1
+                    if intr.signum is not None and many is None:
+                        break  # one at a time: the record's other results are not started
                 if not produced:
                     tally.skipped += 1
                 if progress is not None:
@@ -339,6 +341,21 @@ def run_batch(
         stopped = f"; stopped by {intr.name()}" if intr.signum is not None else ""
         report(tally.line() + stopped)
     return intr.exit_code or tally.exit_code()
+
+
+def _until_stopped(records: Iterable[InputRecord], intr: Interrupts) -> Iterator[InputRecord]:
+    """The records, until a signal asks the batch to stop (what is in flight finishes)."""
+    for rec in records:
+        if intr.signum is not None:
+            return
+        yield rec
+
+
+def _one_by_one(
+    process: Process, todo: Iterable[tuple[InputRecord, int]], per_record: int
+) -> Iterator[tuple[InputRecord, Iterable[str]]]:
+    for rec, done in todo:
+        yield rec, (process(rec, done) if done < per_record else ())
 
 
 def stderr_report(line: str) -> None:

@@ -9,12 +9,14 @@ that cannot run becomes an error record in its place (the batch goes on).
 from __future__ import annotations
 
 import copy
-from dataclasses import replace
-from typing import Any, Callable, Iterator, Protocol
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Iterable, Iterator, Protocol
 
+from ministruct.decode.batched import BatchedDecoder, Request
 from ministruct.errors import MinistructError, OutputClosed, OutputError
 from ministruct.jobs.batch import ConstraintCache, record_constraint
-from ministruct.jobs.job import GenerationJob, GenResult
+from ministruct.jobs.job import GenerationJob, GenResult, watcher
+from ministruct.jobs.ordered import InOrder
 from ministruct.jobs.records import InputRecord
 from ministruct.jobs.think import ThinkSettings
 
@@ -106,10 +108,21 @@ def status_of(res: GenResult) -> str:
     return "ok" if res.complete else "incomplete"
 
 
+@dataclass(eq=False)
+class _Pending:
+    """A record whose results are not all finished: they are emitted together, in order."""
+
+    rec: InputRecord
+    place: int
+    open: int  # results not finished yet
+    results: dict[int, GenResult] = field(default_factory=dict)
+
+
 class GenBatch:
     """The per-record step of `run_batch` for gen: `n` results per record (seeds seed,
     seed+1, ...; a record's `seed` replaces the command's), each passed to `emit(result,
-    extra_fields)`."""
+    extra_fields)`. With `parallel` > 1 (and no tracer) `many` runs up to that many
+    generations at once (decode/batched.py) and emits in input order."""
 
     def __init__(
         self,
@@ -119,20 +132,87 @@ class GenBatch:
         seed: int,
         emit: Callable[[GenResult, dict], None],
         tracer: Tracer | None = None,
+        parallel: int = 1,
     ) -> None:
         self.pool, self.n, self.seed, self.emit, self.tracer = pool, n, seed, emit, tracer
+        self.parallel = 1 if tracer is not None else parallel
+
+    def many(self, todo: Iterable[tuple[InputRecord, int]]) -> Iterator[tuple[InputRecord, list[str]]]:
+        """`run_batch`'s loop for parallel runs: (record, results already written) in, each
+        record's statuses out in input order, its results emitted as soon as it is next
+        in line (an error record at once, in its place)."""
+        order: InOrder[_Pending] = InOrder()
+        out: list[tuple[InputRecord, list[str]]] = []
+
+        def release() -> None:
+            for q in order.ready():
+                for j in sorted(q.results):
+                    self.emit(q.results[j], q.rec.extra)
+                out.append((q.rec, [status_of(q.results[j]) for j in sorted(q.results)]))
+
+        def finish(p: _Pending, k: int, res: GenResult) -> None:
+            p.results[k] = res
+            p.open -= 1
+            if p.open == 0:
+                order.put(p.place, p)
+                release()
+
+        def finish_nothing(p: _Pending) -> None:
+            p.open = 0
+            order.put(p.place, p)
+            release()
+
+        def requests() -> Iterator[Request]:
+            for rec, done in todo:
+                error, job = self._refusal(rec) if done < self.n else (None, None)
+                p = _Pending(rec, order.add(), 1)
+                if error is not None and not done:  # one error record, as __call__ writes
+                    finish(p, 0, GenResult.failed(rec.id, rec.value, error))
+                    continue
+                if job is None:  # nothing left to write for it (--resume)
+                    finish_nothing(p)
+                    continue
+                p.open = self.n - done
+                seed = rec.settings.get("seed", self.seed)
+                for k in range(done, self.n):
+                    try:
+                        dec = job.decoder(rec.value, seed=seed + k)
+                    except MinistructError as e:
+                        finish(p, k, GenResult.failed(rec.id, rec.value, f"{rec.where}: {e}"))
+                        continue
+                    monitor = job.fight_monitor()
+                    yield Request(dec, on_step=watcher(monitor), key=(p, k, job, monitor))
+
+        batch = BatchedDecoder(self.pool.base.model, self.parallel)
+        try:
+            for req, outcome in batch.run(requests()):
+                p, k, job, monitor = req.key
+                if isinstance(outcome, MinistructError):
+                    res = GenResult.failed(p.rec.id, p.rec.value, f"{p.rec.where}: {outcome}")
+                else:
+                    res = job.result_of(outcome, p.rec.id, p.rec.value, monitor)
+                finish(p, k, res)
+                yield from out
+                out.clear()
+            yield from out
+        finally:
+            batch.close()
+
+    def _refusal(self, rec: InputRecord) -> tuple[str | None, GenerationJob | None]:
+        """(why the record cannot run, None) or (None, the job it runs with)."""
+        if rec.error is not None:
+            return rec.error, None
+        if rec.value is not None and not rec.value.strip():
+            return f"{rec.where}: the prompt is empty", None
+        try:
+            return None, self.pool.job_for(rec.settings)
+        except MinistructError as e:
+            return f"{rec.where}: {e}", None
 
     def __call__(self, rec: InputRecord, done: int) -> Iterator[str]:
-        if rec.error is not None:
-            yield from self._failed(rec, rec.error, done)
-            return
-        if rec.value is not None and not rec.value.strip():
-            yield from self._failed(rec, f"{rec.where}: the prompt is empty", done)
-            return
-        try:
-            job = self.pool.job_for(rec.settings)
-        except MinistructError as e:
-            yield from self._failed(rec, f"{rec.where}: {e}", done)
+        error, job = self._refusal(rec)
+        if error is not None:
+            yield from self._failed(rec, error, done)
             return
         seed = rec.settings.get("seed", self.seed)
         for k in range(done, self.n):

@@ -11,16 +11,18 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Iterable, Iterator
 
+from ministruct.decode.batched import DEFAULT_PARALLEL, BatchedDecoder, Request
 from ministruct.decode.loop import Decoder, Generation, Step
 from ministruct.decode.model import Model
 from ministruct.decode.sampling import SamplingParams
 from ministruct.engine.compile import CompiledGrammar, compile_grammar
 from ministruct.engine.matcher import Matcher
-from ministruct.errors import InputError
+from ministruct.errors import InputError, MinistructError
 from ministruct.grammar.constraint import Constraint
 from ministruct.jobs.fight_warnings import FightMonitor, prompt_remedy
+from ministruct.jobs.ordered import InOrder
 from ministruct.jobs.records import json_text, surrogate_error
 from ministruct.jobs.think import ThinkSettings, announce, split_output, think_constraint
 
@@ -169,12 +171,43 @@ class GenerationJob:
         """Generate for one prompt and return its result record."""
         dec = self.decoder(prompt, seed=seed)
         monitor = self.fight_monitor()
+        watch = watcher(monitor)
         for step in dec.steps():
-            if step.phase != "think":
-                monitor.observe(step)
+            watch(step)
             if on_step is not None:
                 on_step(step)
         return self.result_of(dec.result, rid, prompt, monitor)
+
+    def run_many(
+        self, prompts: Iterable[str], *, parallel: int = DEFAULT_PARALLEL, seeds: Iterable[int] | None = None
+    ) -> Iterator[GenResult]:
+        """Generate for many prompts, up to `parallel` at once (one model step for all of
+        them: decode/batched.py), each with its own seed (`seeds`, default the job's);
+        the results in input order (ids 1, 2, ...), each as soon as it is next in line.
+        The first error (a prompt too long, a budget too small) is raised.
+
+        Batched rows differ in the last bits from rows computed one at a time, so a token
+        can differ from `run`; the same `parallel` and seeds give the same results."""
+        order: InOrder[GenResult] = InOrder()
+        seed_of = iter(seeds) if seeds is not None else None
+
+        def requests() -> Iterator[Request]:
+            for prompt in prompts:
+                seed = next(seed_of) if seed_of is not None else None
+                place = order.add()
+                monitor = self.fight_monitor()
+                yield Request(self.decoder(prompt, seed=seed), on_step=watcher(monitor), key=(place, prompt, monitor))
+
+        batch = BatchedDecoder(self.model, parallel)
+        try:
+            for req, outcome in batch.run(requests()):
+                place, prompt, monitor = req.key
+                if isinstance(outcome, MinistructError):
+                    raise outcome
+                order.put(place, self.result_of(outcome, place + 1, prompt, monitor))
+                yield from order.ready()
+        finally:
+            batch.close()
 
     def result_of(self, gen: Generation, rid: Any, prompt: str, monitor: FightMonitor | None = None) -> GenResult:
         """The result record of a finished generation (with the fight warnings when a
@@ -212,6 +245,17 @@ class GenerationJob:
         """Save the compiled grammar's learned masks to the disk cache."""
         if self._compiled is not None:
             self._compiled.persist()
+
+
+def watcher(monitor: FightMonitor) -> Callable[[Step], None]:
+    """The on_step that shows a monitor the steps of the answer (thinking is free text:
+    it cannot fight the grammar)."""
+
+    def watch(step: Step) -> None:
+        if step.phase != "think":
+            monitor.observe(step)
+
+    return watch
 
 
 def _with_seed(params: SamplingParams, seed: int) -> SamplingParams:

@@ -97,6 +97,14 @@ class StudySettings:
         }
 
 
+def _bits(flags: np.ndarray) -> str:
+    return "".join("1" if x else "0" for x in flags.tolist())
+
+
+def _flags(text: str) -> np.ndarray:
+    return np.array([c == "1" for c in text], dtype=bool)
+
+
 @dataclass
 class GenerationGrid:
     """One generation, and its per-step flags at each evaluated (temperature, top_p).
@@ -118,6 +126,75 @@ class GenerationGrid:
     complete: bool = True
     stop_reason: str = "grammar_done"
     output: str = ""
+    # per step, at the reference setting: truncation first leaves no legal token / its TV
+    # distance to mask first (NaN where empty); see order.py
+    order_empty: np.ndarray | None = None  # (n_steps,) bool
+    order_tv: np.ndarray | None = None  # (n_steps,) float64
+    # per step, the token's runs of bytes by grammar position: [(pointer, part, n_bytes), ...]
+    positions: list[list[tuple[str, str, int]]] | None = None
+    nucleus_raw: np.ndarray | None = None  # (n_steps,) int: nucleus sizes at the reference setting
+    nucleus_masked: np.ndarray | None = None
+    tokens: list[str] | None = None  # per step, the token's text
+
+    def position_of(self, i: int) -> str:
+        """The position a table counts for step i: where the token's first byte went."""
+        if not self.positions:
+            return "?"
+        pointer, part, _ = self.positions[i][0]
+        return f"{pointer or '/'} {part}"
+
+    def spans(self, i: int) -> bool:
+        """Did step i's token span more than one position?"""
+        return bool(self.positions) and len(self.positions[i]) > 1
+
+    def to_state(self) -> dict:
+        """Everything, as JSON-ready values (from_state gives back an equal generation)."""
+        return {
+            **self._identity(),
+            "output": self.output,
+            "Z": self.Z.tolist(),
+            "free": _bits(self.free),
+            "top_changed": _bits(self.top_changed),
+            "collapsed": [_bits(r) for r in self.collapsed],
+            "nucleus_changed": [_bits(r) for r in self.nucleus_changed],
+            "order_empty": None if self.order_empty is None else _bits(self.order_empty),
+            "order_tv": None
+            if self.order_tv is None
+            else [None if math.isnan(x) else x for x in self.order_tv.tolist()],
+            "positions": self.positions,
+            "nucleus_raw": None if self.nucleus_raw is None else self.nucleus_raw.tolist(),
+            "nucleus_masked": None if self.nucleus_masked is None else self.nucleus_masked.tolist(),
+            "tokens": self.tokens,
+        }
+
+    @classmethod
+    def from_state(cls, d: dict, n_cells: int) -> "GenerationGrid":
+        def table(rows: list[str]) -> np.ndarray:
+            return np.array([[c == "1" for c in r] for r in rows], dtype=bool).reshape(len(rows), n_cells)
+
+        return cls(
+            schema=d["schema"],
+            prompt=d["prompt"],
+            prompt_index=d["prompt_index"],
+            condition=d["condition"],
+            seed=d["seed"],
+            Z=np.array(d["Z"], dtype=np.float64),
+            free=_flags(d["free"]),
+            top_changed=_flags(d["top_changed"]),
+            collapsed=table(d["collapsed"]),
+            nucleus_changed=table(d["nucleus_changed"]),
+            complete=d["complete"],
+            stop_reason=d["stop_reason"],
+            output=d["output"],
+            order_empty=None if d.get("order_empty") is None else _flags(d["order_empty"]),
+            order_tv=None
+            if d.get("order_tv") is None
+            else np.array([math.nan if x is None else x for x in d["order_tv"]], dtype=np.float64),
+            positions=None if d.get("positions") is None else [[tuple(r) for r in p] for p in d["positions"]],
+            tokens=d.get("tokens"),
+            nucleus_raw=None if d.get("nucleus_raw") is None else np.array(d["nucleus_raw"], dtype=np.int64),
+            nucleus_masked=None if d.get("nucleus_masked") is None else np.array(d["nucleus_masked"], dtype=np.int64),
+        )
 
     @property
     def n_steps(self) -> int:
@@ -136,8 +213,8 @@ class GenerationGrid:
         z = self.Z[self.free]
         return math.fsum(z.tolist()) / z.shape[0] if z.shape[0] else None
 
-    def to_record(self, ref: int) -> dict:
-        """The report's `generations` row; `collapsed` counts free steps collapsed at column `ref`."""
+    def _identity(self) -> dict:
+        """Which generation this is, and how it ended."""
         return {
             "schema": self.schema,
             "prompt": self.prompt,
@@ -146,6 +223,12 @@ class GenerationGrid:
             "seed": self.seed,
             "complete": self.complete,
             "stop_reason": self.stop_reason,
+        }
+
+    def to_record(self, ref: int) -> dict:
+        """The report's `generations` row; `collapsed` counts free steps collapsed at column `ref`."""
+        return {
+            **self._identity(),
             "n_steps": self.n_steps,
             "n_free": self.n_free,
             "n_forced": self.n_steps - self.n_free,

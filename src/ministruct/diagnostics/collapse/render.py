@@ -18,7 +18,7 @@ from ministruct.diagnostics.collapse.report import ALL, CollapseReport, pairs_of
 from ministruct.diagnostics.render import fmt_prob
 from ministruct.errors import InputError, UsageError
 
-MATPLOTLIB_MISSING = "--plot needs matplotlib, which is not installed (pip install matplotlib)"
+MATPLOTLIB_MISSING = "{what} needs matplotlib, which is not installed (pip install matplotlib)"
 
 
 def _schema_table(title: str) -> Table:
@@ -161,12 +161,12 @@ def collapse_summary(report: CollapseReport) -> RenderableType:
     return Group(*spaced)
 
 
-def require_matplotlib() -> None:
-    """UsageError (one line) when matplotlib cannot be imported."""
+def require_matplotlib(what: str = "--plot") -> None:
+    """UsageError (one line) naming `what` needs it, when matplotlib cannot be imported."""
     try:
         importlib.import_module("matplotlib")
     except ImportError:
-        raise UsageError(MATPLOTLIB_MISSING) from None
+        raise UsageError(MATPLOTLIB_MISSING.format(what=what)) from None
 
 
 def write_figures(report: CollapseReport, folder: str) -> list[Path]:

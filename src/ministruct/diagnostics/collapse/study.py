@@ -22,25 +22,34 @@ The think arm (`think`): every condition also runs thinking first ("shown+think"
 "withheld+think"), on the same seeds: only the answer's steps are recorded, so each row
 of the report compares Z and collapse of the answer constrained from token 0 with the
 answer after room to reason.
+
+Each step also carries its grammar position (engine/positions.py: read from the parser's
+configurations, exact for a schema compiled with marks) and the order-of-operations
+comparison at the reference setting (order.py). The free control runs the same prompts,
+schema shown, without the constraint (FreeRun).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Sequence
+import math
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 
 import numpy as np
 
+from ministruct.decode.loop import Decoder
 from ministruct.decode.sampling import SamplingParams
 from ministruct.diagnostics.collapse.grid import (
     GenerationGrid,
     StudySettings,
 )
+from ministruct.diagnostics.collapse.order import compare_orders
 from ministruct.diagnostics.collapse.report import CollapseReport
 from ministruct.diagnostics.stats import FREE, StepRecord, StepStats
 from ministruct.engine.budget import output_budget
 from ministruct.engine.matcher import Matcher
 from ministruct.errors import BudgetTooSmall, UsageError
-from ministruct.jobs.job import GenerationJob
+from ministruct.jobs.job import GenerationJob, user_message
 
 THINK_ARM = "+think"
 
@@ -55,19 +64,36 @@ class GridRecorder:
     """Evaluates each step at every cell and keeps one row of flags per step (no logits).
 
     Z, the tag and top_changed are taken from the cell at index `primary` (the reference
-    setting in a study): they agree across cells up to the last bits of Z.
+    setting in a study): they agree across cells up to the last bits of Z. The order of
+    operations is compared at the primary cell.
     """
 
     def __init__(self, cells: Sequence[tuple[float, float]], primary: int = 0) -> None:
         self.cells = list(cells)
         self.primary = primary
-        self._stats = [StepStats(SamplingParams(temperature=t, top_p=p)) for t, p in self.cells]
-        self._rows: list[tuple[float, bool, bool, list[bool], list[bool]]] = []
+        # one StepStats per temperature, evaluating all of its top_p cells at once
+        by_t: dict[float, list[int]] = {}
+        for i, (t, _) in enumerate(self.cells):
+            by_t.setdefault(t, []).append(i)
+        self._by_t = [
+            (StepStats(SamplingParams(temperature=t)), idx, [self.cells[i][1] for i in idx]) for t, idx in by_t.items()
+        ]
+        self._rows: list[tuple[float, bool, bool, list[bool], list[bool], int, int]] = []
+        self._order: list[tuple[bool, float]] = []
+        self.pieces: list[bytes] = []
 
     def add_step(self, step: "Step") -> None:
         """Evaluate one decoder Step's captured logits and mask at every cell."""
-        records = [s.compute(step.logits, step.mask, step=step.index) for s in self._stats]
+        records: list = [None] * len(self.cells)
+        for stats, idx, top_ps in self._by_t:
+            for i, r in zip(idx, stats.compute_top_ps(step.logits, step.mask, top_ps, step=step.index)):
+                records[i] = r
         self.add_records(records, narrowed=step.budget_limited)
+        self.pieces.append(step.token)
+        if step.mask is not None:
+            t, p = self.cells[self.primary]
+            o = compare_orders(step.logits, step.mask, t, p)
+            self._order.append((o.empty, math.nan if o.tv is None else o.tv))
 
     def add_records(self, records: Sequence[StepRecord], *, narrowed: bool = False) -> None:
         """One step's records, one per cell in order; `narrowed`: the token budget narrowed
@@ -82,25 +108,70 @@ class GridRecorder:
                 r0.top_changed,
                 [r.collapsed for r in records],
                 [r.nucleus_changed for r in records],
+                r0.nucleus_raw,
+                r0.nucleus_masked,
             )
         )
 
     def finish(self, **meta) -> GenerationGrid:
         """The generation's arrays (meta: the GenerationGrid's other fields); starts afresh."""
         rows, n, c = self._rows, len(self._rows), len(self.cells)
-        self._rows = []
+        order = self._order
+        self._rows, self._order, self.pieces = [], [], []
+        if order and len(order) == n:
+            meta.setdefault("order_empty", np.array([o[0] for o in order], dtype=bool))
+            meta.setdefault("order_tv", np.array([o[1] for o in order], dtype=np.float64))
         return GenerationGrid(
             Z=np.array([r[0] for r in rows], dtype=np.float64),
             free=np.array([r[1] for r in rows], dtype=bool),
             top_changed=np.array([r[2] for r in rows], dtype=bool),
             collapsed=np.array([r[3] for r in rows], dtype=bool).reshape(n, c),
             nucleus_changed=np.array([r[4] for r in rows], dtype=bool).reshape(n, c),
+            nucleus_raw=np.array([r[5] for r in rows], dtype=np.int64),
+            nucleus_masked=np.array([r[6] for r in rows], dtype=np.int64),
             **meta,
         )
 
 
+@dataclass(frozen=True)
+class Unit:
+    """One generation of a study: constraint, prompt, seed and condition (by index and name)."""
+
+    constraint: int
+    prompt: int
+    seed: int
+    condition: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.constraint}/{self.prompt}/{self.seed}/{self.condition}"
+
+
+@dataclass
+class FreeRun:
+    """One generation of the free control: the prompt with the schema shown, no constraint."""
+
+    schema: str
+    prompt: str
+    prompt_index: int
+    seed: int
+    output: str
+    stop_reason: str
+    n_tokens: int
+
+    def to_state(self) -> dict:
+        return dict(self.__dict__)
+
+    @classmethod
+    def from_state(cls, d: dict) -> "FreeRun":
+        return cls(**d)
+
+
 class CollapseStudy:
-    """Schemas x prompts x seeds x conditions, each sampled once and evaluated over the grid."""
+    """Schemas x prompts x seeds x conditions, each sampled once and evaluated over the grid.
+
+    `prompts` go with every constraint, or `prompts_of` gives each constraint its own.
+    """
 
     def __init__(
         self,
@@ -109,20 +180,26 @@ class CollapseStudy:
         prompts: Sequence[str],
         settings: StudySettings,
         *,
+        prompts_of: Sequence[Sequence[str]] | None = None,
         think: "ThinkSettings | None" = None,
     ) -> None:
         if not constraints:
             raise UsageError("the collapse study needs a constraint", parameter="schema")
-        if not prompts:
+        self.prompts_of = (
+            [list(p) for p in prompts_of] if prompts_of is not None else [list(prompts)] * len(constraints)
+        )
+        if len(self.prompts_of) != len(constraints) or not all(self.prompts_of):
             raise UsageError("the collapse study needs a prompt", parameter="prompt")
         self.model = model
         self.constraints = list(constraints)
-        self.prompts = list(prompts)
+        self.prompts = list(dict.fromkeys(p for ps in self.prompts_of for p in ps))
         self.settings = settings
         self.think = think
         self.notes: list[str] = []  # what the report should say about how it ran
         self.jobs = [self._job(c, None) for c in self.constraints]
         self.think_jobs = [self._job(c, think) for c in self.constraints] if think is not None else []
+        evaluated = settings.evaluated
+        self._recorder = GridRecorder(evaluated, primary=evaluated.index(settings.reference))
 
     def _job(self, c: "Constraint", think: "ThinkSettings | None") -> GenerationJob:
         s = self.settings
@@ -153,46 +230,96 @@ class CollapseStudy:
         base = ("withheld",) if c.kind != "schema" else self.settings.conditions
         return base + (tuple(f"{b}{THINK_ARM}" for b in base) if self.think is not None else ())
 
+    def plan(self) -> list[Unit]:
+        """Every generation in run order (shown and withheld of one seed back to back)."""
+        return [
+            Unit(ci, pi, seed, cond)
+            for ci, c in enumerate(self.constraints)
+            for pi in range(len(self.prompts_of[ci]))
+            for seed in self.settings.seeds
+            for cond in self.conditions(c)
+        ]
+
+    def free_plan(self) -> list[Unit]:
+        """The free control's generations: each schema's prompts and seeds, schema shown."""
+        return [
+            Unit(ci, pi, seed, "free")
+            for ci, c in enumerate(self.constraints)
+            if c.kind == "schema"
+            for pi in range(len(self.prompts_of[ci]))
+            for seed in self.settings.seeds
+        ]
+
     @property
     def n_generations(self) -> int:
-        per = len(self.prompts) * len(self.settings.seeds)
-        return sum(per * len(self.conditions(c)) for c in self.constraints)
+        return len(self.plan())
 
-    def run(self, on_generation: Callable[[GenerationGrid], None] | None = None) -> CollapseReport:
-        """Run every generation (shown and withheld of one seed back to back)."""
+    def run_one(self, unit: Unit) -> GenerationGrid:
+        """One constrained generation, its steps evaluated over the grid and tagged by position."""
+        c = self.constraints[unit.constraint]
+        think = unit.condition.endswith(THINK_ARM)
+        job = (self.think_jobs if think else self.jobs)[unit.constraint]
+        prompt = self.prompts_of[unit.constraint][unit.prompt]
+        job.show_schema = unit.condition.removesuffix(THINK_ARM) == "shown"
+        dec = job.decoder(prompt, seed=unit.seed)
+        rec = self._recorder
+        pieces: list[bytes] = []  # every step's, the thinking's too: positions read the whole output
+        answer: list[bool] = []
+        for step in dec.steps():
+            pieces.append(step.token)
+            answer.append(step.phase != "think")
+            if answer[-1]:  # the answer's steps alone
+                rec.add_step(step)
+        res = dec.result
+        runs = None
+        if dec.matcher is not None:
+            runs = [r for r, a in zip(dec.matcher.positions(pieces), answer) if a]
+        tokens = [p.decode("utf-8", "replace") for p in rec.pieces]
+        return rec.finish(
+            schema=c.source,
+            prompt=prompt,
+            prompt_index=unit.prompt,
+            condition=unit.condition,
+            seed=unit.seed,
+            complete=res.complete,
+            stop_reason=res.stop_reason,
+            output=res.text,
+            positions=None if runs is None else [[(p.pointer, p.part, n) for p, n in r] for r in runs],
+            tokens=tokens,
+        )
 
-        evaluated = self.settings.evaluated
-        recorder = GridRecorder(evaluated, primary=evaluated.index(self.settings.reference))
+    def run_free(self, unit: Unit) -> FreeRun:
+        """One free-control generation: the same user message as "shown", no constraint."""
+        c = self.constraints[unit.constraint]
+        prompt = self.prompts_of[unit.constraint][unit.prompt]
+        s = self.settings
+        ids = self.model.encode_prompt(user_message(prompt, c, show_schema=True), chat=s.chat, system=s.system)
+        params = replace(s.params, seed=unit.seed)
+        gen = Decoder(self.model, ids, None, params, max_tokens=s.max_tokens, fast_forward=False).run()
+        return FreeRun(c.source, prompt, unit.prompt, unit.seed, gen.text, gen.stop_reason, gen.n_tokens)
+
+    def run(
+        self,
+        on_generation: Callable[[GenerationGrid], None] | None = None,
+        *,
+        units: Iterable[Unit] | None = None,
+    ) -> CollapseReport:
+        """Run every generation of the plan (or `units`) and report them."""
         gens: list[GenerationGrid] = []
         try:
-            for i, c in enumerate(self.constraints):
-                for pi, prompt in enumerate(self.prompts):
-                    for seed in self.settings.seeds:
-                        for cond in self.conditions(c):
-                            job = self.think_jobs[i] if cond.endswith(THINK_ARM) else self.jobs[i]
-                            job.show_schema = cond.removesuffix(THINK_ARM) == "shown"
-                            dec = job.decoder(prompt, seed=seed)
-                            for step in dec.steps():
-                                if step.phase != "think":  # the answer's steps alone
-                                    recorder.add_step(step)
-                            res = dec.result
-                            g = recorder.finish(
-                                schema=c.source,
-                                prompt=prompt,
-                                prompt_index=pi,
-                                condition=cond,
-                                seed=seed,
-                                complete=res.complete,
-                                stop_reason=res.stop_reason,
-                                output=res.text,
-                            )
-                            gens.append(g)
-                            if on_generation is not None:
-                                on_generation(g)
+            for unit in self.plan() if units is None else units:
+                g = self.run_one(unit)
+                gens.append(g)
+                if on_generation is not None:
+                    on_generation(g)
         finally:
-            for job in self.jobs + self.think_jobs:
-                job.persist()
+            self.persist()
         return CollapseReport(self.settings, gens, self.describe())
+
+    def persist(self) -> None:
+        """Save the compiled grammars' learned masks to the disk cache."""
+        for job in self.jobs + self.think_jobs:
+            job.persist()
 
     def describe(self) -> dict:
         """The report's settings beyond StudySettings: model, constraints, prompts."""

@@ -30,7 +30,7 @@ from typing import Any, Optional
 
 from ministruct.errors import GrammarSyntaxError, SchemaError, UsageError
 from ministruct.grammar.analysis import find_left_recursion, productive_rules, prune_unproductive
-from ministruct.grammar.ir import EMPTY, CharClass, Expr, Grammar, Literal, Repeat, RuleRef, alt, seq
+from ministruct.grammar.ir import EMPTY, CharClass, Expr, Grammar, Literal, Mark, Repeat, RuleRef, alt, seq
 from ministruct.grammar.limits import MAX_JSON_NESTING, MAX_REPEAT, nesting_error, reshape, short_pointer
 from ministruct.grammar.schema import numbers as num
 from ministruct.grammar.schema.cycles import refuse_ref_cycles
@@ -157,6 +157,8 @@ class _Compiler:
         self.ws, self.lenient, self.source = options.whitespace, options.lenient, source
         self.oneof_as_anyof = options.oneof_as_anyof
         self.explicit = options.extra_properties == "explicit"
+        self.marking = options.marks
+        self.marks: dict[str, Mark] = {}
         self.resolver = Resolver(root, self.error)
         self.disjointness = Disjointness(self.resolver, lambda: self.validator)
         self.rules: dict[str, Expr] = {}
@@ -204,6 +206,13 @@ class _Compiler:
         self.rules[name] = body
         return RuleRef(name)
 
+    def marked(self, hint: str, body: Expr, mark: Mark) -> Expr:
+        if not self.marking or _dead(body):
+            return body
+        ref = self.rule(hint, body)
+        self.marks[ref.name] = mark
+        return ref
+
     @property
     def validator(self):
         if self._validator is None:
@@ -221,6 +230,8 @@ class _Compiler:
         if name not in self._shared:
             self._shared[name] = self.fresh(name)
             self.define(self._shared[name], body)
+            if self.marking and name == "ws":
+                self.marks[self._shared[name]] = Mark(None, "whitespace")
         return RuleRef(self._shared[name])
 
     def _ws(self) -> Expr:
@@ -742,6 +753,8 @@ def schema_to_grammar(
     if _dead(body):
         raise SchemaError("the schema accepts no value at all", pointer="/", source=source)
     c.rules["root"] = body
+    if c.marking:
+        c.marks["root"] = Mark(None, "value")
     c.rules = reshape(c.rules, c.fresh)  # shared and deep expressions as rules: linear to compile
     body = c.rules["root"]
     productive = productive_rules(c.rules)
@@ -749,7 +762,8 @@ def schema_to_grammar(
         raise SchemaError("the schema accepts no finite value (its recursion never ends)", pointer="/", source=source)
     rules = prune_unproductive(c.rules, productive)  # a branch whose recursion never ends has no value
     rules = {"root": rules["root"], **{k: v for k, v in rules.items() if k != "root"}}
-    g = Grammar(rules, root="root", source=source, warnings=c.warnings)
+    marks = {k: m for k, m in c.marks.items() if k in rules}
+    g = Grammar(rules, root="root", source=source, warnings=c.warnings, marks=marks)
     cycle = find_left_recursion(g)
     if cycle is not None:  # refuse_ref_cycles should have said so: never hand out a left-recursive grammar
         where = {name: ptr for (ptr, _), name in c._ref_rules.items()}

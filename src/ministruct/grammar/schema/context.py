@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any, Optional, Protocol
 
 from ministruct.errors import SchemaError
-from ministruct.grammar.ir import Expr, RuleRef
+from ministruct.grammar.ir import Expr, Mark, RuleRef
 
 
 class SchemaContext(Protocol):
@@ -36,6 +36,9 @@ class SchemaContext(Protocol):
 
     def rule(self, hint: str, body: Expr) -> RuleRef:
         """A new rule with this body."""
+
+    def marked(self, hint: str, body: Expr, mark: Mark) -> Expr:
+        """`body` as a rule carrying a position mark (with marks off: `body` itself)."""
 
     def colon(self) -> Expr: ...
     def comma(self, depth: int) -> Expr: ...

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any, Optional
 
-from ministruct.grammar.ir import EMPTY, CharClass, Expr, Literal, Repeat, RuleRef, alt, seq
+from ministruct.grammar.ir import EMPTY, CharClass, Expr, Literal, Mark, Repeat, RuleRef, alt, seq
 from ministruct.grammar.schema.context import SchemaContext
 from ministruct.grammar.schema.formats import (
     ANY_HEX,
@@ -155,7 +155,10 @@ def object_expr(c: SchemaContext, node: dict, ptr: str, depth: int) -> Expr:
             if req:
                 return NOTHING
             continue
-        entries.append((seq(string_literal(n), c.colon(), val), req, n))
+        seg = escape_token(n)
+        key = c.marked(f"key{ptr}/{seg}", string_literal(n), Mark(None, "key"))
+        val = c.marked(f"val{ptr}/{seg}", val, Mark(None, "value"))
+        entries.append((c.marked(f"member{ptr}/{seg}", seq(key, c.colon(), val), Mark(seg, "structure")), req, n))
 
     kvx = _extras(c, node, ptr, depth, names, ap_extra, pp, pn)
     if kvx is None and ap_extra is not ap and max(min_p, 0) > len(entries):
@@ -426,7 +429,9 @@ def _members(
             body = c.rule(f"obj{ptr}-{i}-{cnt}" + (f"-d{k}" if k else ""), body)
         built[st] = body
     inner = built[start]
-    return NOTHING if _dead(inner) else seq(Literal("{"), inner, Literal("}"))
+    if _dead(inner):
+        return NOTHING
+    return c.marked(f"obj{ptr}", seq(Literal("{"), inner, Literal("}")), Mark(None, "structure"))
 
 
 def _tail(c: SchemaContext, kvx: Optional[Expr], cnt: int, min_p: int, max_p: Optional[int], depth: int) -> Expr:
@@ -476,7 +481,7 @@ def array_expr(c: SchemaContext, node: dict, ptr: str, depth: int) -> Expr:
         if _dead(e):
             max_i = i if max_i is None else min(max_i, i)
             break
-        elems.append(e)
+        elems.append(c.marked(f"item{ptr}/{i}", e, Mark(str(i), "value")))
     k = len(elems)
     tail = (
         NOTHING
@@ -485,6 +490,7 @@ def array_expr(c: SchemaContext, node: dict, ptr: str, depth: int) -> Expr:
     )
     if len(elems) < len(prefix):
         tail = NOTHING
+    tail = c.marked(f"items{ptr}", tail, Mark("*", "value"))
     if max_i is not None and max_i < min_i:
         return NOTHING
     # state(k): tail elements
@@ -510,7 +516,9 @@ def array_expr(c: SchemaContext, node: dict, ptr: str, depth: int) -> Expr:
         if (max_i is None or i < max_i) and not _dead(state):
             opts.append(seq(c.open_(depth) if i == 0 else c.comma(depth), elems[i], state))
         state = alt(*opts) if opts else NOTHING
-    return NOTHING if _dead(state) else seq(Literal("["), state, Literal("]"))
+    if _dead(state):
+        return NOTHING
+    return c.marked(f"arr{ptr}", seq(Literal("["), state, Literal("]")), Mark(None, "structure"))
 
 
 # ------------------------------------------------------------ canonical order

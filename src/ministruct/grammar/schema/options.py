@@ -11,6 +11,9 @@
                       `unevaluatedProperties` allow where stated, and an array with
                       `prefixItems` and no `items` has no further items; spec: JSON
                       Schema's own meaning. Either way every output is a valid instance.
+    marks             False; True: position marks (Grammar.marks) on every key, value,
+                      array item and container, for per-step position tags (the collapse
+                      study); the language is the same, the grammar has more rules
 
 Checked once, when built: a bad value is a UsageError naming the option.
 """
@@ -34,6 +37,7 @@ class SchemaOptions:
     lenient: bool = False
     oneof_as_anyof: bool = False
     extra_properties: str = "explicit"
+    marks: bool = False
 
     def __post_init__(self) -> None:
         if self.whitespace not in WHITESPACE:

@@ -1,0 +1,282 @@
+"""Batched decoding (issue 28): many generations at once, one model step for all of them.
+
+Up to `parallel` generations are live, each in its own sequence of one llama.cpp
+context (model.Sequences). Every round evaluates what each live generation needs (its
+prompt, its last token, or a fast-forwarded stretch) in one `decode`, while the masks
+of every live generation are built on the mask thread; then each draws its token with
+its own sampler, matcher and budget, exactly as `Decoder.steps` does for one. A
+generation that ends frees its slot, and the next request takes it in the next round
+(continuous batching). A prompt that repeats (samples of one prompt) is evaluated once
+and its KV cache copied.
+
+    batch = BatchedDecoder(model, parallel=8)
+    for request, outcome in batch.run(Request(job.decoder(p), on_step=...) for p in prompts):
+        ...   # in the order generations finish; outcome: a Generation or the error it raised
+
+Rows computed in a batch differ in the last bits from rows computed one sequence at a
+time, so a token can change against `parallel=1`; for a given `parallel` and seed the
+run is deterministic (the schedule depends only on the tokens).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
+
+import numpy as np
+
+from ministruct.decode import fast_forward as ff
+from ministruct.decode.loop import Decoder, Generation, Run, Step, mask_pool, masks_along, timed_mask
+from ministruct.errors import MinistructError, UsageError
+
+if TYPE_CHECKING:
+    from ministruct.decode.model import Model, Sequences
+
+DEFAULT_PARALLEL = 16  # the best of 1, 4, 8, 16 in benchmarks/throughput.py on the project machine (docs/batches.md)
+
+Masked = tuple["np.ndarray | None", float, bool]
+NO_MASK: Masked = (None, 0.0, False)
+
+
+@dataclass(eq=False)
+class Request:
+    """One generation to run: its (unstarted) Decoder, a callback for each Step (the step
+    is not kept afterwards) and the caller's handle."""
+
+    decoder: Decoder
+    on_step: Callable[[Step], None] | None = None
+    key: Any = None
+
+
+@dataclass(eq=False)
+class _Live:
+    """A request in a slot: its Run and what this round asks of the model."""
+
+    request: Request
+    slot: int
+    run: Run
+    prompt: tuple[int, ...]
+    fresh: bool = False  # its prompt is evaluated this round
+    waits_for: "_Live | None" = None  # gets its prompt's KV cache copied from that one
+    # this round's plan
+    tokens: list[int] = field(default_factory=list)
+    n_rows: int = 0
+    planned: list[int] = field(default_factory=list)
+    done: bool = False
+    evaluate_last: bool = False
+    masked: Masked = NO_MASK
+    mask_job: tuple | None = None  # (function, *arguments) for the mask thread
+    mask_result: Any = None  # what it gave: a Masked, or one per planned token
+
+    @property
+    def decoder(self) -> Decoder:
+        return self.request.decoder
+
+
+class BatchedDecoder:
+    """Runs requests `parallel` at a time on one model (see the module docstring)."""
+
+    def __init__(self, model: "Model", parallel: int, *, n_ctx: int | None = None) -> None:
+        if isinstance(parallel, bool) or not isinstance(parallel, int) or parallel < 1:
+            raise UsageError(f"parallel must be an integer >= 1, got {parallel!r}", parameter="parallel")
+        self.model = model
+        self.parallel = parallel
+        self.n_ctx = n_ctx or model.n_ctx
+        self._seqs: "Sequences | None" = None
+        self._stored: tuple[tuple[int, ...], np.ndarray] | None = None  # the prompt kept in seqs.store
+        self._slots: list[_Live | None] = []
+
+    def run(self, requests: Iterable[Request]) -> Iterator[tuple[Request, Generation | MinistructError]]:
+        """Each request's outcome as soon as it is finished: its Generation, or the
+        MinistructError it raised (BudgetTooSmall, a failed evaluation). The requests are
+        taken lazily, one slot at a time."""
+        queue = _Lookahead(iter(requests))
+        seqs = self._sequences()
+        slots: list[_Live | None] = [None] * self.parallel
+        self._slots = slots
+        while True:
+            yield from self._admit(slots, queue, seqs)
+            live = [s for s in slots if s is not None]
+            if not live:
+                return
+            finished: list[_Live] = []
+            working = [s for s in live if s.waits_for is None and not self._prepare(s, finished)]
+            jobs = [s for s in working if s.mask_job is not None]
+            pending = mask_pool().submit(_run_jobs, [s.mask_job for s in jobs]) if jobs else None
+            evaluated = [s for s in working if s.tokens]
+            try:
+                rows = seqs.decode([(s.slot, s.tokens, s.n_rows) for s in evaluated])
+            except MinistructError as e:
+                if pending is not None:
+                    pending.result()
+                for s in live:
+                    slots[s.slot] = None
+                    yield s.request, e
+                self._stored = None
+                continue
+            results = pending.result() if pending is not None else []
+            for s, got in zip(jobs, results):
+                s.mask_result = got
+            by_slot = dict(zip((s.slot for s in evaluated), rows))
+            for s in working:
+                if self._complete(s, by_slot.get(s.slot), seqs, queue):
+                    finished.append(s)
+            for s in finished:
+                slots[s.slot] = None
+                yield s.request, s.decoder.finish(s.run)
+
+    # -- admission ---------------------------------------------------------------
+
+    def _admit(self, slots: list[_Live | None], queue: "_Lookahead", seqs: "Sequences") -> Iterator[tuple]:
+        """Fill free slots from the queue; a request that cannot start is finished at once."""
+        fresh: dict[tuple[int, ...], _Live] = {}
+        for slot in range(self.parallel):
+            while slots[slot] is None:
+                req = queue.next()
+                if req is None:
+                    return
+                try:
+                    run = req.decoder.start()
+                except MinistructError as e:
+                    yield req, e
+                    continue
+                prompt = tuple(req.decoder.prompt_tokens)
+                s = _Live(req, slot, run, prompt)
+                if self._stored is not None and self._stored[0] == prompt:
+                    seqs.copy(seqs.store, slot)
+                    run.pending, run.ready, run.first = [], self._stored[1].copy(), False
+                elif prompt in fresh:
+                    s.waits_for = fresh[prompt]
+                else:
+                    seqs.clear(slot)
+                    s.fresh = True
+                    fresh[prompt] = s
+                slots[slot] = s
+
+    # -- one round -----------------------------------------------------------------
+
+    def _prepare(self, s: _Live, finished: list[_Live]) -> bool:
+        """Plan this round for `s` (as one iteration of Decoder.steps); True when it ends
+        before asking the model anything (then it is in `finished`)."""
+        run, dec = s.run, s.decoder
+        matcher = dec.matcher
+        s.tokens, s.n_rows, s.planned, s.masked, s.mask_job, s.mask_result = [], 0, [], NO_MASK, None, None
+        if s.fresh:  # the prompt alone, so that its KV cache can be shared before it moves on
+            s.tokens, s.n_rows = list(run.pending), 1
+            return False
+        if run.index >= dec.max_tokens:
+            finished.append(s)
+            return True
+        if matcher is not None and matcher.is_terminated():
+            run.stop = "grammar_done"
+            finished.append(s)
+            return True
+        if dec.fast_forward:
+            planned, done = ff.plan(dec.model, matcher, dec.max_tokens - run.index, budget_aware=dec.budget_aware)
+            if planned:
+                s.planned, s.done = planned, done
+                s.evaluate_last = not done and run.index + len(planned) < dec.max_tokens
+                batch = planned if s.evaluate_last else planned[:-1]
+                s.tokens = list(batch) if run.ready is not None else list(run.pending) + list(batch)
+                s.n_rows = len(batch) + (run.ready is None)
+                remainings = [dec.remaining(run.index + i) for i in range(len(planned))]
+                s.mask_job = (masks_along, matcher.fork(), planned, remainings)
+                return False
+        if matcher is not None:
+            remaining = dec.remaining(run.index)
+            if matcher.mask_ready(remaining):
+                s.masked = timed_mask(matcher, remaining)
+                if run.stops_before_draw(s.masked[0]):
+                    finished.append(s)
+                    return True
+            else:
+                s.mask_job = (timed_mask, matcher, remaining)
+        if run.ready is None:
+            s.tokens, s.n_rows = list(run.pending), 1
+        return False
+
+    def _complete(self, s: _Live, rows: np.ndarray | None, seqs: "Sequences", queue: "_Lookahead") -> bool:
+        """Finish this round for `s` with its rows: its steps (to on_step); True when it ended."""
+        run, on_step = s.run, s.request.on_step
+        if s.fresh:
+            assert rows is not None
+            s.fresh = False
+            run.pending, run.ready, run.first = [], rows[-1], False
+            self._share(s, seqs, queue)
+            return False
+        if s.planned:
+            if run.ready is not None:
+                rows = np.concatenate([run.ready[None, :], rows]) if rows is not None else run.ready[None, :]
+            run.first = False
+            for step in run.forwarded(s.planned, rows, s.mask_result, evaluate_last=s.evaluate_last, done=s.done):
+                if on_step is not None:
+                    on_step(step)
+            return False
+        if run.ready is not None:
+            logits, run.ready = run.ready, None
+        else:
+            assert rows is not None
+            logits = rows[-1]
+        masked = s.masked
+        if s.mask_job is not None:
+            masked = s.mask_result
+            if run.stops_before_draw(masked[0]):
+                return True
+        step = run.take(logits, masked)
+        if step is None:
+            return True
+        if on_step is not None:
+            on_step(step)
+        return run.over
+
+    def _share(self, s: _Live, seqs: "Sequences", queue: "_Lookahead") -> None:
+        """`s` has just evaluated its prompt: copy its KV cache to the requests waiting for
+        the same prompt, and keep it in the store when the next request wants it too."""
+        assert s.run.ready is not None
+        row = s.run.ready
+        for w in self._slots:
+            if w is not None and w.waits_for is s:
+                seqs.copy(s.slot, w.slot)
+                w.run.pending, w.run.ready, w.run.first = [], row.copy(), False
+                w.waits_for = None
+        nxt = queue.peek()
+        if nxt is not None and tuple(nxt.decoder.prompt_tokens) == s.prompt:
+            seqs.copy(s.slot, seqs.store)
+            self._stored = (s.prompt, row.copy())
+
+    def _sequences(self) -> "Sequences":
+        if self._seqs is None:
+            self._seqs = self.model.sequences(self.parallel, self.n_ctx)
+        return self._seqs
+
+    def close(self) -> None:
+        """Free the batch's context (the model stays loaded)."""
+        if self._seqs is not None:
+            self._seqs.close()
+            self._seqs = None
+            self._stored = None
+
+
+def _run_jobs(jobs: list[tuple]) -> list[Any]:
+    """The mask thread's work for one round: each job is (function, *arguments)."""
+    return [fn(*args) for fn, *args in jobs]
+
+
+class _Lookahead:
+    """An iterator that can show its next item without taking it."""
+
+    _EMPTY = object()
+
+    def __init__(self, it: Iterator[Request]) -> None:
+        self._it = it
+        self._next: Any = self._EMPTY
+
+    def peek(self) -> Request | None:
+        if self._next is self._EMPTY:
+            self._next = next(self._it, None)
+        return self._next
+
+    def next(self) -> Request | None:
+        got = self.peek()
+        self._next = self._EMPTY if got is not None else None
+        return got

@@ -1,0 +1,201 @@
+"""Running a whole study into a report folder, resumably.
+
+The folder holds `data.jsonl`: a header naming the study (a fingerprint of the model
+file, the settings, the schemas and the prompts), then one line per finished
+generation (constrained or free control), flushed as it finishes. `resume=True`
+reads the lines back, skips what is there and runs the rest; a line cut off by a kill
+is dropped (and run again). The report is computed from the lines in plan order, so a
+resumed study ends with the same report as an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable
+
+from ministruct.decode.sampling import SamplingParams
+from ministruct.diagnostics.collapse.grid import GenerationGrid, Grid, StudySettings
+from ministruct.diagnostics.collapse.report import CollapseReport
+from ministruct.diagnostics.collapse.study import CollapseStudy, FreeRun
+from ministruct.diagnostics.collapse.studyfile import StudySpec
+from ministruct.errors import InputError, OutputError, UsageError
+from ministruct.grammar.constraint import Constraint
+from ministruct.grammar.schema.options import SchemaOptions
+from ministruct.jobs.records import RECORD_VERSION
+
+if TYPE_CHECKING:
+    from ministruct.decode.model import Model
+
+DATA = "data.jsonl"
+
+
+@dataclass
+class StudyResult:
+    """A finished study: the constrained generations' report and the free control."""
+
+    report: CollapseReport
+    free: list[FreeRun]
+    ran: int  # generations computed in this run (the others were read back)
+
+
+def build_study(
+    spec: StudySpec,
+    model: "Model",
+    *,
+    options: SchemaOptions | None = None,
+    seeds: tuple[int, ...] | None = None,
+    base: SamplingParams | None = None,
+) -> CollapseStudy:
+    """The CollapseStudy a study file describes (`seeds` overrides the file's). The
+    schemas compile with position marks; `base` gives the sampler's other settings
+    (top_k, repeat_penalty), the file the reference temperature and top_p."""
+    opts = options or SchemaOptions()
+    opts = SchemaOptions(**{**opts.to_dict(), "marks": True})
+    constraints = [Constraint.from_json_schema(s.schema, opts, source=s.name) for s in spec.schemas]
+    t, p = spec.reference
+    params = SamplingParams(
+        temperature=t,
+        top_p=p,
+        top_k=base.top_k if base else 0,
+        repeat_penalty=base.repeat_penalty if base else 1.0,
+    )
+    settings = StudySettings(
+        seeds=spec.seeds if seeds is None else seeds,
+        grid=Grid(spec.temperatures, spec.top_ps),
+        params=params,
+        conditions=spec.conditions,
+        max_tokens=spec.max_tokens,
+        chat=spec.chat,
+        system=spec.system,
+    )
+    return CollapseStudy(model, constraints, [], settings, prompts_of=[s.prompts for s in spec.schemas])
+
+
+def fingerprint(study: CollapseStudy, free_control: bool) -> str:
+    """What must be equal for a folder's lines to belong to this study."""
+    m = study.model
+    try:
+        st = os.stat(m.path)
+        model_id = f"{Path(m.path).name}:{st.st_size}"
+    except OSError:
+        model_id = str(m.path)
+    what = {
+        "v": RECORD_VERSION,
+        "model": model_id,
+        "settings": study.settings.to_dict(),
+        "schemas": [(c.source, c.text) for c in study.constraints],
+        "prompts": study.prompts_of,
+        "free_control": free_control,
+    }
+    return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:24]
+
+
+class StudyRun:
+    """A study writing its generations to `folder` (see the module)."""
+
+    def __init__(self, study: CollapseStudy, folder: str, *, free_control: bool = True, resume: bool = False) -> None:
+        self.study = study
+        self.folder = Path(folder)
+        self.free_control = free_control
+        self.resume = resume
+        self.key = fingerprint(study, free_control)
+        self.units = study.plan()
+        self.free_units = study.free_plan() if free_control else []
+
+    @property
+    def path(self) -> Path:
+        return self.folder / DATA
+
+    def _read(self) -> tuple[dict[str, dict], int]:
+        """The lines already there (by unit key) and the byte length of the whole lines."""
+        try:
+            raw = self.path.read_bytes()
+        except FileNotFoundError:
+            return {}, 0
+        except OSError as e:
+            raise InputError(f"{self.path}: cannot read: {e.strerror or e}") from None
+        done: dict[str, dict] = {}
+        good = 0
+        lines = raw.split(b"\n")
+        for i, line in enumerate(lines[:-1]):  # the part after the last newline is unfinished
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                raise InputError(f"{self.path}: line {i + 1} is not JSON: the folder is not a study's") from None
+            if i == 0:
+                if rec.get("type") != "header":
+                    raise InputError(f"{self.path}: line 1 is not a study header")
+                if rec.get("study") != self.key:
+                    raise UsageError(
+                        f"{self.folder}: holds a different study (model, settings, schemas or prompts differ); "
+                        "choose another --report folder"
+                    )
+            else:
+                done[rec["key"]] = rec
+            good += len(line) + 1
+        return done, good
+
+    def run(self, on_done: Callable[[int, int], None] | None = None) -> StudyResult:
+        """Run what is missing; `on_done(done, total)` after each generation."""
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise InputError(f"{self.folder}: cannot create the report folder: {e.strerror or e}") from None
+        done, good = self._read()
+        if good and not self.resume:
+            raise UsageError(
+                f"{self.folder}: already holds a study ({len(done)} generations): "
+                "--resume continues it, or choose another --report folder"
+            )
+        total = len(self.units) + len(self.free_units)
+        ran = 0
+        try:
+            f = open(self.path, "r+b" if good else "wb")
+            f.truncate(good)
+            f.seek(good)
+        except OSError as e:
+            raise OutputError(f"{self.path}: cannot write: {e.strerror or e}") from None
+        with f:
+            if not good:
+                self._write(f, {"type": "header", "v": RECORD_VERSION, "study": self.key})
+            count = sum(u.key in done for u in self.units + self.free_units)
+            if on_done is not None:
+                on_done(count, total)
+            try:
+                for unit in self.units + self.free_units:
+                    if unit.key in done:
+                        continue
+                    if unit.condition == "free":
+                        state = self.study.run_free(unit).to_state()
+                    else:
+                        state = self.study.run_one(unit).to_state()
+                    rec = {
+                        "type": "free" if unit.condition == "free" else "generation",
+                        "key": unit.key,
+                        "state": state,
+                    }
+                    self._write(f, rec)
+                    done[unit.key] = rec
+                    ran += 1
+                    count += 1
+                    if on_done is not None:
+                        on_done(count, total)
+            finally:
+                self.study.persist()
+        n_cells = len(self.study.settings.evaluated)
+        gens = [GenerationGrid.from_state(done[u.key]["state"], n_cells) for u in self.units]
+        free = [FreeRun.from_state(done[u.key]["state"]) for u in self.free_units]
+        report = CollapseReport(self.study.settings, gens, self.study.describe())
+        return StudyResult(report, free, ran)
+
+    @staticmethod
+    def _write(f, rec: dict) -> None:
+        try:
+            f.write((json.dumps(rec, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8"))
+            f.flush()
+        except OSError as e:
+            raise OutputError(f"cannot write the study data: {e.strerror or e}") from None

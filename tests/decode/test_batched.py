@@ -1,0 +1,150 @@
+"""Batched decoding on the real model: many generations per model step (issue 28).
+
+The oracles: `parallel=1` runs each sequence alone in the batch context, so it must give
+exactly what the one-at-a-time Decoder gives (same rows, bit for bit); at `parallel` > 1
+every output is checked against an independent oracle (`regex` fullmatch, `jsonschema`),
+and a second run must repeat the first."""
+
+from __future__ import annotations
+
+import json
+
+import jsonschema
+import numpy as np
+import pytest
+import regex
+
+from ministruct.decode.batched import BatchedDecoder, Request
+from ministruct.decode.loop import Generation
+from ministruct.decode.sampling import SamplingParams
+from ministruct.errors import BudgetTooSmall, UsageError
+from ministruct.grammar.constraint import Constraint
+from ministruct.jobs.job import GenerationJob
+
+pytestmark = pytest.mark.model
+
+SCHEMA = {
+    "type": "object",
+    "properties": {"name": {"type": "string", "maxLength": 12}, "age": {"type": "integer", "minimum": 0}},
+    "required": ["name", "age"],
+}
+# the last three share one prompt: evaluated once, its KV cache copied (waiting in the same
+# round, or from the store for a later slot)
+PROMPTS = ["Describe a person.", "A code, please.", "A pirate, as JSON.", "Answer:", "Answer:", "Answer:"]
+
+
+def _jobs(model):
+    params = SamplingParams(temperature=0.8, top_p=0.95, seed=3)
+    schema = GenerationJob(model, Constraint.from_json_schema(SCHEMA), params, max_tokens=40)
+    digits = GenerationJob(model, Constraint.from_regex("[0-9]{2,5}-[a-z]{2}"), params, max_tokens=12)
+    return schema, digits
+
+
+def _requests(model):
+    schema, digits = _jobs(model)
+    for i, prompt in enumerate(PROMPTS):
+        job = schema if i in (0, 2) else digits
+        yield Request(job.decoder(prompt, seed=i), key=(i, job))
+
+
+def _run(model, parallel: int) -> dict[int, tuple[Generation, object]]:
+    batch = BatchedDecoder(model, parallel)
+    try:
+        return {req.key[0]: (out, req.key[1]) for req, out in batch.run(_requests(model))}
+    finally:
+        batch.close()
+
+
+def _assert_valid(gen: Generation, job) -> None:
+    assert gen.complete, gen
+    if job.constraint.kind == "schema":
+        jsonschema.validate(json.loads(gen.text), SCHEMA)
+    else:
+        assert regex.fullmatch("[0-9]{2,5}-[a-z]{2}", gen.text), gen.text
+
+
+def test_a_sequence_alone_in_the_batch_context_gives_the_models_rows(model):
+    prompt = model.encode_prompt("Write a haiku.", chat=True)
+    model.prefill(prompt)
+    alone = model.logits()
+    model.eval([100])
+    after = model.logits()
+    with model.sequences(2) as seqs:
+        first = seqs.decode([(0, prompt, 1)])[0]
+        assert np.array_equal(first[-1], alone)
+        seqs.copy(0, 1)  # a copied KV cache, not recomputed
+        rows = seqs.decode([(0, [100], 1), (1, [100], 1)])
+        assert np.array_equal(rows[0], rows[1])
+        assert np.array_equal(rows[0][-1], after)
+        assert seqs.n_past(1) == len(prompt) + 1
+
+
+def test_parallel_one_is_the_one_at_a_time_decoder(model):
+    batched = _run(model, 1)
+    for i, prompt in enumerate(PROMPTS):
+        job = _jobs(model)[0 if i in (0, 2) else 1]
+        alone = job.decoder(prompt, seed=i).run()
+        got = batched[i][0]
+        assert (got.tokens, got.stop_reason, got.n_fast_forward) == (
+            alone.tokens,
+            alone.stop_reason,
+            alone.n_fast_forward,
+        )
+
+
+def test_every_output_valid_and_a_second_run_repeats_the_first(model):
+    first = _run(model, 3)
+    assert sorted(first) == list(range(len(PROMPTS)))
+    for gen, job in first.values():
+        _assert_valid(gen, job)
+    second = _run(model, 3)
+    assert {i: g.tokens for i, (g, _) in first.items()} == {i: g.tokens for i, (g, _) in second.items()}
+
+
+def test_steps_reach_on_step_and_add_up_to_the_generation(model):
+    schema, _ = _jobs(model)
+    seen: dict[int, list] = {0: [], 1: []}
+    reqs = [Request(schema.decoder("Describe a person.", seed=k), on_step=seen[k].append, key=k) for k in (0, 1)]
+    batch = BatchedDecoder(model, 2)
+    try:
+        outs = {req.key: gen for req, gen in batch.run(reqs)}
+    finally:
+        batch.close()
+    for k, gen in outs.items():
+        steps = seen[k]
+        assert len(steps) == gen.n_steps and sum(s.fast_forward for s in steps) == gen.n_fast_forward > 0
+        assert [s.token_id for s in steps if s.token] == gen.tokens
+        assert b"".join(s.token for s in steps) == gen.output
+        assert all(s.mask is None or s.mask[s.token_id] for s in steps)
+
+
+def test_per_request_budgets_and_a_budget_too_small(model):
+    schema, digits = _jobs(model)
+    cut = GenerationJob(model, digits.constraint, digits.params, max_tokens=3, budget_aware=False)
+    reqs = [
+        Request(schema.decoder("Answer:"), key="ok"),
+        Request(cut.decoder("Answer:"), key="cut"),
+        Request(GenerationJob(model, schema.constraint, schema.params, max_tokens=2).decoder("Answer:"), key="small"),
+    ]
+    batch = BatchedDecoder(model, 3)
+    try:
+        outs = {req.key: out for req, out in batch.run(reqs)}
+    finally:
+        batch.close()
+    assert isinstance(outs["small"], BudgetTooSmall)
+    assert outs["ok"].complete
+    assert outs["cut"].stop_reason == "max_tokens" and outs["cut"].n_tokens == 3
+
+
+def test_parallel_must_be_a_positive_integer(model):
+    with pytest.raises(UsageError, match="parallel"):
+        BatchedDecoder(model, 0)
+
+
+def test_run_many_keeps_input_order(model):
+    _, digits = _jobs(model)
+    prompts = ["Answer:", "A code:", "Answer:", "Code?", "Answer:"]
+    results = list(digits.run_many(prompts, parallel=4, seeds=range(5)))
+    assert [r.id for r in results] == [1, 2, 3, 4, 5] and [r.prompt for r in results] == prompts
+    assert all(r.complete and regex.fullmatch("[0-9]{2,5}-[a-z]{2}", r.output) for r in results)
+    assert [r.output for r in results] == [r.output for r in digits.run_many(prompts, parallel=4, seeds=range(5))]

@@ -1,0 +1,159 @@
+"""A tiny study file on the bundled model (two schemas, 2 seeds, a 2x2 grid): the laws
+of the report, position tags on the real outputs against the independent replay, and
+resuming (a study stopped part way, with a line cut off, continues without computing
+anything twice and ends with the same report); the CLI, killed and resumed."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from json_replay import Replay  # tests/ is on sys.path (rootdir conftest)
+
+from ministruct.diagnostics.collapse.markdown import StudyReport
+from ministruct.diagnostics.collapse.runner import DATA, StudyRun, build_study
+from ministruct.diagnostics.collapse.studyfile import load_study
+from ministruct.errors import UsageError
+
+pytestmark = pytest.mark.model
+
+SAMPLES = Path(__file__).resolve().parents[3] / "samples" / "study"
+
+TINY = f"""
+seeds = 2
+max_tokens = 20
+[grid]
+temperatures = [0.7, 1.0]
+top_ps = [0.9, 1.0]
+[[schemas]]
+name = "integer"
+file = "{SAMPLES / "integer.json"}"
+prompts = ["How many legs does a spider have?"]
+[[schemas]]
+name = "enum"
+file = "{SAMPLES / "tight_enum.json"}"
+prompts = ["Is this review positive, negative or neutral? 'Great stuff.'"]
+"""
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    p = tmp_path_factory.mktemp("study") / "tiny.toml"
+    p.write_text(TINY, encoding="utf-8")
+    return str(p)
+
+
+def run_into(model, study: str, folder: Path, *, resume: bool = False, stop_after: int | None = None):
+    spec = load_study(study)
+    runner = StudyRun(build_study(spec, model), str(folder), free_control=spec.free_control, resume=resume)
+    seen = []
+
+    def on_done(done: int, total: int) -> None:
+        seen.append(done)
+        if stop_after is not None and len(seen) > stop_after:
+            raise KeyboardInterrupt
+
+    result = runner.run(on_done)
+    StudyReport(result, spec).write(str(folder))
+    return result
+
+
+@pytest.fixture(scope="module")
+def whole(model, tiny, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("whole")
+    return folder, run_into(model, tiny, folder)
+
+
+def test_the_laws_of_the_report(whole):
+    _, result = whole
+    report = result.report
+    assert len(report.generations) == 8 and len(result.free) == 4
+    for c in report.cells():
+        if c["top_p"] == 1.0:
+            assert c["collapsed"] == 0 and c["pooled_rate"] in (0.0, None)
+        if c["free_steps"]:
+            assert c["pooled_rate"] == c["collapsed"] / c["free_steps"]
+        g = c["per_generation"]
+        if g["n"]:
+            assert g["min"] <= g["mean"] <= g["max"]
+    assert any(c["collapsed"] for c in report.cells())  # the laws are not met by emptiness
+
+
+def test_positions_of_the_real_outputs_equal_the_replay(whole):
+    _, result = whole
+    checked = 0
+    for g in result.report.generations:
+        assert g.positions is not None and len(g.positions) == g.n_steps
+        ours = [(ptr, part) for runs in g.positions for ptr, part, n in runs for _ in range(n)]
+        if not g.complete:
+            continue
+        assert ours == Replay(g.output, set()).run(), g.output
+        checked += 1
+        assert g.positions[-1] == [("(end)", "end", 0)] or g.stop_reason == "grammar_done"
+    assert checked >= 2
+    assert any(g.spans(i) for g in result.report.generations for i in range(g.n_steps))
+
+
+def test_order_of_operations_is_recorded_for_every_step(whole):
+    _, result = whole
+    for g in result.report.generations:
+        assert g.order_empty.shape == g.order_tv.shape == (g.n_steps,)
+        assert np.array_equal(np.isnan(g.order_tv), g.order_empty)
+        tv = g.order_tv[~g.order_empty]
+        assert ((tv >= 0) & (tv <= 1)).all()
+
+
+def test_a_stopped_study_resumes_to_the_same_report(model, tiny, whole, tmp_path):
+    folder, full = whole
+    with pytest.raises(KeyboardInterrupt):
+        run_into(model, tiny, tmp_path, stop_after=3)
+    lines = (tmp_path / DATA).read_bytes().split(b"\n")
+    assert len(lines) - 2 == 3  # the header, three generations, the empty end
+    with open(tmp_path / DATA, "ab") as f:  # a line cut off by a kill
+        f.write(b'{"type": "generation", "key": "0/0/1/sh')
+    with pytest.raises(UsageError, match="--resume"):
+        run_into(model, tiny, tmp_path)
+    resumed = run_into(model, tiny, tmp_path, resume=True)
+    assert resumed.ran == 12 - 3
+    for name in ("report.md", "report.json"):
+        assert (tmp_path / name).read_text() == (folder / name).read_text()
+    again = run_into(model, tiny, tmp_path, resume=True)
+    assert again.ran == 0
+
+
+def test_a_different_study_is_refused_in_the_folder(model, tiny, whole, tmp_path):
+    folder, _ = whole
+    other = tmp_path / "other.toml"
+    other.write_text(TINY.replace("seeds = 2", "seeds = 3"), encoding="utf-8")
+    with pytest.raises(UsageError, match="different study"):
+        run_into(model, str(other), folder, resume=True)
+
+
+def test_the_cli_killed_and_resumed_writes_the_same_report(tiny, whole, tmp_path):
+    folder, _ = whole
+    out = tmp_path / "cli"
+    cmd = [sys.executable, "-m", "ministruct", "collapse", "--study", tiny, "--report", str(out)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    data = out / DATA
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and proc.poll() is None:
+        if data.exists() and data.read_bytes().count(b"\n") >= 4:
+            break
+        time.sleep(0.05)
+    assert proc.poll() is None, proc.stderr.read().decode()
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert not (out / "report.md").exists()
+    again = subprocess.run(cmd, capture_output=True, text=True)
+    assert again.returncode == 2 and "--resume" in again.stderr
+    done = subprocess.run([*cmd, "--resume"], capture_output=True, text=True)
+    assert done.returncode in (0, 1), done.stderr  # 1: a generation cut off by max_tokens
+    assert (out / "report.md").read_text() == (folder / "report.md").read_text()
+    assert json.loads((out / "report.json").read_text()) == json.loads((folder / "report.json").read_text())
