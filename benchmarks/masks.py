@@ -178,8 +178,8 @@ def llg_tokenizer(model: Model):
 @dataclass
 class Spec:
     name: str
-    kind: str  # regex | grammar | lark | schema
-    text: str  # pattern, GBNF or Lark text, or schema JSON text
+    kind: str  # regex | grammar | lark | schema | tools
+    text: str  # pattern, GBNF or Lark text, schema JSON text, or tool list JSON text
     path: str | None = None
     group: str = ""  # "" for a named constraint, "jsonschemabench" for the sample
 
@@ -190,6 +190,8 @@ class Spec:
             return load_constraint(grammar=self.path).grammar
         if self.kind == "lark":
             return load_constraint(lark=self.path).grammar
+        if self.kind == "tools":
+            return load_constraint(tools=self.path, tool_choice="required", tool_format="json").grammar
         return load_constraint(schema=self.path).grammar
 
     def theirs(self) -> str:
@@ -201,9 +203,25 @@ class Spec:
             return llguidance.grammar_from("gbnf", self.text)
         if self.kind == "lark":  # the same Lark text for both engines
             return llguidance.grammar_from("lark", self.text)
+        if self.kind == "tools":
+            return tools_lark(json.loads(self.text))
         return llguidance.LLMatcher.grammar_from_json_schema(
             self.text, overrides={"whitespace_flexible": False, "item_separator": ",", "key_separator": ":"}
         )
+
+
+def tools_lark(tools: list[dict]) -> str:
+    """The same language as `--tools FILE --tool-choice required` in llguidance's own way: the
+    name among constants, then one `%json` per tool (compact, as ours)."""
+    import llguidance
+
+    compact = {"whitespace_flexible": False, "item_separator": ",", "key_separator": ":"}
+    alts = []
+    for t in tools:
+        f = t["function"]
+        schema = {**f["parameters"], "x-guidance": compact}
+        alts.append(json.dumps(json.dumps(f["name"]) + ', "arguments": ') + " %json " + json.dumps(schema))
+    return llguidance.grammar_from("lark", 'start: "{\\"name\\": " (' + " | ".join(alts) + ') "}"\n')
 
 
 def grammar_file(name: str) -> Path:
@@ -226,6 +244,8 @@ def named_specs(notes: list[str]) -> list[Spec]:
             notes.append(f"grammar {name}: no bundled or llama.cpp file: skipped")
     sql = Path(__file__).resolve().parent / "grammars" / "sql_select.lark"
     specs.append(Spec("sql_select.lark", "lark", sql.read_text(encoding="utf-8"), str(sql)))
+    tools = REPO / "samples" / "tools" / "many_200.json"
+    specs.append(Spec("200 tools", "tools", tools.read_text(), str(tools)))
     return specs
 
 

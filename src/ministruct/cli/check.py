@@ -10,6 +10,7 @@ import typer
 from ministruct.check.grammar import check_text
 from ministruct.check.instance import InstanceChecker
 from ministruct.check.think import after_close
+from ministruct.check.tool_calls import ToolCallChecker
 from ministruct.cli import options as o
 from ministruct.cli.base import app, warn
 from ministruct.errors import MinistructError, UsageError
@@ -146,9 +147,11 @@ def _verdict(constraint: o.ConstraintFlags, prefix: bool, as_generated: bool) ->
             raise UsageError("--extra-properties explicit asks about generated text: add --as-generated")
         text, source = read_text(constraint.schema, "schema")
         return InstanceChecker(load_schema_text(text, source), source=source).check
-    if as_generated and constraint.schema is None:
-        raise UsageError("--as-generated applies to --schema")
+    if as_generated and constraint.schema is None and constraint.tools is None:
+        raise UsageError("--as-generated applies to --schema and --tools")
     c = constraint.load()
     for w in c.warnings:
         warn(w)
+    if c.tools is not None and not (prefix or as_generated):
+        return ToolCallChecker(c.tools, source=c.source).check
     return lambda value: check_text(c.grammar, value, prefix=prefix)

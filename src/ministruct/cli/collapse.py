@@ -94,7 +94,7 @@ def collapse(
         system=run.system,
     )
     prompts = _prompts(prompt, input)
-    constraints = constraint.load_each()
+    constraints = constraint.with_model(run.model).load_each()
     for c in constraints:
         for w in c.warnings:
             warn(f"{c.source}: {w}")

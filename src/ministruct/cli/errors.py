@@ -45,6 +45,10 @@ FLAGS = {
     "think_tokens": "--think-tokens",
     "think_open": "--think-open",
     "think_close": "--think-close",
+    "tools": "--tools",
+    "tool_choice": "--tool-choice",
+    "parallel_tool_calls": "--parallel-tool-calls",
+    "tool_format": "--tool-format",
 }
 
 # first match wins: the job ran but the result is not what was asked -> 1; bad usage or input -> 2

@@ -77,6 +77,8 @@ def gen(
         parallel=parallel,
     )
     g.check()
+    if not fleet.requested():
+        constraint = constraint.with_model(run.model)
     c = constraint.load()
     for w in c.warnings:
         warn(w)

@@ -22,7 +22,14 @@ from ministruct.cli.base import app
 from ministruct.cli.progress import Progress
 from ministruct.decode.model import Model
 from ministruct.diagnostics.grammar_info import grammar_info
-from ministruct.diagnostics.render import grammar_report, step_table, step_tsv, summary_panel, tokenizer_panel
+from ministruct.diagnostics.render import (
+    grammar_report,
+    step_table,
+    step_tsv,
+    summary_panel,
+    tokenizer_panel,
+    tool_scores_table,
+)
 from ministruct.diagnostics.tokenizer import round_trip, tokenizer_report
 from ministruct.diagnostics.trace import TraceWriter
 from ministruct.engine.compile import compile_grammar
@@ -54,7 +61,7 @@ def inspect(
     no_progress: o.NoProgress = False,
 ) -> None:
     """Show what the constraint is, or how it shaped one generation token by token."""
-    c = constraint.load()
+    c = constraint.with_model(run.model).load()
     console = Console(width=width) if width else Console()
     if prompt is None:
         _grammar_report(c, run.model, run.params.seed, walks, walk_steps, console, as_json, no_progress, think)
@@ -141,6 +148,8 @@ def _generation_report(
         sys.stdout.write(step_tsv(tracer.records))
         return status
     console.print(step_table(tracer.records, title=f"{len(tracer.records)} tokens, {llm.name}", width=console.width))
+    if result.tool_scores:
+        console.print(tool_scores_table(result.tool_scores))
     notes = [n for n in (rt.note(),) if n]
     console.print(
         summary_panel(

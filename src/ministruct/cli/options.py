@@ -7,7 +7,7 @@ import functools
 import inspect as _inspect
 import os
 import typing
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
@@ -57,6 +57,38 @@ LarkOpt = Annotated[
         metavar="FILE|-",
         help="A Lark grammar (llguidance's dialect: rules, TERMINALS, %ignore, %import common, %json, <|token|>); "
         "'-' for stdin.",
+        rich_help_panel="Constraint",
+    ),
+]
+ToolsOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--tools",
+        help="A tool list in OpenAI's tools shape (a JSON file, '-' for stdin): the output is a call of one of them.",
+        rich_help_panel="Constraint",
+    ),
+]
+ToolChoice = Annotated[
+    Optional[str],
+    typer.Option(
+        "--tool-choice",
+        help="With --tools: auto (free text or a call, the default), required (a call), none (free text) "
+        "or a tool's name (a call of that tool).",
+        rich_help_panel="Constraint",
+    ),
+]
+ParallelToolCalls = Annotated[
+    bool,
+    typer.Option(
+        "--parallel-tool-calls", help="With --tools: several calls in one answer.", rich_help_panel="Constraint"
+    ),
+]
+ToolFormatOpt = Annotated[
+    str,
+    typer.Option(
+        "--tool-format",
+        help="With --tools: json, hermes, mistral or llama3, or auto: the format the model's chat template "
+        "declares (json when it declares none, or without a model).",
         rich_help_panel="Constraint",
     ),
 ]
@@ -189,12 +221,24 @@ def constraint_from_flags(
     lenient: bool,
     oneof_as_anyof: bool = False,
     extra_properties: str = "explicit",
+    tools: ToolFlags | None = None,
 ) -> Constraint:
     """The one constraint the flags name (UsageError when none or several)."""
     options = SchemaOptions(whitespace, lenient, oneof_as_anyof, extra_properties)
-    return load_constraint(
-        regex=regex, grammar=grammar, schema=schema, choice=choice, lark=lark, root=root, schema_options=options
-    )
+    given = dict(regex=regex, grammar=grammar, schema=schema, choice=choice, lark=lark, root=root)
+    return load_constraint(**given, schema_options=options, **asdict(tools or ToolFlags()))
+
+
+@dataclass
+class ToolFlags:
+    """--tools and its companions (named as load_constraint's parameters); `chat_template` is
+    the model's, for --tool-format auto."""
+
+    tools: str | list | None = None
+    tool_choice: str | None = None
+    parallel_tool_calls: bool = False
+    tool_format: str = "auto"
+    chat_template: str | None = None
 
 
 # ---------------------------------------------------------------- shared flag groups
@@ -214,6 +258,11 @@ class ConstraintFlags:
     lenient: bool
     oneof_as_anyof: bool
     extra_properties: str | None = None  # None: the command's default
+    tools: str | list | None = None
+    tool_choice: str | None = None
+    parallel_tool_calls: bool = False
+    tool_format: str = "auto"
+    chat_template: str | None = None  # the model's, read for --tool-format auto (with_model)
 
     def load(self, extra_default: str = "explicit") -> Constraint:
         """The one Constraint; `extra_default` is the command's --extra-properties default."""
@@ -221,6 +270,17 @@ class ConstraintFlags:
         if len(schemas) > 1:
             raise UsageError("give one --schema (this command does not take several)")
         return self._load(schemas[0] if schemas else None, extra_default)
+
+    def with_model(self, model: str | None) -> "ConstraintFlags":
+        """These flags with the chat template of `model` (a path; None: the default model) when
+        --tool-format auto has to read it."""
+        if self.tools is None or self.tool_format != "auto":
+            return self
+        from dataclasses import replace
+
+        from ministruct.decode.model import Model as _Model
+
+        return replace(self, chat_template=_Model.load(model, vocab_only=True).chat_template)
 
     def load_each(self) -> list[Constraint]:
         """One Constraint per --schema when several are given, else the one the flags name."""
@@ -249,6 +309,7 @@ class ConstraintFlags:
             self.lenient,
             self.oneof_as_anyof,
             self.extra_properties or extra_default,
+            ToolFlags(self.tools, self.tool_choice, self.parallel_tool_calls, self.tool_format, self.chat_template),
         )
 
 
@@ -288,6 +349,10 @@ _CONSTRAINT_PARAMS = (
     ("lenient", Lenient, False),
     ("oneof_as_anyof", OneOfAsAnyOf, False),
     ("extra_properties", ExtraProperties, None),
+    ("tools", ToolsOpt, None),
+    ("tool_choice", ToolChoice, None),
+    ("parallel_tool_calls", ParallelToolCalls, False),
+    ("tool_format", ToolFormatOpt, "auto"),
 )
 
 

@@ -206,6 +206,28 @@ def summary_panel(
     return Panel(g, title="summary", title_align="left", box=box.ROUNDED)
 
 
+def tool_scores_table(scores: Sequence[dict]) -> Table:
+    """Per call: the model's mass `p` and `share` on each tool name where the call picks it
+    (jobs/tool_scores.py defines them), the generated name marked."""
+    table = Table(title="tool choice", box=box.SIMPLE_HEAD)
+    for col, justify in (("call", "right"), ("step", "right"), ("tool", "left"), ("p", "right"), ("share", "right")):
+        table.add_column(col, justify=justify)  # type: ignore[arg-type]
+    for i, call in enumerate(scores):
+        ranked = sorted(call["scores"], key=lambda s: -s["p"])
+        for j, s in enumerate(ranked):
+            mark = "> " if s["name"] == call["chosen"] else "  "
+            share = "-" if s["share"] is None else f"{s['share']:.1%}"
+            table.add_row(
+                str(i) if j == 0 else "",
+                str(call["step"]) if j == 0 else "",
+                mark + s["name"],
+                fmt_prob(s["p"]),
+                share,
+                style="bold" if s["name"] == call["chosen"] else "",
+            )
+    return table
+
+
 def grammar_report(info: GrammarInfo) -> Group:
     """Sizes and warnings, canonical GBNF, legal-set size distribution, sample strings."""
     c = info.constraint

@@ -118,8 +118,11 @@ class TraceWriter:
         compiled = job.compiled
         stats = StepStats(dec.params, job.model.vocabulary, boundaries_for(compiled) if compiled else None)
         monitor = job.fight_monitor()
+        scorer = job.tool_scorer()
         self.records = []
         for step in dec.steps():
+            if scorer is not None:
+                scorer.observe(step)
             rec = stats.record(step)
             if step.mask is not None and rec.phase != "think":  # the record's Z, as monitor.observe(step) would
                 monitor.add(rec.Z, rec.tag != FREE)
@@ -127,7 +130,7 @@ class TraceWriter:
             self._write(self.step_record(rec, step))
             if on_record is not None:
                 on_record(rec)
-        result = job.result_of(dec.result, rid, prompt, monitor)
+        result = job.result_of(dec.result, rid, prompt, monitor, scorer)
         self.summary = summarize(self.records)
         gen = dec.result
         self._write(
@@ -148,6 +151,7 @@ class TraceWriter:
                 "budget_limited": result.budget_limited,
                 "warnings": list(result.warnings),
                 "decode_s": round(gen.decode_s, 4),
+                **({"tool_calls": result.tool_calls, "tool_scores": result.tool_scores} if result.has_tools else {}),
             }
         )
         if self.stream is not None:

@@ -131,7 +131,10 @@ class Transitions:
             return cid
         get = self.canon_map.get
         image = frozenset(tuple(get(q, q) for q in st) for st in config)
-        return cid if image == config else int(self.canon[self.intern(image)])
+        if image == config:
+            return cid
+        image_id = self.intern(image)  # may grow the arrays: index the grown one
+        return int(self.canon[image_id])
 
     def fill_rows(self, states: np.ndarray) -> None:
         """Fill the rows of these configurations. A walk that needs one cell of a row

@@ -9,6 +9,11 @@ Three dialects of the OpenAI-compatible API carry a constraint:
 - ``openai``: ``response_format`` ``{"type": "json_schema", "json_schema": {name, schema,
   strict}}``: a schema on the chat endpoint, nothing else.
 
+A tool list goes to a llama server as its compiled grammar (the functions listed in the
+user message, as locally); to vllm and openai servers as ``tools``, ``tool_choice`` and
+``parallel_tool_calls`` on the chat endpoint (the server's chat template lists them), the
+calls coming back in the message's ``tool_calls``.
+
 A setting a kind cannot honour is a `UsageError` naming the parameter when the `Dialect`
 is built, before any record is sent. Chat requests go to ``/v1/chat/completions`` (the server applies the
 model's chat template); raw ones to ``/v1/completions`` with the prompt as is.
@@ -64,6 +69,7 @@ class Reply:
     finish_reason: str | None
     n_tokens: int
     logprobs: list[TokenLogprob] | None  # None: the server sent none
+    tool_calls: list | None = None  # the message's `tool_calls`, when the server returned calls as such
 
 
 class BadReply(Exception):
@@ -86,6 +92,8 @@ class Dialect:
     @property
     def field(self) -> str:
         """The request field that carries the constraint in this dialect."""
+        if self.constraint.tools is not None and self.kind != "llama":
+            return "tools"
         return {"llama": "grammar", "vllm": "structured_outputs", "openai": "response_format"}[self.kind]
 
     @property
@@ -96,7 +104,11 @@ class Dialect:
         """The JSON body for one prompt (`seed` per record; `model`: the server's own model name,
         used when the settings name none)."""
         s = self.settings
-        text = user_message(prompt, self.constraint.answer_part, show_schema=s.show_schema)
+        server_lists_tools = self.constraint.tools is not None and self.kind != "llama"
+        if server_lists_tools:
+            text = prompt
+        else:
+            text = user_message(prompt, self.constraint.answer_part, show_schema=s.show_schema)
         if s.think is not None:
             text = announce(text, s.think)
         body: dict = {}
@@ -131,11 +143,17 @@ class Dialect:
                 "takes a JSON Schema only (use kind llama or vllm, which take the whole grammar)",
                 parameter="think",
             )
+        if c.tools is not None and kind != "llama" and not s.chat:
+            raise UsageError(
+                f"a server of kind {kind} takes tools on the chat endpoint only: chat=False cannot be honoured",
+                parameter="chat",
+            )
         if kind != "openai":
             return
-        if c.kind != "schema":
+        if c.kind not in ("schema", "tools"):
             raise UsageError(
-                f"{c.kind} cannot be sent to a server of kind openai: its response_format takes a JSON Schema only",
+                f"{c.kind} cannot be sent to a server of kind openai: it takes a JSON Schema (response_format) "
+                "or tools only",
                 parameter=c.kind,
             )
         if not s.model:
@@ -168,6 +186,12 @@ class Dialect:
         c = self.constraint
         if self.kind == "llama":
             return {"grammar": llama_gbnf(c.grammar)}
+        if c.tools is not None:
+            return {
+                "tools": [t.to_openai() for t in c.tools.tools],
+                "tool_choice": c.tools.openai_tool_choice(),
+                "parallel_tool_calls": c.tools.parallel,
+            }
         if self.kind == "vllm":
             if c.boundary is not None:  # free text first: only the grammar says it all
                 return {"structured_outputs": {"grammar": c.grammar.to_gbnf()}}
@@ -211,8 +235,13 @@ def parse_reply(obj: object, *, chat: bool) -> Reply:
     """The text, finish reason, token count and logprobs of a completion answer."""
     try:
         choice = obj["choices"][0]  # type: ignore[index]
+        calls = None
         if chat:
-            text = (choice.get("message") or {}).get("content")
+            message = choice.get("message") or {}
+            text = message.get("content")
+            calls = message.get("tool_calls") or None
+            if text is None and isinstance(calls, list):
+                text = ""
         else:
             text = choice.get("text")
     except (KeyError, IndexError, TypeError, AttributeError):
@@ -222,7 +251,8 @@ def parse_reply(obj: object, *, chat: bool) -> Reply:
     usage = obj.get("usage") if isinstance(obj, dict) else None
     n = usage.get("completion_tokens") if isinstance(usage, dict) else None
     lps = _logprobs(choice.get("logprobs"), chat=chat)
-    return Reply(text, choice.get("finish_reason"), n if isinstance(n, int) else (len(lps) if lps else 0), lps)
+    n_tokens = n if isinstance(n, int) else (len(lps) if lps else 0)
+    return Reply(text, choice.get("finish_reason"), n_tokens, lps, calls if isinstance(calls, list) else None)
 
 
 def _as_bytes(token: object, raw: object) -> bytes:

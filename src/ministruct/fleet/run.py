@@ -33,6 +33,7 @@ from ministruct.fleet.dialects import BadReply, Dialect, Reply, Settings, parse_
 from ministruct.fleet.trace import trace_records
 from ministruct.fleet.verify import Verdict, Verifier
 from ministruct.grammar.constraint import Constraint
+from ministruct.grammar.tools import read_calls
 from ministruct.jobs.batch import Abandoned, ConstraintCache, Interrupts, Resume, Tally, record_constraint
 from ministruct.jobs.job import GenResult
 from ministruct.jobs.records import InputRecord
@@ -411,7 +412,7 @@ class FleetBatch:
         with self._lock:
             first = self._answered.get(server.url, 0) == 0
             self._answered[server.url] = self._answered.get(server.url, 0) + 1
-        verdict = job.plan.verifier(reply.text)
+        verdict = job.plan.verifier(reply.text, reply.tool_calls)
         if not verdict.ok:
             reason = job.plan.verifier.looks_unconstrained(reply.text, reply.finish_reason)
             if reason is None and first and reply.finish_reason == "length":
@@ -455,6 +456,14 @@ class FleetBatch:
             # the server does not say whether its grammar's bound closed the thinking
             think_end=None,
         )
+        spec = job.plan.constraint.tools
+        if spec is not None:
+            res.has_tools = True
+            if reply.tool_calls is not None:
+                res.content, res.tool_calls = reply.text or None, list(reply.tool_calls)
+            else:
+                read = read_calls(spec, reply.text)
+                res.content, res.tool_calls = read.content, read.tool_calls(salt=f"{job.rec.id}\0{res.prompt}")
         out = FleetResult(res, server.url, verdict, job.resent)
         if self.settings.top_logprobs is not None:
             summary = {"verified": verdict.ok, "finish_reason": finish}

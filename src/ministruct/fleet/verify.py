@@ -7,6 +7,9 @@
   pointer and keyword, or where the JSON syntax breaks.
 - regex, GBNF grammar, choice: an exact match of the whole text (`engine.check.check_text`).
   A rejection names line, column, byte offset and what was expected there.
+- tools: every call names an allowed tool and its arguments are a valid instance of the
+  tool's `parameters` (`check.tool_calls.ToolCallChecker`): the calls read from the text in
+  the tool format, or the `tool_calls` an OpenAI-style server returned.
 
 `looks_unconstrained` tells a server that ignored the constraint from one that was merely
 cut short: a constrained server can only ever return a prefix of the language.
@@ -20,6 +23,7 @@ from typing import Any
 
 from ministruct.check.grammar import check_text
 from ministruct.check.instance import InstanceChecker
+from ministruct.check.tool_calls import ToolCallChecker
 from ministruct.grammar.constraint import Constraint
 from ministruct.grammar.think import split_free_text
 
@@ -60,16 +64,26 @@ class Verifier:
         self.constraint = constraint
         self._instance: InstanceChecker | None = None
         self._answer: Verifier | None = None
+        self._tools: ToolCallChecker | None = None
         if constraint.boundary is not None:  # free text first: the answer after CLOSE is verified
             self._answer = Verifier(constraint.answer_part)
         elif constraint.kind == "schema":
             self._instance = InstanceChecker(constraint.schema, source=constraint.source)
+        if constraint.tools is not None:
+            self._tools = ToolCallChecker(constraint.tools, source=constraint.source)
 
-    def __call__(self, text: str) -> Verdict:
+    def __call__(self, text: str, tool_calls: list | None = None) -> Verdict:
+        """The verdict on one output (`tool_calls`: the calls a server returned as such)."""
         if self._answer is not None:
             return self._after_close(text)
         if self._instance is not None:
             return self._schema(text)
+        if self._tools is not None:
+            res = self._tools.check(text) if tool_calls is None else self._tools.check_calls(tool_calls)
+            if res.accepted:
+                return Verdict(True)
+            pos = {"pointer": res.pointer, "keyword": res.keyword}
+            return Verdict(False, res.message(), pos, [f"a call satisfying {res.keyword}"])
         res = check_text(self.constraint.grammar, text)
         if res.accepted:
             return Verdict(True)

@@ -1,5 +1,6 @@
 """Constraint: a grammar and what it came from (a regex, a GBNF or Lark grammar, a JSON
-Schema or a choice list), and `load_constraint` for the command line's constraint options."""
+Schema, a choice list or a tool list), and `load_constraint` for the command line's
+constraint options."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from ministruct.grammar.limits import MAX_JSON_NESTING, bounded, short_pointer, 
 from ministruct.grammar.regex import parse_regex
 from ministruct.grammar.schema import SchemaOptions, schema_to_grammar
 from ministruct.grammar.think import free_text_then
+from ministruct.grammar.tools import ToolSpec, load_tools_text, parse_tools, read_choice, read_format, tools_grammar
 
 BUNDLED_GRAMMARS = Path(__file__).resolve().parent / "bundled"
 
@@ -25,16 +27,17 @@ BUNDLED_GRAMMARS = Path(__file__).resolve().parent / "bundled"
 class Constraint:
     """A grammar plus what it came from (for headers, conversion and JSON parsing).
 
-    Build one with `from_regex`, `from_gbnf`, `from_lark`, `from_json_schema` or `from_choices`;
-    `compile_grammar` takes it (or its `grammar`) with a vocabulary."""
+    Build one with `from_regex`, `from_gbnf`, `from_lark`, `from_json_schema`, `from_choices`
+    or `from_tools`; `compile_grammar` takes it (or its `grammar`) with a vocabulary."""
 
-    kind: str  # "regex" | "grammar" | "lark" | "schema" | "choice"
+    kind: str  # "regex" | "grammar" | "lark" | "schema" | "choice" | "tools"
     grammar: Grammar
     source: str
     text: str = ""
     schema: Any = None
     warnings: list[str] = field(default_factory=list)
     answer: "Constraint | None" = None  # with free text first: the constraint after CLOSE
+    tools: ToolSpec | None = None
 
     def __post_init__(self) -> None:
         self.grammar = bounded(self.grammar)  # deep or shared parts as rules; refused when too large
@@ -114,12 +117,39 @@ class Constraint:
         """Exactly one of the given strings."""
         return cls("choice", Grammar.from_choices(choices, source=source), source, json.dumps(choices))
 
+    @classmethod
+    def from_tools(
+        cls,
+        tools: Any,
+        *,
+        choice: Any = "auto",
+        parallel: bool = False,
+        format: str = "json",
+        chat_template: str | None = None,
+        options: SchemaOptions | None = None,
+        source: str = "<tools>",
+    ) -> "Constraint":
+        """Calls of the tools of an OpenAI `tools` list (parsed, or its JSON text).
+
+        `choice`: auto, required, none, a tool's name (or OpenAI's `{"type": "function",
+        "function": {"name": ...}}`); `parallel`: several calls in one answer; `format`:
+        json, hermes, mistral, llama3, or auto (read from `chat_template`; json when it
+        declares none). `options`: SchemaOptions for the tools' parameters."""
+        parsed = load_tools_text(tools, source) if isinstance(tools, str) else parse_tools(tools, source)
+        spec = ToolSpec(parsed, read_choice(choice, parsed), bool(parallel), read_format(format, chat_template))
+        g = tools_grammar(spec, options, source=source)
+        text = json.dumps([t.to_openai() for t in parsed], ensure_ascii=False)
+        return cls("tools", g, source, text, warnings=list(g.warnings), tools=spec)
+
     def describe(self) -> dict:
         """A JSON-ready summary for trace headers and reports."""
         out = {"kind": self.kind, "source": self.source, "text": self.text}
         b = self.boundary
         if b is not None:
             out["think"] = {"open": b.open, "close": b.close_text, "free_grammar": b.free_grammar}
+        if self.tools is not None:
+            spec = self.tools
+            out.update(tool_choice=spec.choice, parallel_tool_calls=spec.parallel, tool_format=spec.format.name)
         return out
 
 
@@ -168,11 +198,18 @@ def load_constraint(
     lark: str | None = None,
     root: str | None = None,
     schema_options: SchemaOptions | None = None,
+    tools: str | list | None = None,
+    tool_choice: Any = None,
+    parallel_tool_calls: bool = False,
+    tool_format: str = "auto",
+    chat_template: str | None = None,
     **option_values: Any,
 ) -> Constraint:
     """The Constraint for exactly one of `regex` (a pattern), `grammar` (a GBNF file or a
     bundled name), `lark` (a Lark grammar file, or '-' for stdin), `schema` (a file, or
-    '-' for stdin) and `choice`.
+    '-' for stdin), `choice` and `tools` (a file, or a parsed tool list; with
+    `tool_choice`, `parallel_tool_calls` and `tool_format`, whose `auto` reads
+    `chat_template`).
 
     `schema_options` (or its fields as keywords) are SchemaOptions."""
     given = [
@@ -183,20 +220,45 @@ def load_constraint(
             ("schema", schema),
             ("choice", choice or None),
             ("lark", lark),
+            ("tools", tools),
         )
         if v is not None
     ]
     if len(given) != 1:
         if not given:
             raise UsageError(
-                "give a constraint: `regex`, `grammar`, `lark`, `schema` or `choice`", parameter="constraint"
+                "give a constraint: `regex`, `grammar`, `lark`, `schema`, `choice` or `tools`",
+                parameter="constraint",
             )
         raise UsageError(
             f"give exactly one constraint, not {' and '.join(f'`{n}`' for n in given)}", parameter="constraint"
         )
     if root is not None and grammar is None:
         raise UsageError("`root` only applies to `grammar`", parameter="root")
+    if tools is None:
+        for which, given in (
+            ("tool_choice", tool_choice is not None),
+            ("parallel_tool_calls", parallel_tool_calls),
+            ("tool_format", tool_format != "auto"),
+        ):
+            if given:
+                raise UsageError(f"`{which}` only applies to `tools`", parameter=which)
     options = schema_options or SchemaOptions(**option_values)
+    if tools is not None:
+        if isinstance(tools, str):
+            text, source = read_text(tools, "tools")
+            value: Any = text
+        else:
+            value, source = tools, "<tools>"
+        return Constraint.from_tools(
+            value,
+            choice="auto" if tool_choice is None else tool_choice,
+            parallel=parallel_tool_calls,
+            format=tool_format,
+            chat_template=chat_template,
+            options=options,
+            source=source,
+        )
     if regex is not None:
         return Constraint.from_regex(regex)
     if grammar is not None:

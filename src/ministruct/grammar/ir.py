@@ -302,6 +302,26 @@ def alt(*options: Expr) -> Expr:
     return next(iter(flat)) if len(flat) == 1 else Alt(tuple(flat))
 
 
+def rename_refs(e: Expr, names: dict[str, str], memo: dict[int, Expr]) -> Expr:
+    """`e` with every RuleRef renamed through `names` (shared parts stay shared: `memo`
+    maps each visited node to its renamed copy)."""
+    got = memo.get(id(e))
+    if got is not None:
+        return got
+    if isinstance(e, RuleRef):
+        out: Expr = RuleRef(names[e.name])
+    elif isinstance(e, Seq):
+        out = Seq(tuple(rename_refs(x, names, memo) for x in e.items))
+    elif isinstance(e, Alt):
+        out = Alt(tuple(rename_refs(x, names, memo) for x in e.options))
+    elif isinstance(e, Repeat):
+        out = Repeat(rename_refs(e.item, names, memo), e.min, e.max)
+    else:
+        out = e
+    memo[id(e)] = out
+    return out
+
+
 # ---------------------------------------------------------------- printing
 
 _LIT_ESC = {ord('"'): '\\"', ord("\\"): "\\\\", 10: "\\n", 13: "\\r", 9: "\\t"}

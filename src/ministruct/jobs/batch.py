@@ -30,10 +30,21 @@ from ministruct.grammar.constraint import Constraint, load_constraint
 from ministruct.jobs.records import InputRecord, json_type, split_lines, write_line
 
 T = TypeVar("T")
-CONSTRAINT_FIELDS = ("schema", "grammar", "lark", "regex", "choice")
+CONSTRAINT_FIELDS = ("schema", "grammar", "lark", "regex", "choice", "tools")
+TOOL_FIELDS = ("tools", "tool_choice")  # a record's tools constraint: its own tools, or the command's with its choice
 CONSTRAINT_KINDS = CONSTRAINT_FIELDS  # the load_constraint parameters that pick the constraint
-GEN_SETTINGS = (*CONSTRAINT_FIELDS, "seed", "max_tokens", "temperature", "top_p", "system", "think", "think_tokens")
-CHECK_SETTINGS = CONSTRAINT_FIELDS
+GEN_SETTINGS = (
+    *CONSTRAINT_FIELDS,
+    "tool_choice",
+    "seed",
+    "max_tokens",
+    "temperature",
+    "top_p",
+    "system",
+    "think",
+    "think_tokens",
+)
+CHECK_SETTINGS = (*CONSTRAINT_FIELDS, "tool_choice")
 GEN_LABELS = ("ok", "incomplete", "failed")
 CHECK_LABELS = ("accepted", "rejected", "failed")
 
@@ -44,11 +55,17 @@ CHECK_LABELS = ("accepted", "rejected", "failed")
 def settings_error(settings: dict[str, Any]) -> str | None:
     """What is wrong with a record's settings (None when they are usable)."""
     kinds = [k for k in CONSTRAINT_FIELDS if k in settings]
+    if "tool_choice" in settings and "tools" not in kinds:
+        kinds.append("tool_choice")
     if len(kinds) > 1:
         return f"give at most one constraint per record, not {' and '.join(kinds)}"
     for k in ("schema", "grammar", "lark", "regex", "system"):
         if k in settings and not isinstance(settings[k], str) and not (k == "system" and settings[k] is None):
             return f'"{k}" must be a string, not {json_type(settings[k])}'
+    if "tools" in settings and not isinstance(settings["tools"], (str, list)):
+        return f'"tools" must be an array of tools or a file name, not {json_type(settings["tools"])}'
+    if "tool_choice" in settings and not isinstance(settings["tool_choice"], (str, dict)):
+        return '"tool_choice" must be auto, required, none, a tool\'s name or {"type": "function", ...}'
     if "choice" in settings:
         ch = settings["choice"]
         if not isinstance(ch, list) or not ch or not all(isinstance(x, str) for x in ch):
@@ -84,7 +101,10 @@ def validated(records: Iterable[InputRecord]) -> Iterator[InputRecord]:
 
 
 def record_constraint(settings: dict[str, Any]) -> tuple[str, Any] | None:
-    """(kind, value) of the record's own constraint, or None to use the command's."""
+    """(kind, value) of the record's own constraint, or None to use the command's. A tools
+    constraint's value is `{"tools": ..., "tool_choice": ...}` with the fields the record gives."""
+    if any(k in settings for k in TOOL_FIELDS):
+        return "tools", {k: settings[k] for k in TOOL_FIELDS if k in settings}
     for k in CONSTRAINT_FIELDS:
         if k in settings:
             return k, settings[k]
@@ -98,6 +118,15 @@ def with_constraint(flags: T, kind: str, value: Any) -> T:
     blank: dict[str, Any] = {k: None for k in CONSTRAINT_KINDS if hasattr(flags, k)}
     if kind != "grammar" and hasattr(flags, "root"):
         blank["root"] = None
+    if kind == "tools":
+        own = {"tools": value.get("tools", getattr(flags, "tools", None))}
+        if "tool_choice" in value:
+            own["tool_choice"] = value["tool_choice"]
+        if own["tools"] is None:
+            raise InputError('"tool_choice" needs "tools" in the record or --tools')
+        return dataclasses.replace(flags, **{**blank, **own})  # type: ignore[type-var]
+    if hasattr(flags, "tool_choice"):
+        blank.update(tool_choice=None, parallel_tool_calls=False, tool_format="auto")
     return dataclasses.replace(flags, **{**blank, kind: value})  # type: ignore[type-var]
 
 
@@ -122,7 +151,14 @@ class ConstraintCache(Generic[T]):
 
         def load(kind: str, value: Any) -> Constraint:
             opts = {k: v for k, v in base.items() if k != "root" or kind == "grammar"}
-            return load_constraint(**opts, **{kind: value})
+            if kind != "tools":
+                opts = {k: v for k, v in opts.items() if k not in ("tool_choice", "parallel_tool_calls", "tool_format")}
+                return load_constraint(**opts, **{kind: value})
+            tools = value.get("tools", options.get("tools"))
+            if tools is None:
+                raise InputError('"tool_choice" needs "tools" in the record or the batch\'s tools')
+            opts.update({k: v for k, v in value.items() if k != "tools"})
+            return load_constraint(**opts, tools=tools)
 
         return cls(load, **kw)  # type: ignore[return-value]
 
@@ -149,6 +185,8 @@ class ConstraintCache(Generic[T]):
     def _key(kind: str, value: Any) -> tuple:
         if kind == "choice":
             return (kind, tuple(value))
+        if kind == "tools":
+            return (kind, json.dumps(value, sort_keys=True))
         if kind in ("schema", "grammar", "lark"):
             p = Path(value)
             try:

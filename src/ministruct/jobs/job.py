@@ -21,10 +21,12 @@ from ministruct.engine.compile import CompiledGrammar, compile_grammar
 from ministruct.engine.matcher import Matcher
 from ministruct.errors import InputError, MinistructError
 from ministruct.grammar.constraint import Constraint
+from ministruct.grammar.tools import read_calls, tools_instruction
 from ministruct.jobs.fight_warnings import FightMonitor, prompt_remedy
 from ministruct.jobs.ordered import InOrder
 from ministruct.jobs.records import json_text, surrogate_error
 from ministruct.jobs.think import ThinkSettings, announce, split_output, think_constraint
+from ministruct.jobs.tool_scores import ToolScorer
 
 SCHEMA_INSTRUCTION = "Answer with JSON that matches this JSON Schema:"
 
@@ -48,6 +50,10 @@ class GenResult:
     reasoning: str | None = None  # with think first: the thinking (output holds the answer alone)
     think_end: str | None = None  # "closed" (the model wrote CLOSE), "budget", None (it never ended)
     think_tokens: int | None = None  # tokens spent thinking, CLOSE included (None: not counted, on a server)
+    has_tools: bool = False
+    content: str | None = None  # with tools: the free text before the calls (None: none)
+    tool_calls: list[dict] = field(default_factory=list)  # OpenAI's shape
+    tool_scores: list[dict] = field(default_factory=list)  # per call (jobs/tool_scores.py)
 
     def to_record(self) -> dict:
         rec: dict[str, Any] = {"id": self.id, "prompt": self.prompt}
@@ -56,6 +62,8 @@ class GenResult:
         rec["output"] = self.output
         if self.has_json:
             rec["json"] = self.json_value
+        if self.has_tools:
+            rec.update(content=self.content, tool_calls=self.tool_calls, tool_scores=self.tool_scores)
         rec.update(
             complete=self.complete,
             stop_reason=self.stop_reason,
@@ -75,10 +83,14 @@ class GenResult:
 
 
 def user_message(prompt: str, constraint: Constraint | None, *, show_schema: bool = True) -> str:
-    """The user message for `prompt`: with a schema constraint shown, the schema text appended
-    (the same text whether the model runs here or on a server)."""
+    """The user message for `prompt`: with a schema constraint shown, the schema text appended,
+    with tools shown, the functions and the shape of a call (the same text whether the model
+    runs here or on a server)."""
     if constraint is not None and constraint.kind == "schema" and show_schema:
         return f"{prompt}\n\n{SCHEMA_INSTRUCTION}\n{json_text(constraint.schema)}"
+    if constraint is not None and constraint.tools is not None and show_schema:
+        said = tools_instruction(constraint.tools)
+        return f"{prompt}\n\n{said}" if said else prompt
     return prompt
 
 
@@ -172,11 +184,14 @@ class GenerationJob:
         dec = self.decoder(prompt, seed=seed)
         monitor = self.fight_monitor()
         watch = watcher(monitor)
+        scorer = self.tool_scorer()
         for step in dec.steps():
             watch(step)
+            if scorer is not None:
+                scorer.observe(step)
             if on_step is not None:
                 on_step(step)
-        return self.result_of(dec.result, rid, prompt, monitor)
+        return self.result_of(dec.result, rid, prompt, monitor, scorer)
 
     def run_many(
         self, prompts: Iterable[str], *, parallel: int = DEFAULT_PARALLEL, seeds: Iterable[int] | None = None
@@ -195,23 +210,38 @@ class GenerationJob:
             for prompt in prompts:
                 seed = next(seed_of) if seed_of is not None else None
                 place = order.add()
-                monitor = self.fight_monitor()
-                yield Request(self.decoder(prompt, seed=seed), on_step=watcher(monitor), key=(place, prompt, monitor))
+                monitor, scorer = self.fight_monitor(), self.tool_scorer()
+                watch = watcher(monitor)
+                on_step = watch if scorer is None else lambda step, w=watch, sc=scorer: (w(step), sc.observe(step))
+                yield Request(self.decoder(prompt, seed=seed), on_step=on_step, key=(place, prompt, monitor, scorer))
 
         batch = BatchedDecoder(self.model, parallel)
         try:
             for req, outcome in batch.run(requests()):
-                place, prompt, monitor = req.key
+                place, prompt, monitor, scorer = req.key
                 if isinstance(outcome, MinistructError):
                     raise outcome
-                order.put(place, self.result_of(outcome, place + 1, prompt, monitor))
+                order.put(place, self.result_of(outcome, place + 1, prompt, monitor, scorer))
                 yield from order.ready()
         finally:
             batch.close()
 
-    def result_of(self, gen: Generation, rid: Any, prompt: str, monitor: FightMonitor | None = None) -> GenResult:
+    def tool_scorer(self) -> ToolScorer | None:
+        """A scorer to watch the steps of one generation, for a tools constraint."""
+        if self.constraint is None or self.constraint.tools is None:
+            return None
+        return ToolScorer(self.constraint.tools, self.model.vocabulary)
+
+    def result_of(
+        self,
+        gen: Generation,
+        rid: Any,
+        prompt: str,
+        monitor: FightMonitor | None = None,
+        scorer: ToolScorer | None = None,
+    ) -> GenResult:
         """The result record of a finished generation (with the fight warnings when a
-        monitor watched its steps)."""
+        monitor watched its steps, and the tool scores when a scorer did)."""
         output, extra = gen.text, {}
         st = gen.phase_state
         if st is not None and self.think is not None:
@@ -239,6 +269,14 @@ class GenerationJob:
                     res.json_value = json.loads(output)
                 except ValueError:
                     res.json_value = None
+        spec = self.constraint.tools if self.constraint is not None else None
+        if spec is not None:
+            read = read_calls(spec, output)
+            res.has_tools = True
+            res.content = read.content
+            res.tool_calls = read.tool_calls(salt=f"{rid}\0{prompt}")
+            if scorer is not None:
+                res.tool_scores = scorer.scores(read, gen.output, shift=len(gen.text) - len(output))
         return res
 
     def persist(self) -> None:

@@ -25,15 +25,14 @@ from ministruct.errors import GrammarError, GrammarSyntaxError, SchemaError
 from ministruct.grammar.analysis import reachable_rules
 from ministruct.grammar.ir import (
     EMPTY,
-    Alt,
     CharClass,
     Expr,
     Grammar,
     Literal,
     Repeat,
     RuleRef,
-    Seq,
     alt,
+    rename_refs,
     seq,
     walk,
 )
@@ -84,25 +83,6 @@ def regexp(tok: Token) -> Expr:
         raise LarkProblem("regular-expression flag 'l' (locale) is not supported: patterns are Unicode text", tok)
     scoped = "".join(sorted(set(flags) - {"u"}))  # u: Python's str patterns are Unicode already
     return _regex_expr(f"(?{scoped}:{body})" if scoped else body, tok, "regex")
-
-
-def rename_refs(e: Expr, names: dict[str, str], memo: dict[int, Expr]) -> Expr:
-    """`e` with every RuleRef renamed through `names` (shared parts stay shared)."""
-    got = memo.get(id(e))
-    if got is not None:
-        return got
-    if isinstance(e, RuleRef):
-        out: Expr = RuleRef(names[e.name])
-    elif isinstance(e, Seq):
-        out = Seq(tuple(rename_refs(x, names, memo) for x in e.items))
-    elif isinstance(e, Alt):
-        out = Alt(tuple(rename_refs(x, names, memo) for x in e.options))
-    elif isinstance(e, Repeat):
-        out = Repeat(rename_refs(e.item, names, memo), e.min, e.max)
-    else:
-        out = e
-    memo[id(e)] = out
-    return out
 
 
 class Namer:
