@@ -130,7 +130,7 @@ class BudgetTooSmall(MinistructError):
     def __init__(self, max_tokens: int, least: int) -> None:
         self.max_tokens = max_tokens
         self.least = least
-        super().__init__(f"max_tokens={max_tokens} is too small: a complete output may need up to {least} tokens")
+        super().__init__(f"max_tokens={max_tokens} is too small: a complete output needs at least {least} tokens")
 
 
 class TokenRejected(MinistructError):

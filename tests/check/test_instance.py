@@ -109,3 +109,20 @@ def test_jsonschemabench_sample():
                 false_accepts += 1
     assert false_accepts == 0
     assert accepted / valid >= 0.999, (accepted, valid)
+
+
+def test_messages_quote_json_not_python():
+    # issue 29: "False schema does not allow None", "None is not of type 'integer'"
+    assert InstanceChecker(False).check("null").message() == "/: the schema allows no value here (keyword false)"
+    c = InstanceChecker({"properties": {"x": {"type": "integer"}, "y": {"enum": ["p", "it's"]}}, "required": ["a b"]})
+    assert c.check('{"a b": 1, "x": null}').message() == '/x: null is not of type "integer" (keyword type)'
+    assert c.check("{}").message() == '/: "a b" is a required property (keyword required)'
+    assert c.check('{"a b": 1, "y": "q"}').message() == '/y: "q" is not one of ["p", "it\'s"] (keyword enum)'
+
+
+def test_an_unresolvable_ref_names_its_pointer_not_the_whole_schema():
+    schema = {"properties": {"a": {"$ref": "#/$defs/nope"}}, "$defs": {"x": {"type": "integer"}}}
+    with pytest.raises(SchemaError) as e:
+        InstanceChecker(schema).check('{"a": 1}')
+    assert (e.value.pointer, e.value.keyword) == ("/properties/a/$ref", "$ref")
+    assert str(e.value) == '<schema>: at /properties/a/$ref: $ref "#/$defs/nope" points nowhere'

@@ -129,3 +129,14 @@ def test_generation_json_is_consistent(run_cli):
 
 def test_needs_a_constraint(run_cli):
     assert_one_line_error(run_cli("inspect"), "constraint")
+
+
+def test_a_pipe_gets_the_step_table_as_tsv(run_cli):
+    # issue 29: piped, the table was Rich's at 80 columns, every cell folded
+    p = run_cli("inspect", "A number:", "--regex", "[0-9]{2}", "--no-progress", env={"COLUMNS": ""})
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    assert lines[0].split("\t")[:5] == ["step", "token", "token_id", "legal_count", "Z"]
+    rows = [line.split("\t") for line in lines[1:]]
+    assert len(rows) >= 2 and all(len(r) == len(lines[0].split("\t")) for r in rows)
+    assert "".join(r[1] for r in rows).isdigit()

@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
+import csv
 import importlib.util
+import io
+import re
 from pathlib import Path
 
 import pytest
 
 from ministruct.diagnostics.render import (
     ROW_STYLES,
+    TSV_COLUMNS,
     escape_token,
     fmt_prob,
     render_text,
     row_style,
     step_table,
+    step_tsv,
 )
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
@@ -80,3 +85,27 @@ def test_regen_script_check_passes():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     assert module.main(["--check"]) == 0
+
+
+def test_at_80_columns_the_step_table_is_compact_and_one_line_per_token():
+    # issue 29: the 11-column table folded every cell at 80 columns (also the width when piped)
+    text = render_text(step_table(CASES.RECORDS, title="8 tokens", width=80), width=80)
+    lines = text.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    header = next(line for line in lines if "|L|" in line)
+    assert header.split() == ["#", "token", "id", "|L|", "Z", "KL", "tag", "nucleus", "flags", "µs"]
+    rows = [line for line in lines if re.match(r"^ *\d+ +\S", line) and "→" in line]
+    assert len(rows) == len(CASES.RECORDS)
+    assert "140→1" in rows[4] and rows[4].split()[-2] == "CT"  # collapsed, top changed
+    assert "C collapsed, N nucleus changed, T top token changed" in " ".join(" ".join(lines).split())
+
+
+def test_the_tsv_table_carries_the_trace_names_and_values():
+    text = step_tsv(CASES.RECORDS)
+    rows = list(csv.DictReader(io.StringIO(text), delimiter="\t", quoting=csv.QUOTE_NONE))
+    assert len(rows) == len(CASES.RECORDS) and list(rows[0]) == list(TSV_COLUMNS)
+    for row, rec in zip(rows, CASES.RECORDS):
+        assert int(row["token_id"]) == rec.token_id and int(row["legal_count"]) == rec.legal_count
+        assert abs(float(row["Z"]) - rec.Z) < 1e-5 and row["collapsed"] == ("1" if rec.collapsed else "0")
+        assert "\t" not in row["token"] and "\n" not in row["token"]
+    assert rows[5]["token"] == "\\n\\t" and rows[4]["token"] == " [bold]Ada"

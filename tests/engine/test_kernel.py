@@ -276,3 +276,28 @@ def test_pruned_walk_takes_whole_subtrees_alike(with_quote, first_room):
         assert np.array_equal(a, b), text
         # every body token continues a string: legal after an opening quote
         assert a[: len(body)].all(), text
+
+
+def test_a_damaged_numba_cache_is_cleared_and_rebuilt_with_one_warning(tmp_path):
+    # issue 29: numba's cache files are pickles; a damaged one turned the compiled walk off
+    # in every later process, without a word (masks about 2x slower)
+    import shutil
+
+    from ministruct.engine.cache import cache_dir
+
+    ours = cache_dir() / "numba"
+    assert ours.is_dir() and any(ours.iterdir())  # built by the module's fixture
+    copy = tmp_path / "engine" / "numba"
+    shutil.copytree(ours, copy)
+    for f in copy.rglob("*.nb[ic]"):
+        f.write_bytes(b"Z" + f.read_bytes()[1:])  # not a pickle any more
+    env = {**os.environ, "MINISTRUCT_CACHE_DIR": str(tmp_path)}
+    env.pop("NUMBA_CACHE_DIR", None)
+    code = "from ministruct.engine import kernel; print(kernel.kernel() is not None, kernel.failure())"
+    runs = [
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, env=env) for _ in "12"
+    ]
+    assert [r.stdout.strip() for r in runs] == ["True None", "True None"], [r.stderr for r in runs]
+    (warning,) = runs[0].stderr.strip().splitlines()
+    assert warning.startswith(f"ministruct: warning: the compiled walk's cache in {copy} did not load (")
+    assert runs[1].stderr == ""  # rebuilt: the next process loads it quietly

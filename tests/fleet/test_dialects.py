@@ -209,7 +209,7 @@ def test_schema_verdict_any_whitespace_and_key_order(schema_c):
     assert not bad.ok and bad.position == {"pointer": "/y", "keyword": "format"}
     missing = v('{"y": "2024-01-01"}')
     assert (
-        missing.position == {"pointer": "/", "keyword": "required"} and "'x' is a required property" in missing.message
+        missing.position == {"pointer": "/", "keyword": "required"} and '"x" is a required property' in missing.message
     )
     notjson = v('{"x": 3')
     f = notjson.fields()

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from ministruct.decode.sampling import legal_mass
-from ministruct.jobs.fight_warnings import FightMonitor, repeated_pattern
+from ministruct.jobs.fight_warnings import FightMonitor, prompt_remedy, repeated_pattern
 
 
 def test_legal_mass_is_the_softmax_mass_of_the_mask():
@@ -30,7 +31,10 @@ def test_low_mean_z_over_free_steps_warns():
         m.add(0.1, forced=False)
     m.add(0.001, forced=True)  # forced steps do not count towards the mean
     (w,) = m.warnings(b"ok")
-    assert "mean legal mass Z over 10 free steps is 0.100" in w and "show the schema" in w
+    assert (
+        "mean legal mass Z over 10 free steps is 0.100" in w
+        and "say in the prompt what the output should look like" in w
+    )
 
 
 def test_a_long_run_of_very_low_z_warns_even_when_the_mean_is_fine():
@@ -57,3 +61,22 @@ def test_a_healthy_generation_has_no_warnings():
     for z in (0.99, 0.7, 1.0, 0.3):
         m.add(z, forced=False)
     assert m.warnings(b'{"name":"Pancakes","servings":4}') == []
+
+
+@pytest.mark.parametrize(
+    "kind, shown, remedy",
+    [
+        ("schema", False, "show the schema in the prompt"),
+        ("schema", True, "say in the prompt what the output should look like"),
+        ("regex", True, "say in the prompt what the output should look like"),  # was "show the schema"
+        ("choice", True, "say in the prompt what the output should look like"),
+        (None, True, "say in the prompt what the output should look like"),
+    ],
+)
+def test_the_prompt_remedy_fits_the_constraint(kind, shown, remedy):
+    m = FightMonitor(prompt_remedy(kind, shown))
+    for _ in range(20):
+        m.add(0.01, forced=False)
+    got = m.warnings(b"")
+    assert got and all(f"; {remedy}, " in w for w in got)
+    assert all("schema" not in w for w in got) or kind == "schema"

@@ -141,3 +141,28 @@ def test_write_line_names_the_output_or_ends_quietly():
     out = io.StringIO()
     write_record({"id": 1}, out)
     assert out.getvalue() == '{"v": 1, "id": 1}\n'
+
+
+def test_a_non_utf8_json_line_keeps_its_readable_id():
+    # issue 29: the error record of a non-UTF-8 line lost its id (the line number instead)
+    out = recs(b'{"id": "q7", "prompt": "caf\xe9"}\n{"id": "\xff", "prompt": "x"}\n')
+    assert out[0].id == "q7" and "not UTF-8 text (byte 28 of the line is 0xe9)" in out[0].error
+    assert out[1].id == 2  # an id that is itself not UTF-8 is not readable: the line number
+
+
+def test_a_lone_surrogate_in_a_value_is_an_error_for_its_record():
+    out = recs(b'{"id": "s", "prompt": "a\\ud800b"}\n{"id": "pair", "prompt": "\\ud83d\\ude00"}\n')
+    assert out[0].value == "a\ud800b" and out[0].id == "s"
+    assert (
+        out[0].error
+        == 'in.jsonl:1: "prompt" is not valid text: character 2 is a lone surrogate (U+D800), which UTF-8 cannot encode'
+    )
+    assert out[1].error is None and out[1].value == "\U0001f600"
+
+
+def test_records_with_lone_surrogates_are_written_as_escapes():
+    buf = io.StringIO()
+    write_record({"id": "\udcff", "prompt": "a\ud800"}, buf)
+    line = buf.getvalue()
+    line.encode("utf-8")  # writable
+    assert json.loads(line) == {"v": 1, "id": "\udcff", "prompt": "a\ud800"}

@@ -15,10 +15,13 @@ the offending value and the keyword that failed.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from ministruct.check.result import CheckResult
 from ministruct.errors import SchemaError
+from ministruct.grammar.schema.cycles import refuse_ref_cycles
+from ministruct.grammar.schema.merge import escape_token
 from ministruct.grammar.schema.metaschema import check_schema, json_pointer, short_reason
 
 
@@ -36,12 +39,14 @@ class InstanceChecker:
         from jsonschema import FormatChecker, exceptions
 
         cls = check_schema(schema, source=source)
+        refuse_ref_cycles(schema, source)  # a validator would recurse on them until it gave up
         self.source = source
         options: dict[str, Any] = {}
         if registry is not None:
             options["registry"] = registry
         if format_assertion:  # every format the package knows, whatever the draft introduced it
             options["format_checker"] = FormatChecker()
+        self.schema = schema
         self.validator = cls(schema, **options)
         self._best_match = exceptions.best_match
 
@@ -68,9 +73,51 @@ class InstanceChecker:
         try:
             err = self._best_match(self.validator.iter_errors(value))
         except Unresolvable as e:
-            raise SchemaError(f"cannot resolve a $ref: {e}", pointer="/", keyword="$ref", source=self.source) from None
+            pointer, ref = _find_ref(self.schema, getattr(e, "ref", ""))
+            raise SchemaError(
+                f"$ref {json.dumps(ref)} points nowhere", pointer=pointer, keyword="$ref", source=self.source
+            ) from None
         if err is None:
             return CheckResult(True)
+        if err.validator is None:  # a `false` schema
+            return CheckResult(
+                False,
+                pointer=json_pointer(err.absolute_path),
+                keyword="false",
+                reason="the schema allows no value here",
+            )
         return CheckResult(
-            False, pointer=json_pointer(err.absolute_path), keyword=str(err.validator), reason=short_reason(err.message)
+            False,
+            pointer=json_pointer(err.absolute_path),
+            keyword=str(err.validator),
+            reason=short_reason(json_message(err.message, err.instance)),
         )
+
+
+_PY_STRING = re.compile(r"'((?:[^'\\]|\\.)*)'")
+
+
+def json_message(message: str, instance: Any) -> str:
+    """A validator message with the Python reprs it quotes written as JSON (`None` ->
+    `null`, `'a'` -> `"a"`)."""
+    shown, head = repr(instance), ""
+    if message.startswith(shown):
+        text = json.dumps(instance, ensure_ascii=False)
+        head, message = (text if len(text) <= 60 else text[:57] + "..."), message[len(shown) :]
+    return head + _PY_STRING.sub(lambda m: json.dumps(m.group(1).replace("\\'", "'")), message)
+
+
+def _find_ref(schema: Any, ref: str) -> tuple[str, str]:
+    """(the JSON pointer, the text) of the first `$ref` in `schema` that names `ref`
+    (its whole text, or its fragment); ('/', ref) when none does."""
+    todo = [(schema, "")]
+    while todo:
+        node, ptr = todo.pop()
+        if isinstance(node, dict):
+            r = node.get("$ref")
+            if isinstance(r, str) and (r == ref or r.endswith("#" + ref)):
+                return f"{ptr}/$ref", r
+            todo.extend((v, f"{ptr}/{escape_token(k)}") for k, v in reversed(list(node.items())))
+        elif isinstance(node, list):
+            todo.extend((v, f"{ptr}/{i}") for i, v in reversed(list(enumerate(node))))
+    return "/", ref

@@ -30,7 +30,8 @@ class CheckResult:
         if self.accepted:
             return None
         if self.pointer is not None:
-            return f"{self.pointer}: {self.reason} (keyword {self.keyword})"
+            keyword = f" (keyword {self.keyword})" if self.keyword is not None else ""
+            return f"{self.pointer}: {self.reason}{keyword}"
         where = f"line {self.line}, column {self.column} (byte {self.offset})"
         if self.reason is not None:
             return f"{where}: {self.reason}"

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import io
 import os
 import sys
+from typing import IO, Any
 
 import click
 
 from ministruct.cli.base import app
 from ministruct.cli.errors import error_text, exit_code
+from ministruct.cli.help_text import tidy
 from ministruct.errors import MinistructError, OutputClosed, OutputError
+from ministruct.jobs.records import output_error
 
 try:  # typer >= 0.29 carries its own copy of click
     from typer._click import exceptions as _tcx
@@ -65,43 +69,86 @@ def silence_stdout() -> None:
         pass
 
 
+class CheckedStdout(io.TextIOBase):
+    """sys.stdout whose failed writes are OutputError (a full disk) or OutputClosed (a
+    closed pipe) naming `<stdout>`, whoever writes (records, Rich tables, --help, --version)."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self.stream = stream
+
+    def write(self, text: str) -> int:  # type: ignore[override]
+        try:
+            return self.stream.write(text)
+        except OSError as e:
+            raise output_error(e, "<stdout>") from None
+
+    def flush(self) -> None:
+        try:
+            self.stream.flush()
+        except OSError as e:
+            raise output_error(e, "<stdout>") from None
+
+    def __getattr__(self, name: str) -> Any:  # buffer, mode, name, ...
+        return getattr(self.stream, name)
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return self.stream.encoding
+
+    @property
+    def errors(self) -> str | None:  # type: ignore[override]
+        return self.stream.errors
+
+    def isatty(self) -> bool:
+        return self.stream.isatty()
+
+    def fileno(self) -> int:
+        return self.stream.fileno()
+
+    def writable(self) -> bool:
+        return True
+
+
 def main() -> None:
     """Console entry point: run the app, map errors to messages and exit codes."""
     _register()
-    debug = os.environ.get("MINISTRUCT_DEBUG") == "1"
+    if sys.stdout is not None and not isinstance(sys.stdout, CheckedStdout):
+        sys.stdout = CheckedStdout(sys.stdout)
+    sys.exit(_run(debug=os.environ.get("MINISTRUCT_DEBUG") == "1"))
+
+
+def _run(*, debug: bool) -> int:
+    """The app's exit status, every error said in one line on stderr."""
     try:
-        rv = app(standalone_mode=False, prog_name="ministruct")
-        sys.exit(rv if isinstance(rv, int) else 0)
-    except _NoArgsIsHelp as e:
-        print(e.ctx.get_help() if e.ctx else e.format_message())
-        sys.exit(0)
+        try:
+            import typer.main
+
+            rv = tidy(typer.main.get_command(app)).main(prog_name="ministruct", standalone_mode=False)
+        except _NoArgsIsHelp as e:
+            print(e.ctx.get_help() if e.ctx else e.format_message())
+            rv = 0
+        sys.stdout.flush()  # what is still buffered fails here, not silently at exit
+        return rv if isinstance(rv, int) else 0
     except _UsageErr as e:
         hint = f" (see '{e.ctx.command_path} --help')" if e.ctx else ""
         print(f"ministruct: error: {e.format_message()}{hint}", file=sys.stderr)
-        sys.exit(2)
+        return 2
     except _ClickErr as e:
         print(f"ministruct: error: {e.format_message()}", file=sys.stderr)
-        sys.exit(e.exit_code)
-    except _Abort:
+        return e.exit_code
+    except (*_Abort, KeyboardInterrupt):
         print("ministruct: interrupted", file=sys.stderr)
-        sys.exit(130)
-    except OutputClosed:
+        return 130
+    except (OutputClosed, BrokenPipeError):  # the reader left (| head): a quiet end, as other Unix tools
         silence_stdout()
-        sys.exit(0)
+        return 0
     except MinistructError as e:
         if debug:
             raise
         if isinstance(e, OutputError):
             silence_stdout()  # what stdout still buffers could not be written either
         print(error_text(e), file=sys.stderr)
-        sys.exit(exit_code(e))
-    except KeyboardInterrupt:
-        print("ministruct: interrupted", file=sys.stderr)
-        sys.exit(130)
-    except BrokenPipeError:
-        # downstream closed the pipe (| head): quiet exit, as other Unix tools
-        silence_stdout()
-        sys.exit(0)
+        return exit_code(e)
     except Exception as e:  # a bug: say so in one line unless debugging
         if debug:
             raise
@@ -109,4 +156,4 @@ def main() -> None:
             f"ministruct: internal error: {type(e).__name__}: {e} (set MINISTRUCT_DEBUG=1 for the traceback)",
             file=sys.stderr,
         )
-        sys.exit(3)
+        return 3

@@ -110,6 +110,8 @@ def collapse(
     if arm is not None and arm.think_tokens is None:
         arm = arm.with_tokens(run.max_tokens // 2)  # the study cuts plainly: leave room for the answer
     study = CollapseStudy(llm, constraints, prompts, settings, think=arm)
+    for note in study.notes:
+        warn(note)
     with Progress(enabled=not no_progress, total=study.n_generations, label="collapse study") as progress:
         report = study.run(on_generation=lambda _: progress.advance())
 

@@ -32,7 +32,9 @@ def convert(
     for w in c.warnings:
         warn(w)
     if to == "gbnf":
-        typer.echo(c.grammar.to_gbnf(), nl=False)
+        from ministruct.grammar.export import llama_gbnf
+
+        typer.echo(llama_gbnf(c.grammar), nl=False)
     elif to == "regex":
         from ministruct.grammar.regex import grammar_to_regex
 

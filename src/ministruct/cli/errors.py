@@ -39,6 +39,7 @@ FLAGS = {
     "kind": "--server-kind",
     "concurrency": "--concurrency",
     "retry_unverified": "--retry-unverified",
+    "timeout": "--timeout",
     "model": "--model",
     "think": "--think",
     "think_tokens": "--think-tokens",

@@ -83,8 +83,6 @@ def gen(
     for w in c.warnings:
         warn(w)
     if fleet.requested():
-        if resume is not None:
-            raise UsageError("--resume is not supported with --server yet")
         if parallel is not None:
             raise UsageError("--parallel decodes on the local model; with --server use --concurrency")
         from ministruct.cli.gen_fleet import gen_on_fleet  # a local run need not import the fleet client

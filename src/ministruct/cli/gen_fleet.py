@@ -17,12 +17,21 @@ from ministruct.cli.options import ENV_SERVERS, FleetFlags, GenFlags, RunFlags, 
 from ministruct.errors import UsageError
 from ministruct.fleet import KINDS, FleetBatch, FleetResult, Ignored, Settings, connect, split_servers
 from ministruct.grammar.constraint import Constraint
-from ministruct.jobs.batch import GEN_SETTINGS, ConstraintCache, validated
-from ministruct.jobs.records import InputRecord, open_lines, read_records, write_record
+from ministruct.jobs.batch import GEN_SETTINGS, ConstraintCache, Resume, stderr_report, validated
+from ministruct.jobs.records import (
+    InputRecord,
+    dumps_record,
+    open_lines,
+    output_error,
+    read_records,
+    write_line,
+    write_record,
+)
 from ministruct.jobs.think import ThinkSettings, think_on_servers
 
 ENV_API_KEY = "MINISTRUCT_API_KEY"
 TRACE_TOP_LOGPROBS = 10
+TRACE_FILE = " the trace file"  # what output errors call it
 
 
 def gen_on_fleet(
@@ -35,14 +44,16 @@ def gen_on_fleet(
 ) -> int:
     """Run the prompt or the --input records on the servers; return the exit status (0 all
     verified, 1 any record not: unverified, failed, or a bad input record, reported in its
-    place as a local batch does). `constraints` loads the records' own constraints."""
+    place as a local batch does; 130/143 after SIGINT/SIGTERM, as a local batch). `constraints`
+    loads the records' own constraints."""
     settings = think.settings() if think is not None else None
     if settings is not None:
         constraint = think_on_servers(constraint, settings)
         own = constraints
         constraints = ConstraintCache(lambda kind, value: think_on_servers(own.get(kind, value), settings))
+    resumed = Resume.load(g.resume) if g.input is not None else None
     with _fleet_records(g.prompt, g.input, g.allow_extra) as records:
-        return _run_on_fleet(fleet, constraint, run, records, g, constraints, think=settings)
+        return _run_on_fleet(fleet, constraint, run, records, g, constraints, resumed, think=settings)
 
 
 @contextmanager
@@ -63,6 +74,7 @@ def _run_on_fleet(
     records: Iterable[InputRecord],
     g: GenFlags,
     constraints: ConstraintCache[Constraint],
+    resume: Resume | None,
     *,
     think: ThinkSettings | None = None,
 ) -> int:
@@ -91,8 +103,10 @@ def _run_on_fleet(
         settings,
         concurrency=fleet.concurrency,
         retry_unverified=fleet.retry_unverified,
+        timeout=fleet.timeout,
         headers=headers,
         on_ignored=lambda e: _say_ignored(e, constraint),
+        warn=warn,
         constraints=constraints,
     )
     trace_out: IO[str] | None = None
@@ -113,13 +127,16 @@ def _run_on_fleet(
             write_record(res.to_record())
         if trace_out is not None and res.trace:
             for rec in res.trace:
-                write_record(rec, trace_out)
+                write_line(dumps_record(rec), trace_out, trace, TRACE_FILE)
 
     try:
-        return batch.run(records, emit, n=n)
+        return batch.run(records, emit, n=n, resume=resume, report=stderr_report)
     finally:
         if trace_out is not None:
-            trace_out.close()
+            try:
+                trace_out.close()
+            except OSError as e:
+                raise output_error(e, trace, TRACE_FILE) from None  # type: ignore[arg-type]
 
 
 def _say_ignored(event: Ignored, constraint: Constraint) -> None:
@@ -129,5 +146,5 @@ def _say_ignored(event: Ignored, constraint: Constraint) -> None:
     warn(
         f"server {event.server.url} returned unconstrained text (record {event.record_id}: {event.reason}): "
         f"the server ignored the constraint: kind {kind} sends field {event.field}; "
-        f"try --server-kind {' or '.join(others)}"
+        f"try --server-kind {' or '.join(others)}; no more records go to it"
     )

@@ -3,12 +3,14 @@
 Without a prompt: the grammar (canonical GBNF, sizes, warnings), the legal-set sizes
 over configurations reached by seeded random walks on the model's vocabulary (loaded
 vocab-only), sample strings, and tokenizer diagnostics. With a prompt: one generation
-rendered as a per-token table plus a summary. `--json` prints one object instead.
+rendered as a per-token table plus a summary (compact below 100 columns; to a pipe, with
+neither --width nor $COLUMNS, the table alone as TSV). `--json` prints one object instead.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from typing import Annotated, Optional
 
@@ -20,7 +22,14 @@ from ministruct.cli.base import app
 from ministruct.cli.progress import Progress
 from ministruct.decode.model import Model
 from ministruct.diagnostics.grammar_info import grammar_info
-from ministruct.diagnostics.render import grammar_report, step_table, summary_panel, tokenizer_panel, tool_scores_table
+from ministruct.diagnostics.render import (
+    grammar_report,
+    step_table,
+    step_tsv,
+    summary_panel,
+    tokenizer_panel,
+    tool_scores_table,
+)
 from ministruct.diagnostics.tokenizer import round_trip, tokenizer_report
 from ministruct.diagnostics.trace import TraceWriter
 from ministruct.engine.compile import compile_grammar
@@ -70,6 +79,7 @@ def inspect(
         as_json=as_json,
         no_progress=no_progress,
         think=think,
+        tsv=width is None and not os.environ.get("COLUMNS") and not sys.stdout.isatty(),
     )
     raise typer.Exit(status)
 
@@ -101,7 +111,7 @@ def _grammar_report(c, model, seed, walks, walk_steps, console, as_json, no_prog
 
 
 def _generation_report(
-    c, model, params, prompt, *, max_tokens, chat, system, show_schema, console, as_json, no_progress, think
+    c, model, params, prompt, *, max_tokens, chat, system, show_schema, console, as_json, no_progress, think, tsv=False
 ) -> int:
     llm = Model.load(model)
     job = GenerationJob(
@@ -134,7 +144,10 @@ def _generation_report(
             }
         )
         return status
-    console.print(step_table(tracer.records, title=f"{len(tracer.records)} tokens, {llm.name}"))
+    if tsv:
+        sys.stdout.write(step_tsv(tracer.records))
+        return status
+    console.print(step_table(tracer.records, title=f"{len(tracer.records)} tokens, {llm.name}", width=console.width))
     if result.tool_scores:
         console.print(tool_scores_table(result.tool_scores))
     notes = [n for n in (rt.note(),) if n]

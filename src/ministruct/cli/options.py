@@ -600,6 +600,18 @@ RetryUnverified = Annotated[
     ),
 ]
 
+RequestTimeout = Annotated[
+    float,
+    typer.Option(
+        "--timeout",
+        min=0.001,
+        metavar="SECONDS",
+        help="Give a server this long to answer one request, then send the record elsewhere.",
+        rich_help_panel="Server fleet",
+    ),
+]
+DEFAULT_REQUEST_TIMEOUT = 300.0
+
 
 @dataclass
 class FleetFlags:
@@ -609,14 +621,20 @@ class FleetFlags:
     server_kind: str | None
     concurrency: int
     retry_unverified: int
+    timeout: float = DEFAULT_REQUEST_TIMEOUT
 
     def requested(self) -> bool:
         """Whether gen runs on servers: --server given, or MINISTRUCT_SERVERS set to something."""
         return bool(self.server) or bool(os.environ.get(ENV_SERVERS, "").strip())
 
     def refuse_without_server(self) -> None:
-        if self.server_kind is not None or self.concurrency != 1 or self.retry_unverified:
-            raise UsageError("--server-kind, --concurrency and --retry-unverified need --server URL")
+        if (
+            self.server_kind is not None
+            or self.concurrency != 1
+            or self.retry_unverified
+            or self.timeout != DEFAULT_REQUEST_TIMEOUT
+        ):
+            raise UsageError("--server-kind, --concurrency, --retry-unverified and --timeout need --server URL")
 
 
 _FLEET_PARAMS = (
@@ -624,6 +642,7 @@ _FLEET_PARAMS = (
     ("server_kind", ServerKind, None),
     ("concurrency", Concurrency, 1),
     ("retry_unverified", RetryUnverified, 0),
+    ("timeout", RequestTimeout, DEFAULT_REQUEST_TIMEOUT),
 )
 
 

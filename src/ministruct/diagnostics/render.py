@@ -61,8 +61,24 @@ def row_style(rec: StepRecord) -> str:
     return ROW_STYLES["free"]
 
 
-def step_table(records: Sequence[StepRecord], *, title: str | None = None) -> Table:
-    """One row per token: text, id, |L_t|, Z_t, KL, tag, nucleus raw/masked, flags, mask time."""
+WIDE = 100  # columns the full step table needs; narrower consoles get the compact one
+FLAG_LETTERS = {"collapsed": "C", "nucleus": "N", "top": "T"}
+TSV_COLUMNS = (
+    "step", "token", "token_id", "legal_count", "Z", "kl", "tag", "nucleus_raw", "nucleus_masked",
+    "collapsed", "nucleus_changed", "top_changed", "mask_us",
+)  # fmt: skip
+
+
+def _flags(r: StepRecord) -> list[str]:
+    out = ["collapsed"] if r.collapsed else ["nucleus"] if r.nucleus_changed else []
+    return out + (["top"] if r.top_changed else [])
+
+
+def step_table(records: Sequence[StepRecord], *, title: str | None = None, width: int = WIDE) -> Table:
+    """One row per token: text, id, |L_t|, Z_t, KL, tag, nucleus raw/masked, flags, mask
+    time; below WIDE columns, compact (nucleus as raw→masked, flags as letters, a legend)."""
+    if width < WIDE:
+        return _compact_step_table(records, title)
     t = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False, expand=False)
     t.add_column("#", justify="right")
     t.add_column("token", overflow="fold", min_width=8)
@@ -91,12 +107,7 @@ def step_table(records: Sequence[StepRecord], *, title: str | None = None) -> Ta
             flags.append("think" + (" (ends it)" if boundary else ""))
             if r.eog_p is not None:
                 flags.append(f"eog={fmt_prob(r.eog_p)} close={fmt_prob(r.close_p or 0.0)}")
-        if r.collapsed:
-            flags.append("collapsed")
-        elif r.nucleus_changed:
-            flags.append("nucleus")
-        if r.top_changed:
-            flags.append("top")
+        flags += _flags(r)
         t.add_row(
             str(r.step),
             token,
@@ -113,6 +124,54 @@ def step_table(records: Sequence[StepRecord], *, title: str | None = None) -> Ta
             end_section=boundary,
         )
     return t
+
+
+def _compact_step_table(records: Sequence[StepRecord], title: str | None) -> Table:
+    """The step table in about 70 columns (80 with long tokens)."""
+    t = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False, expand=False, padding=(0, 1, 0, 0))
+    for name, just in (("#", "right"), ("token", "left"), ("id", "right"), ("|L|", "right"), ("Z", "right")):
+        t.add_column(name, justify=just, overflow="fold", max_width=14 if name == "token" else None)  # type: ignore[arg-type]
+    for name, just in (("KL", "right"), ("tag", "left"), ("nucleus", "right"), ("flags", "left"), ("µs", "right")):
+        t.add_column(name, justify=just)  # type: ignore[arg-type]
+    legend = "nucleus: raw→masked size; flags: C collapsed, N nucleus changed, T top token changed"
+    if any(r.tag == FAST_FORWARD for r in records):
+        legend += f"; {FF_MARK}: fast-forwarded (dictated by the grammar, not drawn)"
+    t.caption, t.caption_justify = legend, "left"
+    for r in records:
+        tag = FF_MARK if r.tag == FAST_FORWARD else "forced" if r.tag == FORCED else r.tag
+        t.add_row(
+            str(r.step),
+            Text(escape_token(r.token, r.token_bytes), style="italic" if r.control else ""),
+            str(r.token_id),
+            f"{r.legal_count:,}",
+            fmt_prob(r.Z),
+            f"{r.kl:.2f}",
+            tag,
+            f"{r.nucleus_raw:,}→{r.nucleus_masked:,}",
+            "".join(FLAG_LETTERS[f] for f in _flags(r)),
+            f"{r.mask_us:,.0f}",
+            style=row_style(r),
+        )
+    return t
+
+
+def step_tsv(records: Sequence[StepRecord]) -> str:
+    """The step table for a pipe: tab-separated values, a header line of TSV_COLUMNS (the
+    trace records' names), one line per token (the token escaped as in the table)."""
+    lines = ["\t".join(TSV_COLUMNS)]
+    for r in records:
+        row = r.to_record()
+        row["token"] = escape_token(r.token, r.token_bytes).replace(SPACE_MARK, " ")
+        lines.append("\t".join(_tsv_cell(row.get(k)) for k in TSV_COLUMNS))
+    return "\n".join(lines) + "\n"
+
+
+def _tsv_cell(v: object) -> str:
+    if isinstance(v, bool):
+        return "1" if v else "0"
+    if isinstance(v, float):
+        return f"{v:.6g}"
+    return "" if v is None else str(v)
 
 
 def summary_panel(

@@ -20,9 +20,8 @@ import numpy as np
 
 from ministruct.diagnostics.stats import FREE, StepRecord, StepStats, Summary, summarize
 from ministruct.engine.think import boundaries_for
-from ministruct.errors import InputError, OutputError, UsageError
-from ministruct.jobs.fight_warnings import FightMonitor
-from ministruct.jobs.records import dumps_record
+from ministruct.errors import InputError, UsageError
+from ministruct.jobs.records import dumps_record, output_error
 
 if TYPE_CHECKING:
     from ministruct.decode.loop import Step
@@ -79,7 +78,7 @@ class TraceWriter:
                     stream.close()
                 except OSError:
                     pass
-            raise OutputError(f"{self.path or '<trace>'}: cannot write the trace file: {e.strerror or e}") from None
+            raise output_error(e, self.path or "<trace>", " the trace file") from None
 
     def header_record(self, prompt: str, rid: Any, prompt_ids: list[int], seed: int | None) -> dict:
         """The header object of one generation (without "v")."""
@@ -118,7 +117,7 @@ class TraceWriter:
         self._write(self.header)
         compiled = job.compiled
         stats = StepStats(dec.params, job.model.vocabulary, boundaries_for(compiled) if compiled else None)
-        monitor = FightMonitor()
+        monitor = job.fight_monitor()
         scorer = job.tool_scorer()
         self.records = []
         for step in dec.steps():

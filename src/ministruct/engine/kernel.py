@@ -8,12 +8,13 @@ known yet, is handed back *blocked*; the caller fills those rows (table.py) and 
 from the blocked nodes, until nothing is blocked. Results are exactly walk.py's.
 
 Compiled code is cached on disk (numba's cache, under ministruct's cache folder), so
-only the first run on a machine pays the compilation (about 4 s). Loading it still
-costs a process 0.25-1 s and 100 MB (numba and LLVM), which a short run would never
-win back: walks start with numpy, and once numpy walks have taken LOAD_AFTER_S in total
-the compiled walk is loaded on a background thread while walks go on with numpy; they
-switch when it is ready (`available()` loads it at once, waiting). Without numba, or
-with MINISTRUCT_NO_KERNEL=1, walks stay with numpy.
+only the first run on a machine pays the compilation (about 4 s); numba's cache files
+are pickles, and one that does not load is cleared (one warning) and compiled again.
+Loading it still costs a process 0.25-1 s and 100 MB (numba and LLVM), which a short run
+would never win back: walks start with numpy, and once numpy walks have taken
+LOAD_AFTER_S in total the compiled walk is loaded on a background thread while walks go
+on with numpy; they switch when it is ready (`available()` loads it at once, waiting).
+Without numba, or with MINISTRUCT_NO_KERNEL=1, walks stay with numpy.
 """
 
 from __future__ import annotations
@@ -45,18 +46,41 @@ def _build() -> Any:
     if os.environ.get("MINISTRUCT_NO_KERNEL") == "1":
         _state["failure"] = "MINISTRUCT_NO_KERNEL=1"
         return None
+    ours = None
     if "NUMBA_CACHE_DIR" not in os.environ:
-        folder = _cache_folder()
-        if folder is not None:
-            os.environ["NUMBA_CACHE_DIR"] = folder
-    try:
-        from ministruct.engine.native import walk_kernel
+        ours = _cache_folder()
+        if ours is not None:
+            os.environ["NUMBA_CACHE_DIR"] = ours
+    for attempt in (1, 2):
+        try:
+            from ministruct.engine.native import walk_kernel
 
-        _run_tiny(walk_kernel)
-    except Exception as e:  # numba missing, or too old/new for this numpy, or a compile error
-        _state["failure"] = f"{type(e).__name__}: {e}"
-        return None
-    return walk_kernel
+            _run_tiny(walk_kernel)
+            _state.pop("failure", None)
+            return walk_kernel
+        except Exception as e:  # numba missing, too old/new for this numpy, a compile error, a damaged cache
+            _state["failure"] = f"{type(e).__name__}: {e}"
+            if attempt == 2 or ours is None or not _clear_damaged(ours, e):
+                return None
+    return None
+
+
+def _clear_damaged(folder: str, e: Exception) -> bool:
+    """Empty numba's cache folder (ours) after it failed to load, saying so once; True
+    when there was something to clear. numba's cache files are pickles: a damaged one
+    fails to load, and would turn the compiled walk off in every later process."""
+    import shutil
+    import sys
+
+    if not os.path.isdir(folder) or not os.listdir(folder):
+        return False
+    shutil.rmtree(folder, ignore_errors=True)
+    print(
+        f"ministruct: warning: the compiled walk's cache in {folder} did not load ({type(e).__name__}); "
+        "cleared it, compiling again (once, about 4 s)",
+        file=sys.stderr,
+    )
+    return True
 
 
 def failure() -> str | None:

@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 from ministruct.errors import UsageError
 
 PROBE_TIMEOUT = 5.0
+STALE_WINDOW = 1.0  # seconds: a kept-alive connection the server had closed fails within this
 
 
 class ServerFault(Exception):
@@ -70,14 +71,22 @@ class Server:
     ready_at: float = 0.0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def fault(self, message: str) -> None:
-        """Count a fault: back off exponentially, give the server up after `max_faults` in a row."""
+    def fault(self, message: str) -> bool:
+        """Count a fault: back off exponentially, give the server up after `max_faults` in a
+        row. True when this fault gave it up."""
         with self._lock:
             self.faults += 1
             self.last_error = message
             self.ready_at = time.monotonic() + min(self.max_backoff, self.backoff * 2 ** (self.faults - 1))
-            if self.faults >= self.max_faults:
+            if self.faults >= self.max_faults and not self.dead:
                 self.dead = True
+                return True
+            return False
+
+    def give_up(self, why: str) -> None:
+        """No more records go to this server."""
+        with self._lock:
+            self.dead, self.last_error = True, why
 
     def ok(self) -> None:
         with self._lock:
@@ -113,11 +122,14 @@ class Connection:
         """The parsed JSON answer; ServerFault or RequestRejected otherwise."""
         data = None if body is None else json.dumps(body).encode("utf-8")
         try:
+            reused, sent = self._conn is not None, time.monotonic()
             try:
                 status, raw = self._send(method, path, data)
             except (ConnectionResetError, BrokenPipeError, http.client.RemoteDisconnected):
-                # a kept-alive connection the server closed while idle: one fresh try
                 self.close()
+                if not reused or time.monotonic() - sent > STALE_WINDOW:
+                    raise  # the server took the request, then dropped it: a fault, not a stale connection
+                # a kept-alive connection the server closed while idle fails at once: one fresh try
                 status, raw = self._send(method, path, data)
         except TimeoutError:
             self.close()

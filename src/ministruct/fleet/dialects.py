@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from ministruct.decode.sampling import SamplingParams
 from ministruct.errors import UsageError
 from ministruct.grammar.constraint import Constraint
+from ministruct.grammar.export import llama_gbnf
 from ministruct.jobs.job import user_message
 from ministruct.jobs.think import ThinkSettings, announce
 
@@ -184,7 +185,7 @@ class Dialect:
     def _constraint_part(self) -> dict:
         c = self.constraint
         if self.kind == "llama":
-            return {"grammar": c.grammar.to_gbnf()}
+            return {"grammar": llama_gbnf(c.grammar)}
         if c.tools is not None:
             return {
                 "tools": [t.to_openai() for t in c.tools.tools],
@@ -200,7 +201,7 @@ class Dialect:
                 return {"structured_outputs": {"regex": c.text}}
             if c.kind == "choice":
                 return {"structured_outputs": {"choice": json.loads(c.text)}}
-            return {"structured_outputs": {"grammar": c.grammar.to_gbnf()}}
+            return {"structured_outputs": {"grammar": llama_gbnf(c.grammar)}}
         return {
             "response_format": {
                 "type": "json_schema",

@@ -11,14 +11,18 @@ in a row it is given up). A record faulted more than `retries` times, or left wh
 server is, becomes an error record. An output our check rejects is resent up to
 `retry_unverified` times (with another seed), then reported with `verified: false`.
 Every record has exactly one attempt in flight at a time, and `emit` is called once per
-record, in input order, as soon as the record is next in line. On KeyboardInterrupt
-every finished record is emitted (those still waiting behind an unfinished one too, in
-input order) before the interrupt goes on.
+record, in input order, as soon as the record is next in line. SIGINT/SIGTERM are
+handled as in a local batch (jobs/batch.py's Interrupts): no new request starts, those
+in flight finish, and every finished record is emitted (those waiting behind an
+unfinished one too, in input order); `--resume` skips what an earlier run wrote. A
+server given up (faults, or answers that show it ignored the constraint) is said
+through `warn`; the summary line counts the results and each server's share.
 """
 
 from __future__ import annotations
 
 import queue
+import signal
 import threading
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable
@@ -30,11 +34,12 @@ from ministruct.fleet.trace import trace_records
 from ministruct.fleet.verify import Verdict, Verifier
 from ministruct.grammar.constraint import Constraint
 from ministruct.grammar.tools import read_calls
-from ministruct.jobs.batch import ConstraintCache, record_constraint
+from ministruct.jobs.batch import Abandoned, ConstraintCache, Interrupts, Resume, Tally, record_constraint
 from ministruct.jobs.job import GenResult
 from ministruct.jobs.records import InputRecord
 
 FINISH_TO_STOP = {"stop": "eos", "length": "max_tokens"}
+FLEET_LABELS = ("verified", "unverified", "failed")
 
 
 @dataclass
@@ -139,6 +144,7 @@ class FleetBatch:
         timeout: float = 300.0,
         headers: dict[str, str] | None = None,
         on_ignored: Callable[[Ignored], None] | None = None,
+        warn: Callable[[str], None] = lambda m: None,
         constraints: ConstraintCache[Constraint] | None = None,
     ) -> None:
         """`constraints` loads a record's own constraint (a record's `schema`, `grammar`,
@@ -159,6 +165,11 @@ class FleetBatch:
         self.timeout = timeout
         self.headers = headers
         self.on_ignored = on_ignored
+        self.warn = warn
+        self.tally = Tally(FLEET_LABELS)
+        self._by_server: dict[str, int] = {}
+        self._busy = 0  # requests in flight
+        self._draining = False  # a signal came: workers start no new request
         self.verifier = Verifier(constraint)
         self.constraints = constraints
         self._base = _Plan(constraint, settings, self.verifier, self.dialects)
@@ -174,19 +185,72 @@ class FleetBatch:
 
     # -- the batch -----------------------------------------------------------------
 
-    def run(self, records: Iterable[InputRecord], emit: Callable[[FleetResult], None], *, n: int = 1) -> int:
+    def run(
+        self,
+        records: Iterable[InputRecord],
+        emit: Callable[[FleetResult], None],
+        *,
+        n: int = 1,
+        resume: Resume | None = None,
+        report: Callable[[str], None] | None = None,
+    ) -> int:
         """Run every record (`n` samples each, seeds seed, seed+1, ...); call `emit` in input order.
 
         Returns the exit status of cli.md: 0 all verified, 1 any unverified or failed
-        record (a bad input record is one, as in a local batch). A FleetBatch runs one batch.
+        record (a bad input record is one, as in a local batch), 130/143 after
+        SIGINT/SIGTERM (as a local batch: the requests in flight finish, every finished
+        record is emitted; a second signal abandons those in flight). `resume` skips the
+        samples already written; `report` receives the summary line. A FleetBatch runs
+        one batch.
         """
         if self._stop.is_set():
             raise RuntimeError("this FleetBatch has run its batch; make a new one")
+        resume = resume or Resume()
+        resume.end_cut_line()
+        jobs, early, skipped = self._jobs(records, n, resume)
+        for j in jobs:
+            if j.index not in early:
+                self._pending.put(j)
+        threads = self._start_workers()
+        done: dict[int, FleetResult] = dict(early)
+        nxt = 0
+        with Interrupts() as intr:
+            try:
+                while nxt < len(jobs):
+                    while nxt in done:
+                        self._emit(done.pop(nxt), emit)
+                        nxt += 1
+                    if nxt >= len(jobs) or (intr.signum is not None and self._settled()):
+                        break
+                    try:
+                        idx, res = self._results.get(timeout=0.1)
+                        done[idx] = res
+                    except queue.Empty:
+                        if self._live_workers() == 0 and intr.signum is None:
+                            self._give_up(done)
+            except (KeyboardInterrupt, Abandoned):  # KeyboardInterrupt: run outside the main thread
+                intr.signum = intr.signum or signal.SIGINT
+            finally:
+                self._stop.set()
+            if intr.signum is not None:  # what finished, in input order, past the unfinished too
+                self._drain(done)
+                for idx in sorted(done):
+                    self._emit(done[idx], emit)
+        for t in threads:
+            t.join(timeout=1.0)
+        if report is not None:
+            report(self._summary(skipped, intr))
+        return intr.exit_code or self.tally.exit_code()
+
+    def _jobs(self, records: Iterable[InputRecord], n: int, resume: Resume) -> tuple[list[_Job], dict, int]:
+        """(the samples to run, the error records among them by index, records skipped by `resume`)."""
         base = self.settings.params.seed
         self._n = n
         jobs: list[_Job] = []
         early: dict[int, FleetResult] = {}
+        skipped = 0
         for rec in records:
+            done = min(resume.finished(rec.id), n)
             plan, error = self._base, rec.error
             if error is None and rec.settings:
                 try:
@@ -194,44 +258,43 @@ class FleetBatch:
                 except MinistructError as e:
                     error = f"{rec.where}: {e}"
             if error is not None:
+                if done:
+                    skipped += 1
+                    continue
                 early[len(jobs)] = FleetResult(GenResult.failed(rec.id, rec.value, error), None, None)
                 jobs.append(_Job(len(jobs), rec, base, 0, plan))
                 continue
+            if done >= n:
+                skipped += 1
             first = rec.settings.get("seed", base)
-            for k in range(n):
+            for k in range(done, n):
                 jobs.append(_Job(len(jobs), rec, first + k, k, plan))
-        for j in jobs:
-            if j.index not in early:
-                self._pending.put(j)
-        threads = self._start_workers()
-        done: dict[int, FleetResult] = dict(early)
-        status, nxt = 0, 0
-        try:
-            while nxt < len(jobs):
-                while nxt in done:
-                    res = done.pop(nxt)
-                    status = max(status, 0 if res.verified else 1)
-                    emit(res)
-                    nxt += 1
-                if nxt >= len(jobs):
-                    break
-                try:
-                    idx, res = self._results.get(timeout=0.1)
-                    done[idx] = res
-                except queue.Empty:
-                    if self._live_workers() == 0:
-                        self._give_up(done)
-        except KeyboardInterrupt:
-            self._stop.set()
-            self._drain(done)
-            for idx in sorted(done):
-                emit(done[idx])
-            raise
-        finally:
-            self._stop.set()
-        for t in threads:
-            t.join(timeout=1.0)
-        return status
+        return jobs, early, skipped
+
+    def _emit(self, res: FleetResult, emit: Callable[[FleetResult], None]) -> None:
+        emit(res)
+        self.tally.add("verified" if res.verified else "failed" if res.verdict is None else "unverified")
+        if res.server is not None and res.verdict is not None:
+            self._by_server[res.server] = self._by_server.get(res.server, 0) + 1
+
+    def _settled(self) -> bool:
+        """After a signal: no new request starts; True once none is in flight."""
+        with self._lock:
+            self._draining = True
+            return self._busy == 0
+
+    def _summary(self, skipped: int, intr: Interrupts) -> str:
+        """The summary line: counts, the share of each server, the servers given up, a signal."""
+        self.tally.skipped = skipped
+        text = self.tally.line()
+        if self._by_server:
+            text += "; answered by " + ", ".join(f"{url} {k}" for url, k in self._by_server.items())
+        gone = [s.url for s in self.servers if s.dead]
+        if gone:
+            text += "; given up: " + ", ".join(gone)
+        if intr.signum is not None:
+            text += f"; stopped by {intr.name()}"
+        return text
 
     def _plan(self, own: dict[str, Any]) -> _Plan:
         """The plan of a record with its own (validated) settings; MinistructError when its
@@ -308,7 +371,16 @@ class FleetBatch:
                     job = self._pending.get(timeout=0.05)
                 except queue.Empty:
                     continue
-                self._attempt(job, server, job.plan.dialects[server.kind], conn)
+                with self._lock:
+                    if self._draining:  # a signal came: this record is not started
+                        self._pending.put(job)
+                        break
+                    self._busy += 1
+                try:
+                    self._attempt(job, server, job.plan.dialects[server.kind], conn)
+                finally:
+                    with self._lock:
+                        self._busy -= 1
         finally:
             conn.close()
             with self._lock:
@@ -320,7 +392,11 @@ class FleetBatch:
         try:
             reply = parse_reply(conn.request("POST", dialect.path, body), chat=job.plan.settings.chat)
         except (ServerFault, BadReply) as e:
-            server.fault(str(e))
+            if server.fault(str(e)):
+                self.warn(
+                    f"server {server.url}: given up after {server.faults} faults in a row (last: {e}); "
+                    "its records go to the others"
+                )
             job.faults += 1
             job.last_error = f"{server.url}: {e}"
             if job.faults > self.retries:
@@ -343,6 +419,8 @@ class FleetBatch:
                 reason = "cut at max_tokens on the server's first answer"
             if reason is not None:
                 self._notice(Ignored(server, dialect.field, reason, job.rec.id))
+            if self.verifier.looks_unconstrained(reply.text, reply.finish_reason) is not None:
+                server.give_up("it ignored the constraint")  # its other answers would be unconstrained too
             if job.resent < self.retry_unverified:
                 job.resent += 1
                 self._pending.put(job)

@@ -1,4 +1,5 @@
-"""Static checks on a Grammar: undefined rules, missing root, left recursion, unreachable rules.
+"""Static checks on a Grammar: undefined rules, missing root, left recursion, unreachable
+and unproductive rules (the last pruned away).
 
 llama.cpp refuses undefined rules, a missing start rule and left recursion
 (llama_grammar_detect_left_recursion); ministruct does the same, and finds left
@@ -8,8 +9,28 @@ alternative as nullable). Unreachable rules are only a warning.
 
 from __future__ import annotations
 
+from typing import Callable, Iterable
+
 from ministruct.errors import GrammarError
-from ministruct.grammar.ir import Alt, CharClass, Expr, Grammar, Literal, Repeat, RuleRef, Seq, TokenRef
+from ministruct.grammar.ir import (
+    EMPTY,
+    Alt,
+    CharClass,
+    Expr,
+    Grammar,
+    Literal,
+    Repeat,
+    RuleRef,
+    Seq,
+    TokenRef,
+    alt,
+    seq,
+)
+
+
+def expr_nullable(e: Expr, nullable: set[str]) -> bool:
+    """Can `e` match the empty string, given the nullable rules?"""
+    return _nullable(e, nullable)
 
 
 def _nullable(e: Expr, nullable: set[str]) -> bool:
@@ -90,12 +111,18 @@ def left_corner_graph(grammar: Grammar, refs: "dict[str, list[str]] | None" = No
 def find_left_recursion(grammar: Grammar, refs: "dict[str, list[str]] | None" = None) -> list[str] | None:
     """A left-recursive cycle as a list of rule names (first == last), or None."""
     graph = left_corner_graph(grammar, refs)
+    return first_cycle(graph, lambda name: graph[name])
+
+
+def first_cycle(starts: Iterable[str], successors: Callable[[str], Iterable[str]]) -> list[str] | None:
+    """A cycle of a directed graph reachable from `starts` (nodes, first == last), or None;
+    depth first, without recursion."""
     state: dict[str, int] = {}  # 1 = on the current path, 2 = done
-    for start in graph:
+    for start in starts:
         if start in state:
             continue
         path = [start]
-        iters = [iter(graph[start])]
+        iters = [iter(successors(start))]
         state[start] = 1
         while iters:
             nxt = next(iters[-1], None)
@@ -109,8 +136,65 @@ def find_left_recursion(grammar: Grammar, refs: "dict[str, list[str]] | None" = 
             if st is None:
                 state[nxt] = 1
                 path.append(nxt)
-                iters.append(iter(graph[nxt]))
+                iters.append(iter(successors(nxt)))
     return None
+
+
+def productive_rules(rules: dict[str, Expr]) -> set[str]:
+    """Names of the rules that derive at least one finite string (undefined rules do not)."""
+    good: set[str] = set()
+
+    def ok(e: Expr) -> bool:
+        t = type(e)
+        if t is RuleRef:
+            return e.name in good  # type: ignore[union-attr]
+        if t is CharClass:
+            return bool(e.ranges) or e.negated  # type: ignore[union-attr]
+        if t is Literal or t is TokenRef:
+            return True
+        if t is Repeat:
+            return e.min == 0 or ok(e.item)  # type: ignore[union-attr]
+        if t is Seq:
+            return all(ok(x) for x in e.items)  # type: ignore[union-attr]
+        return any(ok(x) for x in e.options)  # type: ignore[union-attr]
+
+    changed = True
+    while changed:
+        changed = False
+        for name, body in rules.items():
+            if name not in good and ok(body):
+                good.add(name)
+                changed = True
+    return good
+
+
+def prune_unproductive(rules: dict[str, Expr], productive: set[str] | None = None) -> dict[str, Expr]:
+    """The rules without the unproductive ones: a reference to one is a dead end, so the
+    alternatives through it go (the language is the same; no rule refers to itself
+    without ever ending). A rule left with nothing is dropped."""
+    good = productive_rules(rules) if productive is None else productive
+    if len(good) == len(rules):
+        return rules
+    dead = CharClass(())
+
+    def prune(e: Expr) -> Expr:
+        t = type(e)
+        if t is RuleRef:
+            return e if e.name in good else dead  # type: ignore[union-attr]
+        if t is Seq:
+            items = [prune(x) for x in e.items]  # type: ignore[union-attr]
+            return dead if any(x == dead for x in items) else seq(*items)
+        if t is Alt:
+            live = [x for x in (prune(x) for x in e.options) if x != dead]  # type: ignore[union-attr]
+            return alt(*live) if live else dead
+        if t is Repeat:
+            item = prune(e.item)  # type: ignore[union-attr]
+            if item == dead:
+                return EMPTY if e.min == 0 else dead  # type: ignore[union-attr]
+            return Repeat(item, e.min, e.max)  # type: ignore[union-attr]
+        return e
+
+    return {name: prune(body) for name, body in rules.items() if name in good}
 
 
 def reachable_rules(grammar: Grammar, refs: dict[str, list[str]] | None = None) -> set[str]:

@@ -3,7 +3,8 @@
 The machinery both commands share: per-record settings (validated here), a constraint
 cache keyed by content (a batch of 10,000 records over 3 schemas loads 3 constraints),
 counts of ok / incomplete / failed results with the exit status they imply, `--resume`
-(ids already written are skipped), and SIGINT/SIGTERM handling (the record in flight
+(ids already written are skipped; a line cut off at OUT's end is ended first when stdout
+appends to OUT), and SIGINT/SIGTERM handling (the record in flight
 finishes, every finished record is written, the exit status is 130/143).
 
     tally = run_batch(records, process, labels=GEN_LABELS, resume=Resume.load(path))
@@ -15,17 +16,18 @@ import dataclasses
 import hashlib
 import json
 import math
+import os
 import signal
 import sys
 import threading
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Generic, Iterable, Iterator, Protocol, TypeVar
+from typing import IO, Any, Callable, Generic, Iterable, Iterator, Protocol, TypeVar
 
 from ministruct.errors import InputError, MinistructError
 from ministruct.grammar.constraint import Constraint, load_constraint
-from ministruct.jobs.records import InputRecord, json_type, split_lines
+from ministruct.jobs.records import InputRecord, json_type, split_lines, write_line
 
 T = TypeVar("T")
 CONSTRAINT_FIELDS = ("schema", "grammar", "lark", "regex", "choice", "tools")
@@ -231,8 +233,10 @@ class Tally:
 class Resume:
     """The ids already present in an output file, with how many results each has."""
 
-    def __init__(self, done: Counter | None = None) -> None:
+    def __init__(self, done: Counter | None = None, *, path: str | None = None, cut_off: bool = False) -> None:
         self.done = done if done is not None else Counter()
+        self.path = path
+        self.cut_off = cut_off  # OUT ends inside a line (the run that wrote it was killed mid-write)
 
     @classmethod
     def load(cls, path: str | None) -> Resume:
@@ -254,11 +258,33 @@ class Resume:
                     continue
                 if isinstance(obj, dict) and "id" in obj:
                     done[_id_key(obj["id"])] += 1
-        return cls(done)
+            return cls(done, path=path, cut_off=_ends_inside_a_line(f))
+
+    def end_cut_line(self, stream: IO[str] | None = None) -> None:
+        """When OUT ends inside a line and `stream` (stdout) appends to OUT (`>> OUT`), end
+        that line first, so the next record starts a line of its own (the cut line's record
+        is not in `done`: it runs again)."""
+        out = stream or sys.stdout
+        if not self.cut_off or self.path is None:
+            return
+        try:
+            here, there = os.fstat(out.fileno()), os.stat(self.path)
+        except (OSError, ValueError, AttributeError):  # not a real file (tests' runners)
+            return
+        if (here.st_dev, here.st_ino) == (there.st_dev, there.st_ino):
+            write_line("", out)
 
     def finished(self, rid: Any) -> int:
         """How many results for `rid` are already written."""
         return self.done.get(_id_key(rid), 0)
+
+
+def _ends_inside_a_line(f: IO[bytes]) -> bool:
+    size = f.seek(0, os.SEEK_END)
+    if size == 0:
+        return False
+    f.seek(size - 1)
+    return f.read(1) != b"\n"
 
 
 def _id_key(rid: Any) -> str:
@@ -330,6 +356,7 @@ def run_batch(
     Returns the exit status: 0 all ok, 1 any not, 130/143 after SIGINT/SIGTERM. `report` receives the summary line."""
     tally = Tally(labels)
     resume = resume or Resume()
+    resume.end_cut_line()
     with Interrupts() as intr:
         todo = ((rec, min(resume.finished(rec.id), per_record)) for rec in _until_stopped(records, intr))
         many = getattr(process, "many", None) if getattr(process, "parallel", 1) > 1 else None

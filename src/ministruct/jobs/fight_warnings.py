@@ -54,10 +54,22 @@ def repeated_pattern(
     return best
 
 
+SHOW_SCHEMA = "show the schema in the prompt"
+
+
+def prompt_remedy(kind: str | None, schema_shown: bool) -> str:
+    """What to change in the prompt when the model fights the grammar: show a withheld
+    schema; otherwise describe the output (a regex, a grammar or choices are never shown)."""
+    if kind == "schema" and not schema_shown:
+        return SHOW_SCHEMA
+    return FightMonitor.remedy
+
+
 @dataclass
 class FightMonitor:
     """Feed it every step (Z, forced or not); `warnings(output)` at the end."""
 
+    remedy: str = "say in the prompt what the output should look like"  # the prompt-side remedy
     z_free: list[float] = field(default_factory=list)
     run: int = 0
     longest_run: int = 0
@@ -85,12 +97,12 @@ class FightMonitor:
             if mean < LOW_MEAN_Z:
                 out.append(
                     f"the model fights the grammar: mean legal mass Z over {len(self.z_free)} free steps is "
-                    f"{mean:.3f} (< {LOW_MEAN_Z}); show the schema in the prompt, or use a larger model"
+                    f"{mean:.3f} (< {LOW_MEAN_Z}); {self.remedy}, or use a larger model"
                 )
         if self.longest_run >= LOW_RUN_STEPS:
             out.append(
                 f"the model fights the grammar: {self.longest_run} steps in a row had Z < {LOW_RUN_Z}; "
-                "show the schema in the prompt, or use a larger model"
+                f"{self.remedy}, or use a larger model"
             )
         loop = repeated_pattern(output)
         if loop is not None:
@@ -98,6 +110,6 @@ class FightMonitor:
             shown = pattern.decode("utf-8", "replace")
             out.append(
                 f"the output repeats {shown!r} {copies} times in a row: the model is looping; "
-                "show the schema in the prompt, raise the temperature or repeat penalty, or allow more tokens"
+                f"{self.remedy}, raise the temperature or repeat penalty, or allow more tokens"
             )
         return out

@@ -13,9 +13,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Iterator, Protocol
 
 from ministruct.decode.batched import BatchedDecoder, Request
-from ministruct.errors import MinistructError
+from ministruct.errors import MinistructError, OutputClosed, OutputError
 from ministruct.jobs.batch import ConstraintCache, record_constraint
-from ministruct.jobs.fight_warnings import FightMonitor
 from ministruct.jobs.job import GenerationJob, GenResult, watcher
 from ministruct.jobs.ordered import InOrder
 from ministruct.jobs.records import InputRecord
@@ -181,7 +180,7 @@ class GenBatch:
                     except MinistructError as e:
                         finish(p, k, GenResult.failed(rec.id, rec.value, f"{rec.where}: {e}"))
                         continue
-                    monitor = FightMonitor()
+                    monitor = job.fight_monitor()
                     yield Request(dec, on_step=watcher(monitor), key=(p, k, job, monitor))
 
         batch = BatchedDecoder(self.pool.base.model, self.parallel)
@@ -219,6 +218,8 @@ class GenBatch:
         for k in range(done, self.n):
             try:
                 res = self.run_one(job, rec, seed + k)
+            except (OutputError, OutputClosed):  # the batch's output, not this record, failed
+                raise
             except MinistructError as e:
                 res = GenResult.failed(rec.id, rec.value, f"{rec.where}: {e}")
             self.emit(res, rec.extra)

@@ -19,11 +19,12 @@ from ministruct.decode.model import Model
 from ministruct.decode.sampling import SamplingParams
 from ministruct.engine.compile import CompiledGrammar, compile_grammar
 from ministruct.engine.matcher import Matcher
-from ministruct.errors import MinistructError
+from ministruct.errors import InputError, MinistructError
 from ministruct.grammar.constraint import Constraint
 from ministruct.grammar.tools import read_calls, tools_instruction
-from ministruct.jobs.fight_warnings import FightMonitor
+from ministruct.jobs.fight_warnings import FightMonitor, prompt_remedy
 from ministruct.jobs.ordered import InOrder
+from ministruct.jobs.records import json_text, surrogate_error
 from ministruct.jobs.think import ThinkSettings, announce, split_output, think_constraint
 from ministruct.jobs.tool_scores import ToolScorer
 
@@ -86,7 +87,7 @@ def user_message(prompt: str, constraint: Constraint | None, *, show_schema: boo
     with tools shown, the functions and the shape of a call (the same text whether the model
     runs here or on a server)."""
     if constraint is not None and constraint.kind == "schema" and show_schema:
-        return f"{prompt}\n\n{SCHEMA_INSTRUCTION}\n{json.dumps(constraint.schema, ensure_ascii=False)}"
+        return f"{prompt}\n\n{SCHEMA_INSTRUCTION}\n{json_text(constraint.schema)}"
     if constraint is not None and constraint.tools is not None and show_schema:
         said = tools_instruction(constraint.tools)
         return f"{prompt}\n\n{said}" if said else prompt
@@ -141,6 +142,11 @@ class GenerationJob:
             self._compiled_for = full.grammar
         return self._compiled
 
+    def fight_monitor(self) -> FightMonitor:
+        """A FightMonitor whose remedies fit this job's constraint and prompt."""
+        kind = self.constraint.kind if self.constraint is not None else None
+        return FightMonitor(prompt_remedy(kind, self.show_schema))
+
     def user_message(self, prompt: str) -> str:
         """The prompt, with the schema text appended when it is shown (and the think tags
         announced, with `think`)."""
@@ -148,6 +154,11 @@ class GenerationJob:
         return announce(message, self.think) if self.think is not None else message
 
     def prompt_tokens(self, prompt: str) -> list[int]:
+        """The prompt's token ids (chat template applied); InputError for text UTF-8 cannot encode."""
+        for name, text in (("prompt", prompt), ("system", self.system or "")):
+            bad = surrogate_error(text)
+            if bad is not None:
+                raise InputError(f"the {name} {bad}")
         return self.model.encode_prompt(self.user_message(prompt), chat=self.chat, system=self.system)
 
     def decoder(self, prompt: str, *, seed: int | None = None) -> Decoder:
@@ -171,7 +182,7 @@ class GenerationJob:
     ) -> GenResult:
         """Generate for one prompt and return its result record."""
         dec = self.decoder(prompt, seed=seed)
-        monitor = FightMonitor()
+        monitor = self.fight_monitor()
         watch = watcher(monitor)
         scorer = self.tool_scorer()
         for step in dec.steps():
@@ -199,7 +210,7 @@ class GenerationJob:
             for prompt in prompts:
                 seed = next(seed_of) if seed_of is not None else None
                 place = order.add()
-                monitor, scorer = FightMonitor(), self.tool_scorer()
+                monitor, scorer = self.fight_monitor(), self.tool_scorer()
                 watch = watcher(monitor)
                 on_step = watch if scorer is None else lambda step, w=watch, sc=scorer: (w(step), sc.observe(step))
                 yield Request(self.decoder(prompt, seed=seed), on_step=on_step, key=(place, prompt, monitor, scorer))

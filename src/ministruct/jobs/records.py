@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import errno
 import json
+import re
 import sys
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ from ministruct.errors import InputError, OutputClosed, OutputError
 
 RECORD_VERSION = 1
 BOM = b"\xef\xbb\xbf"
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
 
 
 @dataclass
@@ -83,7 +85,8 @@ def count_lines(path: str) -> int | None:
 def split_lines(lines: Iterable[bytes | str]) -> Iterator[tuple[int, str | None, str | None]]:
     """(line number, text, error) per input line: split on \\n only, BOM and \\r\\n handled.
 
-    Lines given as bytes are decoded here (a line that is not UTF-8 gives an error); lines
+    Lines given as bytes are decoded here (a line that is not UTF-8 gives an error, and
+    its text with U+FFFD for the bytes that are not); lines
     given as str are split again on \\n only (so a caller's str.splitlines cannot cut records).
     """
     n = 0
@@ -101,7 +104,8 @@ def split_lines(lines: Iterable[bytes | str]) -> Iterator[tuple[int, str | None,
                 try:
                     text = raw.decode("utf-8")
                 except UnicodeDecodeError as e:
-                    yield n, None, f"not UTF-8 text (byte {e.start + 1} of the line is {raw[e.start]:#04x})"
+                    err = f"not UTF-8 text (byte {e.start + 1} of the line is {raw[e.start]:#04x})"
+                    yield n, raw.decode("utf-8", "replace"), err
                     continue
             else:
                 text = raw[1:] if n == 1 and raw.startswith("\ufeff") else raw
@@ -125,7 +129,7 @@ def read_records(
     for n, line, err in split_lines(stream):
         where = f"{source}:{n}"
         if err is not None:
-            yield InputRecord(n, n, None, f"{where}: {err}", where=where)
+            yield InputRecord(n, _readable_id(line, n), None, f"{where}: {err}", where=where)
             continue
         assert line is not None
         if not line.strip():
@@ -136,6 +140,16 @@ def read_records(
         rec = _json_record(n, line, field, where, settings, allow_extra)
         rec.where = where
         yield rec
+
+
+def _readable_id(text: str | None, n: int) -> Any:
+    """The `id` of a JSON line that is not all UTF-8, when the id itself is (else `n`)."""
+    try:
+        obj = json.loads(text) if text and text.lstrip().startswith("{") else None
+    except (ValueError, RecursionError):
+        return n
+    rid = obj.get("id", n) if isinstance(obj, dict) else n
+    return n if "\ufffd" in json.dumps(rid, ensure_ascii=False) else rid
 
 
 def _json_record(
@@ -159,6 +173,8 @@ def _json_record(
         rec.error = f'{where}: no "{field}" field'
     elif value is None:
         rec.error = f'{where}: "{field}" is not a string ({json_type(val)})'
+    elif (bad := surrogate_error(value)) is not None:
+        rec.error = f'{where}: "{field}" {bad}'
     elif extra and not allow_extra:
         names = ", ".join(f'"{k}"' for k in extra)
         allowed = ", ".join(f'"{k}"' for k in ("id", field, *settings))
@@ -181,12 +197,32 @@ def json_type(v: Any) -> str:
     }.get(type(v), type(v).__name__)
 
 
+def json_text(value: Any, **kw: Any) -> str:
+    """`json.dumps(value, ensure_ascii=False, **kw)`, except that a lone surrogate (which
+    UTF-8 cannot encode) is written as its `\\uXXXX` escape: the same JSON value, always
+    writable."""
+    text = json.dumps(value, ensure_ascii=False, **kw)
+    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def surrogate_error(text: str) -> str | None:
+    """What makes `text` unusable as model input: a lone surrogate (a JSON `\\ud800`
+    escape, or a command-line byte that is not UTF-8); None when it is fine."""
+    m = _SURROGATE.search(text)
+    if m is None:
+        return None
+    cp, at = ord(m.group()), m.start() + 1
+    if 0xDC80 <= cp <= 0xDCFF:  # how Python reads a byte that is not UTF-8 (surrogateescape)
+        return f"is not UTF-8 text (character {at} is the byte {cp - 0xDC00:#04x}, or a lone surrogate U+{cp:04X})"
+    return f"is not valid text: character {at} is a lone surrogate (U+{cp:04X}), which UTF-8 cannot encode"
+
+
 def dumps_record(obj: dict) -> str:
     """One JSONL line with the record version first."""
-    return json.dumps({"v": RECORD_VERSION, **obj}, ensure_ascii=False)
+    return json_text({"v": RECORD_VERSION, **obj})
 
 
-def write_line(text: str, stream: IO[str] | None = None, name: str = "<stdout>") -> None:
+def write_line(text: str, stream: IO[str] | None = None, name: str = "<stdout>", what: str = "") -> None:
     """Write one line and flush it. OutputClosed when the reader left (a closed pipe: a
     quiet end); OutputError naming the output for any other failure (a full disk)."""
     out = stream or sys.stdout
@@ -194,9 +230,16 @@ def write_line(text: str, stream: IO[str] | None = None, name: str = "<stdout>")
         out.write(text + "\n")
         out.flush()
     except OSError as e:
-        if isinstance(e, BrokenPipeError) or e.errno == errno.EPIPE:
-            raise OutputClosed(f"{name}: the reader closed the pipe") from None
-        raise OutputError(f"{name}: cannot write: {e.strerror or e}") from None
+        raise output_error(e, name, what) from None
+
+
+def output_error(e: OSError, name: str, what: str = "") -> OutputClosed | OutputError:
+    """What a failed write to the output `name` (`what` it is: " the trace file") means:
+    OutputClosed when the reader left (a closed pipe), else OutputError naming it (a full
+    disk, an I/O error)."""
+    if isinstance(e, BrokenPipeError) or e.errno == errno.EPIPE:
+        return OutputClosed(f"{name}: the reader closed the pipe")
+    return OutputError(f"{name}: cannot write{what}: {e.strerror or e}")
 
 
 def write_record(obj: dict, stream: IO[str] | None = None) -> None:

@@ -55,7 +55,8 @@ def reruns(study, model):
     c, report, _ = study
     out = []
     for g in report.generations:
-        # token by token, as the study runs (it never fast-forwards)
+        # token by token, as the study runs (it never fast-forwards); 12 tokens cannot hold a
+        # complete output, so the study cuts plainly, as here
         job = GenerationJob(
             model, c, REF, max_tokens=12, show_schema=g.condition == "shown", fast_forward=False, budget_aware=False
         )
@@ -141,3 +142,23 @@ def test_a_constraint_that_is_not_a_schema_runs_withheld_only(model):
     obj = report.to_dict()
     assert obj["paired"] == [] and {c["condition"] for c in obj["cells"]} == {"withheld"}
     assert obj["generations"][0]["output"] in ("yes", "no") and obj["generations"][0]["complete"]
+
+
+def test_the_study_keeps_the_budget_and_narrowed_steps_are_not_free(model):
+    # issue 29: no budget narrowing, so 0 of 4 generations completed at max_tokens 60
+    c = load_constraint(schema=CONJ)
+    settings = StudySettings(seeds=(0, 1), grid=GRID, params=REF, max_tokens=60)
+    study = CollapseStudy(model, [c], [PROMPT], settings)
+    assert study.notes == []
+    report = study.run()
+    assert all(g.complete for g in report.generations), [
+        (g.condition, g.seed, g.stop_reason) for g in report.generations
+    ]
+    for g in report.generations:
+        job = GenerationJob(model, c, REF, max_tokens=60, show_schema=g.condition == "shown", fast_forward=False)
+        dec = job.decoder(PROMPT, seed=g.seed)
+        steps = list(dec.steps())
+        assert len(steps) == g.n_steps
+        for i, st in enumerate(steps):
+            if st.budget_limited:
+                assert not g.free[i]

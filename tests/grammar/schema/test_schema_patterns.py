@@ -66,3 +66,16 @@ def test_impossible_bounds_accept_nothing():
 def test_a_product_too_large_is_refused_by_name():
     with pytest.raises(SchemaError, match="pattern.*too large"):
         schema_to_grammar({"type": "string", "pattern": "a|b[0-9a-f]{40}c", "maxLength": MAX_PRODUCT_RULES})
+
+
+def test_a_pattern_syntax_error_gives_the_column_in_the_pattern():
+    # issue 29: column 15, inside the regex the pattern is wrapped in; --regex 'abc)' says 4
+    from ministruct.errors import SchemaError
+    from ministruct.grammar.constraint import Constraint
+
+    with pytest.raises(SchemaError) as e:
+        Constraint.from_json_schema({"type": "string", "pattern": "abc)"})
+    assert (
+        str(e.value)
+        == '<schema>: at /pattern: pattern "abc)" cannot be enforced: invalid regex: unbalanced parenthesis at column 4'
+    )

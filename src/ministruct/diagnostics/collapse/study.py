@@ -9,9 +9,10 @@ per-cell flags are kept, so memory does not grow with the vocabulary.
                           StudySettings(seeds=(0, 1, 2, 3)))
     report = study.run()            # a CollapseReport; report.to_dict() is the --out JSON
 
-Generations run token by token and cut plainly at max_tokens (no fast-forward, no
-budget narrowing): the study's statistics are about the model's own steps under the
-grammar's mask, which neither may change.
+Generations run token by token (no fast-forward) and, as `gen` does, narrow the legal
+set near the end of the token budget so that a complete output still fits. The study's
+statistics are about the model's own steps under the grammar's mask: a step whose mask
+the budget narrowed is not a free step of the statistics (as a forced one is not).
 
 Conditions: "shown" puts the schema text in the user message, "withheld" does not; for
 each (schema, prompt, seed) both run with the same seed, so they pair. A constraint
@@ -45,7 +46,9 @@ from ministruct.diagnostics.collapse.grid import (
 from ministruct.diagnostics.collapse.order import compare_orders
 from ministruct.diagnostics.collapse.report import CollapseReport
 from ministruct.diagnostics.stats import FREE, StepRecord, StepStats
-from ministruct.errors import UsageError
+from ministruct.engine.budget import output_budget
+from ministruct.engine.matcher import Matcher
+from ministruct.errors import BudgetTooSmall, UsageError
 from ministruct.jobs.job import GenerationJob, user_message
 
 THINK_ARM = "+think"
@@ -85,22 +88,23 @@ class GridRecorder:
         for stats, idx, top_ps in self._by_t:
             for i, r in zip(idx, stats.compute_top_ps(step.logits, step.mask, top_ps, step=step.index)):
                 records[i] = r
-        self.add_records(records)
+        self.add_records(records, narrowed=step.budget_limited)
         self.pieces.append(step.token)
         if step.mask is not None:
             t, p = self.cells[self.primary]
             o = compare_orders(step.logits, step.mask, t, p)
             self._order.append((o.empty, math.nan if o.tv is None else o.tv))
 
-    def add_records(self, records: Sequence[StepRecord]) -> None:
-        """One step's records, one per cell in order."""
+    def add_records(self, records: Sequence[StepRecord], *, narrowed: bool = False) -> None:
+        """One step's records, one per cell in order; `narrowed`: the token budget narrowed
+        its mask (the step is then not free: its mask is not the grammar's own)."""
         if len(records) != len(self.cells):
             raise ValueError(f"{len(records)} records for {len(self.cells)} cells")
         r0 = records[self.primary]
         self._rows.append(
             (
                 r0.Z,
-                r0.tag == FREE,
+                r0.tag == FREE and not narrowed,
                 r0.top_changed,
                 [r.collapsed for r in records],
                 [r.nucleus_changed for r in records],
@@ -191,6 +195,7 @@ class CollapseStudy:
         self.prompts = list(dict.fromkeys(p for ps in self.prompts_of for p in ps))
         self.settings = settings
         self.think = think
+        self.notes: list[str] = []  # what the report should say about how it ran
         self.jobs = [self._job(c, None) for c in self.constraints]
         self.think_jobs = [self._job(c, think) for c in self.constraints] if think is not None else []
         evaluated = settings.evaluated
@@ -198,8 +203,9 @@ class CollapseStudy:
 
     def _job(self, c: "Constraint", think: "ThinkSettings | None") -> GenerationJob:
         s = self.settings
-        # token by token: the study's statistics are about the model's own steps
-        return GenerationJob(
+        # token by token: the study's statistics are about the model's own steps; the budget
+        # is kept as gen keeps it (the think arm cuts plainly: its answer has what is left)
+        job = GenerationJob(
             model=self.model,
             constraint=c,
             params=s.params,
@@ -207,9 +213,16 @@ class CollapseStudy:
             chat=s.chat,
             system=s.system,
             fast_forward=False,
-            budget_aware=False,
+            budget_aware=think is None,
             think=think,
         )
+        if think is None:
+            try:
+                output_budget(Matcher(job.compiled).min_tokens_to_complete(), s.max_tokens)
+            except BudgetTooSmall as e:  # gen would refuse; the study still shows the steps, cut plainly
+                job.budget_aware = False
+                self.notes.append(f"{c.source}: {e}: its generations are cut plainly, never complete")
+        return job
 
     def conditions(self, c: "Constraint") -> tuple[str, ...]:
         """The conditions run for a constraint (a non-schema has no text to show), each

@@ -29,9 +29,11 @@ import re
 from typing import Any, Optional
 
 from ministruct.errors import GrammarSyntaxError, SchemaError, UsageError
+from ministruct.grammar.analysis import find_left_recursion, productive_rules, prune_unproductive
 from ministruct.grammar.ir import EMPTY, CharClass, Expr, Grammar, Literal, Mark, Repeat, RuleRef, alt, seq
 from ministruct.grammar.limits import MAX_JSON_NESTING, MAX_REPEAT, nesting_error, reshape, short_pointer
 from ministruct.grammar.schema import numbers as num
+from ministruct.grammar.schema.cycles import refuse_ref_cycles
 from ministruct.grammar.schema.disjoint import Disjointness
 from ministruct.grammar.schema.formats import (
     ANY_STRING,
@@ -592,7 +594,13 @@ class _Compiler:
         try:
             g = parse_regex(text, source=f"{self.source}#{ptr}")
         except GrammarSyntaxError as e:
-            raise self.error(f"pattern {pattern!r} cannot be enforced: {e.reason}", ptr, "pattern") from None
+            reason = e.reason
+            if text != pattern:  # `text` wraps the pattern: say where in the pattern itself
+                try:
+                    parse_regex(pattern)
+                except GrammarSyntaxError as own:
+                    reason = own.reason
+            raise self.error(f"pattern {json.dumps(pattern)} cannot be enforced: {reason}", ptr, "pattern") from None
         if len(g.rules) != 1:
             raise self.error(f"pattern {pattern!r}: unexpected multi-rule regex grammar", ptr, "pattern")
         return g.rules[g.root]
@@ -680,34 +688,6 @@ class _Compiler:
         return object_expr(self, node, ptr, depth)
 
 
-def _productive(rules: dict[str, Expr]) -> set[str]:
-    """Rules that derive at least one finite string."""
-    good: set[str] = set()
-
-    def ok(e: Expr) -> bool:
-        if isinstance(e, RuleRef):
-            return e.name in good
-        if isinstance(e, CharClass):
-            return e != NOTHING
-        if isinstance(e, Literal):
-            return True
-        if isinstance(e, Repeat):
-            return e.min == 0 or ok(e.item)
-        items = getattr(e, "items", None)
-        if items is not None:
-            return all(ok(x) for x in items)
-        return any(ok(x) for x in e.options)  # type: ignore[union-attr]
-
-    changed = True
-    while changed:
-        changed = False
-        for name, body in rules.items():
-            if name not in good and ok(body):
-                good.add(name)
-                changed = True
-    return good
-
-
 def _top_level_bar(text: str) -> bool:
     depth, i, in_class = 0, 0, False
     while i < len(text):
@@ -751,6 +731,7 @@ def schema_to_grammar(
         raise SchemaError(
             f"the schema nests deeper than {MAX_JSON_NESTING} levels", pointer=short_pointer(deep), source=source
         )
+    refuse_ref_cycles(schema, source)
     c = _Compiler(schema, options, source)
     c.rules["root"] = NOTHING
     c.at = "/"
@@ -776,10 +757,19 @@ def schema_to_grammar(
         c.marks["root"] = Mark(None, "value")
     c.rules = reshape(c.rules, c.fresh)  # shared and deep expressions as rules: linear to compile
     body = c.rules["root"]
-    if "root" not in _productive(c.rules):
+    productive = productive_rules(c.rules)
+    if "root" not in productive:
         raise SchemaError("the schema accepts no finite value (its recursion never ends)", pointer="/", source=source)
-    rules = {"root": body, **{k: v for k, v in c.rules.items() if k != "root"}}
-    return Grammar(rules, root="root", source=source, warnings=c.warnings, marks=c.marks)
+    rules = prune_unproductive(c.rules, productive)  # a branch whose recursion never ends has no value
+    rules = {"root": rules["root"], **{k: v for k, v in rules.items() if k != "root"}}
+    marks = {k: m for k, m in c.marks.items() if k in rules}
+    g = Grammar(rules, root="root", source=source, warnings=c.warnings, marks=marks)
+    cycle = find_left_recursion(g)
+    if cycle is not None:  # refuse_ref_cycles should have said so: never hand out a left-recursive grammar
+        where = {name: ptr for (ptr, _), name in c._ref_rules.items()}
+        ptr = next((where[n] for n in cycle if n in where), "/")
+        raise SchemaError(f"the schema recurses without reading into the value ({' -> '.join(cycle)})", pointer=ptr)
+    return g
 
 
 def canonical_order(value: Any, schema: Any) -> Any:

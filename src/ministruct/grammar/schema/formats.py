@@ -138,7 +138,7 @@ def encode_class(c: CharClass, max_escaped: int = MAX_ESCAPED_RANGES) -> Expr:
         return COUNTED_CHAR
     rs = c.code_point_ranges()
     opts: list[Expr] = []
-    raw = normalize_ranges([r for a, b in rs for r in _minus_unsafe(a, b)])
+    raw = normalize_ranges([r for a, b in rs for r in _minus_unsafe(a, b) if not _only_surrogates(*r)])
     if raw:
         opts.append(CharClass(raw))
     for a, b in rs:
@@ -150,6 +150,8 @@ def encode_class(c: CharClass, max_escaped: int = MAX_ESCAPED_RANGES) -> Expr:
     astral = _sub(rs, 0x10000, MAX_CODE_POINT)
     if len(high) + len(astral) > max_escaped:  # keep grammars small: raw form only
         high, astral = [], []
+    if _only_surrogates(rs[0][0], rs[-1][1]) if rs else False:
+        high += _sub(rs, 0xD800, 0xDFFF)  # a lone surrogate has no UTF-8 form: its escape alone writes it
     for a, b in low + high:
         opts.append(u_escape(a, b))
     for a, b in astral:
@@ -168,6 +170,10 @@ def _pair_escapes(a: int, b: int) -> Expr:
         opts.append(seq(u_escape(ha + 1, hb - 1), u_escape(0xDC00, 0xDFFF)))
     opts.append(seq(u_escape(hb, hb), u_escape(0xDC00, 0xDC00 + ((b - 0x10000) & 0x3FF))))
     return alt(*opts)
+
+
+def _only_surrogates(a: int, b: int) -> bool:
+    return 0xD800 <= a and b <= 0xDFFF
 
 
 def _minus_unsafe(a: int, b: int):
