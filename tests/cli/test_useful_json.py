@@ -94,7 +94,7 @@ def test_a_budget_below_the_shortest_completion_is_refused_before_generating(run
     p = run_cli("gen", "--schema", str(RECIPE), "A recipe for pancakes.", "--max-tokens", "5")
     assert p.returncode == 1 and p.stdout == ""
     (line,) = p.stderr.strip().splitlines()
-    assert "--max-tokens 5 is too small" in line and "up to" in line
+    assert "--max-tokens 5 is too small" in line and "needs at least" in line  # a minimum, said as one (issue 29)
 
 
 @pytest.mark.model
