@@ -114,6 +114,9 @@ def _fmt(e: Expr, names: dict[str, str], rule: str, source: str, atom: bool = Fa
     if isinstance(e, Literal):
         return lark_string(e.text)
     if isinstance(e, CharClass):
+        rs = e.code_point_ranges()
+        if len(rs) == 1 and rs[0][0] == rs[0][1]:
+            return lark_string(chr(rs[0][0]))
         return "/" + regex_class(e) + "/"
     if isinstance(e, RuleRef):
         return names[e.name]
