@@ -120,10 +120,10 @@ class Automaton:
         self._shared: dict[Expr, str] = {}
         # per bounded repeat: (first state of each copy's block, end, min, max, item nullable)
         self.repeat_blocks: list[tuple[list[int], int, int, int | None, bool]] = []
-        from ministruct.grammar.analysis import _nullable, nullable_rules
+        from ministruct.grammar.analysis import is_nullable, nullable_rules
 
         self._nullable_rules = nullable_rules(grammar)
-        self._expr_nullable = _nullable
+        self._expr_nullable = is_nullable
         for i, name in enumerate(grammar.rules):
             self._building = i
             self.start[name] = self._new()

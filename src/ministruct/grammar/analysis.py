@@ -28,11 +28,6 @@ from ministruct.grammar.ir import (
 )
 
 
-def expr_nullable(e: Expr, nullable: set[str]) -> bool:
-    """Can `e` match the empty string, given the nullable rules?"""
-    return _nullable(e, nullable)
-
-
 def _nullable(e: Expr, nullable: set[str]) -> bool:
     t = type(e)
     if t is RuleRef:

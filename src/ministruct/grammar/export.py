@@ -9,7 +9,7 @@ repetition of a nullable item repeats the item without its empty string instead 
 
 from __future__ import annotations
 
-from ministruct.grammar.analysis import expr_nullable, nullable_rules
+from ministruct.grammar.analysis import is_nullable, nullable_rules
 from ministruct.grammar.ir import (
     EMPTY,
     Alt,
@@ -42,7 +42,7 @@ def llama_compatible(grammar: Grammar) -> Grammar:
 
 def _has_nullable_star(grammar: Grammar, nullable: set[str]) -> bool:
     return any(
-        isinstance(e, Repeat) and e.max is None and expr_nullable(e.item, nullable)
+        isinstance(e, Repeat) and e.max is None and is_nullable(e.item, nullable)
         for body in grammar.rules.values()
         for e in walk(body)
     )
@@ -96,7 +96,7 @@ class _Rewrite:
             return alt(*[self.fix(x) for x in e.options])  # type: ignore[union-attr]
         if t is Repeat:
             item = self.fix(e.item)  # type: ignore[union-attr]
-            if e.max is None and expr_nullable(item, self.nullable):  # type: ignore[union-attr]
+            if e.max is None and is_nullable(item, self.nullable):  # type: ignore[union-attr]
                 ne = self.nonempty(item)
                 return EMPTY if ne is None else Repeat(ne, 0, None)  # X{m,} = (X without "")* when "" is in X
             return Repeat(item, e.min, e.max)  # type: ignore[union-attr]
@@ -128,7 +128,7 @@ class _Rewrite:
             ne_head = self.nonempty(head)
             if ne_head is not None:
                 opts.append(seq(ne_head, tail))
-            if expr_nullable(head, self.nullable):
+            if is_nullable(head, self.nullable):
                 ne_tail = self.nonempty(tail)
                 if ne_tail is not None:
                     opts.append(ne_tail)
@@ -139,7 +139,7 @@ class _Rewrite:
             ne = self.nonempty(e.item)  # type: ignore[union-attr]
             if ne is None:
                 return None
-            if not expr_nullable(e.item, self.nullable):  # type: ignore[union-attr]
+            if not is_nullable(e.item, self.nullable):  # type: ignore[union-attr]
                 return Repeat(e.item, max(1, e.min), e.max)  # type: ignore[union-attr]
             return Repeat(ne, 1, e.max)  # type: ignore[union-attr]
         return e
