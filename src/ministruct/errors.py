@@ -33,6 +33,15 @@ class UsageError(MinistructError, ValueError):
 class InputError(MinistructError):
     """An input file or record that cannot be read."""
 
+    @classmethod
+    def unreadable(cls, path: str, what: str, e: OSError) -> "InputError":
+        """The error for a `what` file ("input", "schema", ...) at `path` that failed to open or read."""
+        if isinstance(e, FileNotFoundError):
+            return cls(f"{path}: no such {what} file")
+        if isinstance(e, IsADirectoryError):
+            return cls(f"{path}: is a directory, not {_article(what)} {what} file")
+        return cls(f"{path}: cannot read {what} file: {e.strerror or e}")
+
 
 class OutputError(MinistructError):
     """An output (stdout, a trace or report file) that cannot be written: a full disk, an I/O error."""
@@ -139,3 +148,7 @@ class TokenRejected(MinistructError):
 
 class ModelError(MinistructError):
     """A model file that is missing, unreadable or not a GGUF model."""
+
+
+def _article(word: str) -> str:
+    return "an" if word[:1] in "aeiou" else "a"

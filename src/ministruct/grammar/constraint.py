@@ -164,14 +164,10 @@ def read_text(path: str, what: str) -> tuple[str, str]:
     p = Path(path)
     try:
         return p.read_text(encoding="utf-8"), str(path)
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such {what} file") from None
-    except IsADirectoryError:
-        raise InputError(f"{path}: is a directory, not a {what} file") from None
     except UnicodeDecodeError as e:
         raise InputError(f"{path}: not UTF-8 text (byte {e.start})") from None
     except OSError as e:
-        raise InputError(f"{path}: cannot read {what} file: {e.strerror}") from None
+        raise InputError.unreadable(path, what, e) from None
 
 
 def load_schema_text(text: str, source: str) -> Any:

@@ -50,12 +50,8 @@ def open_lines(path: str, stdin: IO | None = None) -> Iterator[tuple[Iterator[by
     p = Path(path)
     try:
         f = open(p, "rb")
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such input file") from None
-    except IsADirectoryError:
-        raise InputError(f"{path}: is a directory, not an input file") from None
     except OSError as e:
-        raise InputError(f"{path}: cannot read input file: {e.strerror}") from None
+        raise InputError.unreadable(path, "input", e) from None
     with f:
         yield _read_errors_named(f, path), str(path)
 
@@ -64,7 +60,7 @@ def _read_errors_named(f: IO[bytes], path: str) -> Iterator[bytes]:
     try:
         yield from f
     except OSError as e:
-        raise InputError(f"{path}: cannot read input file: {e.strerror or e}") from None
+        raise InputError.unreadable(path, "input", e) from None
 
 
 def count_lines(path: str) -> int | None:

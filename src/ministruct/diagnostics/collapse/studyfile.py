@@ -112,7 +112,7 @@ def load_study(path: str) -> StudySpec:
     try:
         raw = p.read_bytes()
     except OSError as e:
-        raise InputError(f"{path}: cannot read the study file: {e.strerror or e}") from None
+        raise InputError.unreadable(path, "study", e) from None
     try:
         if p.suffix.lower() == ".json":
             data = json.loads(raw.decode("utf-8"))
