@@ -7,19 +7,19 @@ import os
 import sys
 from typing import IO, Any
 
-import click
-
 from ministruct.cli.base import app
 from ministruct.cli.errors import error_text, exit_code
 from ministruct.cli.help_text import tidy
 from ministruct.errors import MinistructError, OutputClosed, OutputError
 from ministruct.jobs.records import output_error
 
-try:  # typer >= 0.29 carries its own copy of click
+try:  # typer >= 0.27 carries its own copy of click, and raises only its exceptions
     from typer._click import exceptions as _tcx
 
-    _CLICK = (click.exceptions, _tcx)
+    _CLICK: tuple = (_tcx,)
 except ImportError:  # pragma: no cover - older typer uses click itself
+    import click
+
     _CLICK = (click.exceptions,)
 
 _NoArgsIsHelp = tuple(m.NoArgsIsHelpError for m in _CLICK)

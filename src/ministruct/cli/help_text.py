@@ -9,7 +9,18 @@ import re
 from typing import Any
 
 _FLOW = re.compile(r"(?<!\n)\n(?![\n\b])")
-_METAVARS = {"int": "N", "integer": "N", "float": "X", "str": "TEXT", "text": "TEXT", "list[str]": "TEXT"}
+# type names as typer 0.29 (`bare_type`) and click's own types (typer 0.27-0.28) give them
+_METAVARS = {
+    "int": "N",
+    "integer": "N",
+    "integer range": "N",
+    "int range": "N",
+    "float": "X",
+    "float range": "X",
+    "str": "TEXT",
+    "text": "TEXT",
+    "list[str]": "TEXT",
+}
 
 
 def tidy(command: Any) -> Any:
@@ -21,9 +32,23 @@ def tidy(command: Any) -> Any:
         text = getattr(command, attr, None)
         if text:
             setattr(command, attr, "\n\n".join(_FLOW.sub(" ", p) for p in text.split("\n\n")))
+    if hasattr(command, "get_help_option"):
+        command.get_help_option = _switch_help(command.get_help_option)
     for sub in getattr(command, "commands", {}).values():
         tidy(sub)
     return command
+
+
+def _switch_help(get_help_option: Any) -> Any:
+    """`get_help_option` whose --help shows no value (typer 0.29 would show `<bool>`)."""
+
+    def get(ctx: Any) -> Any:
+        option = get_help_option(ctx)
+        if option is not None and option.metavar is None:
+            option.metavar = ""
+        return option
+
+    return get
 
 
 def _type_name(param: Any) -> str:
