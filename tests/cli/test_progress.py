@@ -7,7 +7,8 @@ import io
 from rich.progress import Progress as RichProgress
 from rich.progress import TimeRemainingColumn
 
-from ministruct.cli.progress import Progress, RateColumn
+from ministruct.cli.progress import Progress
+from ministruct.cli.progress_bar import RateColumn
 
 
 class _Tty(io.StringIO):

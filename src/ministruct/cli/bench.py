@@ -18,19 +18,15 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from ministruct.cli import options as o
 from ministruct.cli.base import app, warn
-from ministruct.decode.loop import Decoder
-from ministruct.decode.model import Model
-from ministruct.diagnostics.bench import first_token_ms, output_rate, peak_rss_mb, prepare_vocabulary, random_walk
-from ministruct.engine import kernel
-from ministruct.engine.compile import compile_grammar
-from ministruct.engine.matcher import Matcher
-from ministruct.jobs.job import GenerationJob
+
+if TYPE_CHECKING:
+    from ministruct.jobs.job import GenerationJob
 
 DEFAULT_PROMPT = "Write a short answer."
 FIRST_STEPS = 10
@@ -60,6 +56,12 @@ def bench(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of a table.")] = False,
 ) -> None:
     """Time masks along a seeded random walk, compile time, and tokens/s constrained vs unconstrained."""
+    from ministruct.decode.loop import Decoder  # the library loads when the command runs, not for --help
+    from ministruct.decode.model import Model
+    from ministruct.diagnostics.bench import first_token_ms, peak_rss_mb, prepare_vocabulary, random_walk
+    from ministruct.engine.compile import compile_grammar
+    from ministruct.engine.matcher import Matcher
+
     t0 = time.perf_counter()
     c = constraint.load()
     parse_ms = (time.perf_counter() - t0) * 1000
@@ -112,6 +114,11 @@ def _rates(job: GenerationJob, prompt: str, rounds: int, cold: bool) -> tuple[di
     """(median output tokens/s over `rounds` generations each way, alternating, after a
     short warm-up that also caches the prompt's prefill; the share of fast-forwarded
     tokens over every fast-forward round)."""
+    from ministruct.decode.loop import Decoder
+    from ministruct.diagnostics.bench import output_rate
+    from ministruct.engine.compile import compile_grammar
+    from ministruct.engine.matcher import Matcher
+
     ids = job.prompt_tokens(prompt)
     Decoder(job.model, ids, None, job.params, max_tokens=2).run()  # warm the model up
     rates: dict[str, list[float]] = {"constrained": [], "fast_forward": [], "unconstrained": []}
@@ -145,6 +152,8 @@ def _stats(m: dict[str, float]) -> str:
 def _table(r: dict[str, Any], *, resets: int, cold: bool) -> None:
     from rich.console import Console
     from rich.table import Table
+
+    from ministruct.engine import kernel
 
     t = Table(title="ministruct bench", show_header=False, title_justify="left")
     t.add_column("what", style="bold")

@@ -3,30 +3,17 @@
 from __future__ import annotations
 
 import sys
-from typing import Annotated, Any, Callable, Iterator, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Callable, Iterator, Optional
 
 import typer
 
-from ministruct.check.grammar import check_text
-from ministruct.check.instance import InstanceChecker
-from ministruct.check.think import after_close
-from ministruct.check.tool_calls import ToolCallChecker
 from ministruct.cli import options as o
 from ministruct.cli.base import app, warn
 from ministruct.errors import MinistructError, UsageError
-from ministruct.grammar.constraint import load_schema_text, read_text
-from ministruct.jobs.batch import (
-    CHECK_LABELS,
-    CHECK_SETTINGS,
-    ConstraintCache,
-    Resume,
-    record_constraint,
-    run_batch,
-    stderr_report,
-    validated,
-    with_constraint,
-)
 from ministruct.jobs.records import InputRecord, open_lines, read_records, write_line, write_record
+
+if TYPE_CHECKING:
+    from ministruct.jobs.batch import ConstraintCache
 
 
 @app.command()
@@ -80,6 +67,17 @@ def check(
         else:
             write_line("ok" if res.accepted else f"rejected at {res.message()}")
         raise typer.Exit(0 if res.accepted else 1)
+    from ministruct.jobs.batch import (
+        CHECK_LABELS,
+        CHECK_SETTINGS,
+        ConstraintCache,
+        Resume,
+        run_batch,
+        stderr_report,
+        validated,
+        with_constraint,
+    )
+
     cache = ConstraintCache(
         lambda kind, value: _thinking_first(
             _verdict(with_constraint(constraint, kind, value), prefix, as_generated), think, prefix
@@ -102,6 +100,7 @@ def _checker(
 ) -> Callable[[InputRecord, int], Iterator[str]]:
     """The per-record step of run_batch: check one record (with its own constraint, if it
     names one), write its result, yield its status."""
+    from ministruct.jobs.batch import record_constraint
 
     def emit(rec: InputRecord, accepted: bool | None, error: str | None) -> None:
         if fmt == "jsonl":
@@ -137,6 +136,8 @@ def _thinking_first(verdict: Callable[[str], Any], think: o.ThinkFlags, prefix: 
     settings = think.settings()
     if settings is None:
         return verdict
+    from ministruct.check.think import after_close
+
     return after_close(verdict, close=settings.close, open=settings.open, free=settings.grammar, prefix=prefix)
 
 
@@ -145,6 +146,9 @@ def _verdict(constraint: o.ConstraintFlags, prefix: bool, as_generated: bool) ->
     if constraint.schema is not None and not (prefix or as_generated):
         if constraint.extra_properties == "explicit":
             raise UsageError("--extra-properties explicit asks about generated text: add --as-generated")
+        from ministruct.check.instance import InstanceChecker  # each checker loads when its question is asked
+        from ministruct.grammar.constraint import load_schema_text, read_text
+
         text, source = read_text(constraint.schema, "schema")
         return InstanceChecker(load_schema_text(text, source), source=source).check
     if as_generated and constraint.schema is None and constraint.tools is None:
@@ -153,5 +157,9 @@ def _verdict(constraint: o.ConstraintFlags, prefix: bool, as_generated: bool) ->
     for w in c.warnings:
         warn(w)
     if c.tools is not None and not (prefix or as_generated):
+        from ministruct.check.tool_calls import ToolCallChecker
+
         return ToolCallChecker(c.tools, source=c.source).check
+    from ministruct.check.grammar import check_text
+
     return lambda value: check_text(c.grammar, value, prefix=prefix)

@@ -8,20 +8,11 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.console import Console
 
 from ministruct.cli import options as o
 from ministruct.cli.base import app, warn
 from ministruct.cli.progress import Progress
-from ministruct.decode.model import Model
-from ministruct.diagnostics.collapse.grid import (
-    CONDITIONS,
-    DEFAULT_TEMPERATURES,
-    DEFAULT_TOP_PS,
-    Grid,
-    StudySettings,
-)
-from ministruct.diagnostics.collapse.study import CollapseStudy
+from ministruct.diagnostics.collapse.defaults import CONDITIONS, DEFAULT_TEMPERATURES, DEFAULT_TOP_PS
 from ministruct.errors import InputError, UsageError
 from ministruct.jobs.records import open_lines, read_records
 
@@ -80,6 +71,10 @@ def collapse(
     re-evaluate every step's logits over the temperature x top_p grid. With --study FILE
     --report DIR: a whole study file (its schemas, prompts, grid, seeds, conditions),
     with --seeds and --model overriding the file's."""
+    from ministruct.decode.model import Model  # the study's library loads when it runs, not for --help
+    from ministruct.diagnostics.collapse.grid import Grid, StudySettings
+    from ministruct.diagnostics.collapse.study import CollapseStudy
+
     if study is not None or report_dir is not None or resume:
         _study(ctx, study, report_dir, resume, prompt, input, constraint, run, seeds, no_progress)
         return
@@ -120,6 +115,8 @@ def collapse(
     else:
         if out is not None:
             report.write(out)
+        from rich.console import Console
+
         from ministruct.diagnostics.collapse.render import collapse_summary
 
         (Console(width=width) if width else Console()).print(collapse_summary(report))
@@ -149,6 +146,7 @@ def _study(
     no_progress: bool,
 ) -> None:
     """`--study FILE --report DIR [--resume]`."""
+    from ministruct.decode.model import Model
     from ministruct.diagnostics.collapse.markdown import StudyReport
     from ministruct.diagnostics.collapse.render import require_matplotlib
     from ministruct.diagnostics.collapse.runner import StudyRun, build_study

@@ -3,29 +3,22 @@
 from __future__ import annotations
 
 import sys
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
 from ministruct.cli import options as o
 from ministruct.cli.base import app, warn
 from ministruct.cli.progress import Progress
-from ministruct.decode.batched import DEFAULT_PARALLEL
-from ministruct.decode.model import Model
+from ministruct.decode.defaults import DEFAULT_PARALLEL
 from ministruct.errors import UsageError
-from ministruct.grammar.constraint import Constraint
-from ministruct.jobs.batch import (
-    GEN_SETTINGS,
-    ConstraintCache,
-    Resume,
-    run_batch,
-    stderr_report,
-    validated,
-    with_constraint,
-)
-from ministruct.jobs.gen_batch import GenBatch, JobPool, status_of
-from ministruct.jobs.job import GenResult
 from ministruct.jobs.records import InputRecord, count_lines, open_lines, read_records, write_line, write_record
+
+if TYPE_CHECKING:  # the library loads when the command runs, not for --help
+    from ministruct.grammar.constraint import Constraint
+    from ministruct.jobs.batch import ConstraintCache
+    from ministruct.jobs.gen_batch import GenBatch
+    from ministruct.jobs.job import GenResult
 
 
 @app.command()
@@ -96,6 +89,10 @@ def _gen_local(
     g: o.GenFlags, c: Constraint, constraint: o.ConstraintFlags, run: o.RunFlags, think: o.ThinkFlags
 ) -> int:
     """The prompt or the --input records on the local model; the exit status."""
+    from ministruct.decode.model import Model
+    from ministruct.jobs.batch import GEN_SETTINGS, Resume, run_batch, stderr_report, validated
+    from ministruct.jobs.gen_batch import GenBatch, JobPool
+
     resumed = Resume.load(g.resume) if g.input is not None else None
     llm = Model.load(run.model)
     settings = think.settings(llm)
@@ -137,6 +134,8 @@ def _gen_local(
 
 def _single(batch: GenBatch, prompt: str, n: int, no_progress: bool) -> int:
     """The PROMPT argument: n samples; an error (a prompt too long...) is bad usage, exit 2."""
+    from ministruct.jobs.gen_batch import status_of
+
     job, status = batch.pool.base, 0
     seeds = [batch.seed + k for k in range(n)]
     if batch.parallel > 1 and n > 1:
@@ -155,6 +154,8 @@ def _single(batch: GenBatch, prompt: str, n: int, no_progress: bool) -> int:
 
 def _record_constraints(flags: o.ConstraintFlags) -> ConstraintCache[Constraint]:
     """What records' own constraints load to: the command's constraint options, the record's constraint."""
+    from ministruct.jobs.batch import ConstraintCache, with_constraint
+
     return ConstraintCache(lambda kind, value: with_constraint(flags, kind, value).load(), on_load=_warn_once)
 
 

@@ -15,27 +15,11 @@ import sys
 from typing import Annotated, Optional
 
 import typer
-from rich.console import Console
 
 from ministruct.cli import options as o
 from ministruct.cli.base import app
 from ministruct.cli.progress import Progress
-from ministruct.decode.model import Model
-from ministruct.diagnostics.grammar_info import grammar_info
-from ministruct.diagnostics.render import (
-    grammar_report,
-    step_table,
-    step_tsv,
-    summary_panel,
-    tokenizer_panel,
-    tool_scores_table,
-)
-from ministruct.diagnostics.tokenizer import round_trip, tokenizer_report
-from ministruct.diagnostics.trace import TraceWriter
-from ministruct.engine.compile import compile_grammar
-from ministruct.jobs.job import GenerationJob
 from ministruct.jobs.records import RECORD_VERSION
-from ministruct.jobs.think import think_constraint
 
 
 @app.command()
@@ -61,6 +45,8 @@ def inspect(
     no_progress: o.NoProgress = False,
 ) -> None:
     """Show what the constraint is, or how it shaped one generation token by token."""
+    from rich.console import Console  # the library loads when the command runs, not for --help
+
     c = constraint.with_model(run.model).load()
     console = Console(width=width) if width else Console()
     if prompt is None:
@@ -85,6 +71,13 @@ def inspect(
 
 
 def _grammar_report(c, model, seed, walks, walk_steps, console, as_json, no_progress, think) -> None:
+    from ministruct.decode.model import Model
+    from ministruct.diagnostics.grammar_info import grammar_info
+    from ministruct.diagnostics.render import grammar_report, tokenizer_panel
+    from ministruct.diagnostics.tokenizer import tokenizer_report
+    from ministruct.engine.compile import compile_grammar
+    from ministruct.jobs.think import think_constraint
+
     llm = Model.load(model, vocab_only=True)
     vocab = llm.vocabulary
     settings = think.settings(llm)
@@ -113,6 +106,12 @@ def _grammar_report(c, model, seed, walks, walk_steps, console, as_json, no_prog
 def _generation_report(
     c, model, params, prompt, *, max_tokens, chat, system, show_schema, console, as_json, no_progress, think, tsv=False
 ) -> int:
+    from ministruct.decode.model import Model
+    from ministruct.diagnostics.render import step_table, step_tsv, summary_panel, tool_scores_table
+    from ministruct.diagnostics.tokenizer import round_trip
+    from ministruct.diagnostics.trace import TraceWriter
+    from ministruct.jobs.job import GenerationJob
+
     llm = Model.load(model)
     job = GenerationJob(
         llm,

@@ -12,15 +12,14 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
-from ministruct.decode.batched import DEFAULT_PARALLEL
-from ministruct.decode.sampling import SamplingParams
+from ministruct.decode.defaults import DEFAULT_PARALLEL
 from ministruct.errors import UsageError
-from ministruct.grammar.constraint import Constraint, load_constraint
-from ministruct.grammar.schema import SchemaOptions
-from ministruct.jobs.job import GenerationJob
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the library loads when a command runs, not for its flags (--help)
     from ministruct.decode.model import Model as LoadedModel
+    from ministruct.decode.sampling import SamplingParams
+    from ministruct.grammar.constraint import Constraint
+    from ministruct.jobs.job import GenerationJob
     from ministruct.jobs.think import ThinkSettings
 
 Regex = Annotated[
@@ -224,6 +223,9 @@ def constraint_from_flags(
     tools: ToolFlags | None = None,
 ) -> Constraint:
     """The one constraint the flags name (UsageError when none or several)."""
+    from ministruct.grammar.constraint import load_constraint
+    from ministruct.grammar.schema.options import SchemaOptions
+
     options = SchemaOptions(whitespace, lenient, oneof_as_anyof, extra_properties)
     given = dict(regex=regex, grammar=grammar, schema=schema, choice=choice, lark=lark, root=root)
     return load_constraint(**given, schema_options=options, **asdict(tools or ToolFlags()))
@@ -326,6 +328,8 @@ class RunFlags:
 
     def job(self, model: LoadedModel, constraint: Constraint, **options: Any) -> GenerationJob:
         """The generation job these flags ask for (`options`: GenerationJob's others)."""
+        from ministruct.jobs.job import GenerationJob
+
         return GenerationJob(
             model,
             constraint,
@@ -413,6 +417,8 @@ def run_flags(max_tokens: int = 256):
     """Give a command the model and sampling flags; it receives `run: RunFlags`."""
 
     def pack(d: dict) -> RunFlags:
+        from ministruct.decode.sampling import SamplingParams
+
         params = SamplingParams(
             temperature=d["temperature"],
             top_p=d["top_p"],

@@ -1,36 +1,14 @@
-"""Progress on stderr for long work: shown only on a terminal, never on stdout."""
+"""Progress on stderr for long work: shown only on a terminal, never on stdout (Rich is
+imported only when a bar is drawn)."""
 
 from __future__ import annotations
 
 import sys
 import time
+from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    ProgressColumn,
-    Task,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
-from rich.progress import (
-    Progress as RichProgress,
-)
-from rich.text import Text
-
-
-class RateColumn(ProgressColumn):
-    """Items per second (records/s for batches)."""
-
-    def __init__(self, unit: str = "records") -> None:
-        super().__init__()
-        self.unit = unit
-
-    def render(self, task: Task) -> Text:
-        speed = task.finished_speed or task.speed
-        return Text("" if speed is None else f"{speed:.1f} {self.unit}/s")
+if TYPE_CHECKING:
+    from rich.progress import Progress as RichProgress
 
 
 def _clock(seconds: float) -> str:
@@ -72,22 +50,18 @@ class Progress:
         return self
 
     def _start(self) -> None:
+        from rich.console import Console
+        from rich.progress import Progress as RichProgress
+
         self._bar = RichProgress(*self.columns(), console=Console(stderr=True), transient=True)
         self._bar.start()
         self._task = self._bar.add_task(self.label, total=self.total, completed=self._done)
 
-    def columns(self) -> list[ProgressColumn]:
-        """Label, bar, done/total, rate, elapsed, and the ETA when the total is known."""
-        cols: list[ProgressColumn] = [
-            TextColumn(f"[bold]{self.label}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            RateColumn(),
-            TimeElapsedColumn(),
-        ]
-        if self.total is not None:
-            cols.append(TimeRemainingColumn())  # rich's own estimate: the rate since the bar started
-        return cols
+    def columns(self) -> list[Any]:
+        """The bar's Rich columns (progress_bar.columns): Rich loads only when a bar is shown."""
+        from ministruct.cli.progress_bar import columns
+
+        return columns(self.label, self.total is not None)
 
     def eta(self) -> float | None:
         """Seconds left at this run's rate (None before the first item or without a total)."""

@@ -32,7 +32,6 @@ from ministruct.errors import MinistructError, UsageError
 if TYPE_CHECKING:
     from ministruct.decode.model import Model, Sequences
 
-DEFAULT_PARALLEL = 16  # the best of 1, 4, 8, 16 in benchmarks/throughput.py on the project machine (docs/batches.md)
 
 Masked = tuple["np.ndarray | None", float, bool]
 NO_MASK: Masked = (None, 0.0, False)

@@ -11,11 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from ministruct.errors import InputError, SchemaError, UsageError
-from ministruct.grammar.gbnf import parse_gbnf
 from ministruct.grammar.ir import Boundary, Grammar, TokenRef
-from ministruct.grammar.lark import parse_lark
 from ministruct.grammar.limits import MAX_JSON_NESTING, bounded, short_pointer, text_nesting_pointer
-from ministruct.grammar.regex import parse_regex
 from ministruct.grammar.schema import SchemaOptions, schema_to_grammar
 from ministruct.grammar.think import free_text_then
 from ministruct.grammar.tools import ToolSpec, load_tools_text, parse_tools, read_choice, read_format, tools_grammar
@@ -79,12 +76,16 @@ class Constraint:
     @classmethod
     def from_regex(cls, pattern: str, *, source: str = "<regex>") -> "Constraint":
         """A regular expression (Python `re` syntax) the whole output must match."""
+        from ministruct.grammar.regex.parse import parse_regex  # each front end (Lark) loads when used
+
         g = parse_regex(pattern, source=source)
         return cls("regex", g, source, pattern, warnings=list(g.warnings))
 
     @classmethod
     def from_gbnf(cls, text: str, *, root: str = "root", source: str = "<grammar>") -> "Constraint":
         """A GBNF grammar (llama.cpp's dialect), starting at rule `root`."""
+        from ministruct.grammar.gbnf.parse import parse_gbnf
+
         g = parse_gbnf(text, source=source, root=root)
         return cls("grammar", g, source, text, warnings=list(g.warnings))
 
@@ -94,6 +95,8 @@ class Constraint:
     ) -> "Constraint":
         """A Lark grammar (llguidance's dialect), starting at rule `start`. `options` (or its
         fields as keywords) are the SchemaOptions of its `%json {...}` schemas."""
+        from ministruct.grammar.lark.parse import parse_lark
+
         opts = options or SchemaOptions(**option_values)
         g = parse_lark(text, source=source, schema_options=opts)
         return cls("lark", g, source, text, warnings=list(g.warnings))

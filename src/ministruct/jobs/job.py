@@ -13,7 +13,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator
 
-from ministruct.decode.batched import DEFAULT_PARALLEL, BatchedDecoder, Request
+from ministruct.decode.batched import BatchedDecoder, Request
+from ministruct.decode.defaults import DEFAULT_PARALLEL
 from ministruct.decode.loop import Decoder, Generation, Step
 from ministruct.decode.model import Model
 from ministruct.decode.sampling import SamplingParams

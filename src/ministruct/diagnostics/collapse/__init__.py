@@ -1,6 +1,7 @@
 """The collapse study (diagnostics.md, "The collapse study").
 
 Files, in the order data flows through them:
+    defaults.py   the default grid and conditions (what the command line's help shows)
     grid.py       the (temperature, top_p) grid, the study settings, one generation's data
     order.py      the order of operations on one step (mask first vs truncation first)
     study.py      running the study: generations sampled once, re-evaluated over the grid

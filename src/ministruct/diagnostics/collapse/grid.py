@@ -9,12 +9,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ministruct.decode.sampling import SamplingParams
+from ministruct.diagnostics.collapse.defaults import CONDITIONS, DEFAULT_TEMPERATURES, DEFAULT_TOP_PS
 from ministruct.errors import UsageError
 from ministruct.jobs.job import SCHEMA_INSTRUCTION
 
-CONDITIONS = ("shown", "withheld")
-DEFAULT_TEMPERATURES = (0.0, 0.3, 0.5, 0.7, 1.0, 1.5)
-DEFAULT_TOP_PS = (0.5, 0.7, 0.8, 0.9, 0.95, 1.0)
 REFERENCE = (0.7, 0.9)
 
 
