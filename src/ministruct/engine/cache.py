@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from ministruct.grammar.ir import Grammar
+from ministruct.grammar.parser_cache import cache_root
 
 # what shapes the cached data: every module of the engine, and the IR and analysis it compiles
 _GRAMMAR_MODULES = ("ir.py", "analysis.py")
@@ -68,14 +69,8 @@ def engine_sources() -> list[Path]:
 
 def cache_dir() -> Path | None:
     """The cache folder, or None when caching is turned off."""
-    if os.environ.get("MINISTRUCT_NO_CACHE") == "1":
-        return None
-    base = os.environ.get("MINISTRUCT_CACHE_DIR")
-    if not base:
-        import platformdirs
-
-        base = platformdirs.user_cache_dir("ministruct")
-    return Path(base) / "engine"
+    root = cache_root()
+    return None if root is None else root / "engine"
 
 
 def grammar_key(grammar: Grammar, vocab_fingerprint: str) -> str:

@@ -38,6 +38,7 @@ from ministruct.grammar.ir import (
     gc_paused,
     normalize_ranges,
 )
+from ministruct.grammar.parser_cache import lalr_parser
 
 MAX_REPETITION = 2000  # llama.cpp's MAX_REPETITION_THRESHOLD
 MAX_EXPR_DEPTH = 400
@@ -509,9 +510,8 @@ def _translate(e: UnexpectedInput, text: str, source: str) -> GrammarSyntaxError
 def _parser() -> tuple[Lark, GbnfLexer, LalrDriver, _Builder]:
     """Lark's parser for gbnf.lark (IR built in its callbacks), its lexer, our driver of its table, the builder."""
     builder = _Builder()
-    lark = Lark(
+    lark = lalr_parser(
         (Path(__file__).with_name("gbnf.lark")).read_text(encoding="utf-8"),
-        parser="lalr",
         lexer=GbnfLexer,
         propagate_positions=False,
         maybe_placeholders=False,

@@ -17,6 +17,7 @@ from lark.exceptions import UnexpectedInput, UnexpectedToken, VisitError
 from lark.lexer import Lexer
 
 from ministruct.grammar.lark.lexer import LarkLexError, tokenize
+from ministruct.grammar.parser_cache import lalr_parser
 
 MAX_NESTING = 200  # groups inside groups, as the GBNF front end
 
@@ -210,7 +211,7 @@ class _Build(Transformer):
 @lru_cache(maxsize=1)
 def _parser() -> Lark:
     text = Path(__file__).with_name("dialect.lark").read_text(encoding="utf-8")
-    return Lark(text, parser="lalr", lexer=_Tokens, maybe_placeholders=False)
+    return lalr_parser(text, lexer=_Tokens, maybe_placeholders=False)
 
 
 _LOCK = threading.Lock()

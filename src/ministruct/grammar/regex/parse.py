@@ -37,6 +37,7 @@ from ministruct.grammar.ir import (
     normalize_ranges,
     seq,
 )
+from ministruct.grammar.parser_cache import lalr_parser
 from ministruct.grammar.regex.anchors import Assert, eliminate_assertions, has_assertions
 from ministruct.grammar.regex.printer import grammar_to_regex
 
@@ -405,7 +406,7 @@ class _TokenList(Lexer):
 @lru_cache(maxsize=1)
 def _parser() -> Lark:
     text = (Path(__file__).parent / "regex.lark").read_text(encoding="utf-8")
-    return Lark(text, parser="lalr", lexer=_TokenList, maybe_placeholders=False)
+    return lalr_parser(text, lexer=_TokenList, maybe_placeholders=False)
 
 
 # ---------------------------------------------------------------- tree -> IR
