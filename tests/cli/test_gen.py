@@ -84,3 +84,19 @@ def test_invalid_regex(run_cli):
     p = run_cli("gen", "--regex", "[0-9", "x")
     assert p.returncode == 2 and p.stdout == "" and "Traceback" not in p.stderr
     assert p.stderr.startswith("ministruct: error: <regex>:1:")
+
+
+def test_what_is_said_while_the_model_loads_in_the_background_reaches_stderr(run_cli, tmp_path):
+    """The weights load while the constraint is built (llama-cpp-python silences fds 1 and
+    2 meanwhile): the constraint's warnings, and its errors, still reach stderr."""
+    schema = tmp_path / "s.json"
+    schema.write_text('{"type": "string", "format": "color-hex", "maxLength": 6}')
+    p = run_cli("gen", "--schema", str(schema), "--lenient", "A word:", "--max-tokens", "8", "--temperature", "0")
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout.strip()) and len(json.loads(p.stdout.strip())) <= 6
+    assert p.stderr.startswith("ministruct: warning:") and "color-hex" in p.stderr
+    schema.write_text('{"type": "object", "properties": {"a": {"type": "strin"}}}')
+    bad = run_cli("gen", "--schema", str(schema), "x")
+    assert_one_line_error(bad, "unknown type 'strin'")
+    both = run_cli("gen", "--schema", str(schema), "x", "--model", str(tmp_path / "nope.gguf"))
+    assert_one_line_error(both, "unknown type 'strin'")  # the constraint's error first, as before

@@ -211,3 +211,16 @@ def test_encode_prompt(model, vocab):
     raw = model.encode_prompt("x <|im_end|>", chat=False)
     assert not set(raw) & vocab.control_ids  # raw text never becomes control tokens
     assert vocab.decode(raw) == b"x <|im_end|>"
+
+
+@pytest.mark.model
+def test_a_background_load_gives_the_model_or_its_error(tmp_path):
+    loading = Model.load_in_background(bundled_model_path(), vocab_only=True)
+    model = loading.result()
+    assert model.vocabulary.n_logits == Model.load(bundled_model_path(), vocab_only=True).vocabulary.n_logits
+    assert loading.result() is model  # the outcome is kept
+    missing = Model.load_in_background(tmp_path / "nope.gguf")
+    with pytest.raises(ModelError, match="not found"):
+        missing.result()
+    with pytest.raises(ModelError, match="not found"):  # and raised again, not lost
+        missing.result()

@@ -15,6 +15,7 @@ from ministruct.errors import UsageError
 from ministruct.jobs.records import InputRecord, count_lines, open_lines, read_records, write_line, write_record
 
 if TYPE_CHECKING:  # the library loads when the command runs, not for --help
+    from ministruct.decode.model import ModelLoading
     from ministruct.grammar.constraint import Constraint
     from ministruct.jobs.batch import ConstraintCache
     from ministruct.jobs.gen_batch import GenBatch
@@ -70,31 +71,45 @@ def gen(
         parallel=parallel,
     )
     g.check()
-    if not fleet.requested():
-        constraint = constraint.with_model(run.model)
-    c = constraint.load()
-    for w in c.warnings:
-        warn(w)
     if fleet.requested():
+        c = constraint.load()
+        for w in c.warnings:
+            warn(w)
         if parallel is not None:
             raise UsageError("--parallel decodes on the local model; with --server use --concurrency")
         from ministruct.cli.gen_fleet import gen_on_fleet  # a local run need not import the fleet client
 
         raise typer.Exit(gen_on_fleet(fleet, c, run, g, _record_constraints(constraint), think))
-    fleet.refuse_without_server()
-    raise typer.Exit(_gen_local(g, c, constraint, run, think))
+    from ministruct.decode.model import Model
+
+    constraint = constraint.with_model(run.model)
+    loading = Model.load_in_background(run.model)  # the weights load while the constraint is built
+    try:
+        c = constraint.load()
+        fleet.refuse_without_server()
+        status = _gen_local(g, c, constraint, run, think, loading)
+    except BaseException:
+        loading.wait()  # nothing may be written while the load keeps stdout and stderr quiet
+        raise
+    raise typer.Exit(status)
 
 
 def _gen_local(
-    g: o.GenFlags, c: Constraint, constraint: o.ConstraintFlags, run: o.RunFlags, think: o.ThinkFlags
+    g: o.GenFlags,
+    c: Constraint,
+    constraint: o.ConstraintFlags,
+    run: o.RunFlags,
+    think: o.ThinkFlags,
+    loading: ModelLoading,
 ) -> int:
     """The prompt or the --input records on the local model; the exit status."""
-    from ministruct.decode.model import Model
     from ministruct.jobs.batch import GEN_SETTINGS, Resume, run_batch, stderr_report, validated
     from ministruct.jobs.gen_batch import GenBatch, JobPool
 
     resumed = Resume.load(g.resume) if g.input is not None else None
-    llm = Model.load(run.model)
+    llm = loading.result()
+    for w in c.warnings:
+        warn(w)
     settings = think.settings(llm)
     job = run.job(llm, c, budget_aware=not g.hard_cut, fast_forward=not g.no_fast_forward, think=settings)
     tracer = None

@@ -11,8 +11,9 @@ from __future__ import annotations
 import ctypes
 import importlib.util
 import os
+import threading
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -131,6 +132,12 @@ class Model:
             msg = " ".join(str(e).split()) or type(e).__name__
             raise ModelError(f"{p}: cannot load model: {msg}") from None
         return cls(llm, p, vocab_only=vocab_only)
+
+    @classmethod
+    def load_in_background(cls, path: str | os.PathLike[str] | None = None, **options: Any) -> "ModelLoading":
+        """`load(path, **options)` started on another thread: llama.cpp reads the weights
+        while the caller does its own start-up (the constraint, imports); `.result()` waits."""
+        return ModelLoading(cls, path, options)
 
     @classmethod
     def from_llama(cls, llama: object) -> "Model":
@@ -495,6 +502,40 @@ class Model:
 
     def __repr__(self) -> str:
         return f"Model({str(self.path)!r}, n_ctx={self.n_ctx}, n_logits={self.n_logits})"
+
+
+class ModelLoading:
+    """A Model.load running on its own thread (Model.load_in_background).
+
+    While it runs, llama-cpp-python points file descriptors 1 and 2 at /dev/null (its
+    quiet load), so the caller must write nothing until `result()` or `wait()` returns:
+    a warning or an error printed meanwhile would be lost."""
+
+    def __init__(self, model_class: type[Model], path: str | os.PathLike[str] | None, options: dict) -> None:
+        self._model: Model | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(
+            target=self._run, args=(model_class, path, options), name="ministruct-model-load", daemon=True
+        )
+        self._thread.start()
+
+    def _run(self, model_class: type[Model], path: str | os.PathLike[str] | None, options: dict) -> None:
+        try:
+            self._model = model_class.load(path, **options)
+        except BaseException as e:  # handed to the caller by result()
+            self._error = e
+
+    def wait(self) -> None:
+        """Until the load has ended (its outcome kept for `result()`)."""
+        self._thread.join()
+
+    def result(self) -> Model:
+        """The loaded Model, or the load's error (ModelError) raised here."""
+        self.wait()
+        if self._error is not None:
+            raise self._error
+        assert self._model is not None
+        return self._model
 
 
 class Sequences:
