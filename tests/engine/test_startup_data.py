@@ -7,7 +7,7 @@ import pytest
 
 from ministruct.engine import budget
 from ministruct.engine.compile import compile_grammar
-from ministruct.engine.vocab import Vocabulary
+from ministruct.engine.vocab import PackedTokens, Vocabulary
 from ministruct.grammar.constraint import load_constraint
 
 SMALL = Vocabulary.from_bytes([b"a", b"ab", b"abc", b"{", b'{"', b'":', b"x", b""], eog_ids=[7])
@@ -22,6 +22,20 @@ def test_the_saved_fingerprint_comes_back_and_is_the_computed_one():
         == SMALL.fingerprint
         == Vocabulary.from_arrays(arrays, {**meta, "fingerprint": None}).fingerprint
     )
+
+
+def test_tokens_read_back_packed_are_the_saved_tokens():
+    arrays, meta = SMALL.to_arrays()
+    back = Vocabulary.from_arrays(arrays, {**meta, "control_text": [[7, "<eos>"]]})
+    assert isinstance(back.tokens, PackedTokens)  # one buffer, not a bytes object per token
+    assert list(back.tokens) == list(SMALL.tokens) and len(back) == len(SMALL)
+    assert [back.tokens[i] for i in range(-len(SMALL), len(SMALL))] == list(SMALL.tokens) * 2
+    assert back.tokens[1:4] == list(SMALL.tokens[1:4]) and back.tokens[::-3] == list(SMALL.tokens[::-3])
+    with pytest.raises(IndexError):
+        back.tokens[len(SMALL)]
+    assert back.text_ids.tolist() == SMALL.text_ids.tolist() == [0, 1, 2, 3, 4, 5, 6]
+    assert back.lengths.tolist() == [len(t) for t in SMALL.tokens]
+    assert back.decode([2, 5, 7]) == b'abc":'
 
 
 def test_a_fingerprint_saved_by_another_rule_is_recomputed():

@@ -10,9 +10,48 @@ import hashlib
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Iterable, Iterator, Sequence, overload
 
 import numpy as np
+
+
+class PackedTokens(Sequence[bytes]):
+    """Token byte strings stored as one buffer and their lengths: the vocabulary read
+    back from the disk cache, without building 262k bytes objects in every process."""
+
+    __slots__ = ("_data", "_ends", "lengths")
+
+    def __init__(self, data: bytes, lengths: np.ndarray) -> None:
+        self._data = data
+        self.lengths = np.asarray(lengths, dtype=np.int64)
+        ends = np.zeros(len(self.lengths) + 1, dtype=np.int64)
+        np.cumsum(self.lengths, out=ends[1:])
+        self._ends = ends.tolist()
+
+    def __len__(self) -> int:
+        return len(self._ends) - 1
+
+    @overload
+    def __getitem__(self, i: int) -> bytes: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[bytes]: ...
+    def __getitem__(self, i: int | slice) -> bytes | list[bytes]:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        i = int(i)
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError("token id out of range")
+        return self._data[self._ends[i] : self._ends[i + 1]]
+
+    def __iter__(self) -> Iterator[bytes]:
+        data, ends = self._data, self._ends
+        for k in range(len(ends) - 1):
+            yield data[ends[k] : ends[k + 1]]
+
+    def joined(self) -> bytes:
+        return self._data
 
 
 @dataclass(frozen=True, eq=False)
@@ -26,7 +65,7 @@ class Vocabulary:
     - `n_logits`: rows of the logits vector (>= len(tokens); extra rows are padding).
     """
 
-    tokens: tuple[bytes, ...]
+    tokens: Sequence[bytes]
     control_ids: frozenset[int] = frozenset()
     eog_ids: frozenset[int] = frozenset()
     control_text: dict[int, str] = field(default_factory=dict)
@@ -34,9 +73,10 @@ class Vocabulary:
     name: str = ""
 
     def __post_init__(self) -> None:
-        if self.n_logits < len(self.tokens):
-            object.__setattr__(self, "n_logits", len(self.tokens))
-        bad = [i for i in self.control_ids | self.eog_ids if not 0 <= i < len(self.tokens)]
+        n = len(self.tokens)
+        if self.n_logits < n:
+            object.__setattr__(self, "n_logits", n)
+        bad = [i for i in self.control_ids | self.eog_ids if not 0 <= i < n]
         if bad:
             raise ValueError(f"special ids out of range: {sorted(bad)[:5]}")
 
@@ -64,10 +104,9 @@ class Vocabulary:
 
     def to_arrays(self) -> tuple[dict[str, np.ndarray], dict]:
         """The vocabulary as plain arrays and JSON metadata (for the data-only disk cache)."""
-        lens = np.fromiter((len(t) for t in self.tokens), dtype=np.int64, count=len(self.tokens))
         arrays = {
-            "data": np.frombuffer(b"".join(self.tokens), dtype=np.uint8),
-            "lengths": lens,
+            "data": np.frombuffer(self._joined(), dtype=np.uint8),
+            "lengths": self.lengths,
             "control_ids": np.asarray(sorted(self.control_ids), dtype=np.int64),
             "eog_ids": np.asarray(sorted(self.eog_ids), dtype=np.int64),
         }
@@ -86,10 +125,8 @@ class Vocabulary:
         lens = np.asarray(arrays["lengths"], dtype=np.int64)
         if (lens < 0).any() or int(lens.sum()) != len(data):
             raise ValueError("token lengths do not match the token bytes")
-        ends = np.cumsum(lens).tolist()
-        starts = [0] + ends[:-1]
         vocab = cls(
-            tokens=tuple(data[a:b] for a, b in zip(starts, ends)),
+            tokens=PackedTokens(data, lens),
             control_ids=frozenset(int(i) for i in arrays["control_ids"]),
             eog_ids=frozenset(int(i) for i in arrays["eog_ids"]),
             control_text={int(i): str(t) for i, t in meta["control_text"]},
@@ -134,16 +171,27 @@ class Vocabulary:
     @cached_property
     def text_ids(self) -> np.ndarray:
         """Ids of ordinary, non-empty text tokens: the only candidates for byte matching."""
-        ids = [i for i, t in enumerate(self.tokens) if t and i not in self.control_ids]
-        return np.asarray(ids, dtype=np.int32)
+        keep = self.lengths > 0
+        keep[[i for i in self.control_ids if i < len(keep)]] = False
+        return np.flatnonzero(keep).astype(np.int32)
+
+    @cached_property
+    def lengths(self) -> np.ndarray:
+        """The byte length of every token (int64)."""
+        if isinstance(self.tokens, PackedTokens):
+            return self.tokens.lengths
+        return np.fromiter((len(t) for t in self.tokens), dtype=np.int64, count=len(self.tokens))
+
+    def _joined(self) -> bytes:
+        return self.tokens.joined() if isinstance(self.tokens, PackedTokens) else b"".join(self.tokens)
 
     @cached_property
     def fingerprint(self) -> str:
         """A hash of everything that affects masks (for caches)."""
         h = hashlib.sha256()
         h.update(f"{self.n_logits}|{sorted(self.control_ids)}|{sorted(self.eog_ids)}|".encode())
-        h.update(np.fromiter((len(t) for t in self.tokens), dtype=np.int64, count=len(self.tokens)).tobytes())
-        h.update(b"".join(self.tokens))
+        h.update(self.lengths.tobytes())
+        h.update(self._joined())
         for i in sorted(self.control_text):
             h.update(f"{i}={self.control_text[i]};".encode())
         return h.hexdigest()[:32]
