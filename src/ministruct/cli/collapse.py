@@ -12,7 +12,8 @@ import typer
 from ministruct.cli import options as o
 from ministruct.cli.base import app, warn
 from ministruct.cli.progress import Progress
-from ministruct.diagnostics.collapse.defaults import CONDITIONS, DEFAULT_TEMPERATURES, DEFAULT_TOP_PS
+from ministruct.decode.defaults import DEFAULT_PARALLEL
+from ministruct.diagnostics.collapse.defaults import BLOCK_PER_SLOT, CONDITIONS, DEFAULT_TEMPERATURES, DEFAULT_TOP_PS
 from ministruct.errors import InputError, UsageError
 from ministruct.jobs.records import open_lines, read_records
 
@@ -64,6 +65,20 @@ def collapse(
     resume: Annotated[
         bool, typer.Option("--resume", help="With --study: continue the study --report DIR holds.")
     ] = False,
+    parallel: Annotated[
+        Optional[int],
+        typer.Option(
+            "--parallel",
+            min=1,
+            help=(
+                f"Decode up to N generations at once, one model step for all of them (default {DEFAULT_PARALLEL}; "
+                "with --resume, the folder's). Rows computed in a batch differ in the last bits from rows "
+                "computed alone, so a draw can differ from --parallel 1; the same N and seeds give the same "
+                f"report. A --study runs in blocks of {BLOCK_PER_SLOT}N generations: --resume runs again the "
+                "block a kill cut off."
+            ),
+        ),
+    ] = None,
     no_progress: o.NoProgress = False,
 ) -> None:
     """The collapse study: sample each generation once at --temperature/--top-p (the
@@ -76,7 +91,7 @@ def collapse(
     from ministruct.diagnostics.collapse.study import CollapseStudy
 
     if study is not None or report_dir is not None or resume:
-        _study(ctx, study, report_dir, resume, prompt, input, constraint, run, seeds, no_progress)
+        _study(ctx, study, report_dir, resume, prompt, input, constraint, run, seeds, no_progress, parallel)
         return
     grid = Grid(_floats(temperatures, "--temperatures"), _floats(top_ps, "--top-ps"))
     settings = StudySettings(
@@ -108,7 +123,9 @@ def collapse(
     for note in study.notes:
         warn(note)
     with Progress(enabled=not no_progress, total=study.n_generations, label="collapse study") as progress:
-        report = study.run(on_generation=lambda _: progress.advance())
+        report = study.run(
+            on_generation=lambda _: progress.advance(), parallel=DEFAULT_PARALLEL if parallel is None else parallel
+        )
 
     if out == "-":
         sys.stdout.write(report.dumps())
@@ -144,6 +161,7 @@ def _study(
     run: o.RunFlags,
     seeds: str,
     no_progress: bool,
+    parallel: int | None,
 ) -> None:
     """`--study FILE --report DIR [--resume]`."""
     from ministruct.decode.model import Model
@@ -171,7 +189,7 @@ def _study(
     )
     model = Model.load(run.model or spec.model)
     cs = build_study(spec, model, options=options, seeds=override, base=run.params)
-    runner = StudyRun(cs, report_dir, free_control=spec.free_control, resume=resume)
+    runner = StudyRun(cs, report_dir, free_control=spec.free_control, resume=resume, parallel=parallel)
     total = len(runner.units) + len(runner.free_units)
     with Progress(enabled=not no_progress, total=total, label="collapse study", plain_every=30.0) as progress:
         seen = [None]

@@ -33,6 +33,8 @@ if TYPE_CHECKING:
     from ministruct.decode.model import Model, Sequences
 
 
+CTX_PAD = 256  # llama.cpp pads a sequence's context to this many cells
+
 Masked = tuple["np.ndarray | None", float, bool]
 NO_MASK: Masked = (None, 0.0, False)
 
@@ -78,9 +80,11 @@ class BatchedDecoder:
     def __init__(self, model: "Model", parallel: int, *, n_ctx: int | None = None) -> None:
         if isinstance(parallel, bool) or not isinstance(parallel, int) or parallel < 1:
             raise UsageError(f"parallel must be an integer >= 1, got {parallel!r}", parameter="parallel")
+        if n_ctx is not None and not 1 <= n_ctx <= model.n_ctx:
+            raise UsageError(f"n_ctx must be in [1, {model.n_ctx}], got {n_ctx!r}", parameter="n_ctx")
         self.model = model
         self.parallel = parallel
-        self.n_ctx = n_ctx or model.n_ctx
+        self.n_ctx = n_ctx  # tokens per sequence when fixed; None: sized from the requests
         self._seqs: "Sequences | None" = None
         self._stored: tuple[tuple[int, ...], np.ndarray] | None = None  # the prompt kept in seqs.store
         self._slots: list[_Live | None] = []
@@ -88,13 +92,26 @@ class BatchedDecoder:
     def run(self, requests: Iterable[Request]) -> Iterator[tuple[Request, Generation | MinistructError]]:
         """Each request's outcome as soon as it is finished: its Generation, or the
         MinistructError it raised (BudgetTooSmall, a failed evaluation). The requests are
-        taken lazily, one slot at a time."""
+        taken lazily, one slot at a time.
+
+        Every run starts from an empty context, so a run's outcomes depend only on its
+        requests. The context holds as many sequences as the first requests fill (at most
+        `parallel`), each as long as the longest of them needs (prompt + max_tokens), or
+        `n_ctx` when given; a later request that needs more waits until the live ones
+        have finished, and the context is made again, larger."""
         queue = _Lookahead(iter(requests))
-        seqs = self._sequences()
+        first = queue.peek_many(self.parallel)
+        if not first:
+            return
+        seqs = self._sequences(len(first), max(_need(r) for r in first))
+        seqs.clear_all()
+        self._stored = None
         slots: list[_Live | None] = [None] * self.parallel
         self._slots = slots
         while True:
-            yield from self._admit(slots, queue, seqs)
+            yield from self._admit(slots, queue)
+            seqs = self._seqs
+            assert seqs is not None
             live = [s for s in slots if s is not None]
             if not live:
                 return
@@ -126,14 +143,23 @@ class BatchedDecoder:
 
     # -- admission ---------------------------------------------------------------
 
-    def _admit(self, slots: list[_Live | None], queue: "_Lookahead", seqs: "Sequences") -> Iterator[tuple]:
-        """Fill free slots from the queue; a request that cannot start is finished at once."""
+    def _admit(self, slots: list[_Live | None], queue: "_Lookahead") -> Iterator[tuple]:
+        """Fill free slots from the queue; a request that cannot start is finished at once.
+        A request longer than the context waits for the live ones to finish (then the
+        context is made again to fit it)."""
         fresh: dict[tuple[int, ...], _Live] = {}
-        for slot in range(self.parallel):
+        seqs = self._seqs
+        assert seqs is not None
+        for slot in range(min(self.parallel, seqs.n_seq)):
             while slots[slot] is None:
-                req = queue.next()
+                req = queue.peek()
                 if req is None:
                     return
+                if _need(req) > seqs.n_ctx:
+                    if any(s is not None for s in slots):
+                        return
+                    seqs = self._sequences(seqs.n_seq, _need(req))
+                queue.next()
                 try:
                     run = req.decoder.start()
                 except MinistructError as e:
@@ -243,9 +269,21 @@ class BatchedDecoder:
             seqs.copy(s.slot, seqs.store)
             self._stored = (s.prompt, row.copy())
 
-    def _sequences(self) -> "Sequences":
-        if self._seqs is None:
-            self._seqs = self.model.sequences(self.parallel, self.n_ctx)
+    def _sequences(self, n_seq: int, need: int) -> "Sequences":
+        """The context, made again when it has fewer than `n_seq` sequences or they are
+        shorter than `need` tokens (empty when made again)."""
+        n_ctx = self.n_ctx or _rounded(need, self.model.n_ctx)
+        n_ctx = max(n_ctx, _rounded(need, self.model.n_ctx))
+        n_seq = self.parallel if self.n_ctx else n_seq
+        old = self._seqs
+        if old is not None and old.n_seq >= n_seq and old.n_ctx >= n_ctx:
+            return old
+        if old is not None:
+            n_seq, n_ctx = max(n_seq, old.n_seq), max(n_ctx, old.n_ctx)
+            old.close()
+        self._seqs = None
+        self._stored = None
+        self._seqs = self.model.sequences(n_seq, n_ctx)
         return self._seqs
 
     def close(self) -> None:
@@ -256,6 +294,16 @@ class BatchedDecoder:
             self._stored = None
 
 
+def _need(req: Request) -> int:
+    """The context a request can fill: its prompt and every token it may add."""
+    return len(req.decoder.prompt_tokens) + req.decoder.max_tokens
+
+
+def _rounded(need: int, most: int) -> int:
+    """`need` tokens rounded up to llama.cpp's padding of 256, at most `most`."""
+    return min(most, -(-max(1, need) // CTX_PAD) * CTX_PAD)
+
+
 def _run_jobs(jobs: list[tuple]) -> list[Any]:
     """The mask thread's work for one round: each job is (function, *arguments)."""
     return [fn(*args) for fn, *args in jobs]
@@ -264,18 +312,25 @@ def _run_jobs(jobs: list[tuple]) -> list[Any]:
 class _Lookahead:
     """An iterator that can show its next item without taking it."""
 
-    _EMPTY = object()
-
     def __init__(self, it: Iterator[Request]) -> None:
         self._it = it
-        self._next: Any = self._EMPTY
+        self._ahead: list[Request] = []
 
     def peek(self) -> Request | None:
-        if self._next is self._EMPTY:
-            self._next = next(self._it, None)
-        return self._next
+        got = self.peek_many(1)
+        return got[0] if got else None
+
+    def peek_many(self, k: int) -> list[Request]:
+        """Up to the next `k` items, none taken."""
+        while len(self._ahead) < k:
+            got = next(self._it, None)
+            if got is None:
+                break
+            self._ahead.append(got)
+        return self._ahead[:k]
 
     def next(self) -> Request | None:
         got = self.peek()
-        self._next = self._EMPTY if got is not None else None
+        if got is not None:
+            self._ahead.pop(0)
         return got

@@ -579,6 +579,12 @@ class Sequences:
         _lib().llama_memory_seq_rm(self._mem, seq, -1, -1)
         self._n_past[seq] = 0
 
+    def clear_all(self) -> None:
+        """Forget every sequence: the context is as freshly made (the same cells are
+        taken again, so the same work gives the same rows)."""
+        _lib().llama_memory_clear(self._mem, False)
+        self._n_past = [0] * len(self._n_past)
+
     def copy(self, src: int, dst: int) -> None:
         """Make sequence `dst` hold what `src` holds (its KV cache copied, not recomputed)."""
         self.clear(dst)

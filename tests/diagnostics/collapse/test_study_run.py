@@ -50,9 +50,13 @@ def tiny(tmp_path_factory):
     return str(p)
 
 
-def run_into(model, study: str, folder: Path, *, resume: bool = False, stop_after: int | None = None):
+def run_into(
+    model, study: str, folder: Path, *, resume: bool = False, stop_after: int | None = None, parallel: int | None = 1
+):
     spec = load_study(study)
-    runner = StudyRun(build_study(spec, model), str(folder), free_control=spec.free_control, resume=resume)
+    runner = StudyRun(
+        build_study(spec, model), str(folder), free_control=spec.free_control, resume=resume, parallel=parallel
+    )
     seen = []
 
     def on_done(done: int, total: int) -> None:
@@ -71,8 +75,20 @@ def whole(model, tiny, tmp_path_factory):
     return folder, run_into(model, tiny, folder)
 
 
-def test_the_laws_of_the_report(whole):
-    _, result = whole
+@pytest.fixture(scope="module")
+def batched(model, tiny, tmp_path_factory):
+    """The same study decoded two at a time (blocks of 8 generations)."""
+    folder = tmp_path_factory.mktemp("batched")
+    return folder, run_into(model, tiny, folder, parallel=2)
+
+
+@pytest.fixture(params=["one at a time", "batched"])
+def either(request, whole, batched):
+    return whole if request.param == "one at a time" else batched
+
+
+def test_the_laws_of_the_report(either):
+    _, result = either
     report = result.report
     assert len(report.generations) == 8 and len(result.free) == 4
     for c in report.cells():
@@ -86,8 +102,8 @@ def test_the_laws_of_the_report(whole):
     assert any(c["collapsed"] for c in report.cells())  # the laws are not met by emptiness
 
 
-def test_positions_of_the_real_outputs_equal_the_replay(whole):
-    _, result = whole
+def test_positions_of_the_real_outputs_equal_the_replay(either):
+    _, result = either
     checked = 0
     for g in result.report.generations:
         assert g.positions is not None and len(g.positions) == g.n_steps
@@ -103,8 +119,8 @@ def test_positions_of_the_real_outputs_equal_the_replay(whole):
     assert any(g.spans(i) for g in result.report.generations for i in range(g.n_steps))
 
 
-def test_order_of_operations_is_recorded_for_every_step(whole):
-    _, result = whole
+def test_order_of_operations_is_recorded_for_every_step(either):
+    _, result = either
     for g in result.report.generations:
         assert g.order_empty.shape == g.order_tv.shape == (g.n_steps,)
         assert np.array_equal(np.isnan(g.order_tv), g.order_empty)
@@ -130,6 +146,30 @@ def test_a_stopped_study_resumes_to_the_same_report(model, tiny, whole, tmp_path
     assert again.ran == 0
 
 
+def test_a_batched_study_repeats_itself_and_resumes_to_the_same_report(model, tiny, batched, tmp_path):
+    """Batched: the same N and seeds give the same data; a study stopped in its first block
+    of 8 runs that block again whole (3 generations again, none written twice) and ends
+    with the same report; a resume with another parallel is refused."""
+    folder, full = batched
+    header = json.loads((folder / DATA).read_text().splitlines()[0])
+    assert header["parallel"] == 2
+    again = run_into(model, tiny, tmp_path / "again", parallel=2)
+    assert again.report.to_dict() == full.report.to_dict()
+    assert [f.to_state() for f in again.free] == [f.to_state() for f in full.free]
+    stopped = tmp_path / "stopped"
+    with pytest.raises(KeyboardInterrupt):
+        run_into(model, tiny, stopped, stop_after=3, parallel=2)
+    with pytest.raises(UsageError, match="parallel=2, not 3"):
+        run_into(model, tiny, stopped, resume=True, parallel=3)
+    resumed = run_into(model, tiny, stopped, resume=True, parallel=None)  # the folder's parallel
+    assert (resumed.ran, resumed.rerun) == (12, 3)
+    lines = (stopped / DATA).read_text().splitlines()
+    assert len(lines) == 1 + 12 and len({json.loads(x)["key"] for x in lines[1:]}) == 12
+    for name in ("report.md", "report.json"):
+        assert (stopped / name).read_text() == (folder / name).read_text()
+    assert run_into(model, tiny, stopped, resume=True, parallel=None).ran == 0
+
+
 def test_a_different_study_is_refused_in_the_folder(model, tiny, whole, tmp_path):
     folder, _ = whole
     other = tmp_path / "other.toml"
@@ -138,11 +178,14 @@ def test_a_different_study_is_refused_in_the_folder(model, tiny, whole, tmp_path
         run_into(model, str(other), folder, resume=True)
 
 
-def test_the_cli_killed_and_resumed_writes_the_same_report(tiny, whole, tmp_path):
-    folder, _ = whole
+@pytest.mark.parametrize("parallel", [1, 2])
+def test_the_cli_killed_and_resumed_writes_the_same_report(tiny, whole, batched, tmp_path, parallel):
+    """Killed after three generations, resumed (with the folder's --parallel): the report
+    of the uninterrupted library run with the same parallel."""
+    folder, _ = whole if parallel == 1 else batched
     out = tmp_path / "cli"
     cmd = [sys.executable, "-m", "ministruct", "collapse", "--study", tiny, "--report", str(out)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen([*cmd, "--parallel", str(parallel)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     data = out / DATA
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and proc.poll() is None:

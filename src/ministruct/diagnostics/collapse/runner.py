@@ -6,6 +6,12 @@ generation (constrained or free control), flushed as it finishes. `resume=True`
 reads the lines back, skips what is there and runs the rest; a line cut off by a kill
 is dropped (and run again). The report is computed from the lines in plan order, so a
 resumed study ends with the same report as an uninterrupted one.
+
+With `parallel` > 1 the generations are decoded together (decode/batched.py) in blocks
+of the plan (`StudyRun.blocks`), each from an empty context: a block's outcomes depend on
+its own generations alone, so resuming is exact at the granularity of a block (the
+block a kill cut off is run again whole; its lines already written are kept). The
+header names `parallel`, and a resume keeps it.
 """
 
 from __future__ import annotations
@@ -17,10 +23,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
+from ministruct.decode.defaults import DEFAULT_PARALLEL
 from ministruct.decode.sampling import SamplingParams
+from ministruct.diagnostics.collapse.defaults import BLOCK_PER_SLOT
 from ministruct.diagnostics.collapse.grid import GenerationGrid, Grid, StudySettings
 from ministruct.diagnostics.collapse.report import CollapseReport
-from ministruct.diagnostics.collapse.study import CollapseStudy, FreeRun
+from ministruct.diagnostics.collapse.study import CollapseStudy, FreeRun, Unit
 from ministruct.diagnostics.collapse.studyfile import StudySpec
 from ministruct.errors import InputError, OutputError, UsageError
 from ministruct.grammar.constraint import Constraint
@@ -40,6 +48,7 @@ class StudyResult:
     report: CollapseReport
     free: list[FreeRun]
     ran: int  # generations computed in this run (the others were read back)
+    rerun: int = 0  # of those, already in the folder: run again with their cut-off block
 
 
 def build_study(
@@ -97,8 +106,20 @@ def fingerprint(study: CollapseStudy, free_control: bool) -> str:
 class StudyRun:
     """A study writing its generations to `folder` (see the module)."""
 
-    def __init__(self, study: CollapseStudy, folder: str, *, free_control: bool = True, resume: bool = False) -> None:
+    def __init__(
+        self,
+        study: CollapseStudy,
+        folder: str,
+        *,
+        free_control: bool = True,
+        resume: bool = False,
+        parallel: int | None = 1,
+    ) -> None:
+        if parallel is not None and (isinstance(parallel, bool) or not isinstance(parallel, int) or parallel < 1):
+            raise UsageError(f"parallel must be an integer >= 1, got {parallel!r}", parameter="parallel")
         self.study = study
+        self.requested_parallel = parallel  # None: the folder's, else DEFAULT_PARALLEL
+        self.parallel = parallel or DEFAULT_PARALLEL
         self.folder = Path(folder)
         self.free_control = free_control
         self.resume = resume
@@ -110,16 +131,19 @@ class StudyRun:
     def path(self) -> Path:
         return self.folder / DATA
 
-    def _read(self) -> tuple[dict[str, dict], int]:
-        """The lines already there (by unit key) and the byte length of the whole lines."""
+    def _read(self) -> tuple[dict[str, dict], int, int]:
+        """The lines already there (by unit key), the byte length of the whole lines, and
+        the `parallel` to run with (the folder's, when it names one)."""
+        wanted = self.requested_parallel
         try:
             raw = self.path.read_bytes()
         except FileNotFoundError:
-            return {}, 0
+            return {}, 0, wanted or DEFAULT_PARALLEL
         except OSError as e:
             raise InputError(f"{self.path}: cannot read: {e.strerror or e}") from None
         done: dict[str, dict] = {}
         good = 0
+        ran_with = wanted or DEFAULT_PARALLEL
         lines = raw.split(b"\n")
         for i, line in enumerate(lines[:-1]):  # the part after the last newline is unfinished
             try:
@@ -134,63 +158,91 @@ class StudyRun:
                         f"{self.folder}: holds a different study (model, settings, schemas or prompts differ); "
                         "choose another --report folder"
                     )
+                ran_with = int(rec.get("parallel", 1))
+                if wanted is not None and wanted != ran_with:
+                    raise UsageError(
+                        f"{self.folder}: the study there runs with parallel={ran_with}, not {wanted}: "
+                        "resume it with the same parallel (batched draws differ with it)",
+                        parameter="parallel",
+                    )
             else:
                 done[rec["key"]] = rec
             good += len(line) + 1
-        return done, good
+        if not good:
+            return {}, 0, wanted or DEFAULT_PARALLEL
+        return done, good, ran_with
 
     def run(self, on_done: Callable[[int, int], None] | None = None) -> StudyResult:
-        """Run what is missing; `on_done(done, total)` after each generation."""
+        """Run what is missing; `on_done(done, total)` after each generation written."""
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
         except OSError as e:
             raise InputError(f"{self.folder}: cannot create the report folder: {e.strerror or e}") from None
-        done, good = self._read()
+        done, good, parallel = self._read()
         if good and not self.resume:
             raise UsageError(
                 f"{self.folder}: already holds a study ({len(done)} generations): "
                 "--resume continues it, or choose another --report folder"
             )
-        total = len(self.units) + len(self.free_units)
-        ran = 0
+        self.parallel = parallel
+        plan = self.units + self.free_units
+        total = len(plan)
+        ran = rerun = 0
         try:
             f = open(self.path, "r+b" if good else "wb")
             f.truncate(good)
             f.seek(good)
         except OSError as e:
             raise OutputError(f"{self.path}: cannot write: {e.strerror or e}") from None
+        batch = None
+        if parallel > 1:
+            from ministruct.decode.batched import BatchedDecoder
+
+            batch = BatchedDecoder(self.study.model, parallel, n_ctx=self.study.context_need())
         with f:
             if not good:
-                self._write(f, {"type": "header", "v": RECORD_VERSION, "study": self.key})
-            count = sum(u.key in done for u in self.units + self.free_units)
+                self._write(f, {"type": "header", "v": RECORD_VERSION, "study": self.key, "parallel": parallel})
+            count = sum(u.key in done for u in plan)
             if on_done is not None:
                 on_done(count, total)
             try:
-                for unit in self.units + self.free_units:
-                    if unit.key in done:
+                for block in self.blocks():
+                    if all(u.key in done for u in block):
                         continue
-                    if unit.condition == "free":
-                        state = self.study.run_free(unit).to_state()
-                    else:
-                        state = self.study.run_one(unit).to_state()
-                    rec = {
-                        "type": "free" if unit.condition == "free" else "generation",
-                        "key": unit.key,
-                        "state": state,
-                    }
-                    self._write(f, rec)
-                    done[unit.key] = rec
-                    ran += 1
-                    count += 1
-                    if on_done is not None:
-                        on_done(count, total)
+                    todo = block if batch is not None else [u for u in block if u.key not in done]
+                    for unit, outcome in self.study.run_units(todo, parallel=parallel, batch=batch):
+                        ran += 1
+                        if unit.key in done:  # run again for its block's schedule (the same outcome)
+                            rerun += 1
+                            continue
+                        rec = {
+                            "type": "free" if unit.condition == "free" else "generation",
+                            "key": unit.key,
+                            "state": outcome.to_state(),
+                        }
+                        self._write(f, rec)
+                        done[unit.key] = rec
+                        count += 1
+                        if on_done is not None:
+                            on_done(count, total)
             finally:
+                if batch is not None:
+                    batch.close()
                 self.study.persist()
         n_cells = len(self.study.settings.evaluated)
         gens = [GenerationGrid.from_state(done[u.key]["state"], n_cells) for u in self.units]
         free = [FreeRun.from_state(done[u.key]["state"]) for u in self.free_units]
         report = CollapseReport(self.study.settings, gens, self.study.describe())
-        return StudyResult(report, free, ran)
+        return StudyResult(report, free, ran, rerun)
+
+    def blocks(self) -> list[list[Unit]]:
+        """The plan in the blocks it runs in: one generation each at `parallel` 1, else
+        BLOCK_PER_SLOT x `parallel` generations decoded together from an empty context, so
+        that a block's outcomes depend on its own generations alone and a resumed study
+        ends with the same report (a block cut off by a kill is run again whole)."""
+        plan = self.units + self.free_units
+        size = 1 if self.parallel == 1 else BLOCK_PER_SLOT * self.parallel
+        return [plan[i : i + size] for i in range(0, len(plan), size)]
 
     @staticmethod
     def _write(f, rec: dict) -> None:

@@ -32,8 +32,8 @@ schema shown, without the constraint (FreeRun).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -48,13 +48,14 @@ from ministruct.diagnostics.collapse.report import CollapseReport
 from ministruct.diagnostics.stats import FREE, StepRecord, StepStats
 from ministruct.engine.budget import output_budget
 from ministruct.engine.matcher import Matcher
-from ministruct.errors import BudgetTooSmall, UsageError
+from ministruct.errors import BudgetTooSmall, MinistructError, UsageError
 from ministruct.jobs.job import GenerationJob, user_message
 
 THINK_ARM = "+think"
 
 if TYPE_CHECKING:
-    from ministruct.decode.loop import Step
+    from ministruct.decode.batched import BatchedDecoder
+    from ministruct.decode.loop import Generation, Step
     from ministruct.decode.model import Model
     from ministruct.grammar.constraint import Constraint
     from ministruct.jobs.think import ThinkSettings
@@ -167,6 +168,51 @@ class FreeRun:
         return cls(**d)
 
 
+@dataclass(eq=False)
+class UnderWay:
+    """One generation of a study being run: its Decoder and its steps gathered (the
+    answer's alone into `recorder`; every piece, for the positions)."""
+
+    unit: Unit
+    schema: str
+    prompt: str
+    decoder: Decoder
+    recorder: GridRecorder | None  # None: the free control
+    pieces: list[bytes] = field(default_factory=list)
+    answer: list[bool] = field(default_factory=list)
+
+    def on_step(self, step: "Step") -> None:
+        if self.recorder is None:
+            return
+        self.pieces.append(step.token)
+        self.answer.append(step.phase != "think")
+        if self.answer[-1]:
+            self.recorder.add_step(step)
+
+    def finish(self, res: "Generation") -> "GenerationGrid | FreeRun":
+        """The finished generation's grid (or the free control's run)."""
+        u = self.unit
+        if self.recorder is None:
+            return FreeRun(self.schema, self.prompt, u.prompt, u.seed, res.text, res.stop_reason, res.n_tokens)
+        rec, matcher = self.recorder, self.decoder.matcher
+        runs = None
+        if matcher is not None:  # every step's, the thinking's too: positions read the whole output
+            runs = [r for r, a in zip(matcher.positions(self.pieces), self.answer) if a]
+        tokens = [p.decode("utf-8", "replace") for p in rec.pieces]
+        return rec.finish(
+            schema=self.schema,
+            prompt=self.prompt,
+            prompt_index=u.prompt,
+            condition=u.condition,
+            seed=u.seed,
+            complete=res.complete,
+            stop_reason=res.stop_reason,
+            output=res.text,
+            positions=None if runs is None else [[(p.pointer, p.part, n) for p, n in r] for r in runs],
+            tokens=tokens,
+        )
+
+
 class CollapseStudy:
     """Schemas x prompts x seeds x conditions, each sampled once and evaluated over the grid.
 
@@ -198,8 +244,6 @@ class CollapseStudy:
         self.notes: list[str] = []  # what the report should say about how it ran
         self.jobs = [self._job(c, None) for c in self.constraints]
         self.think_jobs = [self._job(c, think) for c in self.constraints] if think is not None else []
-        evaluated = settings.evaluated
-        self._recorder = GridRecorder(evaluated, primary=evaluated.index(settings.reference))
 
     def _job(self, c: "Constraint", think: "ThinkSettings | None") -> GenerationJob:
         s = self.settings
@@ -254,64 +298,92 @@ class CollapseStudy:
     def n_generations(self) -> int:
         return len(self.plan())
 
-    def run_one(self, unit: Unit) -> GenerationGrid:
-        """One constrained generation, its steps evaluated over the grid and tagged by position."""
-        c = self.constraints[unit.constraint]
-        think = unit.condition.endswith(THINK_ARM)
-        job = (self.think_jobs if think else self.jobs)[unit.constraint]
-        prompt = self.prompts_of[unit.constraint][unit.prompt]
-        job.show_schema = unit.condition.removesuffix(THINK_ARM) == "shown"
-        dec = job.decoder(prompt, seed=unit.seed)
-        rec = self._recorder
-        pieces: list[bytes] = []  # every step's, the thinking's too: positions read the whole output
-        answer: list[bool] = []
-        for step in dec.steps():
-            pieces.append(step.token)
-            answer.append(step.phase != "think")
-            if answer[-1]:  # the answer's steps alone
-                rec.add_step(step)
-        res = dec.result
-        runs = None
-        if dec.matcher is not None:
-            runs = [r for r, a in zip(dec.matcher.positions(pieces), answer) if a]
-        tokens = [p.decode("utf-8", "replace") for p in rec.pieces]
-        return rec.finish(
-            schema=c.source,
-            prompt=prompt,
-            prompt_index=unit.prompt,
-            condition=unit.condition,
-            seed=unit.seed,
-            complete=res.complete,
-            stop_reason=res.stop_reason,
-            output=res.text,
-            positions=None if runs is None else [[(p.pointer, p.part, n) for p, n in r] for r in runs],
-            tokens=tokens,
-        )
-
-    def run_free(self, unit: Unit) -> FreeRun:
-        """One free-control generation: the same user message as "shown", no constraint."""
+    def start(self, unit: Unit) -> "UnderWay":
+        """One generation of the plan (constrained or free control), not yet run: its
+        Decoder, and what gathers its steps into a GenerationGrid or a FreeRun."""
         c = self.constraints[unit.constraint]
         prompt = self.prompts_of[unit.constraint][unit.prompt]
         s = self.settings
-        ids = self.model.encode_prompt(user_message(prompt, c, show_schema=True), chat=s.chat, system=s.system)
-        params = replace(s.params, seed=unit.seed)
-        gen = Decoder(self.model, ids, None, params, max_tokens=s.max_tokens, fast_forward=False).run()
-        return FreeRun(c.source, prompt, unit.prompt, unit.seed, gen.text, gen.stop_reason, gen.n_tokens)
+        if unit.condition == "free":
+            ids = self.model.encode_prompt(user_message(prompt, c, show_schema=True), chat=s.chat, system=s.system)
+            params = replace(s.params, seed=unit.seed)
+            dec = Decoder(self.model, ids, None, params, max_tokens=s.max_tokens, fast_forward=False)
+            return UnderWay(unit, c.source, prompt, dec, None)
+        think = unit.condition.endswith(THINK_ARM)
+        job = (self.think_jobs if think else self.jobs)[unit.constraint]
+        job.show_schema = unit.condition.removesuffix(THINK_ARM) == "shown"
+        dec = job.decoder(prompt, seed=unit.seed)
+        evaluated = self.settings.evaluated
+        return UnderWay(unit, c.source, prompt, dec, GridRecorder(evaluated, primary=evaluated.index(s.reference)))
+
+    def run_one(self, unit: Unit) -> "GenerationGrid | FreeRun":
+        """One generation of the plan, alone: a constrained one's steps evaluated over the
+        grid and tagged by position, or a free control's output."""
+        g = self.start(unit)
+        for step in g.decoder.steps():
+            g.on_step(step)
+        return g.finish(g.decoder.result)
+
+    def run_units(
+        self, units: Iterable[Unit], *, parallel: int = 1, batch: "BatchedDecoder | None" = None
+    ) -> Iterator[tuple[Unit, "GenerationGrid | FreeRun"]]:
+        """Each unit's outcome as soon as it is finished: one at a time (`parallel` 1), or
+        up to `parallel` at once in one model batch (decode/batched.py; `batch`, when
+        given, is used and left open). Batched rows differ in the last bits from rows
+        computed alone, so a draw can differ from `parallel` 1; the same units, seeds and
+        `parallel` give the same outcomes."""
+        if parallel == 1 and batch is None:
+            for unit in units:
+                yield unit, self.run_one(unit)
+            return
+        from ministruct.decode.batched import BatchedDecoder, Request
+
+        own = batch is None
+        if batch is None:
+            batch = BatchedDecoder(self.model, parallel, n_ctx=self.context_need())
+        try:
+            gens = (self.start(u) for u in units)
+            for req, outcome in batch.run(Request(g.decoder, on_step=g.on_step, key=g) for g in gens):
+                if isinstance(outcome, MinistructError):
+                    raise outcome
+                yield req.key.unit, req.key.finish(outcome)
+        finally:
+            if own:
+                batch.close()
+
+    def context_need(self) -> int:
+        """The tokens one generation of the plan can fill at most (prompt + max_tokens)."""
+        longest = max(len(self.start(u).decoder.prompt_tokens) for u in self._prompt_units())
+        return min(self.model.n_ctx, longest + self.settings.max_tokens)
+
+    def _prompt_units(self) -> list[Unit]:
+        """One unit per distinct prompt text of the plan (the seed does not change it)."""
+        first = self.settings.seeds[0]
+        units = [u for u in self.plan() + self.free_plan() if u.seed == first]
+        return units
 
     def run(
         self,
         on_generation: Callable[[GenerationGrid], None] | None = None,
         *,
         units: Iterable[Unit] | None = None,
+        parallel: int = 1,
     ) -> CollapseReport:
-        """Run every generation of the plan (or `units`) and report them."""
+        """Run every generation of the plan (or `units`) and report them, in plan order
+        (`on_generation` sees each in that order); `parallel` as in run_units."""
+        from ministruct.jobs.ordered import InOrder
+
+        todo = list(self.plan() if units is None else units)
+        order: InOrder[GenerationGrid] = InOrder()
+        place = {u: order.add() for u in todo}
         gens: list[GenerationGrid] = []
         try:
-            for unit in self.plan() if units is None else units:
-                g = self.run_one(unit)
-                gens.append(g)
-                if on_generation is not None:
-                    on_generation(g)
+            for unit, g in self.run_units(todo, parallel=parallel):
+                order.put(place[unit], g)  # type: ignore[arg-type]
+                for ready in order.ready():
+                    gens.append(ready)
+                    if on_generation is not None:
+                        on_generation(ready)
         finally:
             self.persist()
         return CollapseReport(self.settings, gens, self.describe())
