@@ -65,3 +65,35 @@ def test_parallel_is_a_local_flag(run_cli):
     assert p.returncode == 2 and "--parallel" in p.stderr
     p = run_cli("gen", "--regex", "a", "x", "--parallel", "2", "--server", "http://127.0.0.1:9")
     assert p.returncode == 2 and "--concurrency" in p.stderr, p.stderr
+
+
+def _groups(text: str) -> list[list[dict]]:
+    """A trace file's generations: each its header, steps and summary."""
+    groups: list[list[dict]] = []
+    for rec in _lines(text):
+        if rec["type"] == "header":
+            groups.append([])
+        groups[-1].append(rec)
+    return groups
+
+
+def test_trace_of_a_batch_is_in_input_order(run_cli, tmp_path):
+    """--trace with --parallel: every generation's header, steps and summary together, in
+    input order (`gen` 0, 1, ...), each group agreeing with its result record."""
+    inp = tmp_path / "in.jsonl"
+    inp.write_text("".join(f'{{"id": "r{i}", "prompt": "Word {i}:", "max_tokens": {4 + i % 5}}}\n' for i in range(9)))
+    args = ("gen", "--regex", "[a-z]{2,9}", "--input", str(inp), "--seed", "4", *RAW)
+    batched = tmp_path / "batched.jsonl"
+    many = run_cli(*args, "--parallel", "4", "--trace", str(batched), "--trace-legal")
+    assert many.returncode in (0, 1), many.stderr
+    results = _lines(many.stdout)
+    groups = _groups(batched.read_text())
+    assert [g[0]["id"] for g in groups] == [r["id"] for r in results] == [f"r{i}" for i in range(9)]
+    for i, (g, r) in enumerate(zip(groups, results)):
+        header, steps, summary = g[0], g[1:-1], g[-1]
+        assert {x["gen"] for x in g} == {i} and summary["type"] == "summary"
+        assert all(s["type"] == "step" for s in steps) and [s["step"] for s in steps] == list(range(len(steps)))
+        assert header["max_tokens"] == 4 + i % 5 and header["sampling"]["seed"] == 4
+        assert "".join(s["token"] for s in steps if not s.get("control")) == r["output"] == summary["output"]
+        assert (summary["stop_reason"], summary["n_tokens"]) == (r["stop_reason"], r["n_tokens"])
+        assert all(s["token_id"] in s["legal"] for s in steps)

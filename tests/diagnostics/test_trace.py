@@ -197,3 +197,48 @@ def test_open_and_close(tmp_path):
         TraceWriter.open(str(tmp_path / "missing" / "t.jsonl"), make_job())
     with pytest.raises(UsageError):
         TraceWriter.open("-", make_job())
+
+
+@pytest.mark.model
+def test_the_batched_loop_at_one_traces_what_the_serial_loop_traces(model, tmp_path):
+    """GenBatch.many (the batched decoder, one sequence at a time) writes the trace the
+    one-at-a-time path writes, number for number (timings aside), in input order, with a
+    budget too small for one record (an error record, no trace lines) between the others."""
+    from ministruct.jobs.batch import GEN_SETTINGS, ConstraintCache, run_batch, validated
+    from ministruct.jobs.gen_batch import GenBatch, JobPool
+    from ministruct.jobs.records import read_records
+
+    lines = [f'{{"id": "r{i}", "prompt": "Word {i}:", "max_tokens": {(4 + i % 5) if i != 3 else 1}}}' for i in range(7)]
+    job = GenerationJob(model, load_constraint(regex="[a-z]{2,9}"), SamplingParams(seed=4), chat=False)
+
+    def trace(batched: bool) -> tuple[list[list[dict]], list]:
+        path = tmp_path / f"trace{batched}.jsonl"
+        tracer = TraceWriter.open(str(path), job)
+        results: list = []
+        batch = GenBatch(
+            JobPool(job, ConstraintCache(lambda k, v: None)),
+            n=1,
+            seed=4,
+            emit=lambda res, extra: results.append(res),
+            tracer=tracer,
+        )
+        records = validated(read_records([x.encode() + b"\n" for x in lines], "prompt", "in", settings=GEN_SETTINGS))
+        if batched:  # BatchedDecoder with one slot: bit for bit the one-at-a-time decoder
+            list(batch.many((rec, 0) for rec in records))
+        else:
+            run_batch(records, batch, per_record=1)
+        tracer.close()
+        groups: list[list[dict]] = []
+        for rec in map(json.loads, path.read_text().splitlines()):
+            if rec["type"] == "header":
+                groups.append([])
+            groups[-1].append({k: v for k, v in rec.items() if k not in ("mask_us", "decode_s", "mask_us_mean")})
+        return groups, results
+
+    serial, serial_results = trace(False)
+    assert [r.id for r in serial_results] == [f"r{i}" for i in range(7)] and serial_results[3].error is not None
+    assert [g[0]["id"] for g in serial] == [f"r{i}" for i in range(7) if i != 3]
+    assert [g[0]["gen"] for g in serial] == list(range(6))
+    many_groups, many_results = trace(True)
+    assert many_groups == serial
+    assert [r.to_record() for r in many_results] == [r.to_record() for r in serial_results]

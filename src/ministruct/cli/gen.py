@@ -153,6 +153,11 @@ def _single(batch: GenBatch, prompt: str, n: int, no_progress: bool) -> int:
 
     job, status = batch.pool.base, 0
     seeds = [batch.seed + k for k in range(n)]
+    if batch.parallel > 1 and n > 1 and batch.tracer is not None:  # the samples and their traces, in order
+        job.decoder(prompt, seed=seeds[0]).start()  # bad usage (a prompt too long, a budget too small): exit 2
+        for _, statuses in batch.many([(InputRecord(1, 1, prompt), 0)]):
+            status = int(any(s != "ok" for s in statuses))
+        return status
     if batch.parallel > 1 and n > 1:
         results = job.run_many([prompt] * n, parallel=batch.parallel, seeds=seeds)
     else:

@@ -181,8 +181,8 @@ Parallel = Annotated[
         help=(
             f"Decode up to N generations at once, one model step for all of them (default {DEFAULT_PARALLEL}). "
             "Rows computed in a batch differ in the last bits from rows computed alone, so a token can "
-            "differ from --parallel 1; the same N and seed give the same outputs. "
-            "With --trace generations run one at a time."
+            "differ from --parallel 1; the same N and seed give the same outputs (and traces, written in "
+            "input order)."
         ),
     ),
 ]

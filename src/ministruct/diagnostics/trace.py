@@ -24,7 +24,7 @@ from ministruct.errors import InputError, UsageError
 from ministruct.jobs.records import dumps_record, output_error
 
 if TYPE_CHECKING:
-    from ministruct.decode.loop import Step
+    from ministruct.decode.loop import Decoder, Generation, Step
     from ministruct.jobs.job import GenerationJob, GenResult
 
 
@@ -80,9 +80,11 @@ class TraceWriter:
                     pass
             raise output_error(e, self.path or "<trace>", " the trace file") from None
 
-    def header_record(self, prompt: str, rid: Any, prompt_ids: list[int], seed: int | None) -> dict:
-        """The header object of one generation (without "v")."""
-        job = self.job
+    def header_record(
+        self, prompt: str, rid: Any, prompt_ids: list[int], seed: int | None, job: "GenerationJob | None" = None
+    ) -> dict:
+        """The header object of one generation (without "v"), for `job` (default this writer's)."""
+        job = job or self.job
         params = job.params if seed is None else replace(job.params, seed=seed)
         vocab = job.model.vocabulary
         c = job.constraint
@@ -102,6 +104,22 @@ class TraceWriter:
             **({"think": _think_header(job)} if job.think is not None else {}),
         }
 
+    def start(
+        self,
+        prompt: str,
+        *,
+        rid: Any = 1,
+        seed: int | None = None,
+        job: "GenerationJob | None" = None,
+        kept: bool = False,
+    ) -> "TracedRun":
+        """One generation to trace, not yet run (its `decoder`; feed its steps to `on_step`,
+        then `finish`). Its lines are written as they come, or with `kept` held until
+        `write()` (generations that finish out of order are written in order)."""
+        job = job or self.job
+        dec = job.decoder(prompt, seed=seed)
+        return TracedRun(self, job, dec, self.header_record(prompt, rid, dec.prompt_tokens, seed, job), kept=kept)
+
     def run(
         self,
         prompt: str,
@@ -111,33 +129,88 @@ class TraceWriter:
         on_record: Callable[[StepRecord], None] | None = None,
     ) -> "GenResult":
         """Generate for one prompt, writing its header, steps and summary; the result record."""
-        job = self.job
-        dec = job.decoder(prompt, seed=seed)
-        self.header = self.header_record(prompt, rid, dec.prompt_tokens, seed)
-        self._write(self.header)
-        compiled = job.compiled
-        stats = StepStats(dec.params, job.model.vocabulary, boundaries_for(compiled) if compiled else None)
-        monitor = job.fight_monitor()
-        scorer = job.tool_scorer()
-        self.records = []
-        for step in dec.steps():
-            if scorer is not None:
-                scorer.observe(step)
-            rec = stats.record(step)
-            if step.mask is not None and rec.phase != "think":  # the record's Z, as monitor.observe(step) would
-                monitor.add(rec.Z, rec.tag != FREE)
-            self.records.append(rec)
-            self._write(self.step_record(rec, step))
+        traced = self.start(prompt, rid=rid, seed=seed)
+        self.header, self.records = traced.header, traced.records
+        for step in traced.decoder.steps():
+            rec = traced.on_step(step)
             if on_record is not None:
                 on_record(rec)
-        result = job.result_of(dec.result, rid, prompt, monitor, scorer)
+        result = traced.finish(traced.decoder.result)
+        self.summary = traced.summary
+        return result
+
+    def step_record(self, rec: StepRecord, step: "Step") -> dict:
+        obj = {"type": "step", "gen": self.count, **rec.to_record()}
+        if step.budget_limited:
+            obj["budget_limited"] = True
+        if self.legal:
+            obj["legal"] = legal_ids(step) if step.mask is not None else None
+        return obj
+
+    def _flush(self) -> None:
+        if self.stream is not None:
+            with self._named_errors():
+                self.stream.flush()
+
+    def close(self) -> None:
+        """Close the file (if this writer opened it)."""
+        if self.stream is not None:
+            with self._named_errors():
+                self.stream.flush()
+                if self._owned:
+                    self.stream.close()
+            self.stream = None
+
+
+class TracedRun:
+    """One generation being traced: its Decoder, step records and trace lines (see
+    TraceWriter.start). Nothing is written before its first step, so a generation that
+    cannot start leaves no lines."""
+
+    def __init__(self, writer: TraceWriter, job: "GenerationJob", decoder: "Decoder", header: dict, *, kept: bool):
+        self.writer, self.job, self.decoder, self.header = writer, job, decoder, header
+        compiled = job.compiled
+        self.stats = StepStats(decoder.params, job.model.vocabulary, boundaries_for(compiled) if compiled else None)
+        self.monitor = job.fight_monitor()
+        self.scorer = job.tool_scorer()
+        self.records: list[StepRecord] = []
+        self.summary: Summary | None = None
+        self._kept = kept
+        self._lines: list[dict] = []
+
+    def _line(self, obj: dict) -> None:
+        if not self._kept and not self._lines:  # the header goes first, with the first line after it
+            self._lines.append(self.header)
+            self._out(self.header)
+        if self._kept:
+            self._lines.append(obj)
+        else:
+            self._out(obj)
+
+    def _out(self, obj: dict) -> None:
+        obj["gen"] = self.writer.count
+        self.writer._write(obj)
+
+    def on_step(self, step: "Step") -> StepRecord:
+        """Record one step (its trace line, the fight monitor, the tool scorer); its StepRecord."""
+        if self.scorer is not None:
+            self.scorer.observe(step)
+        rec = self.stats.record(step)
+        if step.mask is not None and rec.phase != "think":  # the record's Z, as monitor.observe(step) would
+            self.monitor.add(rec.Z, rec.tag != FREE)
+        self.records.append(rec)
+        self._line(self.writer.step_record(rec, step))
+        return rec
+
+    def finish(self, gen: "Generation") -> "GenResult":
+        """The generation's result record, and its summary line (written, unless kept)."""
+        result = self.job.result_of(gen, self.header["id"], self.header["prompt"], self.monitor, self.scorer)
         self.summary = summarize(self.records)
-        gen = dec.result
-        self._write(
+        self._line(
             {
                 "type": "summary",
-                "gen": self.count,
-                "id": rid,
+                "gen": self.writer.count,
+                "id": self.header["id"],
                 **self.summary.to_record(),
                 **(
                     {"reasoning": result.reasoning, "think_end": result.think_end}
@@ -154,28 +227,22 @@ class TraceWriter:
                 **({"tool_calls": result.tool_calls, "tool_scores": result.tool_scores} if result.has_tools else {}),
             }
         )
-        if self.stream is not None:
-            with self._named_errors():
-                self.stream.flush()
-        self.count += 1
+        if not self._kept:
+            self._done()
         return result
 
-    def step_record(self, rec: StepRecord, step: "Step") -> dict:
-        obj = {"type": "step", "gen": self.count, **rec.to_record()}
-        if step.budget_limited:
-            obj["budget_limited"] = True
-        if self.legal:
-            obj["legal"] = legal_ids(step) if step.mask is not None else None
-        return obj
+    def write(self) -> None:
+        """Write the kept lines (header, steps, summary) as the writer's next generation."""
+        if self._kept:
+            self._kept = False
+            for obj in [self.header, *self._lines]:
+                self._out(obj)
+            self._lines = []
+            self._done()
 
-    def close(self) -> None:
-        """Close the file (if this writer opened it)."""
-        if self.stream is not None:
-            with self._named_errors():
-                self.stream.flush()
-                if self._owned:
-                    self.stream.close()
-            self.stream = None
+    def _done(self) -> None:
+        self.writer._flush()
+        self.writer.count += 1
 
 
 def _think_header(job: "GenerationJob") -> dict:

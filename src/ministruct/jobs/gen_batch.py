@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Iterator, Protocol
 
 from ministruct.decode.batched import BatchedDecoder, Request
+from ministruct.decode.loop import Decoder, Generation, Step
 from ministruct.errors import MinistructError, OutputClosed, OutputError
 from ministruct.jobs.batch import ConstraintCache, record_constraint
 from ministruct.jobs.job import GenerationJob, GenResult, watcher
@@ -23,13 +24,24 @@ from ministruct.jobs.think import ThinkSettings
 SAMPLING_FIELDS = ("temperature", "top_p")
 
 
+class Traced(Protocol):
+    """One generation being traced (diagnostics.trace.TracedRun)."""
+
+    decoder: Decoder
+
+    def on_step(self, step: Step) -> Any: ...
+    def finish(self, gen: Generation) -> GenResult: ...
+    def write(self) -> None: ...
+
+
 class Tracer(Protocol):
     """What a batch needs of a trace writer (diagnostics.trace.TraceWriter): runs a job
-    and writes its steps."""
+    and writes its steps, or starts a generation whose lines it keeps until `write`."""
 
     job: GenerationJob
 
     def run(self, prompt: str, *, rid: Any, seed: int) -> GenResult: ...
+    def start(self, prompt: str, *, rid: Any, seed: int, job: GenerationJob, kept: bool) -> Traced: ...
 
 
 class JobPool:
@@ -116,13 +128,15 @@ class _Pending:
     place: int
     open: int  # results not finished yet
     results: dict[int, GenResult] = field(default_factory=dict)
+    traces: dict[int, Traced] = field(default_factory=dict)  # with a tracer: written with the results
 
 
 class GenBatch:
     """The per-record step of `run_batch` for gen: `n` results per record (seeds seed,
     seed+1, ...; a record's `seed` replaces the command's), each passed to `emit(result,
-    extra_fields)`. With `parallel` > 1 (and no tracer) `many` runs up to that many
-    generations at once (decode/batched.py) and emits in input order."""
+    extra_fields)`. With `parallel` > 1 `many` runs up to that many generations at once
+    (decode/batched.py) and emits in input order (with a tracer, each generation's trace
+    lines are written with its result, in the same order)."""
 
     def __init__(
         self,
@@ -135,7 +149,7 @@ class GenBatch:
         parallel: int = 1,
     ) -> None:
         self.pool, self.n, self.seed, self.emit, self.tracer = pool, n, seed, emit, tracer
-        self.parallel = 1 if tracer is not None else parallel
+        self.parallel = parallel
 
     def many(self, todo: Iterable[tuple[InputRecord, int]]) -> Iterator[tuple[InputRecord, list[str]]]:
         """`run_batch`'s loop for parallel runs: (record, results already written) in, each
@@ -147,6 +161,8 @@ class GenBatch:
         def release() -> None:
             for q in order.ready():
                 for j in sorted(q.results):
+                    if j in q.traces:
+                        q.traces[j].write()
                     self.emit(q.results[j], q.rec.extra)
                 out.append((q.rec, [status_of(q.results[j]) for j in sorted(q.results)]))
 
@@ -176,19 +192,26 @@ class GenBatch:
                 seed = rec.settings.get("seed", self.seed)
                 for k in range(done, self.n):
                     try:
+                        if self.tracer is not None:
+                            traced = self.tracer.start(rec.value, rid=rec.id, seed=seed + k, job=job, kept=True)
+                            yield Request(traced.decoder, on_step=traced.on_step, key=(p, k, job, None, traced))
+                            continue
                         dec = job.decoder(rec.value, seed=seed + k)
                     except MinistructError as e:
                         finish(p, k, GenResult.failed(rec.id, rec.value, f"{rec.where}: {e}"))
                         continue
                     monitor = job.fight_monitor()
-                    yield Request(dec, on_step=watcher(monitor), key=(p, k, job, monitor))
+                    yield Request(dec, on_step=watcher(monitor), key=(p, k, job, monitor, None))
 
         batch = BatchedDecoder(self.pool.base.model, self.parallel)
         try:
             for req, outcome in batch.run(requests()):
-                p, k, job, monitor = req.key
+                p, k, job, monitor, traced = req.key
                 if isinstance(outcome, MinistructError):
                     res = GenResult.failed(p.rec.id, p.rec.value, f"{p.rec.where}: {outcome}")
+                elif traced is not None:
+                    res = traced.finish(outcome)
+                    p.traces[k] = traced
                 else:
                     res = job.result_of(outcome, p.rec.id, p.rec.value, monitor)
                 finish(p, k, res)

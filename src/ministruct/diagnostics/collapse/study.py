@@ -32,7 +32,10 @@ schema shown, without the constraint (FreeRun).
 from __future__ import annotations
 
 import math
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
@@ -213,6 +216,44 @@ class UnderWay:
         )
 
 
+class StepWorker:
+    """Evaluates the grid for steps on a thread of its own, in the order they come, while
+    the main thread drives the model (llama.cpp and numpy release the GIL); at most
+    `limit` steps wait, so memory stays bounded when the model outruns it."""
+
+    def __init__(self, limit: int) -> None:
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ministruct-grid")
+        self._room = threading.BoundedSemaphore(limit)
+        self._error: BaseException | None = None
+
+    def submit(self, fn: Callable, *args) -> Future:
+        if self._error is not None:
+            raise self._error
+        self._room.acquire()
+        return self._pool.submit(self._run, fn, args)
+
+    def _run(self, fn: Callable, args: tuple) -> None:
+        try:
+            fn(*args)
+        except BaseException as e:  # raised again on the main thread
+            self._error = self._error or e
+        finally:
+            self._room.release()
+
+    def checked(self, value):
+        """`value`, unless a step failed (then its error is raised here)."""
+        if self._error is not None:
+            raise self._error
+        return value
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+
+
+def _nothing() -> None:
+    return None
+
+
 class CollapseStudy:
     """Schemas x prompts x seeds x conditions, each sampled once and evaluated over the grid.
 
@@ -341,13 +382,23 @@ class CollapseStudy:
         own = batch is None
         if batch is None:
             batch = BatchedDecoder(self.model, parallel, n_ctx=self.context_need())
+        worker = StepWorker(limit=8 * parallel)
+        waiting: list[tuple[UnderWay, "Generation", Future]] = []
         try:
             gens = (self.start(u) for u in units)
-            for req, outcome in batch.run(Request(g.decoder, on_step=g.on_step, key=g) for g in gens):
+            requests = (Request(g.decoder, on_step=partial(worker.submit, g.on_step), key=g) for g in gens)
+            for req, outcome in batch.run(requests):
                 if isinstance(outcome, MinistructError):
                     raise outcome
-                yield req.key.unit, req.key.finish(outcome)
+                waiting.append((req.key, outcome, worker.submit(_nothing)))
+                while waiting and waiting[0][2].done():
+                    g, res, _ = waiting.pop(0)
+                    yield g.unit, g.finish(worker.checked(res))
+            for g, res, fut in waiting:
+                fut.result()
+                yield g.unit, g.finish(worker.checked(res))
         finally:
+            worker.close()
             if own:
                 batch.close()
 
