@@ -148,3 +148,42 @@ def test_run_many_keeps_input_order(model):
     assert [r.id for r in results] == [1, 2, 3, 4, 5] and [r.prompt for r in results] == prompts
     assert all(r.complete and regex.fullmatch("[0-9]{2,5}-[a-z]{2}", r.output) for r in results)
     assert [r.output for r in results] == [r.output for r in digits.run_many(prompts, parallel=4, seeds=range(5))]
+
+
+def test_the_context_is_sized_to_what_the_requests_use_and_grows_for_a_longer_one(model):
+    """Two short requests fill two sequences of 256 tokens (not `parallel` of n_ctx); a
+    later request that needs more waits for them, and the context is made again for it.
+    The outputs are those of a context fixed at the model's n_ctx (the size of the
+    context does not change the rows)."""
+    _, digits = _jobs(model)
+    long = GenerationJob(model, digits.constraint, digits.params, max_tokens=400)
+
+    def requests():
+        yield Request(digits.decoder("Answer:", seed=1), key="a")
+        yield Request(digits.decoder("A code:", seed=2), key="b")
+        yield Request(long.decoder("Answer:", seed=3), key="long")
+
+    sized = BatchedDecoder(model, 2)
+    fixed = BatchedDecoder(model, 2, n_ctx=model.n_ctx)
+    try:
+        made = []
+        outs = {}
+        for req, gen in sized.run(requests()):
+            outs[req.key] = gen
+            made.append((sized._seqs.n_seq, sized._seqs.n_ctx))
+        assert made[:2] == [(2, 256), (2, 256)] and made[-1] == (2, 512)
+        assert sized._seqs.n_seq == 2
+        want = {req.key: gen for req, gen in fixed.run(requests())}
+        assert fixed._seqs.n_ctx == model.n_ctx and fixed._seqs.n_seq == 2
+    finally:
+        sized.close()
+        fixed.close()
+    assert {k: g.tokens for k, g in outs.items()} == {k: g.tokens for k, g in want.items()}
+    for gen in outs.values():
+        assert gen.complete and regex.fullmatch("[0-9]{2,5}-[a-z]{2}", gen.text)
+    few = BatchedDecoder(model, 8)
+    try:
+        list(few.run([Request(digits.decoder("Answer:", seed=1))]))
+        assert (few._seqs.n_seq, few._seqs.n_ctx) == (1, 256)  # one request: one sequence
+    finally:
+        few.close()
