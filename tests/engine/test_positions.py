@@ -199,3 +199,100 @@ def test_marked_and_plain_grammars_give_the_same_masks(model):
         marked.advance(t)
     assert plain.is_accepting() and marked.is_accepting()
     assert np.array_equal(plain.mask(), marked.mask())
+
+
+# members whose key the output names: additionalProperties (an object of its own, with
+# additional string members), and patternProperties beside additionalProperties
+EXTRA = {
+    "type": "object",
+    "properties": {"a": {"type": "integer"}},
+    "additionalProperties": {
+        "type": "object",
+        "properties": {"x": {"type": "integer"}},
+        "additionalProperties": {"type": "string"},
+    },
+}
+PATTERNS = {
+    "type": "object",
+    "properties": {"name": {"type": "string"}},
+    "patternProperties": {"^p": {"type": "integer"}, "^q": {"type": "array", "items": {"type": "string"}}},
+    "additionalProperties": {"type": "boolean"},
+}
+EXTRA_READERS = {ws: reader_for(EXTRA, whitespace=ws) for ws in ("compact", "flexible")}
+PATTERN_READERS = {ws: reader_for(PATTERNS, whitespace=ws) for ws in ("compact", "flexible")}
+# keys without control characters: json.dumps writes those as ASCII \u escapes, which the
+# generation language leaves out where a key could still become a listed name
+key_st = st.text(st.characters(codec="utf-8", exclude_categories=("Cs", "Cc")), max_size=6)
+
+
+@st.composite
+def extra_instance(draw):
+    v: dict = {}
+    if draw(st.booleans()):
+        v["a"] = draw(st.integers(-99, 99))
+    for k in draw(st.lists(key_st.filter(lambda k: k != "a"), max_size=3, unique=True)):
+        inner: dict = {}
+        if draw(st.booleans()):
+            inner["x"] = draw(st.integers(0, 9))
+        for k2 in draw(st.lists(key_st.filter(lambda k: k != "x"), max_size=2, unique=True)):
+            inner[k2] = draw(text_st)
+        v[k] = inner
+    return v
+
+
+@st.composite
+def pattern_instance(draw):
+    v: dict = {}
+    if draw(st.booleans()):
+        v["name"] = draw(text_st)
+    for k in draw(st.lists(key_st.filter(lambda k: k != "name"), max_size=4, unique=True)):
+        if k.startswith("p") and k.startswith("q"):
+            continue
+        if k.startswith("p"):
+            v[k] = draw(st.integers(-9, 99))
+        elif k.startswith("q"):
+            v[k] = draw(st.lists(text_st, max_size=2))
+        else:
+            v[k] = draw(st.booleans())
+    return v
+
+
+@settings(max_examples=120, deadline=None)
+@given(
+    st.sampled_from(["extra", "patterns"]),
+    st.data(),
+    st.sampled_from([None, 1]),
+    st.booleans(),
+    st.lists(st.integers(1, 6), min_size=1, max_size=60),
+)
+def test_additional_and_pattern_members_take_their_key_from_the_output(kind, data, indent, ascii_only, sizes):
+    """The value of an additional or pattern property is at the pointer of the key the
+    output wrote (escaped keys, `/` and `~` in keys, nested additional members), as the
+    replay says, byte for byte and token by token."""
+    value = data.draw(extra_instance() if kind == "extra" else pattern_instance())
+    ws = "compact" if indent is None else "flexible"
+    readers = EXTRA_READERS if kind == "extra" else PATTERN_READERS
+    separators = (",", ":") if indent is None else None
+    text = json.dumps(value, indent=indent, separators=separators, ensure_ascii=ascii_only)
+    assert accepts(readers[ws].auto.grammar, text), text
+    check(readers[ws], text, sizes, set())
+
+
+def test_a_key_cut_off_is_a_star_and_keys_with_slashes_are_escaped():
+    r = EXTRA_READERS["compact"]
+    got = r.of_bytes(b'{"k/~":{"x":1,"y":"v"},"ab')
+    assert got[2] == (Position("/k~1~0", "key"),)
+    assert (Position("/k~1~0/y", "value"),) in got
+    assert got[-1] == (Position("/*", "key"),)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from(["extra", "patterns"]), st.data(), st.integers(0, 60))
+def test_marks_leave_the_language_of_named_members_unchanged(kind, data, cut_at):
+    schema = EXTRA if kind == "extra" else PATTERNS
+    value = data.draw(extra_instance() if kind == "extra" else pattern_instance())
+    text = json.dumps(value, separators=(",", ":"))
+    plain, marked = schema_to_grammar(schema), schema_to_grammar(schema, marks=True)
+    for t in (text, text[:cut_at], text[:cut_at] + "x", text.replace(":", "=", 1), text.replace("true", "1", 1)):
+        assert accepts(plain, t) == accepts(marked, t)
+        assert accepts_prefix(plain, t) == accepts_prefix(marked, t)

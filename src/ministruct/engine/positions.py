@@ -9,15 +9,19 @@ Each byte's position comes from the stacks of the configuration that consumed it
 only the stacks that lie on a parse of the whole output (a backward pass over the
 configurations), so a key that two optional members share a prefix of is told apart
 once the output shows which one it is. Array items repeat one rule, so their index
-is `*` (prefixItems keep theirs).
+is `*` (prefixItems keep theirs). A member whose key the output names (additional and
+pattern properties: the mark's segment is KEY_SEGMENT) takes its key from the output:
+the JSON string its key bytes hold, as a pointer segment (`*` while it is cut off).
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Sequence
 
 from ministruct.engine.automaton import Automaton, Config, Stack
+from ministruct.grammar.ir import KEY_SEGMENT
 
 ROOT = ""
 END = "(end)"
@@ -103,7 +107,7 @@ class PositionReader:
                         break
             out[k] = tuple(sorted({self.of_stack(st) for st in now}))
             alive = now
-        return out
+        return _named_keys(data, out) if self.marks else out
 
     def of_tokens(self, pieces: Sequence[bytes], start: Config | None = None) -> list[list[tuple[Position, int]]]:
         """Per token, its runs of bytes by position: [(position, n_bytes), ...] in order
@@ -122,3 +126,47 @@ class PositionReader:
             out.append(runs or [(END_POSITION, 0)])
             i += len(piece)
         return out
+
+
+def _named_keys(data: bytes, per_byte: list[tuple[Position, ...]]) -> list[tuple[Position, ...]]:
+    """Every KEY_SEGMENT replaced by the key the output wrote there: a run of bytes whose
+    position is (pointer ending in KEY_SEGMENT, "key") is that member's key."""
+    marker = "/" + KEY_SEGMENT
+    if not any(marker in p.pointer for ps in per_byte for p in ps):
+        return per_byte
+    keys: dict[int, str] = {}  # segment index -> the key of the member open there
+    out: list[tuple[Position, ...]] = []
+    k = 0
+    while k < len(per_byte):
+        ps = per_byte[k]
+        key_at = next((p for p in ps if p.part == "key" and p.pointer.endswith(marker)), None)
+        n = 1
+        if key_at is not None:
+            while k + n < len(per_byte) and key_at in per_byte[k + n]:
+                n += 1
+            depth = key_at.pointer.count("/")
+            keys = {d: v for d, v in keys.items() if d < depth}
+            keys[depth] = _key_segment(data[k : k + n])
+        for i in range(k, k + n):
+            out.append(tuple(sorted({_filled(p, keys) for p in per_byte[i]})))
+        k += n
+    return out
+
+
+def _filled(p: Position, keys: dict[int, str]) -> Position:
+    if KEY_SEGMENT not in p.pointer:
+        return p
+    segs = p.pointer.split("/")
+    segs = [keys.get(i, "*") if s == KEY_SEGMENT else s for i, s in enumerate(segs)]
+    return Position("/".join(segs), p.part)
+
+
+def _key_segment(text: bytes) -> str:
+    """The pointer segment of a JSON string's bytes (`*` when it is not a whole string)."""
+    try:
+        key = json.loads(text.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        return "*"
+    if not isinstance(key, str):
+        return "*"
+    return key.replace("~", "~0").replace("/", "~1")

@@ -177,13 +177,17 @@ class Mark:
     """What a rule's text is, for position tags (the JSON Schema front end leaves these).
 
     `segment`: the JSON pointer segment the rule adds (an object key, an array index,
-    `*` for any item), or None; `part`: "key", "value", "structure" or "whitespace", or
-    None to keep the enclosing rule's. A stack's position joins the segments of every
+    `*` for any item, KEY_SEGMENT for a member whose key the output names: an
+    additional or pattern property), or None; `part`: "key", "value", "structure" or
+    "whitespace", or None to keep the enclosing rule's. A stack's position joins the segments of every
     marked rule on it, bottom to top, and takes the innermost part.
     """
 
     segment: str | None = None
     part: str | None = None
+
+
+KEY_SEGMENT = "~k"  # no escaped pointer segment is this ("~" is only ever "~0" or "~1")
 
 
 @dataclass

@@ -213,6 +213,10 @@ class _Compiler:
         self.marks[ref.name] = mark
         return ref
 
+    def mark(self, name: str, mark: Mark) -> None:
+        if self.marking:
+            self.marks[name] = mark
+
     @property
     def validator(self):
         if self._validator is None:

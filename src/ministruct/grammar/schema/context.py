@@ -14,6 +14,7 @@ class SchemaContext(Protocol):
 
     source: str
     explicit: bool  # the generation language (extra_properties="explicit")
+    marking: bool  # position marks are on (SchemaOptions.marks)
 
     @property
     def validator(self) -> Any:
@@ -39,6 +40,9 @@ class SchemaContext(Protocol):
 
     def marked(self, hint: str, body: Expr, mark: Mark) -> Expr:
         """`body` as a rule carrying a position mark (with marks off: `body` itself)."""
+
+    def mark(self, name: str, mark: Mark) -> None:
+        """Give the rule `name` a position mark (nothing with marks off)."""
 
     def colon(self) -> Expr: ...
     def comma(self, depth: int) -> Expr: ...

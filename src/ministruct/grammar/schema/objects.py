@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any, Optional
 
-from ministruct.grammar.ir import EMPTY, CharClass, Expr, Literal, Mark, Repeat, RuleRef, alt, seq
+from ministruct.grammar.ir import EMPTY, KEY_SEGMENT, CharClass, Expr, Literal, Mark, Repeat, RuleRef, alt, seq
 from ministruct.grammar.schema.context import SchemaContext
 from ministruct.grammar.schema.formats import (
     ANY_HEX,
@@ -253,7 +253,19 @@ def _extras(
         val = c.value(ap, f"{ptr}/additionalProperties", depth + 1)
     if _dead(key) or _dead(val):
         return None
-    return c.rule(f"kv{ptr}", seq(key, c.colon(), val))
+    key = c.marked(f"xkey{ptr}", key, Mark(None, "key"))
+    val = c.marked(f"xval{ptr}", val, Mark(None, "value"))
+    return _extra_member(c, ptr, seq(key, c.colon(), val))
+
+
+def _extra_member(c: SchemaContext, ptr: str, body: Expr) -> RuleRef:
+    """The rule of one additional member: with marks, its pointer segment is the key the
+    output writes (KEY_SEGMENT, filled in by engine/positions.py)."""
+    if c.marking:
+        ref = c.marked(f"kv{ptr}", body, Mark(KEY_SEGMENT, "structure"))
+        if isinstance(ref, RuleRef):
+            return ref
+    return c.rule(f"kv{ptr}", body)
 
 
 MAX_PATTERNS = 8
@@ -319,7 +331,9 @@ def _pattern_extras(
                 except SchemaError:
                     c.unsupported("patternProperties", ptr, why)
                     v = NOTHING
-            if not _dead(v) and not isinstance(v, (Literal, RuleRef)):
+            if c.marking and not _dead(v):
+                v = c.marked(f"pval{ptr}", v, Mark(None, "value"))
+            elif not _dead(v) and not isinstance(v, (Literal, RuleRef)):
                 v = c.rule(f"pval{ptr}", v)
             values[m] = v
         return values[m]
@@ -332,7 +346,8 @@ def _pattern_extras(
     if 0 not in live:
         return None
     refs = {s: RuleRef(c.fresh(f"pkey{ptr}")) for s in sorted(live)}
-    close = seq(Literal('"'), c.colon())
+    colon = c.marked(f"pcolon{ptr}", c.colon(), Mark(None, "structure"))  # in a key rule, not of the key
+    close = seq(Literal('"'), colon)
     for s in sorted(live):
         opts: list[Expr] = []
         if s in accepting:
@@ -345,7 +360,8 @@ def _pattern_extras(
                     opts.append(seq(encode_chars(CharClass(rs)), refs[t]))
             body = alt(*opts)
         c.define(refs[s].name, body)
-    return c.rule(f"kv{ptr}", seq(Literal('"'), refs[0]))
+        c.mark(refs[s].name, Mark(None, "key"))
+    return _extra_member(c, ptr, seq(c.marked(f"pquote{ptr}", Literal('"'), Mark(None, "key")), refs[0]))
 
 
 def _members(
