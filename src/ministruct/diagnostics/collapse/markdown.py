@@ -108,6 +108,11 @@ class StudyReport:
         )
         return base
 
+    def _decoding(self) -> str:
+        n = self.result.parallel
+        at_once = f"{n} generations at once in one model batch" if n > 1 else "one generation at a time"
+        return f"token by token, no fast-forward, the token budget kept as gen keeps it, {at_once}"
+
     def ours(self) -> list[str]:
         """Our numbers on the published rows (PUBLISHED), in the same order."""
         ref = {(c["schema"], c["condition"]): c for c in self.report.reference_cells()}
@@ -170,7 +175,7 @@ class StudyReport:
             ("max_tokens", st.max_tokens),
             ("chat template", st.chat),
             ("system", st.system or "(none)"),
-            ("decoding", "token by token, no fast-forward, no budget narrowing, cut at max_tokens"),
+            ("decoding", self._decoding()),
             ("free control", "the same prompts, schema shown, no constraint" if self.result.free else "off"),
         ]
         out.append(table(["setting", "value"], rows))

@@ -49,6 +49,7 @@ class StudyResult:
     free: list[FreeRun]
     ran: int  # generations computed in this run (the others were read back)
     rerun: int = 0  # of those, already in the folder: run again with their cut-off block
+    parallel: int = 1  # generations decoded at once
 
 
 def build_study(
@@ -233,7 +234,7 @@ class StudyRun:
         gens = [GenerationGrid.from_state(done[u.key]["state"], n_cells) for u in self.units]
         free = [FreeRun.from_state(done[u.key]["state"]) for u in self.free_units]
         report = CollapseReport(self.study.settings, gens, self.study.describe())
-        return StudyResult(report, free, ran, rerun)
+        return StudyResult(report, free, ran, rerun, parallel)
 
     def blocks(self) -> list[list[Unit]]:
         """The plan in the blocks it runs in: one generation each at `parallel` 1, else
