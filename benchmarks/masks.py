@@ -605,6 +605,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="5 schemas, 60 steps, no generation")
     ap.add_argument("--json", dest="json_out", help="write every number to this file")
     ap.add_argument("--no-xgrammar", action="store_true", help="leave XGrammar out even when installed")
+    ap.add_argument(
+        "--only",
+        default="",
+        help="comma list of named constraints to run (e.g. 'sql_select.lark,200 tools'); "
+        "'pool' stands for the jsonschemabench sample; default: all",
+    )
     args = ap.parse_args(argv)
     if args.quick:
         args.schemas, args.steps, args.schema_steps, args.no_generate = 5, 60, 30, True
@@ -645,9 +651,13 @@ def main(argv: list[str] | None = None) -> int:
             xgr = xgrammar_walk.Xgr(vocab)
             setup[-1]["xgrammar_tokenizer_s"] = round(xgr.setup_s, 3)
             setup[-1]["xgrammar_version"] = xgrammar_walk.version()
+        only = {x.strip() for x in args.only.split(",") if x.strip()}
         specs = named_specs(notes if key == args.models.split(",")[0] else [])
+        if only:
+            specs = [s for s in specs if s.name in only]
         sample_notes: list[str] = []
-        specs += schema_sample(args.schemas, tok, sample_notes)
+        if not only or "pool" in only:
+            specs += schema_sample(args.schemas, tok, sample_notes)
         notes += [f"{model.name}: {n}" for n in sample_notes]
         print(f"# {model.name}: {vocab.n_logits:,} tokens; {len(specs)} constraints", file=sys.stderr, flush=True)
         for i, spec in enumerate(specs):
