@@ -17,7 +17,19 @@ from typing import Iterable
 
 from ministruct.engine.utf8 import merge_ranges, utf8_sequences
 from ministruct.errors import CompileLimitError, GrammarError
-from ministruct.grammar.ir import Alt, CharClass, Expr, Grammar, Literal, Repeat, RuleRef, Seq, TokenRef, gc_paused
+from ministruct.grammar.ir import (
+    Alt,
+    CharClass,
+    Expr,
+    Grammar,
+    Literal,
+    Repeat,
+    RuleRef,
+    Seq,
+    TokenRef,
+    gc_paused,
+    normalize_ranges,
+)
 
 MAX_NFA_STATES = 2_000_000
 MAX_STACKS = 4_096
@@ -205,7 +217,7 @@ class Automaton:
         # options share the path of their common leading items (literal bytes, equal
         # sub-expressions): 20,000 alternative words leave one parse alive, not 20,000
         shared: dict[tuple[int, object], int] = {}
-        for o in e.options:
+        for o in _merge_single_chars(e.options):
             cur = s
             for atom in _leading_atoms(o):
                 nxt = shared.get((cur, atom))
@@ -562,6 +574,34 @@ class Automaton:
                 cuts.add(lo)
                 cuts.add(hi + 1)
         return sorted(cuts)
+
+
+def _one_char_ranges(e: Expr) -> tuple[tuple[int, int], ...] | None:
+    """The code points of an expression that is exactly one character, else None."""
+    if isinstance(e, CharClass):
+        return e.code_point_ranges()
+    if isinstance(e, Literal) and len(e.text) == 1 and not 0xD800 <= ord(e.text) <= 0xDFFF:
+        return ((ord(e.text), ord(e.text)),)
+    return None
+
+
+def _merge_single_chars(options: tuple[Expr, ...]) -> tuple[Expr, ...]:
+    """Options that are one character each (classes, one-character literals) as one class,
+    in the place of the first: `"_" | [A-Z] | [a-z]` then leaves one parse alive per
+    character, not one per option. A one-character literal that begins a longer literal
+    option stays apart (it shares that option's first byte already)."""
+    leading = {atoms[0] for o in options if _one_char_ranges(o) is None for atoms in (_leading_atoms(o),) if atoms}
+    picked = [
+        i
+        for i, o in enumerate(options)
+        if _one_char_ranges(o) is not None and not (isinstance(o, Literal) and o.text.encode("utf-8")[0] in leading)
+    ]
+    if len(picked) < 2:
+        return options
+    ranges = [r for i in picked for r in _one_char_ranges(options[i])]  # type: ignore[union-attr]
+    merged = CharClass(normalize_ranges(ranges))
+    dropped = set(picked[1:])
+    return tuple(merged if i == picked[0] else o for i, o in enumerate(options) if i not in dropped)
 
 
 def token_matches(edge: TokenEdge, token_id: int, resolve) -> bool:
