@@ -21,6 +21,8 @@ MAX_CONFIGS = 1_000_000
 STACK_PIECES_KEPT = 100_000
 FEW_PIECES = 8  # a row of up to this many segments is written a slice at a time, longer ones from a list
 MERGED_KEPT = 10_000  # configurations of several stacks whose merged pieces are kept
+FEW_CELLS = 8  # a row asked for in at most this many classes may be stepped cell by cell
+CELLS_MIN_STACKS = 4  # ... when its configuration has at least this many stacks (the walk asks)
 T = TypeVar("T")
 
 
@@ -143,6 +145,29 @@ class Transitions:
         for s in dict.fromkeys(states.tolist()):
             if not self.complete[s]:
                 self.fill_row(s)
+
+    def fill_cells(self, states: np.ndarray, classes: np.ndarray) -> None:
+        """Make the cells (states[k], classes[k]) known. A row asked for in more than a
+        few classes is filled whole; one asked for in a few (a narrow node deep in the
+        trie) is stepped cell by cell: for a configuration of many stacks that costs a
+        small part of its row (one union of stacks per class instead of one per segment)."""
+        wanted: dict[int, set[int]] = {}
+        for s, c in zip(states.tolist(), classes.tolist()):
+            cs = wanted.get(s)
+            if cs is None:
+                wanted[s] = {c}
+            else:
+                cs.add(c)
+        for s, cs in wanted.items():
+            if self.complete[s]:
+                continue
+            row = self.table[s]
+            unknown = [c for c in cs if row[c] == UNKNOWN]
+            if len(unknown) > FEW_CELLS:
+                self.fill_row(s)
+            else:
+                for c in unknown:
+                    self.get(s, c)
 
     def segments(self, q: int) -> tuple[tuple[int, int, tuple[int, ...]], ...]:
         """State q's byte edges as disjoint class segments (lo, hi, targets), in order;

@@ -17,8 +17,8 @@ from typing import Callable
 import numpy as np
 
 from ministruct.engine import kernel
-from ministruct.engine.table import DEAD, Transitions
-from ministruct.engine.trie import TokenTrie, expand_children
+from ministruct.engine.table import CELLS_MIN_STACKS, DEAD, Transitions
+from ministruct.engine.trie import PRE_NODE, TokenTrie, expand_children
 
 FIRST_ROOM = 64  # the compiled walk's first room for exits, blocked nodes and the like (they grow)
 _EMPTY_IDS = np.zeros(0, dtype=np.int32)
@@ -177,10 +177,28 @@ def _walk_compiled(
         if n_asks and prune is not None:
             prune.stable(np.unique(buf[o + n_wants : o + n_wants + n_asks]))
         if n_wants:
-            tr.fill_rows(buf[o : o + n_wants])
+            _fill_wanted(trie, byte_class, tr, buf[o : o + n_wants], entries)
     ids = np.concatenate(found, dtype=np.int32, casting="unsafe") if found else _EMPTY_IDS  # (token ids fit)
     out = np.concatenate(exits) if exits else _EMPTY_NODES
     return WalkResult(trie, ids, out)
+
+
+def _fill_wanted(
+    trie: TokenTrie, byte_class: np.ndarray, tr: Transitions, wants: np.ndarray, blocked: np.ndarray
+) -> None:
+    """Fill what the compiled walk asked for: whole rows, except for configurations of
+    many stacks, of which only the cells their blocked nodes (rows of `trie.pre`) need
+    for their children are filled (`Transitions.fill_cells`)."""
+    wide = [s for s in wants.tolist() if len(tr.configs[s]) >= CELLS_MIN_STACKS]
+    if len(wide) < len(wants):
+        tr.fill_rows(np.setdiff1d(wants, wide) if wide else wants)
+    if not wide:
+        return
+    wanted = np.isin(blocked[1], wide) if len(wide) > 1 else blocked[1] == wide[0]
+    nodes = trie.pre[blocked[0][wanted], PRE_NODE].astype(np.int64)
+    counts = trie.child_count[nodes]
+    idx = expand_children(trie.child_start[nodes], counts)
+    tr.fill_cells(np.repeat(blocked[1][wanted], counts), byte_class[trie.node_byte[idx]])
 
 
 def _walk_numpy(
