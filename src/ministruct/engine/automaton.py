@@ -17,19 +17,7 @@ from typing import Iterable
 
 from ministruct.engine.utf8 import merge_ranges, utf8_sequences
 from ministruct.errors import CompileLimitError, GrammarError
-from ministruct.grammar.ir import (
-    Alt,
-    CharClass,
-    Expr,
-    Grammar,
-    Literal,
-    Repeat,
-    RuleRef,
-    Seq,
-    TokenRef,
-    gc_paused,
-    normalize_ranges,
-)
+from ministruct.grammar.ir import Alt, CharClass, Expr, Grammar, Literal, Repeat, RuleRef, Seq, TokenRef, gc_paused
 
 MAX_NFA_STATES = 2_000_000
 MAX_STACKS = 4_096
@@ -599,7 +587,7 @@ def _merge_single_chars(options: tuple[Expr, ...]) -> tuple[Expr, ...]:
     if len(picked) < 2:
         return options
     ranges = [r for i in picked for r in _one_char_ranges(options[i])]  # type: ignore[union-attr]
-    merged = CharClass(normalize_ranges(ranges))
+    merged = CharClass(tuple(merge_ranges(ranges)))
     dropped = set(picked[1:])
     return tuple(merged if i == picked[0] else o for i, o in enumerate(options) if i not in dropped)
 
