@@ -1,9 +1,9 @@
 """Masks of ambiguous grammars (many parses alive at once, as in a Lark grammar of SQL with
 optional gaps between lexemes), checked against oracles that share no code with the engine.
 
-What these exercise: single-character alternatives built as one class (automaton.py),
-configurations of many stacks walked per group of stacks (compile.py `_groups`), and rows
-filled cell by cell for narrow trie nodes (table.py `fill_cells`).
+What these exercise: single-character alternatives built as one class (automaton.py), and
+rows of configurations of many stacks filled cell by cell for narrow trie nodes (table.py
+`fill_cells`).
 """
 
 from __future__ import annotations
@@ -17,12 +17,12 @@ import regex
 from oracles import LlamaGrammarOracle  # tests/ is on sys.path (rootdir conftest)
 from test_exact_llamacpp import comparable_ids, completed_by_llamacpp, describe, llama_side  # noqa: F401
 
-from ministruct.engine import compile as compile_mod
+from ministruct.engine import kernel
 from ministruct.engine import table as table_mod
 from ministruct.engine.automaton import Automaton
-from ministruct.engine.compile import GROUP_MIN_STACKS, compile_grammar
+from ministruct.engine.compile import compile_grammar
 from ministruct.engine.matcher import Matcher
-from ministruct.engine.table import DEAD, Transitions
+from ministruct.engine.table import CELLS_MIN_STACKS, DEAD, Transitions
 from ministruct.engine.vocab import Vocabulary
 from ministruct.grammar.gbnf.parse import parse_gbnf
 from ministruct.grammar.ir import Alt, CharClass, Grammar, Literal, Repeat, Seq
@@ -112,7 +112,11 @@ def oracle_mask(out: bytes) -> np.ndarray:
     return want
 
 
-def test_masks_of_many_parses_equal_the_regex_oracle():
+@pytest.mark.parametrize("compiled_walk", [False, True], ids=["numpy", "compiled"])
+def test_masks_of_many_parses_equal_the_regex_oracle(monkeypatch, compiled_walk):
+    if compiled_walk:
+        assert kernel.available(), kernel.failure()  # (the compiled walk asks for cells: fill_cells)
+    monkeypatch.setattr(kernel, "wanted", lambda: compiled_walk)
     compiled = compile_grammar(parse_gbnf(SQLISH), VOCAB, use_cache=False)
     widest = 0
     for walk in range(12):
@@ -135,20 +139,7 @@ def test_masks_of_many_parses_equal_the_regex_oracle():
             tid = legal[int(rng.integers(len(legal)))]
             m.advance(tid)
             out += TOKENS[tid]
-    assert widest >= GROUP_MIN_STACKS  # the walks did reach configurations walked per group
-
-
-def test_grouped_and_whole_walks_give_the_same_masks(monkeypatch):
-    """The same walks with every configuration walked whole (no groups): equal masks."""
-    texts = [b"select", b"selecta", b"select a asb", b"select x.y or z1 from t where a=b", b"select a, b or"]
-    grouped = compile_grammar(parse_gbnf(SQLISH), VOCAB, use_cache=False)
-    masks = [np.asarray(grouped.mask(grouped.step_bytes(grouped.initial, t))) for t in texts]
-    monkeypatch.setattr(compile_mod, "GROUP_MIN_STACKS", 10**9)
-    whole = compile_grammar(parse_gbnf(SQLISH), VOCAB, use_cache=False)
-    for t, m in zip(texts, masks):
-        cid = whole.step_bytes(whole.initial, t)
-        assert (np.asarray(whole.mask(cid)) == m).all(), t
-        assert (m == oracle_mask(t)).all(), t
+    assert widest >= CELLS_MIN_STACKS  # the walks did reach configurations whose cells are stepped apart
 
 
 def _class_of(cuts: list[int]) -> np.ndarray:
@@ -268,4 +259,4 @@ def test_sql_lark_grammar_masks_equal_llamacpp_along_random_walks(llama_side):  
                 out += vocab.tokens[token]
         finally:
             oracle.close()
-    assert widest >= GROUP_MIN_STACKS
+    assert widest >= CELLS_MIN_STACKS

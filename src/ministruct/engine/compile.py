@@ -47,9 +47,6 @@ ROOT = -1  # a walk that starts at the trie's root
 # frames kept above a base: with one, a rule called per character (a repeated item) would
 # return after every character, and strings could not be taken by slices
 KEEP_FRAMES = 2
-# a configuration of at least this many stacks is walked per group of stacks (one group
-# per base they return to), not as a whole
-GROUP_MIN_STACKS = 8
 PRUNE_MIN_TOKENS = 2048  # a node with fewer tokens below is walked, not analysed
 
 _ROOT_NODES = np.zeros(1, dtype=np.int64)  # (walks copy their entries)
@@ -104,7 +101,6 @@ class CompiledGrammar:
         self._walk_bytes = 0
         self._walk_keys = 0
         self._splits: dict[int, tuple[Stack, int]] = {}
-        self._groups_of: dict[int, list[tuple[Stack, int]]] = {}
         self._returns: dict[Stack, int] = {}
         self._chains: dict[str, SliceChains] = {}
         self._members: dict[tuple[str, int, tuple], np.ndarray] = {}
@@ -169,7 +165,6 @@ class CompiledGrammar:
             self._token_steps,
             self._walks,
             self._splits,
-            self._groups_of,
             self._returns,
             self._chains,
             self._members,
@@ -281,7 +276,15 @@ class CompiledGrammar:
     def _compute_mask(self, cid: int) -> np.ndarray:
         if cid == DEAD:
             return np.zeros(self.vocab.n_logits, dtype=bool)
-        parts = [part for base, rel in self._groups(cid) for part in self._chain(base, rel)]
+        parts: list[_Part] = []
+        parent, at = None, cid
+        while True:
+            base, rel = self._split(at)
+            part = self._walk_from(parent, rel)
+            parts.append(part)
+            if not base or not len(part.found.exits):
+                break
+            parent, at = part, self._return_to(base)
         config = self.configs[cid]
         accepting = Automaton.is_accepting(config)
         # configurations that differ only below where any token reaches (a deeper nesting,
@@ -309,45 +312,6 @@ class CompiledGrammar:
             if len(self._composed) > self._composed_max:
                 self._composed.popitem(last=False)
         return legal
-
-    def _chain(self, base: Stack, rel: int) -> list[_Part]:
-        """The walks a mask of (base, relative configuration) is made of: from the trie's
-        root, then from the exits of each walk as the frames below return. (Below the
-        first walk a configuration is walked whole: a group per base there would walk
-        every exit's subtree once per group.)"""
-        parts: list[_Part] = []
-        parent = None
-        while True:
-            part = self._walk_from(parent, rel)
-            parts.append(part)
-            if not base or not len(part.found.exits):
-                return parts
-            parent = part
-            base, rel = self._split(self._return_to(base))
-
-    def _groups(self, cid: int) -> list[tuple[Stack, int]]:
-        """(base, relative configuration) per group of stacks walked together: one group
-        (`_split`), or, for a configuration of many stacks, one per base its stacks return
-        to. A mask is the union of its stacks' masks, so the groups' walks can be made
-        apart; they then depend on the top frames only, and are shared by every
-        configuration that holds the same stacks in another mix (an ambiguous grammar
-        keeps many parses alive, in combinations that rarely repeat)."""
-        hit = self._groups_of.get(cid)
-        if hit is not None:
-            return hit
-        config = self.configs[cid]
-        if len(config) < GROUP_MIN_STACKS:
-            hit = [self._split(cid)]
-        else:
-            by_base: dict[Stack, list[Stack]] = {}
-            for st in config:
-                if st:  # (ACCEPT adds no token: end-of-generation is added apart)
-                    p = max(0, len(st) - KEEP_FRAMES)
-                    by_base.setdefault(st[:p], []).append(st[p:])
-            intern = self.transitions.intern
-            hit = [(base, intern(frozenset(tops))) for base, tops in sorted(by_base.items())]
-        self._groups_of[cid] = hit
-        return hit
 
     def _split(self, cid: int) -> tuple[Stack, int]:
         """(base, relative configuration id): the longest prefix all stacks share such that

@@ -22,7 +22,7 @@ STACK_PIECES_KEPT = 100_000
 FEW_PIECES = 8  # a row of up to this many segments is written a slice at a time, longer ones from a list
 MERGED_KEPT = 10_000  # configurations of several stacks whose merged pieces are kept
 FEW_CELLS = 8  # a row asked for in at most this many classes may be stepped cell by cell
-CELLS_MIN_STACKS = 4  # ... when its configuration has at least this many stacks (the walk asks)
+CELLS_MIN_STACKS = 8  # ... when its configuration has at least this many stacks (the walk asks)
 T = TypeVar("T")
 
 
@@ -151,18 +151,17 @@ class Transitions:
         few classes is filled whole; one asked for in a few (a narrow node deep in the
         trie) is stepped cell by cell: for a configuration of many stacks that costs a
         small part of its row (one union of stacks per class instead of one per segment)."""
-        wanted: dict[int, set[int]] = {}
-        for s, c in zip(states.tolist(), classes.tolist()):
+        unknown_cells = self.table[states, classes] == UNKNOWN
+        keys = np.unique(states[unknown_cells] * self.n_classes + classes[unknown_cells])
+        wanted: dict[int, list[int]] = {}
+        for key in keys.tolist():
+            s, c = divmod(key, self.n_classes)
             cs = wanted.get(s)
             if cs is None:
-                wanted[s] = {c}
+                wanted[s] = [c]
             else:
-                cs.add(c)
-        for s, cs in wanted.items():
-            if self.complete[s]:
-                continue
-            row = self.table[s]
-            unknown = [c for c in cs if row[c] == UNKNOWN]
+                cs.append(c)
+        for s, unknown in wanted.items():
             if len(unknown) > FEW_CELLS:
                 self.fill_row(s)
             else:
