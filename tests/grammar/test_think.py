@@ -11,9 +11,9 @@ import pytest
 from ministruct.engine.automaton import accepts
 from ministruct.grammar.constraint import Constraint
 from ministruct.grammar.gbnf import parse_gbnf
-from ministruct.grammar.ir import TokenRef
+from ministruct.grammar.ir import Grammar, TokenRef
 from ministruct.grammar.regex import parse_regex
-from ministruct.grammar.think import free_text_then, split_free_text
+from ministruct.grammar.think import free_text_then, split_free_text, text_not_starting_with, text_without
 
 
 @pytest.mark.parametrize("close", ["ab", "abab", "aab", "aba", "aaa", "ba", "c"])
@@ -82,3 +82,24 @@ def test_max_free_is_at_most_that_many_code_points_before_close(close, may_end):
 def _within(s: str, close: str, n: int) -> bool:
     """A text without CLOSE that fits the bound: at most n code points, then a prefix of CLOSE."""
     return any(len(s) - k <= n and s.endswith(close[:k]) for k in range(len(close)))
+
+
+@pytest.mark.parametrize("word", ["<tool_call>", "[TOOL_CALLS]", "ab", "aba"])
+def test_text_without_is_exactly_the_strings_not_containing_the_word(word):
+    ends_at_first, never = text_without(word)
+    alphabet = sorted(set(word)) + ["x"]
+    near = [word, "x" + word, word[:-1], word[:-1] + "x" + word[-1], word + word[:-1], word[:-1] + word]
+    strings = ["".join(t) for n in range(7 if len(word) < 4 else 5) for t in itertools.product(alphabet, repeat=n)]
+    for s in strings + near:
+        first = s.find(word)
+        assert accepts(Grammar({"root": never}), s) == (first < 0), s
+        assert accepts(Grammar({"root": ends_at_first}), s) == (first >= 0 and first + len(word) == len(s)), s
+
+
+@pytest.mark.parametrize("prefix", ["{", "ab", "aab"])
+def test_text_not_starting_with(prefix):
+    g = Grammar({"root": text_not_starting_with(prefix)})
+    for n in range(6):
+        for t in itertools.product(sorted(set(prefix)) + ["x"], repeat=n):
+            s = "".join(t)
+            assert accepts(g, s) == (not s.startswith(prefix)), s

@@ -4,11 +4,12 @@ constraint options."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterable
 
 from ministruct.errors import InputError, SchemaError, UsageError
 from ministruct.grammar.ir import Boundary, Grammar, TokenRef
@@ -41,8 +42,9 @@ class Constraint:
 
     @property
     def boundary(self) -> Boundary | None:
-        """Where the free text ends, when the output starts with free text."""
-        return self.grammar.boundary
+        """Where the thinking ends, when the output thinks first (tool choice `auto`'s free
+        text before a trigger is a phase of the grammar too, but it is no thinking: None)."""
+        return self.grammar.boundary if self.tools is None else None
 
     @property
     def answer_part(self) -> "Constraint":
@@ -61,8 +63,11 @@ class Constraint:
         """Free text (not containing `close`, or a text of `free`), then `close`, then this
         constraint (grammar/think.py `free_text_then`). The result keeps this constraint as
         `answer`: JSON parsing and checks of the answer use it."""
+        answer = self.grammar
+        if self.tools is not None and answer.boundary is not None:  # `auto`'s free text: one phase, the thinking's
+            answer = dataclasses.replace(answer, boundary=None)
         g = free_text_then(
-            self.grammar,
+            answer,
             close=close,
             open=open,
             free=free,
@@ -131,18 +136,42 @@ class Constraint:
         chat_template: str | None = None,
         options: SchemaOptions | None = None,
         source: str = "<tools>",
+        control_tokens: Iterable[str] = (),
     ) -> "Constraint":
         """Calls of the tools of an OpenAI `tools` list (parsed, or its JSON text).
 
         `choice`: auto, required, none, a tool's name (or OpenAI's `{"type": "function",
         "function": {"name": ...}}`); `parallel`: several calls in one answer; `format`:
         json, hermes, mistral, llama3, or auto (read from `chat_template`; json when it
-        declares none). `options`: SchemaOptions for the tools' parameters."""
+        declares none). `options`: SchemaOptions for the tools' parameters.
+        `control_tokens`: texts the vocabulary has as control tokens; the format's markup
+        among them (Qwen's `<tool_call>`) is that token in the grammar."""
         parsed = load_tools_text(tools, source) if isinstance(tools, str) else parse_tools(tools, source)
-        spec = ToolSpec(parsed, read_choice(choice, parsed), bool(parallel), read_format(format, chat_template))
+        fmt = read_format(format, chat_template)
+        control = frozenset(control_tokens) & frozenset(fmt.tags)
+        spec = ToolSpec(parsed, read_choice(choice, parsed), bool(parallel), fmt, control, options)
         g = tools_grammar(spec, options, source=source)
         text = json.dumps([t.to_openai() for t in parsed], ensure_ascii=False)
         return cls("tools", g, source, text, warnings=list(g.warnings), tools=spec)
+
+    def with_control_tokens(self, has_control: Callable[[str], bool]) -> "Constraint":
+        """This tools constraint with its format's markup as control tokens where
+        `has_control(text)` says the vocabulary has one (itself when none is)."""
+        spec = self.tools
+        if spec is None:
+            return self
+        control = frozenset(t for t in spec.format.tags if has_control(t))
+        if control == spec.control:
+            return self
+        return Constraint.from_tools(
+            [t.to_openai() for t in spec.tools],
+            choice=spec.choice,
+            parallel=spec.parallel,
+            format=spec.format.name,
+            options=spec.options,
+            source=self.source,
+            control_tokens=control,
+        )
 
     def describe(self) -> dict:
         """A JSON-ready summary for trace headers and reports."""

@@ -116,6 +116,17 @@ def text_without(close: str) -> tuple[Expr, Expr]:
     return seq(star, to_close), seq(star, to_end)
 
 
+def text_not_starting_with(prefix: str) -> Expr:
+    """Every text that does not begin with `prefix` (the empty text included)."""
+    if not prefix:
+        raise ValueError("prefix must be a non-empty text")
+    options: list[Expr] = []
+    for k, c in enumerate(prefix):
+        options.append(Literal(prefix[:k]))
+        options.append(seq(Literal(prefix[:k]), CharClass(((ord(c), ord(c)),), negated=True), ANY_TEXT))
+    return alt(*options)
+
+
 def text_pieces(close: str) -> tuple[Expr, Expr, Expr]:
     """The text without `close` as pieces of the matching automaton: (a way back to its
     start: one code point that does not begin `close`, or a false start of it; from the
@@ -260,4 +271,12 @@ def split_free_text(boundary: Boundary, text: str) -> tuple[str, str] | None:
     return free, text[i + len(close) :]
 
 
-__all__ = ["ANY_TEXT", "free_text_then", "kmp_table", "split_free_text", "text_pieces", "text_without"]
+__all__ = [
+    "ANY_TEXT",
+    "free_text_then",
+    "kmp_table",
+    "split_free_text",
+    "text_not_starting_with",
+    "text_pieces",
+    "text_without",
+]

@@ -19,13 +19,17 @@ templates, as llama.cpp's chat handlers and vLLM's tool parsers read them):
              (Llama 3.1 / 3.2 JSON tool calling)
 
 Choices: `required` (a call from the first token), NAME (that tool's call), `none` (free
-text) and `auto` (free text that may end the answer, or free text, the format's trigger
-and the calls; for a format without a trigger, a call or text that does not start like
-one).
+text) and `auto`. With a trigger, `auto` is the free-text-then-constraint grammar of
+grammar/think.py (`free_text_then`, `may_end_in_free_text`): free text up to the first
+trigger, then the calls, or free text alone; where the vocabulary has the trigger as one
+control token (`ToolSpec.control`), CLOSE is that token. A format without a trigger
+(`json`, `llama3`) has no text that ends free text: its `auto` is a call, or a text that
+does not begin with the calls' first character (`{`, or `[` for a JSON array).
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -33,13 +37,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ministruct.errors import InputError, SchemaError, UsageError
-from ministruct.grammar.ir import EMPTY, CharClass, Expr, Grammar, Literal, Repeat, RuleRef, alt, rename_refs, seq
+from ministruct.grammar.ir import EMPTY, Expr, Grammar, Literal, Repeat, RuleRef, TokenRef, alt, rename_refs, seq
 from ministruct.grammar.schema import SchemaOptions, schema_to_grammar
+from ministruct.grammar.think import ANY_TEXT, free_text_then, text_not_starting_with
 
 CHOICES = ("auto", "required", "none")
 NAME_PATTERN = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")  # OpenAI's rule for function names
 EMPTY_PARAMETERS = {"type": "object", "properties": {}, "additionalProperties": False}  # OpenAI: no parameters
-ANY_CHAR = CharClass((), negated=True)
 
 
 @dataclass(frozen=True)
@@ -54,6 +58,7 @@ class ToolFormat:
     sep: str = ""  # between calls (not in an array)
     array: str = "never"  # "never" | "parallel" (an array when calls may be several) | "always"
     trigger: str | None = None  # what starts the calls after free text (auto); None: the call starts the answer
+    tags: tuple[str, ...] = ()  # the markup a vocabulary may hold as control tokens (Qwen's <tool_call>)
 
     def in_array(self, parallel: bool) -> bool:
         return self.array == "always" or (self.array == "parallel" and parallel)
@@ -62,9 +67,16 @@ class ToolFormat:
 FORMATS: dict[str, ToolFormat] = {
     "json": ToolFormat("json", array="parallel"),
     "hermes": ToolFormat(
-        "hermes", call_open="<tool_call>\n", call_close="\n</tool_call>", sep="\n", trigger="<tool_call>"
+        "hermes",
+        call_open="<tool_call>\n",
+        call_close="\n</tool_call>",
+        sep="\n",
+        trigger="<tool_call>",
+        tags=("<tool_call>", "</tool_call>"),
     ),
-    "mistral": ToolFormat("mistral", open="[TOOL_CALLS]", array="always", trigger="[TOOL_CALLS]"),
+    "mistral": ToolFormat(
+        "mistral", open="[TOOL_CALLS]", array="always", trigger="[TOOL_CALLS]", tags=("[TOOL_CALLS]",)
+    ),
     "llama3": ToolFormat("llama3", args_key="parameters", sep="; "),
 }
 FORMAT_NAMES = tuple(FORMATS)
@@ -106,6 +118,8 @@ class ToolSpec:
     choice: str = "auto"  # auto | required | none | a tool's name
     parallel: bool = False
     format: ToolFormat = field(default_factory=lambda: FORMATS["json"])
+    control: frozenset[str] = frozenset()  # the format's tags the vocabulary has as control tokens
+    options: SchemaOptions | None = field(default=None, compare=False)  # for the tools' parameters
 
     @property
     def allowed(self) -> list[Tool]:
@@ -222,14 +236,18 @@ def tools_instruction(spec: ToolSpec) -> str:
 
 
 def tools_grammar(spec: ToolSpec, options: SchemaOptions | None = None, *, source: str = "<tools>") -> Grammar:
-    """The one exact grammar of the answers `spec` allows."""
-    options = options or SchemaOptions()
+    """The one exact grammar of the answers `spec` allows.
+
+    `auto` with a trigger is grammar/think.py's `free_text_then`: free text, the trigger as
+    CLOSE (the control token where `spec.control` names it), then the calls; the output may
+    also end in the free text. Without a trigger, a call or a text that does not begin with
+    the calls' first character (think.py's `text_not_starting_with`)."""
+    options = options or spec.options or SchemaOptions()
+    if spec.choice == "none":
+        return Grammar({"root": ANY_TEXT}, source=source)
+    fmt = spec.format
     rules: dict[str, Expr] = {"root": EMPTY}
     warnings: list[str] = []
-    if spec.choice == "none":
-        rules["root"] = Repeat(ANY_CHAR, 0, None)
-        return Grammar(rules, source=source)
-    fmt = spec.format
     options_of_name: list[Expr] = []
     interned: dict[Expr, str] = {}
     for i, tool in enumerate(spec.tools):
@@ -238,51 +256,51 @@ def tools_grammar(spec: ToolSpec, options: SchemaOptions | None = None, *, sourc
         args = _parameters_expr(tool, i, options, rules, interned, warnings, source)
         head = Literal(json.dumps(tool.name) + f', "{fmt.args_key}": ')
         options_of_name.append(seq(head, args))
-    call = seq(Literal('{"name": '), alt(*options_of_name), Literal("}"))
-    rules["call"] = call
-    one = seq(Literal(fmt.call_open), RuleRef("call"), Literal(fmt.call_close))
-    if fmt.in_array(spec.parallel):
-        more = Repeat(seq(Literal(", "), one), 0, None if spec.parallel else 0)
-        body = seq(Literal("["), one, more, Literal("]")) if spec.parallel else seq(Literal("["), one, Literal("]"))
-    elif spec.parallel:
-        body = seq(one, Repeat(seq(Literal(fmt.sep), one), 0, None))
-    else:
-        body = one
-    calls = seq(Literal(fmt.open), body)
-    if spec.choice == "auto":
-        start = fmt.trigger or (fmt.open + fmt.call_open + ("[" if fmt.in_array(spec.parallel) else "{"))
-        calls = free_then(calls, start, ends_free=fmt.trigger is not None)
-    rules["root"] = calls
-    return Grammar(rules, source=source, warnings=warnings)
+    rules["call"] = seq(Literal('{"name": '), alt(*options_of_name), Literal("}"))
+    lead = calls_lead(spec)
+    if spec.choice != "auto":
+        rules["root"] = _calls(spec, lead)
+        return Grammar(rules, source=source, warnings=warnings)
+    if fmt.trigger is None:
+        rules["calls"] = _calls(spec, lead)
+        rules["root"] = alt(RuleRef("calls"), text_not_starting_with(call_start(spec)))
+        return Grammar(rules, source=source, warnings=warnings)
+    rules["root"] = _calls(spec, lead[len(fmt.trigger) :])
+    close: str | TokenRef = TokenRef(name=fmt.trigger) if fmt.trigger in spec.control else fmt.trigger
+    answer = Grammar(rules, source=source, warnings=warnings)
+    return free_text_then(answer, close=close, may_end_in_free_text=True)
 
 
-def free_then(constrained: Expr, start: str, *, ends_free: bool) -> Expr:
-    """Free text that may end the answer, or `constrained` (which begins with `start`).
-
-    `ends_free`: free text, then optionally `constrained` (`start` never occurs in the free
-    text); else either `constrained` alone or free text that does not begin with `start`'s
-    first character. The one place `auto` builds its free-text part (the think-first
-    combinator can replace it)."""
-    if ends_free:
-        return seq(text_without(start), Repeat(constrained, 0, 1))
-    cp = ord(start[0])
-    return alt(constrained, EMPTY, seq(CharClass(((cp, cp),), negated=True), Repeat(ANY_CHAR, 0, None)))
+def calls_lead(spec: ToolSpec) -> str:
+    """The text every answer of calls begins with (the format's trigger, when it has one, first)."""
+    fmt = spec.format
+    return fmt.open + ("[" if fmt.in_array(spec.parallel) else "") + fmt.call_open
 
 
-def text_without(word: str) -> Expr:
-    """Every string in which `word` does not occur (`word`'s first character must not recur in it)."""
-    if not word or word[0] in word[1:]:
-        raise ValueError(f"text_without needs a word whose first character does not recur, not {word!r}")
-    c0, rest = word[0], word[1:]
-    cp = ord(c0)
-    no_c0 = CharClass(((cp, cp),), negated=True)
-    # the text between one c0 and the next (or the end) must not start with `rest`
-    stops = [Literal(rest[:k]) for k in range(len(rest))]
-    turns = [
-        seq(Literal(rest[:k]), CharClass(((cp, cp), (ord(rest[k]),) * 2), negated=True), Repeat(no_c0, 0, None))
-        for k in range(len(rest))
-    ]
-    return seq(Repeat(no_c0, 0, None), Repeat(seq(Literal(c0), alt(*stops, *turns)), 0, None))
+def call_start(spec: ToolSpec) -> str:
+    """The first character of every answer of calls (a text beginning otherwise is free text,
+    under `auto` for a format without a trigger)."""
+    return (calls_lead(spec) or "{")[0]
+
+
+def _calls(spec: ToolSpec, lead: str) -> Expr:
+    """`lead`, the first call, and (parallel) the further ones: the calls after `lead`."""
+    fmt = spec.format
+    in_array = fmt.in_array(spec.parallel)
+    markup = functools.partial(_markup, control=spec.control)
+    sep = ", " if in_array else fmt.sep
+    one_more = seq(markup(sep), markup(fmt.call_open), RuleRef("call"), markup(fmt.call_close))
+    more = Repeat(one_more, 0, None) if spec.parallel else EMPTY
+    return seq(markup(lead), RuleRef("call"), markup(fmt.call_close), more, Literal("]" if in_array else ""))
+
+
+def _markup(text: str, control: frozenset[str]) -> Expr:
+    """`text` with each of the `control` texts in it as that control token."""
+    if not control or not text:
+        return Literal(text)
+    pattern = "(" + "|".join(re.escape(c) for c in sorted(control, key=len, reverse=True)) + ")"
+    parts = [p for p in re.split(pattern, text) if p]
+    return seq(*(TokenRef(name=p) if p in control else Literal(p) for p in parts))
 
 
 def _parameters_expr(
@@ -402,36 +420,39 @@ class ReadCalls:
         return out
 
 
-def read_calls(spec: ToolSpec, text: str) -> ReadCalls:
+def read_calls(spec: ToolSpec, text: str, *, calls_at: int | None = None) -> ReadCalls:
     """The free text and calls of an output of `spec`'s grammar (read in the format's own
-    syntax; a JSON value is read whole, whatever its strings hold)."""
+    syntax; a JSON value is read whole, whatever its strings hold). The free text of `auto`
+    ends at the first trigger. A trigger that is a control token (`spec.control`) writes no
+    text: `calls_at` is the character where the calls begin after it (the generated tokens
+    say where it was; None: no trigger token, the answer is free text)."""
     if spec.choice == "none":
         return ReadCalls(text, [])
     fmt = spec.format
+    lead = calls_lead(spec)
     start = 0
-    if fmt.trigger is not None:
+    if fmt.trigger is not None and fmt.trigger in spec.control and spec.choice == "auto":
+        if calls_at is None:
+            return ReadCalls(text, [])
+        start, lead = calls_at, lead[len(fmt.trigger) :]
+    elif fmt.trigger is not None and spec.choice == "auto":
         at = text.find(fmt.trigger)
         if at < 0:
-            return ReadCalls(text if spec.choice == "auto" else None, [], None if spec.choice == "auto" else "no call")
+            return ReadCalls(text, [])
         start = at
-    elif spec.choice == "auto" and not text.startswith(("{", "[")):
+    elif spec.choice == "auto" and not text.startswith(call_start(spec)):
         return ReadCalls(text, [])
-    content = text[:start] if start else None
-    reader = _Reader(text, start, fmt.args_key)
+    content = text[: calls_at if calls_at is not None else start] or None
+    reader = _Reader(text, start, fmt.args_key, spec.control)
     try:
-        reader.expect(fmt.open)
-        if fmt.in_array(spec.parallel):
-            reader.expect("[")
-            while True:
-                reader.call(fmt)
-                if reader.take(", "):
-                    continue
-                reader.expect("]")
+        reader.expect(lead)
+        in_array = fmt.in_array(spec.parallel)
+        while True:
+            reader.call()
+            reader.expect(fmt.call_close)
+            if not (spec.parallel and reader.take((", " if in_array else fmt.sep) + fmt.call_open)):
                 break
-        else:
-            reader.call(fmt)
-            while spec.parallel and fmt.sep and reader.take(fmt.sep + fmt.call_open, keep=len(fmt.sep)):
-                reader.call(fmt)
+        reader.expect("]" if in_array else "")
         if reader.pos != len(text):
             raise ValueError(f"unexpected text after the calls at character {reader.pos}")
     except ValueError as e:
@@ -440,14 +461,18 @@ def read_calls(spec: ToolSpec, text: str) -> ReadCalls:
 
 
 class _Reader:
-    def __init__(self, text: str, pos: int, args_key: str) -> None:
-        self.text, self.pos, self.args_key = text, pos, args_key
+    """Reads markup and calls from a position on; markup that is a control token writes no text."""
+
+    def __init__(self, text: str, pos: int, args_key: str, control: frozenset[str]) -> None:
+        self.text, self.pos, self.args_key, self.control = text, pos, args_key, control
         self.calls: list[ToolCall] = []
         self._decoder = json.JSONDecoder()
 
-    def take(self, s: str, keep: int | None = None) -> bool:
+    def take(self, s: str) -> bool:
+        for tag in self.control:
+            s = s.replace(tag, "")
         if self.text.startswith(s, self.pos):
-            self.pos += len(s) if keep is None else keep
+            self.pos += len(s)
             return True
         return False
 
@@ -455,8 +480,7 @@ class _Reader:
         if not self.take(s):
             raise ValueError(f"expected {s!r} at character {self.pos}")
 
-    def call(self, fmt: ToolFormat) -> None:
-        self.expect(fmt.call_open)
+    def call(self) -> None:
         try:
             obj, end = self._decoder.raw_decode(self.text, self.pos)
         except json.JSONDecodeError as e:
@@ -466,7 +490,6 @@ class _Reader:
         name_at = self.text.index('"name": ', self.pos) + len('"name": "')
         self.calls.append(ToolCall(obj["name"], obj[self.args_key], name_at))
         self.pos = end
-        self.expect(fmt.call_close)
 
 
 def load_tools_text(text: str, source: str) -> list[Tool]:

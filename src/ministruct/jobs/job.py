@@ -22,7 +22,7 @@ from ministruct.engine.compile import CompiledGrammar, compile_grammar
 from ministruct.engine.matcher import Matcher
 from ministruct.errors import InputError, MinistructError
 from ministruct.grammar.constraint import Constraint
-from ministruct.grammar.tools import read_calls, tools_instruction
+from ministruct.grammar.tools import ToolSpec, read_calls, tools_instruction
 from ministruct.jobs.fight_warnings import FightMonitor, prompt_remedy
 from ministruct.jobs.ordered import InOrder
 from ministruct.jobs.records import json_text, surrogate_error
@@ -124,16 +124,27 @@ class GenerationJob:
         self.think = think
         self._compiled: CompiledGrammar | None = None
         self._full: Constraint | None = None
+        self._full_of: Constraint | None = None
         self._compiled_for: object = None
 
     @property
     def full_constraint(self) -> Constraint | None:
-        """The constraint the output follows: with `think`, free text first, then `constraint`."""
-        if self.think is None or self.constraint is None:
-            return self.constraint
-        if self._full is None or self._full.answer is not self.constraint:
-            self._full = think_constraint(self.constraint, self.think, self.model.vocabulary)
+        """The constraint the output follows: with `think`, free text first, then `constraint`;
+        a tools constraint with its markup as the vocabulary's control tokens where it has them."""
+        if self.constraint is None:
+            return None
+        if self._full is None or self._full_of is not self.constraint:
+            vocab = self.model.vocabulary
+            c = self.constraint.with_control_tokens(lambda text: vocab.id_of_control(text) is not None)
+            self._full = think_constraint(c, self.think, vocab) if self.think is not None else c
+            self._full_of = self.constraint
         return self._full
+
+    @property
+    def tools(self) -> ToolSpec | None:
+        """The tool spec the output follows (its control tokens included), for a tools constraint."""
+        full = self.full_constraint
+        return full.answer_part.tools if full is not None else None
 
     @property
     def compiled(self) -> CompiledGrammar | None:
@@ -229,9 +240,8 @@ class GenerationJob:
 
     def tool_scorer(self) -> ToolScorer | None:
         """A scorer to watch the steps of one generation, for a tools constraint."""
-        if self.constraint is None or self.constraint.tools is None:
-            return None
-        return ToolScorer(self.constraint.tools, self.model.vocabulary)
+        spec = self.tools
+        return ToolScorer(spec, self.model.vocabulary) if spec is not None else None
 
     def result_of(
         self,
@@ -270,15 +280,32 @@ class GenerationJob:
                     res.json_value = json.loads(output)
                 except ValueError:
                     res.json_value = None
-        spec = self.constraint.tools if self.constraint is not None else None
+        spec = self.tools
         if spec is not None:
-            read = read_calls(spec, output)
+            answer_start = (st.answer_start or 0) if st is not None and self.think is not None else 0
+            read = read_calls(spec, output, calls_at=self._calls_at(spec, gen, answer_start))
             res.has_tools = True
             res.content = read.content
             res.tool_calls = read.tool_calls(salt=f"{rid}\0{prompt}")
             if scorer is not None:
                 res.tool_scores = scorer.scores(read, gen.output, shift=len(gen.text) - len(output))
         return res
+
+    def _calls_at(self, spec: ToolSpec, gen: Generation, answer_start: int) -> int | None:
+        """Where the calls begin in the answer (characters) when the trigger is a control
+        token (it writes no text): after the first trigger token from byte `answer_start` on
+        (None: a text trigger, found in the text, or no trigger token)."""
+        trigger = spec.format.trigger
+        if trigger is None or trigger not in spec.control:
+            return None
+        vocab = self.model.vocabulary
+        tid = vocab.id_of_control(trigger)
+        written = 0
+        for t in gen.tokens:
+            if t == tid and written >= answer_start:
+                return len(gen.output[answer_start:written].decode("utf-8", "replace"))
+            written += len(vocab.token_bytes(t))
+        return None
 
     def persist(self) -> None:
         """Save the compiled grammar's learned masks to the disk cache."""
