@@ -105,7 +105,8 @@ def test_special_tokens_are_token_atoms():
 @pytest.mark.parametrize(
     "text, line, column, words",
     [
-        ("start: foo\nfoo[lazy]: /a/", 2, 5, "lazy"),
+        ("start: foo\nfoo[lazy]: bar\nbar: /a/", 2, 12, "terminals"),
+        ('start: foo\nfoo[stop="a", suffix="b"]: /x/', 2, 15, "stop` and `suffix"),
         ('start: a\na.2: "x"', 2, 2, "priorities"),
         ('%declare X\nstart: "a"', 1, 1, "%declare"),
         ('start: "a"\n%override start: "b"', 2, 1, "%override"),

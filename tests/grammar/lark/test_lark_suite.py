@@ -21,7 +21,14 @@ if not SUITE.is_file():
     pytest.skip(f"Lark suite not found at {SUITE}", allow_module_level=True)
 CASES = json.loads(SUITE.read_text(encoding="utf-8"))
 
-FREE_TEXT = "refused: lazy/stop/suffix need free-text-then-constraint, not in main yet"
+LAZY_COMMIT = (
+    "llguidance's lexer commits at a lazy lexeme's first match, cutting off the other lexemes allowed there "
+    "(a `tail: TEXT` beside the trigger's rule cannot hold the trigger); here the language is the context-free one"
+)
+TAG_DISPATCH = (
+    "XGrammar's tag dispatch: an any-text body with a suffix may end the output without it; a lazy lexeme "
+    "(llguidance, ministruct) needs its suffix"
+)
 PARAMETRIC = "refused: parametric rules (`name::_`, `%if`)"
 TOKEN_SETS = "refused: token sets a token atom cannot express (<[*]>, <[^a,b]>)"
 ESCAPES = "refused: llguidance's x-guidance JSON escape options"
@@ -62,6 +69,13 @@ DIFFERS = {
     "xgrammar::test_lark_errors_are_explicit_and_located[non-ascii-string-flag]": XG_LIMIT,
     "xgrammar::test_lark_errors_are_explicit_and_located[unsupported-regex-flag]": XG_LIMIT,
     "xgrammar::test_lark_errors_are_explicit_and_located[no-forcing-option]": XG_LIMIT,
+    "xgrammar::test_lark_lazy_non_terminal_like_bodies_are_rejected#3": XG_LIMIT,
+    "xgrammar::test_lark_lazy_non_terminal_like_bodies_are_rejected#4": XG_LIMIT,
+    "xgrammar::test_lark_dynamic_shared_trigger_dispatch": LAZY_COMMIT,
+    "xgrammar::test_lark_suffix_stop_any_text_tag_dispatch_capture[suffix]#1": TAG_DISPATCH,
+    "xgrammar::test_lark_suffix_stop_any_text_tag_dispatch_capture[stop]#1": TAG_DISPATCH,
+    "xgrammar::test_lark_suffix_stop_any_text_tag_dispatch_stop_capture[suffix]#1": TAG_DISPATCH,
+    "xgrammar::test_lark_suffix_stop_any_text_tag_dispatch_stop_capture[stop]#1": TAG_DISPATCH,
 }
 
 
@@ -69,8 +83,6 @@ def reason(case: dict) -> str | None:
     """Why ministruct's verdict on this case differs from the peer's (None: it agrees)."""
     if case["name"] in DIFFERS:
         return DIFFERS[case["name"]]
-    if case["expect"] != "error" and {"lazy", "stop", "suffix", "stop_capture"} & set(case["features"]):
-        return FREE_TEXT
     if case["expect"] != "error" and "parametric" in case["features"]:
         return PARAMETRIC
     return None
@@ -130,4 +142,4 @@ def test_counts_by_reason():
     counts = Counter(reason(c) or "agrees" for c in CASES)
     print("\n".join(f"{n:4d}  {r}" for r, n in counts.most_common()))
     assert sum(counts.values()) == 250
-    assert counts["agrees"] == 177
+    assert counts["agrees"] == 209

@@ -37,6 +37,7 @@ from ministruct.grammar.ir import (
     walk,
 )
 from ministruct.grammar.lark.gaps import NOTHING, LeadingGaps
+from ministruct.grammar.lark.lazy import LAZY_ATTRIBUTES, check_lazy_attributes, shortest_matches, terminal_body
 from ministruct.grammar.lark.special import special_token
 from ministruct.grammar.lark.substring import regex_ext
 from ministruct.grammar.lark.syntax import Definition, LarkProblem, Node, parse_items
@@ -46,7 +47,6 @@ from ministruct.grammar.schema import SchemaOptions, schema_to_grammar
 from ministruct.grammar.schema.complement import ComplementError, build_dfa, live_states
 
 MAX_NESTED_GRAMMARS = 8  # %lark { %lark { ... } } levels
-_FREE_TEXT = ("lazy", "stop", "suffix", "stop_capture")
 _OPTIONS = {"allow_initial_skip", "no_forcing", "allow_invalid_utf8"}
 _STRING_ESCAPES = re.compile(r"\\(\\|x([0-9a-fA-F]{2}))")
 
@@ -138,6 +138,7 @@ class Scope:
         self.token_rules: dict[str, str] = {}
         self.token_exprs: dict[str, Expr] = {}
         self.ignores: list[Node] = []
+        self.lazy_rules: dict[str, dict[str, tuple[Token, Token | None]]] = {}
         self.initial_skip = False
         self.ign: Expr = EMPTY
         for d in items:
@@ -174,6 +175,7 @@ class Scope:
 
     def _attributes(self, d: Definition) -> None:
         seen: set[str] = set()
+        lazy: dict[str, tuple[Token, Token | None]] = {}
         for key, value in d.attributes:
             k = str(key)
             if k in seen:
@@ -186,12 +188,8 @@ class Scope:
                     f"{self.c.source}:{key.line}:{key.column}: `{k}` accepted; captures are not reported "
                     "and do not change the language"
                 )
-            elif k in _FREE_TEXT:
-                raise LarkProblem(
-                    f"attribute `{k}` is not supported yet: it needs free text that ends at its first match "
-                    "(the free-text-then-constraint mechanism, not in this build)",
-                    key,
-                )
+            elif k in LAZY_ATTRIBUTES:
+                lazy[k] = (key, value)
             elif k == "max_tokens":
                 raise LarkProblem(
                     "attribute `max_tokens` is not supported: the engine has one token budget for the whole "
@@ -202,6 +200,25 @@ class Scope:
                 raise LarkProblem("attribute `temperature` is not supported: sampling is set for the whole output", key)
             else:
                 raise LarkProblem(f"Unknown attribute: {k}", key)
+        if lazy:
+            check_lazy_attributes(lazy)
+            terminal_body(d.body, next(iter(lazy.values()))[0])  # type: ignore[arg-type]
+            self.lazy_rules[d.name.lstrip("?!")] = lazy
+
+    def _lazy_body(self, name: str) -> Expr:
+        """The lexeme of a rule with `lazy`, `suffix` or `stop` (grammar/lark/lazy.py)."""
+        d, found = self.rule_defs[name], self.lazy_rules[name]
+        body = self.term(d.body, ())  # type: ignore[arg-type]
+        key = next(iter(found.values()))[0]
+        marker = found.get("suffix") or found.get("stop")
+        if marker is not None:
+            value = marker[1]
+            assert value is not None
+            if value.type == "STRING" and str(value) in ('""', "''"):
+                return body  # stop="": the body as it is, ended by end-of-generation
+            kind = {"STRING": "str", "REGEXP": "re", "TOKEN": "ref"}[value.type]
+            body = seq(body, self.term(Node(kind, value, data=str(value)), ()))
+        return shortest_matches(body, self.c.rules, self.c.fresh, name, key)
 
     def _import(self, d: Definition) -> None:
         global _COMMON
@@ -431,7 +448,10 @@ class Scope:
             self.c.rules[ign] = Repeat(gaps, 0, None)
             self.ign = RuleRef(ign)
         for name, d in self.rule_defs.items():
-            self.c.rules[self.rule_names[name]] = self.rule_expr(d.body)  # type: ignore[arg-type]
+            if name in self.lazy_rules:
+                self.c.rules[self.rule_names[name]] = self.lexeme(self._lazy_body(name))
+            else:
+                self.c.rules[self.rule_names[name]] = self.rule_expr(d.body)  # type: ignore[arg-type]
         start = self.rule_names["start"]
         if plain:
             return start
