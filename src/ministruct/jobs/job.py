@@ -20,6 +20,7 @@ from ministruct.decode.model import Model
 from ministruct.decode.sampling import SamplingParams
 from ministruct.engine.compile import CompiledGrammar, compile_grammar
 from ministruct.engine.matcher import Matcher
+from ministruct.engine.vocab import Vocabulary
 from ministruct.errors import InputError, MinistructError
 from ministruct.grammar.constraint import Constraint
 from ministruct.grammar.tools import ToolSpec, read_calls, tools_instruction
@@ -283,7 +284,7 @@ class GenerationJob:
         spec = self.tools
         if spec is not None:
             answer_start = (st.answer_start or 0) if st is not None and self.think is not None else 0
-            read = read_calls(spec, output, calls_at=self._calls_at(spec, gen, answer_start))
+            read = read_calls(spec, output, calls_at=calls_at(spec, gen, self.model.vocabulary, answer_start))
             res.has_tools = True
             res.content = read.content
             res.tool_calls = read.tool_calls(salt=f"{rid}\0{prompt}")
@@ -291,26 +292,27 @@ class GenerationJob:
                 res.tool_scores = scorer.scores(read, gen.output, shift=len(gen.text) - len(output))
         return res
 
-    def _calls_at(self, spec: ToolSpec, gen: Generation, answer_start: int) -> int | None:
-        """Where the calls begin in the answer (characters) when the trigger is a control
-        token (it writes no text): after the first trigger token from byte `answer_start` on
-        (None: a text trigger, found in the text, or no trigger token)."""
-        trigger = spec.format.trigger
-        if trigger is None or trigger not in spec.control:
-            return None
-        vocab = self.model.vocabulary
-        tid = vocab.id_of_control(trigger)
-        written = 0
-        for t in gen.tokens:
-            if t == tid and written >= answer_start:
-                return len(gen.output[answer_start:written].decode("utf-8", "replace"))
-            written += len(vocab.token_bytes(t))
-        return None
-
     def persist(self) -> None:
         """Save the compiled grammar's learned masks to the disk cache."""
         if self._compiled is not None:
             self._compiled.persist()
+
+
+def calls_at(spec: ToolSpec, gen: Generation, vocab: Vocabulary, answer_start: int = 0) -> int | None:
+    """Where the calls begin in the answer (characters from byte `answer_start` of the
+    output) when the format's trigger is a control token, which writes no text: after the
+    first trigger token from there on. None for a text trigger (found in the text) or when
+    no trigger token was generated."""
+    trigger = spec.format.trigger
+    if trigger is None or trigger not in spec.control:
+        return None
+    tid = vocab.id_of_control(trigger)
+    written = 0
+    for t in gen.tokens:
+        if t == tid and written >= answer_start:
+            return len(gen.output[answer_start:written].decode("utf-8", "replace"))
+        written += len(vocab.token_bytes(t))
+    return None
 
 
 def watcher(monitor: FightMonitor) -> Callable[[Step], None]:
