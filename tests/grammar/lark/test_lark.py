@@ -107,6 +107,13 @@ def test_special_tokens_are_token_atoms():
     [
         ("start: foo\nfoo[lazy]: bar\nbar: /a/", 2, 12, "terminals"),
         ('start: foo\nfoo[stop="a", suffix="b"]: /x/', 2, 15, "stop` and `suffix"),
+        ('start: r\nr[lazy]: "a" r | "b"', 2, 14, "'r' is a rule"),
+        ("start: r\nr[suffix=sub]: /a/\nsub: /b/", 2, 10, "UPPERCASE terminal"),
+        ('start: r\nr[suffix=""]: /a/', 2, 10, "empty"),
+        ('start: r\nr[stop_capture="m"]: /a/', 2, 3, "needs `stop` or `suffix`"),
+        ('start: r\nr[stop="x", stop_capture="bad name"]: /a/', 2, 26, "not a valid capture name"),
+        ('start: r\nr[lazy]: %json {"type": "string"}', 2, 10, "%json"),
+        ("start: r\nr[lazy, max_tokens=3]: /a/", 2, 9, "max_tokens"),
         ('start: a\na.2: "x"', 2, 2, "priorities"),
         ('%declare X\nstart: "a"', 1, 1, "%declare"),
         ('start: "a"\n%override start: "b"', 2, 1, "%override"),

@@ -10,7 +10,6 @@ import re
 import pytest
 
 from ministruct.check.grammar import check_text
-from ministruct.errors import GrammarSyntaxError
 from ministruct.grammar.ir import Grammar
 from ministruct.grammar.lark import parse_lark
 from ministruct.grammar.think import text_without
@@ -90,22 +89,3 @@ def test_the_tool_calling_idiom():
     assert check_text(exact, "a<fn>", prefix=True).accepted  # a call may still follow
     assert not check_text(exact, "a<fn>x", prefix=True).accepted
     assert check_text(g, "<fn>1</fn>").accepted
-
-
-@pytest.mark.parametrize(
-    "text, words",
-    [
-        ('start: r\nr[lazy]: "a" r | "b"', "'r' is a rule"),
-        ("start: r\nr[suffix=sub]: /a/\nsub: /b/", "UPPERCASE terminal"),
-        ('start: r\nr[suffix=""]: /a/', "empty"),
-        ('start: r\nr[stop_capture="m"]: /a/', "needs `stop` or `suffix`"),
-        ('start: r\nr[stop="x", stop_capture="bad name"]: /a/', "not a valid capture name"),
-        ('start: r\nr[suffix="y", stop="x"]: /a/', "cannot both"),
-        ('start: r\nr[lazy]: %json {"type": "string"}', "%json"),
-        ("start: r\nr[lazy, max_tokens=3]: /a/", "max_tokens"),
-    ],
-)
-def test_refused_with_place_and_reason(text, words):
-    with pytest.raises(GrammarSyntaxError) as info:
-        parse_lark(text)
-    assert words in info.value.reason and info.value.line is not None and info.value.excerpt().endswith("^")
