@@ -20,10 +20,10 @@ def test_check_with_a_lark_file_and_stdin(run_cli, tmp_path):
 
 def test_lark_errors_are_one_line_with_the_place(run_cli, tmp_path):
     path = tmp_path / "bad.lark"
-    path.write_text("start: foo\nfoo[lazy]: /a/\n")
+    path.write_text("start: foo\nfoo[max_tokens=3]: /a/\n")
     p = run_cli("check", "--lark", str(path), "a")
     assert p.returncode == 2 and "Traceback" not in p.stderr
-    assert f"{path}:2:5" in p.stderr and "lazy" in p.stderr and "^" in p.stderr
+    assert f"{path}:2:5" in p.stderr and "max_tokens" in p.stderr and "^" in p.stderr
     assert_one_line_error(run_cli("check", "--lark", str(tmp_path / "none.lark"), "a"), "no such Lark grammar")
 
 
@@ -65,3 +65,12 @@ def _write(path, text):
 
 def _schema(tmp_path):
     return _write(tmp_path / "s.json", json.dumps({"type": "object", "properties": {"n": {"type": "integer"}}}))
+
+
+def test_check_with_a_lazy_trigger(run_cli, tmp_path):
+    path = _write(
+        tmp_path / "calls.lark", 'start: head INT "</t>"\nhead[lazy]: TEXT "<t>"\nTEXT: /(.|\\n)*/\nINT: /[0-9]+/\n'
+    )
+    assert run_cli("check", "--lark", str(path), "so: <t>42</t>").returncode == 0
+    bad = run_cli("check", "--lark", str(path), "a <t> b <t>42</t>")  # the free text ends at the first <t>
+    assert bad.returncode == 1 and "line 1, column 6" in bad.stdout + bad.stderr
