@@ -15,9 +15,21 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Iterable
 
-from ministruct.engine.utf8 import merge_ranges, utf8_sequences
+from ministruct.engine.utf8 import utf8_sequences
 from ministruct.errors import CompileLimitError, GrammarError
-from ministruct.grammar.ir import Alt, CharClass, Expr, Grammar, Literal, Repeat, RuleRef, Seq, TokenRef, gc_paused
+from ministruct.grammar.ir import (
+    Alt,
+    CharClass,
+    Expr,
+    Grammar,
+    Literal,
+    Repeat,
+    RuleRef,
+    Seq,
+    TokenRef,
+    gc_paused,
+    normalize_ranges,
+)
 
 MAX_NFA_STATES = 2_000_000
 MAX_STACKS = 4_096
@@ -552,7 +564,7 @@ class Automaton:
 
     def allowed_bytes(self, config: Config) -> list[tuple[int, int]]:
         """Byte ranges that can come next (merged), for error messages."""
-        return merge_ranges({(lo, hi) for st in config if st for lo, hi, _ in self.byte_edges[st[-1]]})
+        return list(normalize_ranges({(lo, hi) for st in config if st for lo, hi, _ in self.byte_edges[st[-1]]}))
 
     def byte_boundaries(self) -> list[int]:
         """Sorted byte values where some edge's range starts or ends (+1): byte classes."""
@@ -587,7 +599,7 @@ def _merge_single_chars(options: tuple[Expr, ...]) -> tuple[Expr, ...]:
     if len(picked) < 2:
         return options
     ranges = [r for i in picked for r in _one_char_ranges(options[i])]  # type: ignore[union-attr]
-    merged = CharClass(tuple(merge_ranges(ranges)))
+    merged = CharClass(normalize_ranges(ranges))
     dropped = set(picked[1:])
     return tuple(merged if i == picked[0] else o for i, o in enumerate(options) if i not in dropped)
 

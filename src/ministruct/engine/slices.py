@@ -27,8 +27,9 @@ import numpy as np
 
 from ministruct.engine.automaton import ACCEPT, MAX_STACKS
 from ministruct.engine.trie import TokenTrie, expand_children
-from ministruct.engine.utf8 import merge_ranges, utf8_sequences
+from ministruct.engine.utf8 import utf8_sequences
 from ministruct.engine.vocab import Vocabulary
+from ministruct.grammar.ir import normalize_ranges
 
 NOT_IN = np.iinfo(np.int16).max
 _SLICE_ARRAYS = ("ascii_ids", "ascii_bits", "wide_ids", "wide_starts", "wide_cps", "suffix_ok", "need_walk")
@@ -504,7 +505,7 @@ class SliceChains:
             if got is None:
                 return None
             out.extend(got)
-        return tuple(merge_ranges(out))
+        return normalize_ranges(out)
 
     def _weight(self, cid: int) -> int:
         """The weight of the first bytes of S's characters that lead anywhere from `cid`."""

@@ -49,14 +49,3 @@ def utf8_sequences(ranges: tuple[tuple[int, int], ...]) -> tuple[ByteSeq, ...]:
                 if x <= y:
                     _split(x, y, out)
     return tuple(out)
-
-
-def merge_ranges(ranges) -> list[tuple[int, int]]:
-    """Sorted, merged inclusive ranges (touching or overlapping ones become one)."""
-    merged: list[list[int]] = []
-    for lo, hi in sorted(ranges):
-        if merged and lo <= merged[-1][1] + 1:
-            merged[-1][1] = max(merged[-1][1], hi)
-        else:
-            merged.append([lo, hi])
-    return [(a, b) for a, b in merged]
