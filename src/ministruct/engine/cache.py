@@ -20,9 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import mmap
-import os
 import struct
-import tempfile
 import zlib
 from dataclasses import dataclass
 from functools import lru_cache
@@ -32,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from ministruct.grammar.ir import Grammar
-from ministruct.grammar.parser_cache import cache_root
+from ministruct.grammar.parser_cache import cache_root, write_atomic
 
 # what shapes the cached data: every module of the engine, and the IR and analysis it compiles
 _GRAMMAR_MODULES = ("ir.py", "analysis.py")
@@ -206,18 +204,4 @@ def save(kind: str, key: str, arrays: dict[str, np.ndarray], meta: dict[str, Any
     path = entry_path(kind, key)
     if path is None:
         return
-    pieces = encode(arrays, meta or {})
-    tmp = None
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-        with os.fdopen(fd, "wb") as f:
-            for p in pieces:
-                f.write(p)
-        os.replace(tmp, path)
-    except OSError:
-        if tmp is not None:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
+    write_atomic(path, encode(arrays, meta or {}))

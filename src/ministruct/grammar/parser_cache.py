@@ -5,7 +5,8 @@ table is stored as JSON under the cache folder (`cache_root() / "lark"`), keyed 
 grammar text, the options, the lexer class and Lark's version, with a SHA-256 of its
 body: data only, no pickle and no code (the lexer class and the transformer are given
 again on loading). A missing, damaged or foreign file is rebuilt (and a damaged one
-replaced). The same folder holds the engine's cache (engine/cache.py).
+replaced). The same folder holds the engine's cache (engine/cache.py), which takes
+`cache_root` and `write_atomic` from here.
 
 Location: $MINISTRUCT_CACHE_DIR, else the user cache directory; MINISTRUCT_NO_CACHE=1
 turns it off.
@@ -18,7 +19,7 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Iterable
 
 if TYPE_CHECKING:
     from lark import Lark
@@ -99,14 +100,23 @@ def _store(parser: "Lark", path: Path) -> None:
         body = json.dumps({"format": FORMAT, "data": _encode(data), "memo": _encode(memo)}).encode()
     except TypeError:  # something in the table that is not plain data: not stored
         return
+    write_atomic(path, [hashlib.sha256(body).hexdigest().encode(), b"\n", body])
+
+
+def write_atomic(path: Path, pieces: Iterable[bytes]) -> None:
+    """Write `pieces` to `path` through a temporary file beside it, so that a reader sees the
+    old file or the whole new one; failures (a read-only or full disk) only cost the cache."""
+    tmp = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
         with os.fdopen(fd, "wb") as f:
-            f.write(hashlib.sha256(body).hexdigest().encode() + b"\n" + body)
+            for p in pieces:
+                f.write(p)
         os.replace(tmp, path)
-    except OSError:  # a read-only cache folder: parsers are built per process
-        pass
+    except OSError:
+        if tmp is not None:
+            _remove(Path(tmp))
 
 
 def _remove(path: Path) -> None:
