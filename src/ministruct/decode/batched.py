@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 import numpy as np
 
 from ministruct.decode import fast_forward as ff
+from ministruct.decode.defaults import checked_parallel
 from ministruct.decode.loop import Decoder, Generation, Run, Step, mask_pool, masks_along, timed_mask
 from ministruct.errors import MinistructError, UsageError
 
@@ -78,8 +79,7 @@ class BatchedDecoder:
     """Runs requests `parallel` at a time on one model (see the module docstring)."""
 
     def __init__(self, model: "Model", parallel: int, *, n_ctx: int | None = None) -> None:
-        if isinstance(parallel, bool) or not isinstance(parallel, int) or parallel < 1:
-            raise UsageError(f"parallel must be an integer >= 1, got {parallel!r}", parameter="parallel")
+        checked_parallel(parallel)
         if n_ctx is not None and not 1 <= n_ctx <= model.n_ctx:
             raise UsageError(f"n_ctx must be in [1, {model.n_ctx}], got {n_ctx!r}", parameter="n_ctx")
         self.model = model

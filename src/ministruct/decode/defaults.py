@@ -1,3 +1,13 @@
-"""Decoding defaults the command line shows in its help (a leaf: importing it loads nothing)."""
+"""Decoding defaults the command line shows in its help, and their check (a leaf: importing
+it loads nothing but errors.py)."""
+
+from ministruct.errors import UsageError
 
 DEFAULT_PARALLEL = 16  # the best of 1, 4, 8, 16 in benchmarks/throughput.py on the project machine (docs/batches.md)
+
+
+def checked_parallel(parallel: object) -> int:
+    """`parallel` when it is an integer >= 1 (generations decoded at once); else UsageError."""
+    if isinstance(parallel, bool) or not isinstance(parallel, int) or parallel < 1:
+        raise UsageError(f"parallel must be an integer >= 1, got {parallel!r}", parameter="parallel")
+    return parallel

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from ministruct.decode.defaults import DEFAULT_PARALLEL
+from ministruct.decode.defaults import DEFAULT_PARALLEL, checked_parallel
 from ministruct.decode.sampling import SamplingParams
 from ministruct.diagnostics.collapse.defaults import BLOCK_PER_SLOT
 from ministruct.diagnostics.collapse.grid import GenerationGrid, Grid, StudySettings
@@ -116,8 +116,8 @@ class StudyRun:
         resume: bool = False,
         parallel: int | None = 1,
     ) -> None:
-        if parallel is not None and (isinstance(parallel, bool) or not isinstance(parallel, int) or parallel < 1):
-            raise UsageError(f"parallel must be an integer >= 1, got {parallel!r}", parameter="parallel")
+        if parallel is not None:
+            checked_parallel(parallel)
         self.study = study
         self.requested_parallel = parallel  # None: the folder's, else DEFAULT_PARALLEL
         self.parallel = parallel or DEFAULT_PARALLEL
