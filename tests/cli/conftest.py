@@ -40,6 +40,21 @@ def run_cli(cli_env):
     return run
 
 
+def run_to_full_disk(cli_env: dict, *args: str, input: str = "") -> subprocess.CompletedProcess:
+    """`ministruct *args` with stdout on a full disk (/dev/full); stderr captured as text."""
+    with open("/dev/full", "w") as full:
+        return subprocess.run(
+            [sys.executable, "-m", "ministruct", *args],
+            input=input,
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=REPO,
+            env=cli_env,
+            timeout=300,
+        )
+
+
 def assert_one_line_error(proc: subprocess.CompletedProcess, *needles: str) -> None:
     """Exit 2, nothing on stdout, one `ministruct: error:` line naming the problem, no traceback."""
     assert proc.returncode == 2, (proc.returncode, proc.stderr)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from guards import hang_guard  # tests/ is on sys.path
 
-from cli.conftest import REPO, assert_one_line_error
+from cli.conftest import REPO, assert_one_line_error, run_to_full_disk
 
 LONG = "word " * 2500  # more tokens than the bundled model's context (2048)
 ASK = "Answer:"  # every runnable record has this prompt: its prefill is evaluated once and reused
@@ -199,16 +199,7 @@ def test_non_utf8_on_stdin_is_one_error_record(run_cli):
 )
 def test_full_disk_names_the_output(cli_env, args, needle):
     # finding 5: `> /dev/full` and `--trace /dev/full` were internal errors (exit 3)
-    with open("/dev/full", "w") as full:
-        p = subprocess.run(
-            [sys.executable, "-m", "ministruct", "gen", "--choice", "yes", ASK, *RAW, *args],
-            stdout=full,
-            stderr=subprocess.PIPE,
-            text=True,
-            cwd=REPO,
-            env=cli_env,
-            timeout=300,
-        )
+    p = run_to_full_disk(cli_env, "gen", "--choice", "yes", ASK, *RAW, *args)
     assert p.returncode == 2 and p.stderr.strip() == needle, p.stderr
 
 

@@ -8,24 +8,10 @@ import sys
 
 import pytest
 
-from cli.conftest import REPO
+from cli.conftest import REPO, run_to_full_disk
 
 STDOUT_FULL = "ministruct: error: <stdout>: cannot write: No space left on device"
 TRACE_FULL = "ministruct: error: /dev/full: cannot write the trace file: No space left on device"
-
-
-def _to_full_disk(cli_env: dict, *args: str, input: str = "") -> subprocess.CompletedProcess:
-    with open("/dev/full", "w") as full:
-        return subprocess.run(
-            [sys.executable, "-m", "ministruct", *args],
-            input=input,
-            stdout=full,
-            stderr=subprocess.PIPE,
-            text=True,
-            cwd=REPO,
-            env=cli_env,
-            timeout=300,
-        )
 
 
 @pytest.mark.parametrize(
@@ -42,7 +28,7 @@ def _to_full_disk(cli_env: dict, *args: str, input: str = "") -> subprocess.Comp
     ids=lambda a: " ".join(a),
 )
 def test_stdout_on_a_full_disk_is_one_error_line(cli_env, args):
-    p = _to_full_disk(cli_env, *args, input='{"type": "integer"}')
+    p = run_to_full_disk(cli_env, *args, input='{"type": "integer"}')
     assert (p.returncode, p.stderr.strip()) == (2, STDOUT_FULL)
 
 
@@ -57,7 +43,7 @@ def test_stdout_on_a_full_disk_is_one_error_line(cli_env, args):
     ids=lambda a: " ".join(a),
 )
 def test_model_commands_with_stdout_on_a_full_disk(cli_env, args):
-    p = _to_full_disk(cli_env, *args, "--no-progress") if args[0] == "inspect" else _to_full_disk(cli_env, *args)
+    p = run_to_full_disk(cli_env, *args, "--no-progress") if args[0] == "inspect" else run_to_full_disk(cli_env, *args)
     assert (p.returncode, p.stderr.strip()) == (2, STDOUT_FULL)
 
 
