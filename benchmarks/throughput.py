@@ -18,6 +18,7 @@ from rows computed alone in the last bits, which can change a sampled token.
 
     .venv/bin/python benchmarks/throughput.py [--models smollm2,gemma3] [--parallel 1,4,8,16]
                                               [--rounds 1] [--records 32] [--changes 16] [--json out.json]
+                                              [--threads N]
 
 The defaults run everything the issue asks in one go: both models, the three workloads,
 N = 1, 4, 8, 16 (about 40 minutes on the idle 2-core machine). `--json` is rewritten after
@@ -86,6 +87,9 @@ def _children_cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
+GEN_OPTIONS: list[str] = []  # given to every gen process (--threads)
+
+
 class RunFailed(Exception):
     """A `gen` process that failed: the benchmark says so and goes on with the next workload."""
 
@@ -95,6 +99,7 @@ def run(model: str, workload: str, parallel: int, n_records: int, folder: Path) 
     schema, max_tokens = WORKLOADS[workload]
     cmd = [sys.executable, "-m", "ministruct", "gen", "--model", model, "--schema", str(ROOT / schema)]
     cmd += ["--max-tokens", str(max_tokens), "--parallel", str(parallel), "--no-progress", "--quiet"]
+    cmd += GEN_OPTIONS
     if workload.endswith("--n 16"):
         cmd += ["--n", "16", "--format", "jsonl", prompts(workload, 1)[0]]
         expected = [1] * 16
@@ -187,7 +192,10 @@ def main() -> None:
     ap.add_argument("--records", type=int, default=32)
     ap.add_argument("--json", default=None)
     ap.add_argument("--changes", type=int, default=0, help="also measure token changes on this many prompts")
+    ap.add_argument("--threads", type=int, default=None, help="gen's --threads (default: gen's own)")
     args = ap.parse_args()
+    if args.threads is not None:
+        GEN_OPTIONS.extend(["--threads", str(args.threads)])
     ns = [int(x) for x in args.parallel.split(",")]
     report = []
     print(f"load average at start: {os.getloadavg()}, {os.cpu_count()} cores", flush=True)

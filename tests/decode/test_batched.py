@@ -187,3 +187,54 @@ def test_the_context_is_sized_to_what_the_requests_use_and_grows_for_a_longer_on
         assert (few._seqs.n_seq, few._seqs.n_ctx) == (1, 256)  # one request: one sequence
     finally:
         few.close()
+
+
+def _evaluated(monkeypatch) -> list[int]:
+    """Every token count handed to Sequences.decode, one entry per sequence per round."""
+    from ministruct.decode.model import Sequences
+
+    seen: list[int] = []
+    real = Sequences.decode
+
+    def counting(self, work):
+        seen.extend(len(tokens) for _, tokens, _ in work)
+        return real(self, work)
+
+    monkeypatch.setattr(Sequences, "decode", counting)
+    return seen
+
+
+@pytest.mark.parametrize("parallel", [1, 2, 4])
+def test_prompts_that_begin_alike_evaluate_their_shared_beginning_once(model, monkeypatch, parallel):
+    """Four records under one schema: the schema instruction comes first, so only the
+    first prompt is evaluated whole; each other evaluates what follows the tokens it shares
+    (with the store at parallel 1 and 2, with a prompt of the same round at 4). The
+    outputs are the one-at-a-time Decoder's: a copied prefix gives the same rows."""
+    schema, _ = _jobs(model)
+    prompts = ["Describe a person.", "A pirate, as JSON.", "Describe a cat.", "Name and age of a baker."]
+    ids = [tuple(schema.decoder(p).prompt_tokens) for p in prompts]
+    least = min(_common_prefix(a, b) for a in ids for b in ids if a is not b)
+    assert least > 50  # the chat template's beginning and the schema text
+    seen = _evaluated(monkeypatch)
+    batch = BatchedDecoder(model, parallel)
+    try:
+        outs = {
+            req.key: gen
+            for req, gen in batch.run(Request(schema.decoder(p, seed=i), key=i) for i, p in enumerate(prompts))
+        }
+    finally:
+        batch.close()
+    # each output token is evaluated at most once; each prompt after the first at most past `least`
+    at_most = len(ids[0]) + sum(len(p) - least for p in ids[1:]) + sum(g.n_tokens for g in outs.values())
+    assert sum(seen) <= at_most
+    for i, p in enumerate(prompts):
+        _assert_valid(outs[i], schema)
+        if parallel == 1:
+            assert outs[i].tokens == schema.decoder(p, seed=i).run().tokens
+
+
+def _common_prefix(a, b) -> int:
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return n

@@ -80,8 +80,9 @@ def test_vllm_structured_outputs_per_constraint(flags, key, value):
 def test_vllm_schema_is_the_original_schema_and_the_prompt_carries_it(schema_c):
     b = Dialect("vllm", schema_c, settings(chat=False)).body("Give a point.", seed=1)
     assert b["structured_outputs"] == {"json": SCHEMA}
-    assert "messages" not in b and b["prompt"].startswith("Give a point.\n\n" + SCHEMA_INSTRUCTION)
-    assert json.loads(b["prompt"].split("\n")[-1]) == SCHEMA
+    assert "messages" not in b and b["prompt"].startswith(SCHEMA_INSTRUCTION + "\n")
+    assert b["prompt"].endswith("\n\nGive a point.")
+    assert json.loads(b["prompt"].split("\n")[1]) == SCHEMA
     plain = Dialect("vllm", schema_c, settings(show_schema=False)).body("Give a point.", seed=1)
     assert plain["messages"][-1]["content"] == "Give a point."
 

@@ -115,7 +115,7 @@ def collapse(
     if out not in (None, "-"):
         _check_writable(out)
 
-    llm = Model.load(run.model)
+    llm = Model.load(run.model, **run.load_options())
     arm = think.settings(llm)  # the think arm: every condition again, thinking first, on the same seeds
     if arm is not None and arm.think_tokens is None:
         arm = arm.with_tokens(run.max_tokens // 2)  # the study cuts plainly: leave room for the answer
@@ -187,7 +187,7 @@ def _study(
         oneof_as_anyof=constraint.oneof_as_anyof,
         extra_properties=constraint.extra_properties or "explicit",
     )
-    model = Model.load(run.model or spec.model)
+    model = Model.load(run.model or spec.model, **run.load_options())
     cs = build_study(spec, model, options=options, seeds=override, base=run.params)
     runner = StudyRun(cs, report_dir, free_control=spec.free_control, resume=resume, parallel=parallel)
     total = len(runner.units) + len(runner.free_units)

@@ -83,7 +83,9 @@ def gen(
     from ministruct.decode.model import Model
 
     constraint = constraint.with_model(run.model)
-    loading = Model.load_in_background(run.model)  # the weights load while the constraint is built
+    loading = Model.load_in_background(
+        run.model, **run.load_options()
+    )  # the weights load while the constraint is built
     try:
         c = constraint.load()
         fleet.refuse_without_server()

@@ -61,6 +61,7 @@ def inspect(
         chat=run.chat,
         system=run.system,
         show_schema=run.show_schema,
+        load_options=run.load_options(),
         console=console,
         as_json=as_json,
         no_progress=no_progress,
@@ -104,7 +105,21 @@ def _grammar_report(c, model, seed, walks, walk_steps, console, as_json, no_prog
 
 
 def _generation_report(
-    c, model, params, prompt, *, max_tokens, chat, system, show_schema, console, as_json, no_progress, think, tsv=False
+    c,
+    model,
+    params,
+    prompt,
+    *,
+    max_tokens,
+    chat,
+    system,
+    show_schema,
+    load_options,
+    console,
+    as_json,
+    no_progress,
+    think,
+    tsv=False,
 ) -> int:
     from ministruct.decode.model import Model
     from ministruct.diagnostics.render import step_table, step_tsv, summary_panel, tool_scores_table
@@ -112,7 +127,7 @@ def _generation_report(
     from ministruct.diagnostics.trace import TraceWriter
     from ministruct.jobs.job import GenerationJob
 
-    llm = Model.load(model)
+    llm = Model.load(model, **load_options)
     job = GenerationJob(
         llm,
         c,

@@ -132,6 +132,18 @@ Model = Annotated[
         rich_help_panel="Model and sampling",
     ),
 ]
+Threads = Annotated[
+    Optional[int],
+    typer.Option(
+        "--threads",
+        min=1,
+        help=(
+            "llama.cpp threads (default: half the cores for one generation, as llama-cpp-python's; "
+            "for --parallel batches, the cores other processes leave free)."
+        ),
+        rich_help_panel="Model and sampling",
+    ),
+]
 MaxTokens = Annotated[
     int, typer.Option("--max-tokens", min=1, help="Stop after this many tokens.", rich_help_panel="Model and sampling")
 ]
@@ -325,6 +337,11 @@ class RunFlags:
     chat: bool
     system: str | None
     show_schema: bool
+    threads: int | None = None
+
+    def load_options(self) -> dict[str, int]:
+        """Model.load's thread settings these flags ask for (none: its defaults)."""
+        return {} if self.threads is None else {"n_threads": self.threads, "batch_threads": self.threads}
 
     def job(self, model: LoadedModel, constraint: Constraint, **options: Any) -> GenerationJob:
         """The generation job these flags ask for (`options`: GenerationJob's others)."""
@@ -372,6 +389,7 @@ def _run_params(max_tokens: int) -> tuple:
         ("chat", Chat, True),
         ("system", System, None),
         ("show_schema", ShowSchema, True),
+        ("threads", Threads, None),
     )
 
 
@@ -426,7 +444,7 @@ def run_flags(max_tokens: int = 256):
             repeat_penalty=d["repeat_penalty"],
             seed=d["seed"],
         )
-        return RunFlags(d["model"], d["max_tokens"], params, d["chat"], d["system"], d["show_schema"])
+        return RunFlags(d["model"], d["max_tokens"], params, d["chat"], d["system"], d["show_schema"], d["threads"])
 
     return lambda fn: _with_flags(fn, "run", _run_params(max_tokens), pack)
 

@@ -6,8 +6,10 @@ prompt, its last token, or a fast-forwarded stretch) in one `decode`, while the 
 of every live generation are built on the mask thread; then each draws its token with
 its own sampler, matcher and budget, exactly as `Decoder.steps` does for one. A
 generation that ends frees its slot, and the next request takes it in the next round
-(continuous batching). A prompt that repeats (samples of one prompt) is evaluated once
-and its KV cache copied.
+(continuous batching). Prompts that begin alike (the schema instruction before each
+record's prompt) share that beginning: it is evaluated once and its KV cache copied, and
+each evaluates only the rest; a prompt that repeats (samples of one prompt) is
+evaluated once.
 
     batch = BatchedDecoder(model, parallel=8)
     for request, outcome in batch.run(Request(job.decoder(p), on_step=...) for p in prompts):
@@ -35,6 +37,7 @@ if TYPE_CHECKING:
 
 
 CTX_PAD = 256  # llama.cpp pads a sequence's context to this many cells
+MIN_SHARED = 16  # prompts share a KV-cache prefix when it is at least this many tokens
 
 Masked = tuple["np.ndarray | None", float, bool]
 NO_MASK: Masked = (None, 0.0, False)
@@ -60,6 +63,7 @@ class _Live:
     prompt: tuple[int, ...]
     fresh: bool = False  # its prompt is evaluated this round
     waits_for: "_Live | None" = None  # gets its prompt's KV cache copied from that one
+    keep: int | None = None  # ... only its first `keep` tokens (None: the whole prompt and its row)
     # this round's plan
     tokens: list[int] = field(default_factory=list)
     n_rows: int = 0
@@ -86,7 +90,8 @@ class BatchedDecoder:
         self.parallel = parallel
         self.n_ctx = n_ctx  # tokens per sequence when fixed; None: sized from the requests
         self._seqs: "Sequences | None" = None
-        self._stored: tuple[tuple[int, ...], np.ndarray] | None = None  # the prompt kept in seqs.store
+        # the tokens kept in seqs.store, and the row after them when they are a whole prompt
+        self._stored: tuple[tuple[int, ...], np.ndarray | None] | None = None
         self._slots: list[_Live | None] = []
 
     def run(self, requests: Iterable[Request]) -> Iterator[tuple[Request, Generation | MinistructError]]:
@@ -167,16 +172,36 @@ class BatchedDecoder:
                     continue
                 prompt = tuple(req.decoder.prompt_tokens)
                 s = _Live(req, slot, run, prompt)
-                if self._stored is not None and self._stored[0] == prompt:
-                    seqs.copy(seqs.store, slot)
-                    run.pending, run.ready, run.first = [], self._stored[1].copy(), False
-                elif prompt in fresh:
-                    s.waits_for = fresh[prompt]
-                else:
-                    seqs.clear(slot)
-                    s.fresh = True
-                    fresh[prompt] = s
+                self._place(s, seqs, fresh)
                 slots[slot] = s
+
+    def _place(self, s: _Live, seqs: "Sequences", fresh: dict[tuple[int, ...], _Live]) -> None:
+        """Start `s` from the longest KV-cache prefix on hand: the store's, or that of a
+        prompt evaluated this round (then it waits for it); else its whole prompt is evaluated."""
+        prompt, run = s.prompt, s.run
+        stored = self._stored
+        if stored is not None and stored[0] == prompt and stored[1] is not None:
+            seqs.copy(seqs.store, s.slot)
+            run.pending, run.ready, run.first = [], stored[1].copy(), False
+            return
+        if prompt in fresh:
+            s.waits_for = fresh[prompt]
+            return
+        from_store = _usable(_common(stored[0], prompt), prompt) if stored is not None else 0
+        leader, from_leader = None, 0
+        for other in fresh.values():
+            n = _usable(_common(other.prompt, prompt), prompt)
+            if n > from_leader:
+                leader, from_leader = other, n
+        if leader is not None and from_leader > from_store:
+            s.waits_for, s.keep = leader, from_leader
+            return
+        s.fresh = True
+        if from_store and seqs.copy(seqs.store, s.slot, keep=from_store):
+            run.pending = list(prompt[from_store:])
+            return
+        seqs.clear(s.slot)
+        fresh[prompt] = s
 
     # -- one round -----------------------------------------------------------------
 
@@ -255,19 +280,34 @@ class BatchedDecoder:
         return run.over
 
     def _share(self, s: _Live, seqs: "Sequences", queue: "_Lookahead") -> None:
-        """`s` has just evaluated its prompt: copy its KV cache to the requests waiting for
-        the same prompt, and keep it in the store when the next request wants it too."""
+        """`s` has just evaluated its prompt: copy its KV cache (or the prefix they share)
+        to the requests waiting for it, and keep it in the store when the next request
+        begins like it."""
         assert s.run.ready is not None
         row = s.run.ready
         for w in self._slots:
-            if w is not None and w.waits_for is s:
+            if w is None or w.waits_for is not s:
+                continue
+            w.waits_for = None
+            if w.keep is None:
                 seqs.copy(s.slot, w.slot)
                 w.run.pending, w.run.ready, w.run.first = [], row.copy(), False
-                w.waits_for = None
+                continue
+            w.fresh = True
+            kept = seqs.copy(s.slot, w.slot, keep=w.keep)
+            w.run.pending = list(w.prompt[w.keep :] if kept else w.prompt)
         nxt = queue.peek()
-        if nxt is not None and tuple(nxt.decoder.prompt_tokens) == s.prompt:
+        if nxt is None:
+            return
+        wanted = tuple(nxt.decoder.prompt_tokens)
+        if wanted == s.prompt:
             seqs.copy(s.slot, seqs.store)
             self._stored = (s.prompt, row.copy())
+            return
+        n = _usable(_common(s.prompt, wanted), wanted)
+        have = _common(self._stored[0], wanted) if self._stored is not None else 0
+        if n > have and seqs.copy(s.slot, seqs.store, keep=n):
+            self._stored = (s.prompt[:n], None)
 
     def _sequences(self, n_seq: int, need: int) -> "Sequences":
         """The context, made again when it has fewer than `n_seq` sequences or they are
@@ -292,6 +332,22 @@ class BatchedDecoder:
             self._seqs.close()
             self._seqs = None
             self._stored = None
+
+
+def _common(a: tuple[int, ...], b: tuple[int, ...]) -> int:
+    """How many tokens `a` and `b` begin with alike."""
+    n = min(len(a), len(b))
+    for i in range(n):
+        if a[i] != b[i]:
+            return i
+    return n
+
+
+def _usable(shared: int, prompt: tuple[int, ...]) -> int:
+    """The prefix worth copying for `prompt` when `shared` tokens are on hand: at least
+    MIN_SHARED, and short of the whole prompt (its last token is evaluated for its row)."""
+    n = min(shared, len(prompt) - 1)
+    return n if n >= MIN_SHARED else 0
 
 
 def _need(req: Request) -> int:

@@ -85,14 +85,16 @@ class GenResult:
 
 
 def user_message(prompt: str, constraint: Constraint | None, *, show_schema: bool = True) -> str:
-    """The user message for `prompt`: with a schema constraint shown, the schema text appended,
-    with tools shown, the functions and the shape of a call (the same text whether the model
-    runs here or on a server)."""
+    """The user message for `prompt`: with a schema constraint shown, the schema text first,
+    with tools shown, the functions and the shape of a call first, then the prompt (the
+    same text whether the model runs here or on a server). What is the same for every
+    prompt comes first, so that batched records share its KV cache (and both bundled
+    models answered more of the study's prompts right with the question last)."""
     if constraint is not None and constraint.kind == "schema" and show_schema:
-        return f"{prompt}\n\n{SCHEMA_INSTRUCTION}\n{json_text(constraint.schema)}"
+        return f"{SCHEMA_INSTRUCTION}\n{json_text(constraint.schema)}\n\n{prompt}"
     if constraint is not None and constraint.tools is not None and show_schema:
         said = tools_instruction(constraint.tools)
-        return f"{prompt}\n\n{said}" if said else prompt
+        return f"{said}\n\n{prompt}" if said else prompt
     return prompt
 
 
