@@ -138,8 +138,8 @@ Threads = Annotated[
         "--threads",
         min=1,
         help=(
-            "llama.cpp threads (default: half the cores for one generation, as llama-cpp-python's; "
-            "for --parallel batches, the cores other processes leave free)."
+            "llama.cpp threads (default: half the cores, as llama-cpp-python's). More threads than "
+            "the cores other processes leave free run several times slower, not faster."
         ),
         rich_help_panel="Model and sampling",
     ),

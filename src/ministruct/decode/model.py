@@ -17,7 +17,6 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ministruct.decode.defaults import OtherWork
 from ministruct.engine.vocab import Vocabulary
 from ministruct.errors import ModelError
 
@@ -91,13 +90,11 @@ class Model:
         *,
         vocab_only: bool,
         batch_threads: int | None = None,
-        other_work: OtherWork | None = None,
     ) -> None:
         self._llm = llama
         self.path = path
         self.vocab_only = vocab_only
-        self._batch_threads = batch_threads
-        self._other_work = other_work or OtherWork()
+        self.batch_threads = batch_threads or 1  # for sequences()
         lib = _lib()
         self._vocab_p = lib.llama_model_get_vocab(llama.model)  # type: ignore[attr-defined]
         self._n_logits = int(lib.llama_vocab_n_tokens(self._vocab_p))
@@ -127,14 +124,14 @@ class Model:
         core for batches makes llama.cpp's thread barriers spin whenever another process
         holds a core, and a 13-token batch then took 3 s instead of 0.3 s on a busy 2-core
         machine. Batched decoding of many sequences (`sequences()`) runs on `batch_threads`
-        (default the cores other processes have left free since the load began):
-        there every core pays when it is free (2.65x the tokens/s of one sequence on 2
-        cores, against 1.64x on one)."""
+        (default `n_threads`). On an idle 2-core machine 2 threads gave batches of 16
+        sequences 2.65x the tokens/s of one sequence (1 thread: 1.64x), but whenever
+        another process held a core, 2 threads ran 4x slower than 1: every core is worth
+        asking for only on a machine that is otherwise idle."""
         p = Path(path).expanduser() if path is not None else default_model_path()
         _check_gguf(p)
         lib = _lib()
         threads = n_threads or max(1, (os.cpu_count() or 2) // 2)
-        other_work = OtherWork()
         try:
             llm = lib.Llama(
                 model_path=str(p),
@@ -148,7 +145,7 @@ class Model:
         except Exception as e:  # llama_cpp raises ValueError/RuntimeError/OSError
             msg = " ".join(str(e).split()) or type(e).__name__
             raise ModelError(f"{p}: cannot load model: {msg}") from None
-        return cls(llm, p, vocab_only=vocab_only, batch_threads=batch_threads, other_work=other_work)
+        return cls(llm, p, vocab_only=vocab_only, batch_threads=batch_threads or threads)
 
     @classmethod
     def load_in_background(cls, path: str | os.PathLike[str] | None = None, **options: Any) -> "ModelLoading":
@@ -504,11 +501,6 @@ class Model:
             raise ModelError(f"{self.path}: llama.cpp returned no logits")
         row = np.ctypeslib.as_array(ptr, shape=(self.n_logits,))
         return np.array(row, dtype=np.float32, copy=True)
-
-    @property
-    def batch_threads(self) -> int:
-        """Threads for batched decoding: as loaded, or the cores other work leaves free."""
-        return self._batch_threads or self._other_work.free_cores()
 
     def sequences(self, n_seq: int, n_ctx: int | None = None, *, threads: int | None = None) -> "Sequences":
         """A context of its own holding up to `n_seq` sequences of `n_ctx` tokens each

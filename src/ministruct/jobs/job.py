@@ -163,8 +163,8 @@ class GenerationJob:
         return FightMonitor(prompt_remedy(kind, self.show_schema))
 
     def user_message(self, prompt: str) -> str:
-        """The prompt, with the schema text appended when it is shown (and the think tags
-        announced, with `think`)."""
+        """The prompt, after the schema text when it is shown (and the think tags
+        announced, with `think`): see user_message."""
         message = user_message(prompt, self.constraint, show_schema=self.show_schema)
         return announce(message, self.think) if self.think is not None else message
 
