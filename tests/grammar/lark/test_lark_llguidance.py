@@ -4,6 +4,8 @@ difference), and that grammars printed by `convert --to lark` run there unchange
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 
 from ministruct.check.grammar import check_text
@@ -22,9 +24,11 @@ def llg_accepts():
 
     model = Model.load(bundled_model_path(), vocab_only=True)
     vocab = model.vocabulary
-    tok = llguidance.llamacpp.lltokenizer_from_vocab(
-        model._vocab_p, n_vocab=vocab.n_logits, eos_token=sorted(vocab.eog_ids)
-    )
+    with warnings.catch_warnings():  # llguidance reads each token with a call llama-cpp-python deprecates
+        warnings.filterwarnings("ignore", "llama_token_get_attr is deprecated", DeprecationWarning)
+        tok = llguidance.llamacpp.lltokenizer_from_vocab(
+            model._vocab_p, n_vocab=vocab.n_logits, eos_token=sorted(vocab.eog_ids)
+        )
 
     def accepts(grammar: str, text: str, _keep=model) -> bool:  # the tokenizer reads the model's vocabulary
         m = llguidance.LLMatcher(tok, llguidance.grammar_from("lark", grammar), log_level=0)
