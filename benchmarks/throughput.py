@@ -1,7 +1,9 @@
 """Batched decoding (issue 28): records/s of whole `ministruct gen` processes at --parallel N.
 
 Workloads, on each model: 32 records of samples/conj.json, 32 records of
-samples/recipe.json (`gen --input`), and `gen --n 16` samples of one conj prompt. Each
+samples/recipe.json (`gen --input`), and `gen --n 16` samples of one conj prompt (and,
+when asked for, "conj withheld": the conj records with `--withhold-schema`, whose prompts
+share only the chat template's beginning). Each
 run is a fresh process, as a user runs it (the vocabulary and mask caches warm: one
 warm-up run per model and schema first); its wall time covers loading the model,
 compiling the constraint, every generation and writing the records. For each workload
@@ -52,6 +54,7 @@ WORKLOADS = {  # name: (schema, max_tokens)
     "conj": ("samples/conj.json", 64),
     "recipe": ("samples/recipe.json", 192),
     "conj --n 16": ("samples/conj.json", 64),
+    "conj withheld": ("samples/conj.json", 64),  # not by default: the schema not in the prompt
 }
 
 
@@ -100,6 +103,8 @@ def run(model: str, workload: str, parallel: int, n_records: int, folder: Path) 
     cmd = [sys.executable, "-m", "ministruct", "gen", "--model", model, "--schema", str(ROOT / schema)]
     cmd += ["--max-tokens", str(max_tokens), "--parallel", str(parallel), "--no-progress", "--quiet"]
     cmd += GEN_OPTIONS
+    if workload.endswith("withheld"):
+        cmd += ["--withhold-schema"]
     if workload.endswith("--n 16"):
         cmd += ["--n", "16", "--format", "jsonl", prompts(workload, 1)[0]]
         expected = [1] * 16
@@ -187,7 +192,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--models", default="smollm2,gemma3")
     ap.add_argument("--parallel", default="1,4,8,16")
-    ap.add_argument("--workloads", default=",".join(WORKLOADS))
+    ap.add_argument("--workloads", default=",".join(w for w in WORKLOADS if not w.endswith("withheld")))
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--records", type=int, default=32)
     ap.add_argument("--json", default=None)
