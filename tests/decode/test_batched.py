@@ -238,3 +238,38 @@ def _common_prefix(a, b) -> int:
     while n < min(len(a), len(b)) and a[n] == b[n]:
         n += 1
     return n
+
+
+def test_where_a_prefix_cannot_be_kept_each_prompt_is_evaluated_whole(model, monkeypatch):
+    """A cache that cannot keep part of a sequence (a recurrent model, or a sliding window
+    that dropped early positions) makes Sequences.copy(keep=...) fail: every prompt is then
+    evaluated whole, and the outputs are the one-at-a-time Decoder's."""
+    from ministruct.decode.model import Sequences
+
+    real = Sequences.copy
+
+    def no_partial(self, src, dst, keep=None):
+        if keep is not None and keep < self.n_past(src):
+            self.clear(dst)
+            return False
+        return real(self, src, dst)
+
+    monkeypatch.setattr(Sequences, "copy", no_partial)
+    schema, _ = _jobs(model)
+    prompts = ["Describe a person.", "A pirate, as JSON.", "Describe a cat."]
+    seen = _evaluated(monkeypatch)
+    for parallel in (1, 3):
+        seen.clear()
+        batch = BatchedDecoder(model, parallel)
+        try:
+            outs = {
+                r.key: g for r, g in batch.run(Request(schema.decoder(p, seed=i), key=i) for i, p in enumerate(prompts))
+            }
+        finally:
+            batch.close()
+        whole = sum(len(schema.decoder(p).prompt_tokens) for p in prompts)
+        assert sum(seen) >= whole
+        for i, p in enumerate(prompts):
+            _assert_valid(outs[i], schema)
+            if parallel == 1:
+                assert outs[i].tokens == schema.decoder(p, seed=i).run().tokens

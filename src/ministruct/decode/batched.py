@@ -306,8 +306,8 @@ class BatchedDecoder:
             return
         n = _usable(_common(s.prompt, wanted), wanted)
         have = _common(self._stored[0], wanted) if self._stored is not None else 0
-        if n > have and seqs.copy(s.slot, seqs.store, keep=n):
-            self._stored = (s.prompt[:n], None)
+        if n > have:  # a failed copy leaves the store empty
+            self._stored = (s.prompt[:n], None) if seqs.copy(s.slot, seqs.store, keep=n) else None
 
     def _sequences(self, n_seq: int, need: int) -> "Sequences":
         """The context, made again when it has fewer than `n_seq` sequences or they are
