@@ -289,3 +289,32 @@ def test_a_string_character_step_is_read_off_states():
         told = [chains._state_uniform(st[-1]) for st in compiled.configs[m.state]]
         assert None not in told and any(t >= 0 for t in told)  # (-1: the closing quote's state)
         assert chains._uniform(m.state) == chains._uniform_stepped(m.state) != 0
+
+
+@pytest.mark.parametrize(
+    "ranges",
+    [
+        ((0x30, 0x39),),  # digits: no token past ASCII can fit
+        ((0x61, 0x7A), (0x7F, 0x7F)),  # top at the last ASCII code point
+        ((0x61, 0x64), (0x80, 0x80)),  # top at the first code point past ASCII
+        ((0x20, 0x21), (0x23, 0x5B), (0x5D, 0xFF)),  # Latin-1, not Greek or CJK
+        ((0x61, 0x7A), (0x3B1, 0x3C9), (0x4E2D, 0x4E2D)),
+        ((0x20, 0x10FFFF),),
+    ],
+    ids=["digits", "to-7f", "to-80", "latin1", "greek-cjk", "all"],
+)
+def test_slice_lengths_within_a_set_equal_the_definition(ranges):
+    """lengths_within: a slice token's character count where every one of its characters is
+    in `ranges`, else NOT_IN (the code point table stops at the highest range)."""
+    from ministruct.engine.slices import lengths_within
+
+    sl = index_for(VOCAB).slices["json-char"]
+    got = lengths_within(sl, ranges)
+    for tid, tok in enumerate(TOKENS):
+        want = NOT_IN
+        if sl.length[tid] != NOT_IN:
+            chars = tok.decode("utf-8")
+            if all(any(a <= ord(c) <= b for a, b in ranges) for c in chars):
+                want = len(chars)
+        assert got[tid] == want, (tok, ranges)
+    assert (got != NOT_IN).any()

@@ -1,10 +1,14 @@
-"""engine/table.py's configuration ids when interning one grows the arrays."""
+"""engine/table.py: configuration ids when interning one grows the arrays; cells filled
+through a configuration's parts, against the automaton's own stepping."""
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
-from ministruct.engine.table import Transitions
+from ministruct.engine.automaton import Automaton
+from ministruct.engine.table import DEAD, UNKNOWN, Transitions
+from ministruct.grammar.gbnf.parse import parse_gbnf
 
 
 def test_an_image_interned_while_the_table_grows_is_read_from_the_grown_arrays():
@@ -18,3 +22,75 @@ def test_an_image_interned_while_the_table_grows_is_read_from_the_grown_arrays()
     image = tr.intern(frozenset({(1,)}))
     assert last == capacity - 1 and image == capacity and len(tr.canon) > capacity
     assert tr.canon[last] == image and tr.canon[image] == image
+
+
+# ------------------------------------------------------------------ parts (unions of configurations)
+
+# a SELECT subset whose gaps may be empty: a name may end at every character, and keywords
+# overlap names, so configurations hold many stacks
+SQLISH = r"""
+root ::= "select" item ("," item)* gap "from" gap name (gap "where" cond)?
+item ::= gap expr ((gap "as")? gap name)?
+expr ::= term (gap ("+" | "and" | "or") term)*
+term ::= gap name ("." name)? | gap [0-9]+ | gap "(" expr gap ")"
+cond ::= expr gap ("=" | "in" | "is") expr
+name ::= ("_" | [A-Z] | [a-z]) ("_" | [A-Z] | [a-z] | [0-9])*
+gap ::= [ ]*
+"""
+PIECES = [b"select", b" ", b"a", b"s", b"as", b"x", b"f", b"fr", b"from", b"and", b"or", b"o", b"r", b"+", b".", b",",
+          b"where", b"w", b"in", b"is", b"=", b"1", b"(", b")", b"_", b"\xc3\xa9"]  # fmt: skip
+
+
+def _transitions(grammar_text: str) -> tuple[Automaton, Transitions, np.ndarray]:
+    a = Automaton(parse_gbnf(grammar_text))
+    cuts = a.byte_boundaries()
+    bc = (np.searchsorted(np.asarray(cuts), np.arange(256), side="right") - 1).astype(np.int64)
+    return a, Transitions(a, bc, np.asarray(cuts[:-1], dtype=np.int64), "<t>"), bc
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_cells_filled_through_parts_equal_stepping_the_automaton(seed):
+    """Brute force: along random texts the table is filled every way it can be (whole rows,
+    a few cells, one cell at a time), so cells of configurations that have parts are filled
+    from the parts' cells and rows; every known cell then equals the automaton's own step of
+    the whole configuration, and every configuration is the union of its parts."""
+    a, tr, bc = _transitions(SQLISH)
+    rng = np.random.default_rng(seed)
+    start = tr.intern(a.initial)
+    for _ in range(25):
+        text = b"select" + b"".join(PIECES[i] for i in rng.integers(len(PIECES), size=int(rng.integers(1, 14))))
+        s = start
+        for b in text:
+            how = int(rng.integers(3))
+            if how == 0:
+                tr.fill_row(s)
+            elif how == 1:
+                classes = rng.integers(tr.n_classes, size=3)
+                tr.fill_cells(np.full(len(classes), s), classes)
+            s = tr.get(s, int(bc[b]))
+            if s == DEAD:
+                break
+    assert tr.parts, "no configuration was made of parts"
+    via_parts = 0
+    for cid in range(1, len(tr)):
+        config = tr.configs[cid]
+        parts = tr.parts.get(cid)
+        if parts is not None:
+            assert frozenset().union(*(tr.configs[p] for p in parts)) == config
+            assert all(len(tr.configs[p]) < len(config) for p in parts)
+        for c in np.flatnonzero(tr.table[cid] != UNKNOWN).tolist():
+            want = a.step(config, int(tr.class_rep[c]))
+            assert tr.configs[int(tr.table[cid, c])] == want, (config, c)
+            via_parts += parts is not None
+    assert via_parts > 100  # (cells of configurations with parts were filled and checked)
+
+
+def test_a_union_past_the_stack_limit_is_refused(monkeypatch):
+    from ministruct.engine import table as table_mod
+    from ministruct.errors import CompileLimitError
+
+    monkeypatch.setattr(table_mod, "MAX_STACKS", 3)
+    tr = Transitions(None, np.zeros(256, dtype=np.int64), np.zeros(1, dtype=np.int64), "<t>")  # type: ignore[arg-type]
+    ids = [tr.intern(frozenset({(q,), (q + 100,)})) for q in (1, 2)]
+    with pytest.raises(CompileLimitError, match="too ambiguous"):
+        tr.union(ids)

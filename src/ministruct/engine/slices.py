@@ -653,23 +653,26 @@ def lengths_within(sl: Slice, ranges: tuple[tuple[int, int], ...]) -> np.ndarray
 
 
 def _lengths_within(sl: Slice, ranges: tuple[tuple[int, int], ...]) -> np.ndarray:
-    lut = np.zeros(0x110000, dtype=bool)
+    top = max((b for _, b in ranges), default=-1)
+    lut = np.zeros(top + 2, dtype=bool)  # (the last entry stands for every code point above)
     for a, b in ranges:
         lut[a : b + 1] = True
-    outside = ~np.packbits(lut[:128], bitorder="little").view(np.uint64)  # the ASCII part as 2 words
+    ascii_lut = np.zeros(128, dtype=bool)
+    ascii_lut[: min(len(lut), 128)] = lut[:128]
+    outside = ~np.packbits(ascii_lut, bitorder="little").view(np.uint64)  # the ASCII part as 2 words
     bits = sl.ascii_bits
     fits = ((bits[:, 0] & outside[0]) | (bits[:, 1] & outside[1])) == 0  # (10x `.all(axis=1)` on 2 columns)
     out = np.full(len(sl.length), NOT_IN, dtype=np.int16)
     ids = sl.ascii_ids[fits]
     out[ids] = sl.length[ids]
-    if len(sl.wide_ids):
+    if len(sl.wide_ids) and top >= 0x80:  # (every wide token has a character past ASCII)
         starts = sl.wide_starts
         ends = np.append(starts[1:], len(sl.wide_cps))
         # a token whose first character is outside cannot fit: look further only at the rest
-        cand = np.flatnonzero(lut[sl.wide_cps[starts]])
+        cand = np.flatnonzero(lut[np.minimum(sl.wide_cps[starts], top + 1)])
         if len(cand):
             counts = ends[cand] - starts[cand]
-            cps = sl.wide_cps[expand_children(starts[cand], counts)]
+            cps = np.minimum(sl.wide_cps[expand_children(starts[cand], counts)], top + 1)
             outside = np.logical_or.reduceat(~lut[cps], np.cumsum(counts) - counts)
             ids = sl.wide_ids[cand[~outside]]
             out[ids] = sl.length[ids]

@@ -23,6 +23,9 @@ FEW_PIECES = 8  # a row of up to this many segments is written a slice at a time
 MERGED_KEPT = 10_000  # configurations of several stacks whose merged pieces are kept
 FEW_CELLS = 8  # a row asked for in at most this many classes may be stepped cell by cell
 CELLS_MIN_STACKS = 8  # ... when its configuration has at least this many stacks (the walk asks)
+STACK_CELLS_KEPT = 20_000  # stacks whose configuration per class is kept (one list of n_classes each)
+MAX_PARTS = 8  # a configuration is kept as the union of at most this many others (see Transitions.parts)
+UNIONS_KEPT = 200_000
 T = TypeVar("T")
 
 
@@ -74,6 +77,12 @@ class Transitions:
         self._segments_of: dict[int, tuple[tuple[int, int, tuple[int, ...]], ...]] = {}
         self._stack_pieces: dict[tuple, list[tuple[int, int, frozenset]]] = {}
         self._merged: dict[int, list[tuple[int, int, frozenset]]] = {}
+        self._stack_cells: dict[tuple, list[Config | None]] = {}
+        self._cell_rows: dict[int, list[list[Config | None]]] = {}  # a wide configuration's stacks' cells
+        # id -> ids of smaller configurations whose union it is: one byte steps every
+        # stack on its own, so a cell is the union of the parts' cells
+        self.parts: dict[int, tuple[int, ...]] = {}
+        self._unions: dict[tuple[int, ...], int] = {}
         # state -> the same state in a representative copy of a long repeat (see
         # Automaton.canonical_states); canon[id] is the id of the configuration's image
         self.canon_map: dict[int, int] = {}
@@ -166,7 +175,73 @@ class Transitions:
                 self.fill_row(s)
             else:
                 for c in unknown:
-                    self.get(s, c)
+                    self._fill_cell(s, c)
+
+    def _fill_cell(self, state: int, cls: int) -> int:
+        """Make one cell known: from the parts' cells where the configuration has parts,
+        else from its stacks' (each stack's configuration per class is kept); the distinct
+        configurations the stacks reach become the parts of the target."""
+        parts = self.parts.get(state)
+        if parts is not None:
+            reached = []
+            for p in parts:
+                t = int(self.table[p, cls])
+                if t == UNKNOWN:
+                    t = self._fill_cell(p, cls)
+                if t != DEAD:
+                    reached.append(t)
+            nxt = self.union(reached)
+        else:
+            rows = self._cell_rows.get(state)
+            if rows is None:
+                if len(self._cell_rows) >= MERGED_KEPT:
+                    self._cell_rows.clear()
+                rows = self._cell_rows[state] = [self._cells(st) for st in self.configs[state]]
+            seen: dict[int, Config] = {}
+            for r in rows:
+                x = r[cls]
+                if x is not None:
+                    seen[id(x)] = x
+            nxt = self.union([self.intern(x) for x in seen.values()])
+        self.table[state, cls] = nxt  # (intern may have grown the table)
+        return nxt
+
+    def union(self, ids: list[int]) -> int:
+        """The id of the union of these configurations (DEAD for none); a new union of
+        a few keeps them as its parts."""
+        if not ids:
+            return DEAD
+        if len(ids) == 1:
+            return ids[0]
+        key = tuple(sorted(set(ids)))
+        if len(key) == 1:
+            return key[0]
+        hit = self._unions.get(key)
+        if hit is not None:
+            return hit
+        configs = self.configs
+        target = frozenset().union(*(configs[i] for i in key))
+        if len(target) > MAX_STACKS:
+            raise CompileLimitError(f"{self.source}: grammar too ambiguous: {len(target):,} parses alive at once")
+        cid = self.intern(target)
+        if len(key) <= MAX_PARTS and cid not in key and cid not in self.parts:
+            self.parts[cid] = key
+        if len(self._unions) >= UNIONS_KEPT:
+            self._unions.clear()
+        self._unions[key] = cid
+        return cid
+
+    def _cells(self, st: tuple) -> list[Config | None]:
+        """Per byte class, the configuration one stack reaches (None: not allowed)."""
+        hit = self._stack_cells.get(st)
+        if hit is None:
+            hit = [None] * self.n_classes
+            for lo, hi, target in self._pieces(st):
+                hit[lo:hi] = [target] * (hi - lo)
+            if len(self._stack_cells) >= STACK_CELLS_KEPT:
+                self._stack_cells.clear()
+            self._stack_cells[st] = hit
+        return hit
 
     def segments(self, q: int) -> tuple[tuple[int, int, tuple[int, ...]], ...]:
         """State q's byte edges as disjoint class segments (lo, hi, targets), in order;
@@ -233,11 +308,21 @@ class Transitions:
                 raise CompileLimitError(f"{self.source}: grammar too ambiguous: {len(target):,} parses alive at once")
 
     def fill_row(self, state: int) -> None:
-        """Every cell of a row, from one pass over the configuration's byte edges
-        (each edge covers whole classes: their bounds are the edges' bounds). Classes
-        between two consecutive segment bounds share one target, interned once."""
-        pieces = self.pieces_of(state)
-        ids = [self.intern(target) for _, _, target in pieces]  # (intern may grow, replace, the table)
+        """Every cell of a row. With parts: the union of the parts' rows, one per distinct
+        column. Else from one pass over the configuration's byte edges (each edge covers
+        whole classes: their bounds are the edges' bounds); classes between two
+        consecutive segment bounds share one target, interned once."""
+        parts = self.parts.get(state)
+        if parts is not None:
+            self._fill_row_from(state, parts)
+            return
+        config = self.configs[state]
+        if len(config) == 1:
+            pieces = self._pieces(next(iter(config)))
+            ids = [self.intern(target) for _, _, target in pieces]  # (intern may grow, replace, the table)
+        else:
+            pieces = _disjoint([p for st in config for p in self._pieces(st)])
+            ids = [self.union([self.intern(x) for x in dict.fromkeys(cs)]) for _, _, cs in pieces]
         if len(pieces) <= FEW_PIECES:
             row = self.table[state]
             row[:] = DEAD  # (a known cell is rewritten with the id it already holds)
@@ -250,6 +335,20 @@ class Transitions:
             self.table[state] = cells
         self.complete[state] = 1
 
+    def _fill_row_from(self, state: int, parts: tuple[int, ...]) -> None:
+        for p in parts:
+            if not self.complete[p]:
+                self.fill_row(p)
+        by_column: dict[tuple[int, ...], int] = {}
+        cells = []
+        for col in zip(*self.table[list(parts)].tolist()):
+            cid = by_column.get(col)
+            if cid is None:
+                cid = by_column[col] = self.union([x for x in col if x != DEAD])
+            cells.append(cid)
+        self.table[state] = cells
+        self.complete[state] = 1
+
     def row(self, state: int) -> np.ndarray:
         """The whole row of a configuration, filled."""
         if not self.complete[state] and (self.table[state] == UNKNOWN).any():
@@ -259,8 +358,7 @@ class Transitions:
     def get(self, state: int, cls: int) -> int:
         nxt = int(self.table[state, cls])
         if nxt == UNKNOWN:
-            nxt = self.intern(self.automaton.step(self.configs[state], int(self.class_rep[cls])))
-            self.table[state, cls] = nxt
+            nxt = self._fill_cell(state, cls)
         return nxt
 
     def next(self, states: np.ndarray, classes: np.ndarray) -> np.ndarray:
@@ -337,6 +435,8 @@ class Transitions:
             raise ValueError("saved configurations belong to another grammar")
         self.configs[:] = configs
         self.ids = ids
+        for by_id in (self._merged, self._cell_rows, self.parts, self._unions):
+            by_id.clear()  # (the ids were just renumbered)
         size = max(64, 1 << (n - 1).bit_length())
         self.table = np.full((size, self.n_classes), UNKNOWN, dtype=np.int32)
         self.table[:n] = table
