@@ -179,8 +179,9 @@ class Transitions:
 
     def _fill_cell(self, state: int, cls: int) -> int:
         """Make one cell known: from the parts' cells where the configuration has parts,
-        else from its stacks' (each stack's configuration per class is kept); the distinct
-        configurations the stacks reach become the parts of the target."""
+        else from its stacks' (for a configuration of many stacks, each stack's configuration
+        per class is kept, and the distinct configurations they reach become the parts of
+        the target)."""
         parts = self.parts.get(state)
         if parts is not None:
             reached = []
@@ -191,6 +192,8 @@ class Transitions:
                 if t != DEAD:
                     reached.append(t)
             nxt = self.union(reached)
+        elif len(self.configs[state]) < CELLS_MIN_STACKS:  # (a few stacks: parts would cost more than they save)
+            nxt = self.intern(self.automaton.step(self.configs[state], int(self.class_rep[cls])))
         else:
             rows = self._cell_rows.get(state)
             if rows is None:
@@ -317,8 +320,8 @@ class Transitions:
             self._fill_row_from(state, parts)
             return
         config = self.configs[state]
-        if len(config) == 1:
-            pieces = self._pieces(next(iter(config)))
+        if len(config) < CELLS_MIN_STACKS:
+            pieces = self.pieces_of(state)
             ids = [self.intern(target) for _, _, target in pieces]  # (intern may grow, replace, the table)
         else:
             pieces = _disjoint([p for st in config for p in self._pieces(st)])
