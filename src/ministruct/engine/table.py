@@ -4,6 +4,12 @@ The table fills itself on demand (a lazily determinized pushdown automaton): row
 configuration id, column = a byte class of the grammar, cell = the configuration id
 after one byte of that class (DEAD = 0 when the byte is not allowed, UNKNOWN until
 first asked). Not thread-safe by itself: CompiledGrammar serializes every call.
+
+A byte steps each stack on its own, so a step of a union is the union of the steps. A
+configuration of many stacks that a step makes is kept as the union of the few
+configurations its stacks reached (`parts`), and its cells are unions of the parts' cells:
+the configurations of an ambiguous grammar (a name that may end at every character, next
+to the prefix of a keyword) share their big parts, whose cells are filled once.
 """
 
 from __future__ import annotations
