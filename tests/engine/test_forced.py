@@ -68,7 +68,10 @@ def test_nothing_after_the_end_of_generation():
     assert m.forced_bytes() == b""
 
 
-def oracle_forced(pattern, out: bytes, limit: int = 24) -> bytes:
+ORACLE_LIMIT = 24  # bytes the oracle follows at most (256 partial matches each)
+
+
+def oracle_forced(pattern, out: bytes, limit: int = ORACLE_LIMIT) -> bytes:
     """Follow while the output is not complete and exactly one byte keeps it a prefix."""
     forced = b""
     while len(forced) < limit:
@@ -93,7 +96,10 @@ def test_forced_bytes_equal_the_oracle(expr, walk):
             want = oracle_forced(pattern, out)
         except TimeoutError:
             reject()
-        assert m.forced_bytes() == want, out
+        got = m.forced_bytes()
+        if len(want) == ORACLE_LIMIT:  # the oracle stopped following: ours may go on
+            got = got[:ORACLE_LIMIT]
+        assert got == want, out
         legal = [t for t in np.flatnonzero(m.mask()).tolist() if t != len(TOKENS)]
         if choice is None or not legal:
             break
