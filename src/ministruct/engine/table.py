@@ -348,14 +348,18 @@ class Transitions:
         for p in parts:
             if not self.complete[p]:
                 self.fill_row(p)
+        sub = self.table[list(parts)]
+        cells = sub.max(axis=0)  # (DEAD where no part goes on, the one target where one does)
+        several = np.flatnonzero((sub != DEAD).sum(axis=0) > 1)
+        columns = sub[:, several].T.tolist()
         by_column: dict[tuple[int, ...], int] = {}
-        cells = []
-        for col in zip(*self.table[list(parts)].tolist()):
+        for c, col in zip(several.tolist(), columns):
+            col = tuple(x for x in col if x != DEAD)
             cid = by_column.get(col)
             if cid is None:
-                cid = by_column[col] = self.union([x for x in col if x != DEAD])
-            cells.append(cid)
-        self.table[state] = cells
+                cid = by_column[col] = self.union(list(col))
+            cells[c] = cid
+        self.table[state] = cells  # (union may have grown the table)
         self.complete[state] = 1
 
     def row(self, state: int) -> np.ndarray:
