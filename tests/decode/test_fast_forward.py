@@ -257,6 +257,40 @@ def test_a_split_longer_than_the_bound_is_cut_to_the_budget():
     check_against_token_by_token(steps, regex, least)
 
 
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize(
+    "regex", [r'\{"key":"ab"\}', r'\{"key":"[ab]{1,3}"\}', r'\{"key":"[ab12]{1,6}", ?"ke":[12]{1,3}\}']
+)
+def test_without_forced_logits_the_same_batches_give_the_same_output(regex, seed):
+    """forced_logits=False: the same batches, evaluated without the dictated tokens' rows
+    (eval, not rows); the same tokens and legal sets; only the fast-forwarded Steps lack a row."""
+    p = SamplingParams(temperature=1.2, top_p=0.95, seed=seed)
+    with_rows, without = BatchModel(), BatchModel()
+    a = list(generate(with_rows, PROMPT, matcher_for(regex), p, max_tokens=40))
+    b = list(generate(without, PROMPT, matcher_for(regex), p, max_tokens=40, forced_logits=False))
+    assert [s.token_id for s in a] == [s.token_id for s in b] and any(s.fast_forward for s in b)
+    assert [ids for _, ids in with_rows.calls] == [ids for _, ids in without.calls]
+    assert all(kind != "rows" for kind, _ in without.calls)
+    for x, y in zip(a, b):
+        assert x.fast_forward == y.fast_forward and np.array_equal(x.mask, y.mask)
+        if y.fast_forward:
+            assert y.logits is None
+        else:
+            assert np.array_equal(x.logits, y.logits)
+
+
+def test_a_job_computes_dictated_rows_only_for_whoever_reads_them():
+    """GenerationJob.run without on_step leaves the fast-forwarded rows out (the fight
+    monitor does not read them); with on_step (a trace) every step has its row."""
+    job = GenerationJob(BatchModel(), load_constraint(regex=r'\{"key":"[ab]{1,3}"\}'), WARM, max_tokens=30)
+    seen: list = []
+    traced = job.run("x", on_step=seen.append)
+    plain = job.run("x")
+    assert plain.output == traced.output and plain.generation.n_fast_forward > 0
+    assert all(s.logits is not None for s in seen) and any(s.fast_forward for s in seen)
+    assert all(kind != "rows" for kind, _ in job.model.calls[-3:])
+
+
 # -- determinism, statistics -------------------------------------------------------
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from ministruct.decode.loop import Step
 from ministruct.decode.sampling import legal_mass
 from ministruct.jobs.fight_warnings import FightMonitor, prompt_remedy, repeated_pattern
 
@@ -49,6 +50,23 @@ def test_a_long_run_of_very_low_z_warns_even_when_the_mean_is_fine():
     for z in [0.9] * 40 + [0.01] * 15 + [0.9] + [0.01] * 15:
         short.add(z, forced=True)
     assert short.warnings(b"ok") == []
+
+
+def test_fast_forwarded_steps_are_left_out_with_or_without_their_row():
+    """A dictated token was not drawn: it neither counts towards the mean nor extends or
+    breaks a run, whether its Step carries a logits row (a trace) or not (plain gen)."""
+    logits = np.log(np.asarray([0.01, 0.01, 0.98], dtype=np.float32))
+    drawn = np.asarray([True, True, False])  # Z = 0.02, against the model
+    dictated = np.asarray([False, False, True])  # Z = 0.98: it would break the run if it counted
+
+    with_rows, without = FightMonitor(), FightMonitor()
+    for m, ff_logits in ((with_rows, logits), (without, None)):
+        for k in range(32):
+            ff = k % 2 == 1
+            m.observe(Step(k, 0, b"x", ff_logits if ff else logits, dictated if ff else drawn, 0.0, fast_forward=ff))
+    assert with_rows.z_free == without.z_free and len(without.z_free) == 16
+    assert with_rows.longest_run == without.longest_run == 16
+    assert with_rows.warnings(b"ok") == without.warnings(b"ok") != []
 
 
 def test_a_loop_in_the_output_warns_with_the_pattern():

@@ -2,8 +2,9 @@
 
 Decode speed is output tokens per second three ways: unconstrained, constrained token by
 token (`constrained`), and constrained with fast-forward (`fast_forward`: stretches the
-grammar dictates evaluated in one batch); `ff_share` is the share of the fast-forward
-run's output tokens that were fast-forwarded.
+grammar dictates evaluated in one batch, without the dictated tokens' logits rows, as
+`gen` runs it when nothing reads them); `ff_share` is the share of the fast-forward run's
+output tokens that were fast-forwarded.
 
 The mask walk runs on a cold compile by default (`--cold`): the grammar's masks are
 neither restored from nor saved to the disk cache, so every first visit of a parser
@@ -128,7 +129,15 @@ def _rates(job: GenerationJob, prompt: str, rounds: int, cold: bool) -> tuple[di
         rates["unconstrained"].append(output_rate(free)[0])
         for name, ff in (("constrained", False), ("fast_forward", True)):
             compiled = compile_grammar(job.constraint.grammar, job.model.vocabulary, use_cache=not cold)
-            dec = Decoder(job.model, ids, Matcher(compiled), job.params, max_tokens=job.max_tokens, fast_forward=ff)
+            dec = Decoder(
+                job.model,
+                ids,
+                Matcher(compiled),
+                job.params,
+                max_tokens=job.max_tokens,
+                fast_forward=ff,
+                forced_logits=False,
+            )
             rates[name].append(output_rate(dec)[0])
             if ff:
                 n_ff += dec.result.n_fast_forward

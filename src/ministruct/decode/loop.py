@@ -3,6 +3,10 @@
 Where the grammar dictates a stretch of bytes, the loop fast-forwards (fast_forward.py):
 the stretch's tokens are evaluated in one batch and yielded as Steps marked
 `fast_forward`, without a draw each (`fast_forward=False`: one sampled step per token).
+With `forced_logits=False` the batch computes only the logits row the next draw needs
+and the fast-forwarded Steps carry no row (`Step.logits` is None): the model's output
+layer is most of a token's cost on a large vocabulary, so the rows of dictated tokens
+are worth computing only for whoever reads their Z (a trace, the tool scores).
 
     decoder = generate(model, prompt_ids, matcher, params, max_tokens=64)
     for step in decoder:          # every step (diagnostics need them all)
@@ -52,7 +56,7 @@ class Step:
     index: int
     token_id: int
     token: bytes  # the bytes this token adds to the output (b"" for control tokens)
-    logits: np.ndarray  # the captured row the sampler used (float32, n_logits)
+    logits: np.ndarray | None  # the row the sampler used (float32, n_logits); None: fast-forwarded without rows
     mask: np.ndarray | None  # the legal set (bool, n_logits); None when unconstrained
     mask_us: float  # time spent in matcher.mask() for this step, microseconds
     budget_limited: bool = False  # the token budget narrowed the legal set at this step
@@ -108,6 +112,7 @@ class Decoder:
         reset_matcher: bool = True,
         budget_aware: bool = True,
         fast_forward: bool = True,
+        forced_logits: bool = True,
     ) -> None:
         if max_tokens < 0:
             raise UsageError(f"max_tokens must be >= 0, got {max_tokens}", parameter="max_tokens")
@@ -128,6 +133,7 @@ class Decoder:
         self.budget_aware = budget_aware and matcher is not None
         # fast-forward needs a matcher that knows its forced bytes and a batch-evaluating model
         self.fast_forward = fast_forward and ff.supported(model, matcher)
+        self.forced_logits = forced_logits  # fast-forwarded Steps carry their logits row
         self._result: Generation | None = None
         self._started = False
 
@@ -237,15 +243,25 @@ class Decoder:
         first: bool,
         index: int,
         evaluate_last: bool,
-    ) -> tuple[np.ndarray, list[tuple[np.ndarray, float, bool]]]:
+    ) -> tuple[Sequence[np.ndarray | None], list[tuple[np.ndarray, float, bool]]]:
         """Evaluate the pending tokens and the planned ones in one batch: (logits rows, the
         row before each planned token and, with `evaluate_last`, the row after the last;
         each planned token's (mask, mask_us, budget_limited)). The masks are built on the
-        worker thread while the model runs."""
+        worker thread while the model runs. Without `forced_logits` the rows before the
+        planned tokens are None and only the row after the last is computed (the same
+        batches, so that row is bit for bit the one a batch of every row gives)."""
         model, matcher = self.model, self.matcher
         remainings = [self.remaining(index + i) for i in range(len(planned))]
         masks = mask_pool().submit(masks_along, matcher.fork(), planned, remainings)
         batch = planned if evaluate_last else planned[:-1]
+        if not self.forced_logits:
+            if first:
+                model.prefill(pending)
+                model.eval(batch)
+            else:
+                model.eval(list(pending) + list(batch))
+            after = [model.logits()] if evaluate_last else []
+            return [None] * len(planned) + after, masks.result()
         if ready is not None:
             rows = np.concatenate([ready[None, :], model.eval_rows(batch)])
         elif first:
@@ -306,14 +322,15 @@ class Run:
     def forwarded(
         self,
         planned: list[int],
-        rows: np.ndarray,
+        rows: Sequence[np.ndarray | None],
         masks: list[tuple[np.ndarray, float, bool]],
         *,
         evaluate_last: bool,
         done: bool,
     ) -> Iterator[Step]:
-        """Steps for fast-forwarded tokens, given the row before each (and, with
-        `evaluate_last`, the row after the last) and each token's (mask, mask_us, budget_limited)."""
+        """Steps for fast-forwarded tokens, given the row before each (None: not computed)
+        and, with `evaluate_last`, the row after the last, and each token's (mask, mask_us,
+        budget_limited)."""
         self.pending = []
         self.ready = rows[len(planned)] if evaluate_last else None
         vocab, matcher = self.decoder.model.vocabulary, self.decoder.matcher
@@ -441,13 +458,16 @@ def generate(
     max_tokens: int = 256,
     budget_aware: bool = True,
     fast_forward: bool = True,
+    forced_logits: bool = True,
 ) -> Decoder:
     """A Decoder for one generation: iterate it for Steps, then read `.result`.
 
     With `budget_aware` (the default) the legal set is narrowed, near the end of the
     budget, to tokens after which a complete output still fits in `max_tokens`;
     BudgetTooSmall when not even the shortest completion fits. With `fast_forward` (the
-    default) stretches the grammar dictates are evaluated in one batch (fast_forward.py)."""
+    default) stretches the grammar dictates are evaluated in one batch (fast_forward.py);
+    `forced_logits=False` leaves their Steps without logits rows (cheaper: see the module
+    docstring)."""
     return Decoder(
         model,
         prompt_tokens,
@@ -456,4 +476,5 @@ def generate(
         max_tokens=max_tokens,
         budget_aware=budget_aware,
         fast_forward=fast_forward,
+        forced_logits=forced_logits,
     )

@@ -77,11 +77,11 @@ class FightMonitor:
 
     def observe(self, step: "Step") -> None:
         """Take one decoded step into account."""
-        if step.mask is None:
+        # a fast-forwarded token was dictated, not drawn: it says nothing about the model's
+        # choices, and gen evaluates it without its logits row unless something reads it
+        if step.mask is None or step.fast_forward or step.logits is None:
             return
-        # a fast-forwarded token was dictated, not chosen: it says nothing about the model's choices
-        forced = step.fast_forward or np.count_nonzero(step.mask) == 1
-        self.add(legal_mass(step.logits, step.mask), forced)
+        self.add(legal_mass(step.logits, step.mask), np.count_nonzero(step.mask) == 1)
 
     def add(self, z: float, forced: bool) -> None:
         self.n_steps += 1

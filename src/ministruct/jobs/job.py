@@ -200,6 +200,7 @@ class GenerationJob:
         monitor = self.fight_monitor()
         watch = watcher(monitor)
         scorer = self.tool_scorer()
+        dec.forced_logits = on_step is not None or scorer is not None  # the fight monitor needs no dictated rows
         for step in dec.steps():
             watch(step)
             if scorer is not None:
