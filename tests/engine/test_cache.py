@@ -250,3 +250,30 @@ def test_the_vocabulary_index_is_read_back_not_rebuilt(cache_dir, monkeypatch):
     for name in ("node_byte", "child_start", "child_count", "node_token", "tok_lo", "sorted_ids"):
         assert (getattr(loaded.trie, name) == getattr(built.trie, name)).all()
     assert (loaded.slices["json-char"].length == built.slices["json-char"].length).all()
+
+
+def test_budget_needs_are_saved_so_a_later_run_narrows_without_walking(cache_dir):
+    """What the budget learned (the largest need of each configuration) is saved with the
+    grammar: a fresh compile narrows with a long budget by lookup alone, gives the same
+    masks for every budget, and computes the full need only when the budget is short."""
+    from ministruct.engine.budget import budget_for
+
+    g = Grammar({"root": alt(Repeat(CharClass(((0x30, 0x39),)), 1, 6), Repeat(Literal("ab"), 1, 3))})
+    first = compile_grammar(g, VOCAB)
+    m = Matcher(first)
+    want = {r: m.mask(r).copy() for r in (1, 2, 3, 50)}
+    first.persist()
+    second = compile_grammar(g, VOCAB)
+    budget = budget_for(second)
+    m2 = Matcher(second)
+    assert m2.mask_ready(50) and not budget.has_need(m2.state)
+    assert (m2.mask(50) == want[50]).all() and not budget.has_need(m2.state)  # a lookup, no walk
+    assert not m2.mask_ready(1)  # too short for what is known: the need is computed
+    assert all((m2.mask(r) == want[r]).all() for r in (1, 2, 3))
+    assert budget.has_need(m2.state)
+    # nothing new was learned on top of what was restored: nothing to save again
+    third = compile_grammar(g, VOCAB)
+    Matcher(third).mask(50)
+    before = sorted(cache_dir.rglob("*.msc"), key=lambda p: p.stat().st_mtime_ns)[-1].stat().st_mtime_ns
+    third.persist()
+    assert sorted(cache_dir.rglob("*.msc"), key=lambda p: p.stat().st_mtime_ns)[-1].stat().st_mtime_ns == before

@@ -94,6 +94,7 @@ class CompiledGrammar:
         self.configs: list[Config] = self.transitions.configs
         self._lock = threading.RLock()
         self._companions: dict[str, Any] = {}
+        self._saved_companions: dict[str, dict[str, np.ndarray]] = {}  # restored, for companions built later
         self._token_steps: dict[tuple[int, int], int] = {}
         self._masks: OrderedDict[int, np.ndarray] = OrderedDict()
         self._mask_bytes = 0
@@ -111,7 +112,7 @@ class CompiledGrammar:
         self._composed: OrderedDict[tuple, np.ndarray] = OrderedDict()  # the walks a mask is made of -> the mask
         self._composed_max = max(16, MASK_CACHE_BYTES // max(1, vocab.n_logits))
         self.initial = self.intern(self.automaton.initial)
-        self._saved_size = (1, 0)
+        self._saved_size = (1, 0, 0)
         self.compile_s = time.perf_counter() - t0
 
     # ------------------------------------------------------------ disk cache
@@ -156,7 +157,13 @@ class CompiledGrammar:
             m.setflags(write=False)
             self._masks[cid] = m
             self._mask_bytes += m.nbytes
-        self._saved_size = (len(self.configs), len(self._masks))
+        saved: dict[str, dict[str, np.ndarray]] = {}
+        for name, a in arrays.items():
+            owner, dot, part = name.partition(".")
+            if dot:
+                saved.setdefault(owner, {})[part] = a
+        self._saved_companions = saved
+        self._saved_size = self._learned()
         return True
 
     def _forget_ids(self) -> None:
@@ -176,7 +183,11 @@ class CompiledGrammar:
 
     def companion(self, name: str, build: Callable[["CompiledGrammar"], T]) -> T:
         """A helper object kept with this grammar (its token budget, its forced bytes),
-        built by `build(self)` on first use; one per grammar, whichever thread asks first."""
+        built by `build(self)` on first use; one per grammar, whichever thread asks first.
+
+        A companion with `to_arrays()` (name -> array) and `learned()` (how much it has
+        learned in this process) is saved with the grammar by `persist()`; what a previous
+        run saved for it is `saved_arrays(name)`."""
         companions = self._companions
         found = companions.get(name)
         if found is None:
@@ -186,15 +197,26 @@ class CompiledGrammar:
                     found = companions[name] = build(self)
         return found
 
+    def saved_arrays(self, name: str) -> dict[str, np.ndarray]:
+        """What the disk cache held for companion `name` (empty when nothing)."""
+        return self._saved_companions.get(name, {})
+
+    def _learned(self) -> tuple[int, int, int]:
+        counts = sum(c.learned() for c in list(self._companions.values()) if hasattr(c, "learned"))
+        return (len(self.configs), len(self._masks), counts)
+
     def persist(self) -> None:
         """Save what this process has learned, if it learned anything new."""
         from ministruct.engine import cache
 
         with self._lock:
-            size = (len(self.configs), len(self._masks))
+            size = self._learned()
             if size == self._saved_size:
                 return
             arrays = self.transitions.to_arrays()
+            for name, companion in sorted(self._companions.items()):
+                if hasattr(companion, "to_arrays"):
+                    arrays.update({f"{name}.{k}": v for k, v in companion.to_arrays().items()})
             ids = list(self._masks)
             arrays["mask_ids"] = np.asarray(ids, dtype=np.int64)
             width = (self.vocab.n_logits + 7) // 8

@@ -112,7 +112,7 @@ class Matcher:
             return False
         ready = self.compiled.has_mask(self.state)
         if remaining is not None and ready:
-            ready = budget_for(self.compiled).has_need(self.state)
+            ready = budget_for(self.compiled).ready(self.state, remaining)
         return ready
 
     def min_tokens_to_complete(self) -> int | None:
