@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 
-from cli.conftest import assert_one_line_error
+from cli.conftest import REPO, assert_one_line_error
 
 
 def test_check_accepts_and_rejects_with_place(run_cli):
@@ -72,3 +74,26 @@ def test_bundled_grammar_by_name_and_unknown_name(run_cli):
     assert run_cli("check", "--grammar", "digits", "2024").returncode == 0
     assert run_cli("check", "--grammar", "digits", "20a4").returncode == 1
     assert_one_line_error(run_cli("check", "--grammar", "nosuch", "1"), "nosuch", "bundled: arithmetic, digits, json")
+
+
+def test_the_quick_exit_loses_no_output(run_cli, cli_env, tmp_path):
+    """The process ends without tearing the interpreter down (cli/app.end_process): every
+    record still reaches stdout, a file or a pipe, in full and with the batch's status."""
+    lines = [json.dumps({"id": i, "text": "yes" if i % 3 else "maybe"}) for i in range(3000)]
+    p = run_cli("check", "--choice", "yes", "--input", "-", input="\n".join(lines) + "\n")
+    recs = [json.loads(x) for x in p.stdout.splitlines()]
+    assert [r["id"] for r in recs] == list(range(3000)) and len(p.stdout) > 100_000
+    assert [r["accepted"] for r in recs] == [bool(i % 3) for i in range(3000)] and p.returncode == 1
+    source = tmp_path / "in.jsonl"
+    source.write_text("\n".join(lines) + "\n")
+    target = tmp_path / "out.jsonl"
+    with target.open("w") as out:  # stdout a file: block-buffered to the end
+        done = subprocess.run(
+            [sys.executable, "-m", "ministruct", "check", "--choice", "yes", "--input", str(source)],
+            stdout=out,
+            stderr=subprocess.PIPE,
+            cwd=REPO,
+            env=cli_env,
+            timeout=300,
+        )
+    assert done.returncode == 1 and target.read_text() == p.stdout
