@@ -182,3 +182,23 @@ def test_same_seed_same_output_with_fast_forward(model):
     assert runs[0].output == runs[1].output and runs[2].output == runs[3].output
     assert runs[0].generation.tokens == runs[1].generation.tokens
     assert all(r.complete and r.generation.n_fast_forward > 0 for r in runs)
+
+
+@pytest.mark.model
+def test_rows_of_dictated_tokens_change_nothing_but_the_steps(model, monkeypatch):
+    """gen without a trace evaluates fast-forwarded stretches without their logits rows
+    (GenerationJob.run, no on_step): on the real model the row the next draw reads is
+    bit for bit the one the batch with every row gives, so the outputs are the same; the
+    traced run's steps all carry rows, the plain run's dictated steps none."""
+    calls = spy(model, monkeypatch)
+    job = conj_job(model)
+    prompt = "Conjugate 'vivir' in the future, 3rd person."
+    for seed in (0, 1, 2):
+        seen: list = []
+        traced = job.run(prompt, seed=seed, on_step=seen.append)
+        assert any(s.fast_forward for s in seen) and all(s.logits is not None for s in seen)
+        del calls[:]
+        plain = job.run(prompt, seed=seed)
+        assert plain.generation.tokens == traced.generation.tokens and plain.output == traced.output
+        assert plain.warnings == traced.warnings
+        assert not any(kind == "eval_rows" for kind, _ in calls)
