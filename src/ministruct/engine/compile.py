@@ -209,14 +209,20 @@ class CompiledGrammar:
         """Save what this process has learned, if it learned anything new."""
         from ministruct.engine import cache
 
+        size = self._learned()
+        if size == self._saved_size:
+            return
+        # the companions' arrays first, outside this grammar's lock: a companion takes its
+        # own lock and then this one (Budget.need), so taking them the other way could deadlock
+        extra = {
+            f"{name}.{k}": v
+            for name, companion in sorted(self._companions.items())
+            if hasattr(companion, "to_arrays")
+            for k, v in companion.to_arrays().items()
+        }
         with self._lock:
-            size = self._learned()
-            if size == self._saved_size:
-                return
             arrays = self.transitions.to_arrays()
-            for name, companion in sorted(self._companions.items()):
-                if hasattr(companion, "to_arrays"):
-                    arrays.update({f"{name}.{k}": v for k, v in companion.to_arrays().items()})
+            arrays.update(extra)
             ids = list(self._masks)
             arrays["mask_ids"] = np.asarray(ids, dtype=np.int64)
             width = (self.vocab.n_logits + 7) // 8
