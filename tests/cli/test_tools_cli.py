@@ -32,6 +32,27 @@ def assert_scores(rec: dict) -> None:
 
 
 @pytest.mark.model
+@pytest.mark.parametrize("parallel", ["1", "3"])
+def test_a_batch_without_a_trace_scores_its_tools(run_cli, parallel):
+    lines = [
+        {"id": "a", "prompt": "What is the weather in Oslo right now?"},
+        {"id": "b", "prompt": "What is 17 times 23?", "tool_choice": "calculator"},
+        {"id": "c", "prompt": "Email bob@example.com that I am late."},
+    ]
+    p = run_cli(
+        "gen", "--input", "-", "--tools", EVERYDAY, "--tool-choice", "required", "--max-tokens", "96",
+        "--temperature", "0", "--no-progress", "--parallel", parallel,
+        input="\n".join(json.dumps(x) for x in lines) + "\n",
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    recs = [json.loads(line) for line in p.stdout.splitlines()]
+    assert [r["id"] for r in recs] == ["a", "b", "c"]
+    for r in recs:
+        validate_calls(r["tool_calls"])
+        assert_scores(r)
+
+
+@pytest.mark.model
 def test_every_choice_mode_in_one_batch(run_cli, tmp_path):
     own = [{"type": "function", "function": {"name": "pick", "parameters": {
         "type": "object", "properties": {"n": {"type": "integer", "minimum": 1, "maximum": 3}},

@@ -273,3 +273,26 @@ def test_where_a_prefix_cannot_be_kept_each_prompt_is_evaluated_whole(model, mon
             _assert_valid(outs[i], schema)
             if parallel == 1:
                 assert outs[i].tokens == schema.decoder(p, seed=i).run().tokens
+
+
+def test_without_dictated_rows_the_same_tokens(model):
+    """forced_logits=False computes only the row each draw needs: the same batches, so the
+    same tokens, and the fast-forwarded steps carry no row."""
+    schema, _ = _jobs(model)
+    prompts = ["Describe a person.", "A pirate, as JSON.", "Describe a cat."]
+    got = {}
+    for rows in (True, False):
+        steps: dict[int, list] = {i: [] for i in range(len(prompts))}
+        reqs = []
+        for i, p in enumerate(prompts):
+            dec = schema.decoder(p, seed=i)
+            dec.forced_logits = rows
+            reqs.append(Request(dec, on_step=steps[i].append, key=i))
+        batch = BatchedDecoder(model, 3)
+        try:
+            got[rows] = {r.key: g.tokens for r, g in batch.run(reqs)}
+        finally:
+            batch.close()
+        forwarded = [s for i in steps for s in steps[i] if s.fast_forward]
+        assert forwarded and all((s.logits is not None) == rows for s in forwarded)
+    assert got[True] == got[False]

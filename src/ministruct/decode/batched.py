@@ -228,7 +228,10 @@ class BatchedDecoder:
                 s.evaluate_last = not done and run.index + len(planned) < dec.max_tokens
                 batch = planned if s.evaluate_last else planned[:-1]
                 s.tokens = list(batch) if run.ready is not None else list(run.pending) + list(batch)
-                s.n_rows = len(batch) + (run.ready is None)
+                if dec.forced_logits:  # the row before each planned token, and after the last
+                    s.n_rows = len(batch) + (run.ready is None)
+                else:  # only the row the next draw needs (Decoder.forced_logits)
+                    s.n_rows = int(s.evaluate_last)
                 remainings = [dec.remaining(run.index + i) for i in range(len(planned))]
                 s.mask_job = (masks_along, matcher.fork(), planned, remainings)
                 return False
@@ -255,7 +258,9 @@ class BatchedDecoder:
             self._share(s, seqs, queue)
             return False
         if s.planned:
-            if run.ready is not None:
+            if not s.decoder.forced_logits:  # the row after the last planned token, if asked for
+                rows = [None] * len(s.planned) + ([rows[-1]] if s.evaluate_last and rows is not None else [])
+            elif run.ready is not None:
                 rows = np.concatenate([run.ready[None, :], rows]) if rows is not None else run.ready[None, :]
             run.first = False
             for step in run.forwarded(s.planned, rows, s.mask_result, evaluate_last=s.evaluate_last, done=s.done):

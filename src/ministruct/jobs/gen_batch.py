@@ -16,7 +16,7 @@ from ministruct.decode.batched import BatchedDecoder, Request
 from ministruct.decode.loop import Decoder, Generation, Step
 from ministruct.errors import MinistructError, OutputClosed, OutputError
 from ministruct.jobs.batch import ConstraintCache, record_constraint
-from ministruct.jobs.job import GenerationJob, GenResult, watcher
+from ministruct.jobs.job import GenerationJob, GenResult
 from ministruct.jobs.ordered import InOrder
 from ministruct.jobs.records import InputRecord
 from ministruct.jobs.think import ThinkSettings
@@ -196,24 +196,23 @@ class GenBatch:
                             traced = self.tracer.start(rec.value, rid=rec.id, seed=seed + k, job=job, kept=True)
                             yield Request(traced.decoder, on_step=traced.on_step, key=(p, k, job, None, traced))
                             continue
-                        dec = job.decoder(rec.value, seed=seed + k)
+                        dec, monitor, on_step, scorer = job.watched_decoder(rec.value, seed=seed + k)
                     except MinistructError as e:
                         finish(p, k, GenResult.failed(rec.id, rec.value, f"{rec.where}: {e}"))
                         continue
-                    monitor = job.fight_monitor()
-                    yield Request(dec, on_step=watcher(monitor), key=(p, k, job, monitor, None))
+                    yield Request(dec, on_step=on_step, key=(p, k, job, (monitor, scorer), None))
 
         batch = BatchedDecoder(self.pool.base.model, self.parallel)
         try:
             for req, outcome in batch.run(requests()):
-                p, k, job, monitor, traced = req.key
+                p, k, job, watched, traced = req.key
                 if isinstance(outcome, MinistructError):
                     res = GenResult.failed(p.rec.id, p.rec.value, f"{p.rec.where}: {outcome}")
                 elif traced is not None:
                     res = traced.finish(outcome)
                     p.traces[k] = traced
                 else:
-                    res = job.result_of(outcome, p.rec.id, p.rec.value, monitor)
+                    res = job.result_of(outcome, p.rec.id, p.rec.value, *watched)
                 finish(p, k, res)
                 yield from out
                 out.clear()

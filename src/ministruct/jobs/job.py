@@ -196,15 +196,10 @@ class GenerationJob:
         self, prompt: str, *, rid: Any = 1, seed: int | None = None, on_step: Callable[[Step], None] | None = None
     ) -> GenResult:
         """Generate for one prompt and return its result record."""
-        dec = self.decoder(prompt, seed=seed)
-        monitor = self.fight_monitor()
-        watch = watcher(monitor)
-        scorer = self.tool_scorer()
-        dec.forced_logits = on_step is not None or scorer is not None  # the fight monitor needs no dictated rows
+        dec, monitor, watch, scorer = self.watched_decoder(prompt, seed=seed)
+        dec.forced_logits = dec.forced_logits or on_step is not None
         for step in dec.steps():
             watch(step)
-            if scorer is not None:
-                scorer.observe(step)
             if on_step is not None:
                 on_step(step)
         return self.result_of(dec.result, rid, prompt, monitor, scorer)
@@ -226,10 +221,8 @@ class GenerationJob:
             for prompt in prompts:
                 seed = next(seed_of) if seed_of is not None else None
                 place = order.add()
-                monitor, scorer = self.fight_monitor(), self.tool_scorer()
-                watch = watcher(monitor)
-                on_step = watch if scorer is None else lambda step, w=watch, sc=scorer: (w(step), sc.observe(step))
-                yield Request(self.decoder(prompt, seed=seed), on_step=on_step, key=(place, prompt, monitor, scorer))
+                dec, monitor, on_step, scorer = self.watched_decoder(prompt, seed=seed)
+                yield Request(dec, on_step=on_step, key=(place, prompt, monitor, scorer))
 
         batch = BatchedDecoder(self.model, parallel)
         try:
@@ -241,6 +234,19 @@ class GenerationJob:
                 yield from order.ready()
         finally:
             batch.close()
+
+    def watched_decoder(
+        self, prompt: str, *, seed: int | None = None
+    ) -> tuple[Decoder, FightMonitor, Callable[[Step], None], ToolScorer | None]:
+        """A Decoder for one prompt with what watches its steps for its result record: the
+        fight monitor, the tool scorer (for a tools constraint), and the callback that feeds
+        both (the dictated rows are computed only when the scorer reads them)."""
+        dec = self.decoder(prompt, seed=seed)
+        monitor, scorer = self.fight_monitor(), self.tool_scorer()
+        watch = watcher(monitor)
+        on_step = watch if scorer is None else lambda step, w=watch, sc=scorer: (w(step), sc.observe(step))
+        dec.forced_logits = scorer is not None  # the fight monitor needs no dictated rows
+        return dec, monitor, on_step, scorer
 
     def tool_scorer(self) -> ToolScorer | None:
         """A scorer to watch the steps of one generation, for a tools constraint."""
