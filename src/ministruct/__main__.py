@@ -1,5 +1,5 @@
 """`python -m ministruct` runs the command line."""
 
-from ministruct.cli.app import main
+from ministruct.cli.app import run_command_line
 
-main()
+run_command_line()

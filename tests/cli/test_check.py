@@ -97,3 +97,14 @@ def test_the_quick_exit_loses_no_output(run_cli, cli_env, tmp_path):
             timeout=300,
         )
     assert done.returncode == 1 and target.read_text() == p.stdout
+
+
+def test_main_called_in_process_raises_system_exit(monkeypatch, capsys):
+    """Only the process entry point (run_command_line) ends the process at once: main()
+    inside a process that goes on (a test, an embedding program) exits by SystemExit."""
+    from ministruct.cli.app import main
+
+    monkeypatch.setattr(sys, "argv", ["ministruct", "check", "--regex", "[0-9]+", "42"])
+    with pytest.raises(SystemExit) as e:
+        main()
+    assert e.value.code == 0 and capsys.readouterr().out == "ok\n"

@@ -110,12 +110,22 @@ class CheckedStdout(io.TextIOBase):
 
 
 def main() -> None:
-    """Console entry point: run the app, map errors to messages and exit codes."""
+    """Run the app, map errors to messages and exit codes (SystemExit: safe to call
+    inside a process that goes on, as the tests do)."""
+    sys.exit(_status())
+
+
+def run_command_line() -> None:
+    """The console script's and `python -m ministruct`'s entry point: main, then the
+    process ends at once (end_process)."""
+    end_process(_status())
+
+
+def _status() -> int:
     _register()
     if sys.stdout is not None and not isinstance(sys.stdout, CheckedStdout):
         sys.stdout = CheckedStdout(sys.stdout)
-    status = _run(debug=os.environ.get("MINISTRUCT_DEBUG") == "1")
-    end_process(status)
+    return _run(debug=os.environ.get("MINISTRUCT_DEBUG") == "1")
 
 
 def end_process(status: int) -> None:
