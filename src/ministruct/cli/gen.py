@@ -83,9 +83,8 @@ def gen(
     from ministruct.decode.model import Model
 
     constraint = constraint.with_model(run.model)
-    loading = Model.load_in_background(
-        run.model, **run.load_options()
-    )  # the weights load while the constraint is built
+    # the weights load while the constraint is built
+    loading = Model.load_in_background(run.model, **run.load_options())
     try:
         c = constraint.load()
         fleet.refuse_without_server()

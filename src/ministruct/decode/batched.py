@@ -317,8 +317,7 @@ class BatchedDecoder:
     def _sequences(self, n_seq: int, need: int) -> "Sequences":
         """The context, made again when it has fewer than `n_seq` sequences or they are
         shorter than `need` tokens (empty when made again)."""
-        n_ctx = self.n_ctx or _rounded(need, self.model.n_ctx)
-        n_ctx = max(n_ctx, _rounded(need, self.model.n_ctx))
+        n_ctx = max(self.n_ctx or 0, _rounded(need, self.model.n_ctx))
         n_seq = self.parallel if self.n_ctx else n_seq
         old = self._seqs
         if old is not None and old.n_seq >= n_seq and old.n_ctx >= n_ctx:

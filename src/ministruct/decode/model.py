@@ -502,12 +502,12 @@ class Model:
         row = np.ctypeslib.as_array(ptr, shape=(self.n_logits,))
         return np.array(row, dtype=np.float32, copy=True)
 
-    def sequences(self, n_seq: int, n_ctx: int | None = None, *, threads: int | None = None) -> "Sequences":
+    def sequences(self, n_seq: int, n_ctx: int | None = None) -> "Sequences":
         """A context of its own holding up to `n_seq` sequences of `n_ctx` tokens each
-        (default this Model's n_ctx), evaluated together (batched decoding) on `threads`
-        threads (default `batch_threads`)."""
+        (default this Model's n_ctx), evaluated together (batched decoding) on
+        `batch_threads` threads."""
         self._require_weights()
-        return Sequences(self, n_seq, n_ctx or self.n_ctx, threads)
+        return Sequences(self, n_seq, n_ctx or self.n_ctx)
 
     def close(self) -> None:
         """Free the llama.cpp model and context."""
@@ -561,7 +561,7 @@ class Sequences:
     A row computed in a batch with other sequences can differ in the last bits from the
     same row computed alone (as fast-forward's batch rows do)."""
 
-    def __init__(self, model: Model, n_seq: int, n_ctx: int, threads: int | None = None) -> None:
+    def __init__(self, model: Model, n_seq: int, n_ctx: int) -> None:
         if n_seq < 1:
             raise ModelError(f"n_seq must be >= 1, got {n_seq}")
         lib = _lib()
@@ -576,7 +576,7 @@ class Sequences:
         params.n_ctx = n_ctx * streams
         params.n_batch = params.n_ubatch = max(512, min(2048, 64 * streams))
         params.n_seq_max = streams
-        params.n_threads = params.n_threads_batch = threads or model.batch_threads
+        params.n_threads = params.n_threads_batch = model.batch_threads
         params.kv_unified = False  # each sequence attends over its own cells only
         ctx = lib.llama_init_from_model(llm.model, params)  # type: ignore[attr-defined]
         if not ctx:
