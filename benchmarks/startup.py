@@ -18,7 +18,12 @@ masks: `bench --no-generate --json` in fresh processes: `first_mask_ms` (schema 
 grammar read, compiled, first mask; vocabulary cache warm) and the walk's mean, cold
 walk (this process's first steps) and warm walk apart.
 
-    .venv/bin/python benchmarks/startup.py [--rounds 5] [--models smollm2,gemma3] [--json out.json]
+pool: the same for each schema of masks.py's jsonschemabench sample (`--pool N`, one
+fresh process per schema and engine, 200-step walks), beside llguidance in a fresh
+process of its own on the same walk (the tokens `bench` drew): the median first mask,
+and the pooled mean mask time of both (every step of every walk).
+
+    .venv/bin/python benchmarks/startup.py [--rounds 5] [--models smollm2,gemma3] [--pool 50] [--json out.json]
 """
 
 from __future__ import annotations
@@ -47,6 +52,33 @@ TARGET_CHECK_SCHEMA_S = 0.6
 TARGET_CHECK_REGEX_S = 0.5
 TARGET_HELP_S = 0.5
 TARGET_FIRST_MASK_MS = 50.0
+TARGET_POOL_RATIO = 2.0
+WALK_STEPS = 200
+
+# llguidance on one schema in a fresh process of its own: argv: model, schema file, seed,
+# benchmarks folder, steps. The walk is the one `bench --seed` takes (drawn from our masks
+# here, untimed), so both engines mask the same steps; prints llguidance's first mask
+# (compile included) and its mask time at every step, in us
+LLG_WALK = """
+import json, sys, time
+import numpy as np
+sys.path.insert(0, sys.argv[4])
+import masks
+from ministruct.decode.model import Model
+from ministruct.diagnostics.bench import prepare_vocabulary, random_walk
+from ministruct.engine.compile import compile_grammar
+model = Model.load(sys.argv[1], vocab_only=True)
+vocab = model.vocabulary
+spec = masks.Spec("pool", "schema", open(sys.argv[2]).read(), sys.argv[2], group="jsonschemabench")
+prepare_vocabulary(vocab)
+tokens = random_walk(compile_grammar(spec.ours(), vocab, use_cache=False), int(sys.argv[5]), seed=int(sys.argv[3])).tokens
+tok = masks.llg_tokenizer(model)
+t0 = time.perf_counter()
+llg = masks.Llg(tok, spec.theirs(), vocab.n_logits, np.zeros(vocab.n_logits, dtype=bool))
+compile_us = (time.perf_counter() - t0) * 1e6
+llg.replay(tokens, vocab.eog_ids)
+print(json.dumps({"first_mask_ms": (compile_us + llg.mask_us[0]) / 1000, "mask_us": llg.mask_us, "rejected": llg.rejected}))
+"""
 
 # llama-cpp-python alone; argv: model, spec JSON (ids, n, sampling, eog, threads)
 REFERENCE = """
@@ -215,16 +247,73 @@ def masks(model: str, rounds: int) -> list[dict]:
     return rows
 
 
+def pool(model: str, n: int) -> dict:
+    """Fresh-process walks over masks.py's schema sample: ours (`bench`) and llguidance's."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import masks as mb
+
+    from ministruct.decode.model import Model
+
+    path = model_path(model)
+    loaded = Model.load(path, vocab_only=True)
+    specs = mb.schema_sample(n, mb.llg_tokenizer(loaded), [])
+    loaded.close()
+    ours_us: list[float] = []
+    llg_us: list[float] = []
+    ours_first: list[float] = []
+    llg_first: list[float] = []
+    rows = []
+    rejected = 0  # walks where llguidance refused one of our tokens (it then restarts)
+    for i, spec in enumerate(specs):
+        seed = str(i)
+        argv = ministruct("bench", "--schema", str(spec.path), "--model", path, "--no-generate", "--json")
+        report = json.loads(timed([*argv, "--steps", str(WALK_STEPS), "--seed", seed])[1])
+        ours_first.append(report["first_mask_ms"])
+        ours_us.append(report["mask_us"]["mean"] * report["steps"])
+        theirs = json.loads(
+            timed([PY, "-c", LLG_WALK, path, str(spec.path), seed, str(REPO / "benchmarks"), str(WALK_STEPS)])[1]
+        )
+        llg_first.append(theirs["first_mask_ms"])
+        llg_us.append(sum(theirs["mask_us"]))
+        rejected += theirs["rejected"]
+        rows.append(
+            {
+                "schema": spec.name,
+                "mask_mean_us": report["mask_us"]["mean"],
+                "mask_max_us": report["mask_us"]["max"],
+                "llg_mask_mean_us": round(llg_us[-1] / len(theirs["mask_us"]), 2),
+                "first_mask_ms": report["first_mask_ms"],
+                "llg_first_mask_ms": round(theirs["first_mask_ms"], 3),
+            }
+        )
+    steps = WALK_STEPS * len(specs)
+    ratio = sum(ours_us) / sum(llg_us)
+    return {
+        "model": model,
+        "schemas": len(specs),
+        "first_mask_ms_median": round(statistics.median(ours_first), 2),
+        "llg_first_mask_ms_median": round(statistics.median(llg_first), 2),
+        "mask_mean_us": round(sum(ours_us) / steps, 2),
+        "llg_mask_mean_us": round(sum(llg_us) / steps, 2),
+        "ratio": round(ratio, 3),
+        "target_ratio": TARGET_POOL_RATIO,
+        "met": ratio <= TARGET_POOL_RATIO and statistics.median(ours_first) <= TARGET_FIRST_MASK_MS,
+        "llg_rejected_our_token": rejected,
+        "per_schema": rows,
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--models", default="smollm2,gemma3")
-    ap.add_argument("--only", default="gen,commands,masks", help="comma list: gen, commands, masks")
+    ap.add_argument("--only", default="gen,commands,masks,pool", help="comma list: gen, commands, masks, pool")
+    ap.add_argument("--pool", type=int, default=50, help="schemas of the jsonschemabench sample")
     ap.add_argument("--json", dest="json_out")
     args = ap.parse_args(argv)
     models = [m for m in args.models.split(",") if m]
     only = set(args.only.split(","))
-    report: dict[str, list[dict]] = {"gen": [], "commands": [], "masks": []}
+    report: dict[str, list[dict]] = {"gen": [], "commands": [], "masks": [], "pool": []}
     if "commands" in only:
         report["commands"] = commands(args.rounds)
         for r in report["commands"]:
@@ -251,6 +340,15 @@ def main(argv: list[str] | None = None) -> int:
                     f"masks {model:8} {r['case']:9} first mask {r['first_mask_ms']:.1f} ms (target <= {TARGET_FIRST_MASK_MS} ms: "
                     f"{'met' if r['met'] else 'NOT met'}), mean {r['mask_mean_us']:.1f} us{extra}"
                 )
+        if "pool" in only:
+            r = pool(model, args.pool)
+            report["pool"].append(r)
+            print(
+                f"pool {model:8} {r['schemas']} schemas, fresh processes: first mask median {r['first_mask_ms_median']:.1f} ms "
+                f"(llguidance {r['llg_first_mask_ms_median']:.1f}), mean {r['mask_mean_us']:.1f} us vs llguidance "
+                f"{r['llg_mask_mean_us']:.1f} us: {r['ratio']:.2f}x (target <= {TARGET_POOL_RATIO}x, first mask <= "
+                f"{TARGET_FIRST_MASK_MS} ms: {'met' if r['met'] else 'NOT met'})"
+            )
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(report, indent=1) + "\n")
     return 0
