@@ -296,3 +296,77 @@ def test_without_dictated_rows_the_same_tokens(model):
         forwarded = [s for i in steps for s in steps[i] if s.fast_forward]
         assert forwarded and all((s.logits is not None) == rows for s in forwarded)
     assert got[True] == got[False]
+
+
+def _samples(
+    model, job, prompt: str, n: int, monkeypatch, parallel: int | None = None
+) -> tuple[dict[int, Generation], dict[int, list], list[int]]:
+    """`n` samples of one prompt (at parallel n unless given): outputs and steps by seed,
+    and the token counts handed to Sequences.decode."""
+    seen = _evaluated(monkeypatch)
+    steps: dict[int, list] = {k: [] for k in range(n)}
+    batch = BatchedDecoder(model, parallel or n)
+    try:
+        reqs = [Request(job.decoder(prompt, seed=k), on_step=steps[k].append, key=k) for k in range(n)]
+        outs = {r.key: g for r, g in batch.run(reqs)}
+    finally:
+        batch.close()
+    return outs, steps, seen
+
+
+def test_greedy_samples_stay_on_one_line_and_evaluate_each_token_once(model, monkeypatch):
+    """Samples of one prompt are one line while their draws agree: greedy ones always do,
+    so the prompt and every output token are evaluated once, in one sequence of the
+    batch (the others follow its cache), and each sample is the one-at-a-time Decoder's
+    output, bit for bit."""
+    job = GenerationJob(model, Constraint.from_json_schema(SCHEMA), SamplingParams(temperature=0), max_tokens=40)
+    prompt = "Describe a person."
+    alone = job.decoder(prompt).run()
+    outs, _, seen = _samples(model, job, prompt, 6, monkeypatch)
+    assert [outs[k].tokens for k in range(6)] == [alone.tokens] * 6
+    assert sum(seen) <= len(job.decoder(prompt).prompt_tokens) + alone.n_tokens
+
+
+@pytest.mark.parametrize(("copies", "parallel"), [("kept", 8), ("kept", 3), ("lost", 8)])
+def test_samples_that_part_go_on_from_what_they_shared(model, monkeypatch, copies, parallel):
+    """Sampled, they part: the one that leaves gets a copy of the cache they shared (or,
+    where the copy fails, evaluates that again, in one batch); at parallel 3 a finished
+    sample's sequence is taken by the next sample while others still follow it.
+
+    The oracles: every row a sample drew from is the model's own row after that sample's
+    tokens, fed one at a time (batched rows differ from it in the last bits: correlation
+    above 0.998 here; a cache holding the wrong tokens gives 0.7-0.9). At parallel 8 with
+    copies, each sample is the one-at-a-time Decoder's output, bit for bit, and each
+    distinct beginning of the outputs was evaluated once: no more tokens than the prompt
+    and the nodes of the outputs' token trie."""
+    from ministruct.decode.model import Sequences
+
+    if copies == "lost":
+        real = Sequences.copy
+
+        def only_whole(self, src, dst, keep=None):  # (the lines' copies all name `keep`)
+            if keep is not None:
+                self.clear(dst)
+                return False
+            return real(self, src, dst)
+
+        monkeypatch.setattr(Sequences, "copy", only_whole)
+    job = GenerationJob(
+        model, Constraint.from_json_schema(SCHEMA), SamplingParams(temperature=0.9, top_p=1.0, seed=3), max_tokens=40
+    )
+    prompt = "Describe a person."
+    outs, steps, seen = _samples(model, job, prompt, 8, monkeypatch, parallel)
+    assert len({g.output for g in outs.values()}) > 1  # they parted
+    ids = job.decoder(prompt).prompt_tokens
+    if (copies, parallel) == ("kept", 8):
+        trie = {tuple(g.tokens[:i]) for g in outs.values() for i in range(1, len(g.tokens) + 1)}
+        assert sum(seen) <= len(ids) + len(trie)
+    for k, gen in outs.items():
+        _assert_valid(gen, job)
+        if (copies, parallel) == ("kept", 8):
+            assert gen.tokens == job.decoder(prompt, seed=k).run().tokens
+        model.prefill(ids)
+        for step in steps[k]:
+            if step.logits is not None:
+                assert np.corrcoef(step.logits, model.logits())[0, 1] > 0.99
+            model.eval([step.token_id])

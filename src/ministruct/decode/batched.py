@@ -9,7 +9,11 @@ generation that ends frees its slot, and the next request takes it in the next r
 (continuous batching). Prompts that begin alike (the schema instruction before each
 record's prompt) share that beginning: it is evaluated once and its KV cache copied, and
 each evaluates only the rest; a prompt that repeats (samples of one prompt) is
-evaluated once.
+evaluated once. Generations that have evaluated the same tokens so far (samples of one
+prompt, until their draws differ) are one *line*: a round evaluates a line's next tokens
+once, in one of its sequences, and the others follow on that sequence's KV cache; a
+generation whose tokens part from its line's gets the cache of what they share copied
+(or, where it cannot be copied, evaluates it again) and goes on in its own sequence.
 
     batch = BatchedDecoder(model, parallel=8)
     for request, outcome in batch.run(Request(job.decoder(p), on_step=...) for p in prompts):
@@ -73,6 +77,11 @@ class _Live:
     masked: Masked = NO_MASK
     mask_job: tuple | None = None  # (function, *arguments) for the mask thread
     mask_result: Any = None  # what it gave: a Masked, or one per planned token
+    # lines: generations of one line have evaluated the same tokens (`history`)
+    line: int = 0
+    history: list[int] = field(default_factory=list)  # the prompt and every output token evaluated
+    follows: "_Live | None" = None  # its KV cache is that one's, whose cache begins with `history`
+    lost: bool = False  # its KV cache is empty (a copy failed): `history` is evaluated again
 
     @property
     def decoder(self) -> Decoder:
@@ -93,6 +102,7 @@ class BatchedDecoder:
         # the tokens kept in seqs.store, and the row after them when they are a whole prompt
         self._stored: tuple[tuple[int, ...], np.ndarray | None] | None = None
         self._slots: list[_Live | None] = []
+        self._lines = 0
 
     def run(self, requests: Iterable[Request]) -> Iterator[tuple[Request, Generation | MinistructError]]:
         """Each request's outcome as soon as it is finished: its Generation, or the
@@ -124,9 +134,9 @@ class BatchedDecoder:
             working = [s for s in live if s.waits_for is None and not self._prepare(s, finished)]
             jobs = [s for s in working if s.mask_job is not None]
             pending = mask_pool().submit(_run_jobs, [s.mask_job for s in jobs]) if jobs else None
-            evaluated = [s for s in working if s.tokens]
+            lines = self._lines_of([s for s in working if s.tokens], seqs)
             try:
-                rows = seqs.decode([(s.slot, s.tokens, s.n_rows) for s in evaluated])
+                rows = seqs.decode([(s.slot, s.tokens, s.n_rows) for s, _ in lines])
             except MinistructError as e:
                 if pending is not None:
                     pending.result()
@@ -138,11 +148,15 @@ class BatchedDecoder:
             results = pending.result() if pending is not None else []
             for s, got in zip(jobs, results):
                 s.mask_result = got
-            by_slot = dict(zip((s.slot for s in evaluated), rows))
+            by_slot: dict[int, np.ndarray] = {}
+            for (first, members), got in zip(lines, rows):
+                for m in members:
+                    by_slot[m.slot] = got if m is first else got.copy()
             for s in working:
                 if self._complete(s, by_slot.get(s.slot), seqs, queue):
                     finished.append(s)
             for s in finished:
+                self._hand_over(s, seqs)
                 slots[s.slot] = None
                 yield s.request, s.decoder.finish(s.run)
 
@@ -171,7 +185,8 @@ class BatchedDecoder:
                     yield req, e
                     continue
                 prompt = tuple(req.decoder.prompt_tokens)
-                s = _Live(req, slot, run, prompt)
+                self._lines += 1
+                s = _Live(req, slot, run, prompt, line=self._lines, history=list(prompt))
                 self._place(s, seqs, fresh)
                 slots[slot] = s
 
@@ -294,8 +309,8 @@ class BatchedDecoder:
             if w is None or w.waits_for is not s:
                 continue
             w.waits_for = None
-            if w.keep is None:
-                seqs.copy(s.slot, w.slot)
+            if w.keep is None:  # the same prompt: on the same line, on s's cache
+                w.line, w.follows = s.line, s
                 w.run.pending, w.run.ready, w.run.first = [], row.copy(), False
                 continue
             w.fresh = True
@@ -313,6 +328,50 @@ class BatchedDecoder:
         have = _common(self._stored[0], wanted) if self._stored is not None else 0
         if n > have:  # a failed copy leaves the store empty
             self._stored = (s.prompt[:n], None) if seqs.copy(s.slot, seqs.store, keep=n) else None
+
+    # -- lines -------------------------------------------------------------------------
+
+    def _lines_of(self, evaluated: list[_Live], seqs: "Sequences") -> list[tuple[_Live, list[_Live]]]:
+        """This round's evaluations, one per line and tokens: (the generation that
+        evaluates them, every generation that gets its rows). The others follow it; one
+        that leaves the sequence it followed gets its own cache first."""
+        groups: dict[tuple, list[_Live]] = {}
+        for s in evaluated:
+            key = (id(s),) if s.fresh else (s.line, tuple(s.tokens), s.n_rows)
+            groups.setdefault(key, []).append(s)
+        out = []
+        for key, members in groups.items():
+            own = [m for m in members if m.follows is None]
+            first = next((m for m in own if not m.lost), own[0] if own else members[0])
+            if first.follows is not None:
+                self._own(first, seqs)
+            if len(key) > 1:  # output tokens: the line moves on, on first's cache
+                self._lines += 1
+                for m in members:
+                    m.history.extend(first.tokens)
+                    m.line = self._lines
+                    if m is not first:
+                        m.follows = first
+            if first.lost:  # its cache is empty: everything again
+                first.lost = False
+                first.tokens = list(first.history)
+            out.append((first, members))
+        return out
+
+    def _own(self, s: _Live, seqs: "Sequences") -> None:
+        """Give `s` a cache of its own: the first tokens of the one it follows, copied
+        (after those that follow `s` have theirs: its cache is about to be replaced)."""
+        src, s.follows = s.follows, None
+        assert src is not None
+        self._hand_over(s, seqs)
+        s.lost = not seqs.copy(src.slot, s.slot, keep=len(s.history))
+
+    def _hand_over(self, s: _Live, seqs: "Sequences") -> None:
+        """`s`'s cache is about to be replaced (it is finished, or gets another's): the
+        generations that follow it get caches of their own first."""
+        for w in self._slots:
+            if w is not None and w.follows is s:
+                self._own(w, seqs)
 
     def _sequences(self, n_seq: int, need: int) -> "Sequences":
         """The context, made again when it has fewer than `n_seq` sequences or they are
