@@ -18,10 +18,10 @@ masks: `bench --no-generate --json` in fresh processes: `first_mask_ms` (schema 
 grammar read, compiled, first mask; vocabulary cache warm) and the walk's mean, cold
 walk (this process's first steps) and warm walk apart.
 
-pool: the same for each schema of masks.py's jsonschemabench sample (`--pool N`, one
-fresh process per schema and engine, 200-step walks), beside llguidance in a fresh
-process of its own on the same walk (the tokens `bench` drew): the median first mask,
-and the pooled mean mask time of both (every step of every walk).
+walks: 200-step walks in fresh `bench` processes, beside llguidance in a fresh process of
+its own on the same walk (the tokens `bench` drew): conj.json, json.gbnf, and each schema
+of masks.py's jsonschemabench sample (`--pool N`), whose median first mask and pooled
+mean mask time (every step of every walk) are reported.
 
     .venv/bin/python benchmarks/startup.py [--rounds 5] [--models smollm2,gemma3] [--pool 50] [--json out.json]
 """
@@ -55,23 +55,23 @@ TARGET_FIRST_MASK_MS = 50.0
 TARGET_POOL_RATIO = 2.0
 WALK_STEPS = 200
 
-# llguidance on one schema in a fresh process of its own: argv: model, schema file, seed,
-# benchmarks folder, steps. The walk is the one `bench --seed` takes (drawn from our masks
+# llguidance on one constraint in a fresh process of its own: argv: model, kind (schema or
+# grammar), its file, seed, benchmarks folder, steps. The walk is the one `bench --seed` takes (drawn from our masks
 # here, untimed), so both engines mask the same steps; prints llguidance's first mask
 # (compile included) and its mask time at every step, in us
 LLG_WALK = """
 import json, sys, time
 import numpy as np
-sys.path.insert(0, sys.argv[4])
+sys.path.insert(0, sys.argv[5])
 import masks
 from ministruct.decode.model import Model
 from ministruct.diagnostics.bench import prepare_vocabulary, random_walk
 from ministruct.engine.compile import compile_grammar
 model = Model.load(sys.argv[1], vocab_only=True)
 vocab = model.vocabulary
-spec = masks.Spec("pool", "schema", open(sys.argv[2]).read(), sys.argv[2], group="jsonschemabench")
+spec = masks.Spec("walk", sys.argv[2], open(sys.argv[3]).read(), sys.argv[3])
 prepare_vocabulary(vocab)
-tokens = random_walk(compile_grammar(spec.ours(), vocab, use_cache=False), int(sys.argv[5]), seed=int(sys.argv[3])).tokens
+tokens = random_walk(compile_grammar(spec.ours(), vocab, use_cache=False), int(sys.argv[6]), seed=int(sys.argv[4])).tokens
 tok = masks.llg_tokenizer(model)
 t0 = time.perf_counter()
 llg = masks.Llg(tok, spec.theirs(), vocab.n_logits, np.zeros(vocab.n_logits, dtype=bool))
@@ -247,8 +247,31 @@ def masks(model: str, rounds: int) -> list[dict]:
     return rows
 
 
-def pool(model: str, n: int) -> dict:
-    """Fresh-process walks over masks.py's schema sample: ours (`bench`) and llguidance's."""
+def fresh_walk(path: str, spec, seed: int) -> dict:
+    """One constraint's 200-step walk in a fresh `bench` process, and llguidance's on the
+    same tokens in a fresh process of its own."""
+    flag = {"schema": "--schema", "grammar": "--grammar"}[spec.kind]
+    argv = ministruct("bench", flag, str(spec.path), "--model", path, "--no-generate", "--json")
+    ours = json.loads(timed([*argv, "--steps", str(WALK_STEPS), "--seed", str(seed)])[1])
+    bench_dir = str(REPO / "benchmarks")
+    theirs = json.loads(
+        timed([PY, "-c", LLG_WALK, path, spec.kind, str(spec.path), str(seed), bench_dir, str(WALK_STEPS)])[1]
+    )
+    return {
+        "constraint": spec.name,
+        "steps": ours["steps"],
+        "mask_mean_us": ours["mask_us"]["mean"],
+        "mask_max_us": ours["mask_us"]["max"],
+        "llg_mask_mean_us": round(sum(theirs["mask_us"]) / len(theirs["mask_us"]), 2),
+        "first_mask_ms": ours["first_mask_ms"],
+        "llg_first_mask_ms": round(theirs["first_mask_ms"], 3),
+        "llg_rejected_our_token": theirs["rejected"],
+    }
+
+
+def walks(model: str, n: int) -> list[dict]:
+    """Fresh-process walks, ours and llguidance's: conj.json, json.gbnf, and the pool of
+    masks.py's schema sample (its median first mask and pooled mean)."""
     sys.path.insert(0, str(REPO / "benchmarks"))
     import masks as mb
 
@@ -258,62 +281,45 @@ def pool(model: str, n: int) -> dict:
     loaded = Model.load(path, vocab_only=True)
     specs = mb.schema_sample(n, mb.llg_tokenizer(loaded), [])
     loaded.close()
-    ours_us: list[float] = []
-    llg_us: list[float] = []
-    ours_first: list[float] = []
-    llg_first: list[float] = []
-    rows = []
-    rejected = 0  # walks where llguidance refused one of our tokens (it then restarts)
-    for i, spec in enumerate(specs):
-        seed = str(i)
-        argv = ministruct("bench", "--schema", str(spec.path), "--model", path, "--no-generate", "--json")
-        report = json.loads(timed([*argv, "--steps", str(WALK_STEPS), "--seed", seed])[1])
-        ours_first.append(report["first_mask_ms"])
-        ours_us.append(report["mask_us"]["mean"] * report["steps"])
-        theirs = json.loads(
-            timed([PY, "-c", LLG_WALK, path, str(spec.path), seed, str(REPO / "benchmarks"), str(WALK_STEPS)])[1]
-        )
-        llg_first.append(theirs["first_mask_ms"])
-        llg_us.append(sum(theirs["mask_us"]))
-        rejected += theirs["rejected"]
-        rows.append(
-            {
-                "schema": spec.name,
-                "mask_mean_us": report["mask_us"]["mean"],
-                "mask_max_us": report["mask_us"]["max"],
-                "llg_mask_mean_us": round(llg_us[-1] / len(theirs["mask_us"]), 2),
-                "first_mask_ms": report["first_mask_ms"],
-                "llg_first_mask_ms": round(theirs["first_mask_ms"], 3),
-            }
-        )
-    steps = WALK_STEPS * len(specs)
-    ratio = sum(ours_us) / sum(llg_us)
-    return {
-        "model": model,
-        "schemas": len(specs),
-        "first_mask_ms_median": round(statistics.median(ours_first), 2),
-        "llg_first_mask_ms_median": round(statistics.median(llg_first), 2),
-        "mask_mean_us": round(sum(ours_us) / steps, 2),
-        "llg_mask_mean_us": round(sum(llg_us) / steps, 2),
-        "ratio": round(ratio, 3),
-        "target_ratio": TARGET_POOL_RATIO,
-        "met": ratio <= TARGET_POOL_RATIO and statistics.median(ours_first) <= TARGET_FIRST_MASK_MS,
-        "llg_rejected_our_token": rejected,
-        "per_schema": rows,
-    }
+    named = [s for s in mb.named_specs([]) if s.name in ("conj.json", "json.gbnf")]
+    out = []
+    for spec in named:
+        r = fresh_walk(path, spec, 0)
+        ratio = r["mask_mean_us"] / r["llg_mask_mean_us"]
+        out.append({"model": model, **r, "ratio": round(ratio, 3), "met": ratio <= TARGET_POOL_RATIO})
+    rows = [fresh_walk(path, spec, i) for i, spec in enumerate(specs)]
+    ours = sum(r["mask_mean_us"] * r["steps"] for r in rows)
+    theirs = sum(r["llg_mask_mean_us"] * r["steps"] for r in rows)
+    steps = sum(r["steps"] for r in rows)
+    first = statistics.median(r["first_mask_ms"] for r in rows)
+    out.append(
+        {
+            "model": model,
+            "constraint": f"pool of {len(rows)} schemas",
+            "first_mask_ms_median": round(first, 2),
+            "llg_first_mask_ms_median": round(statistics.median(r["llg_first_mask_ms"] for r in rows), 2),
+            "mask_mean_us": round(ours / steps, 2),
+            "llg_mask_mean_us": round(theirs / steps, 2),
+            "ratio": round(ours / theirs, 3),
+            "met": ours / theirs <= TARGET_POOL_RATIO and first <= TARGET_FIRST_MASK_MS,
+            "llg_rejected_our_token": sum(r["llg_rejected_our_token"] for r in rows),
+            "per_schema": rows,
+        }
+    )
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--models", default="smollm2,gemma3")
-    ap.add_argument("--only", default="gen,commands,masks,pool", help="comma list: gen, commands, masks, pool")
+    ap.add_argument("--only", default="gen,commands,masks,walks", help="comma list: gen, commands, masks, walks")
     ap.add_argument("--pool", type=int, default=50, help="schemas of the jsonschemabench sample")
     ap.add_argument("--json", dest="json_out")
     args = ap.parse_args(argv)
     models = [m for m in args.models.split(",") if m]
     only = set(args.only.split(","))
-    report: dict[str, list[dict]] = {"gen": [], "commands": [], "masks": [], "pool": []}
+    report: dict[str, list[dict]] = {"gen": [], "commands": [], "masks": [], "walks": []}
     if "commands" in only:
         report["commands"] = commands(args.rounds)
         for r in report["commands"]:
@@ -340,15 +346,19 @@ def main(argv: list[str] | None = None) -> int:
                     f"masks {model:8} {r['case']:9} first mask {r['first_mask_ms']:.1f} ms (target <= {TARGET_FIRST_MASK_MS} ms: "
                     f"{'met' if r['met'] else 'NOT met'}), mean {r['mask_mean_us']:.1f} us{extra}"
                 )
-        if "pool" in only:
-            r = pool(model, args.pool)
-            report["pool"].append(r)
-            print(
-                f"pool {model:8} {r['schemas']} schemas, fresh processes: first mask median {r['first_mask_ms_median']:.1f} ms "
-                f"(llguidance {r['llg_first_mask_ms_median']:.1f}), mean {r['mask_mean_us']:.1f} us vs llguidance "
-                f"{r['llg_mask_mean_us']:.1f} us: {r['ratio']:.2f}x (target <= {TARGET_POOL_RATIO}x, first mask <= "
-                f"{TARGET_FIRST_MASK_MS} ms: {'met' if r['met'] else 'NOT met'})"
-            )
+        if "walks" in only:
+            for r in walks(model, args.pool):
+                report["walks"].append(r)
+                first = (
+                    f", first mask median {r['first_mask_ms_median']:.1f} ms (llguidance {r['llg_first_mask_ms_median']:.1f})"
+                    if "first_mask_ms_median" in r
+                    else ""
+                )
+                print(
+                    f"walk {model:8} {r['constraint']:18} fresh processes: mean {r['mask_mean_us']:.1f} us vs llguidance "
+                    f"{r['llg_mask_mean_us']:.1f} us: {r['ratio']:.2f}x{first} (target <= {TARGET_POOL_RATIO}x: "
+                    f"{'met' if r['met'] else 'NOT met'})"
+                )
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(report, indent=1) + "\n")
     return 0
