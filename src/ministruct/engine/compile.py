@@ -29,7 +29,8 @@ from typing import TYPE_CHECKING, Any, Callable, TypeVar
 import numpy as np
 
 from ministruct.engine.automaton import ACCEPT, Automaton, Config, Stack
-from ministruct.engine.slices import FULL, INFINITE, MAX_SUFFIX_DEPTH, NOT_IN, SliceChains, index_for, lengths_within
+from ministruct.engine.prune import build_pruner, choose_slice
+from ministruct.engine.slices import CHAIN_SLICES, FULL, INFINITE, NOT_IN, SliceChains, index_for, lengths_within
 from ministruct.engine.table import DEAD, Transitions
 from ministruct.engine.token_edges import TokenEdges
 from ministruct.engine.trie import TokenTrie, copy_duplicates
@@ -48,6 +49,7 @@ ROOT = -1  # a walk that starts at the trie's root
 # return after every character, and strings could not be taken by slices
 KEEP_FRAMES = 2
 PRUNE_MIN_TOKENS = 2048  # a node with fewer tokens below is walked, not analysed
+WORD_PRUNE_MIN_TOKENS = 1  # the word slice's check is a set lookup: every node is asked
 
 _ROOT_NODES = np.zeros(1, dtype=np.int64)  # (walks copy their entries)
 
@@ -405,7 +407,10 @@ class CompiledGrammar:
 
     def _slice_for(self, rel: int) -> tuple[np.ndarray | None, TokenTrie]:
         """(the slice tokens legal from `rel`, the trie of the other tokens), when a slice applies."""
-        for name, sl in self._slices.items():
+        for name in CHAIN_SLICES:
+            sl = self._slices.get(name)
+            if sl is None:
+                continue
             found = self._chains_of(name).limit(rel)
             if found is None:
                 continue
@@ -430,35 +435,21 @@ class CompiledGrammar:
         return chains
 
     def _pruner(self) -> Pruner | None:
-        """Cuts for walks of the whole trie: below nodes in configurations the first slice
-        keeps alive for ever, slice-only tails are legal without walking them."""
+        """Cuts for walks of the whole trie: below nodes in configurations a slice decides
+        for good, slice-only tails are legal without walking them (prune.py)."""
         if not self._slices:
             return None
         if self._prune is None:
-            name, sl = next(iter(self._slices.items()))
-            chains = self._chains_of(name)
-            known = {"ids": np.full(64, -1, dtype=np.int8)}
-
-            configs = self.configs  # (not self: the grammar holds the pruner)
-
-            def stable(states: np.ndarray) -> np.ndarray:
-                arr = known["ids"]
-                if len(arr) < len(configs):
-                    grown = np.full(2 * len(configs), -1, dtype=np.int8)
-                    grown[: len(arr)] = arr
-                    arr = known["ids"] = grown
-                vals = arr[states]
-                if (vals < 0).any():
-                    for x in set(states[vals < 0].tolist()):
-                        arr[x] = chains.forever(x)
-                    vals = arr[states]
-                return vals == 1
-
-            one_byte = np.zeros(256, dtype=bool)
-            for a, b in sl.ranges:
-                one_byte[a : min(b, 0x7F) + 1] = a <= 0x7F
-            self._prune = Pruner(
-                sl.need_walk, sl.suffix_ok, stable, MAX_SUFFIX_DEPTH, PRUNE_MIN_TOKENS, one_byte, lambda: known["ids"]
+            name = choose_slice(self.automaton)
+            if name not in self._slices:
+                name = next(iter(self._slices))
+            self._prune = build_pruner(
+                name,
+                self._slices[name],
+                self.automaton,
+                self.configs,
+                lambda: self._chains_of(name),
+                PRUNE_MIN_TOKENS if name == "json-char" else WORD_PRUNE_MIN_TOKENS,
             )
         return self._prune
 

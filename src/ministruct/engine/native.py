@@ -172,6 +172,18 @@ def _walk_rows(
             ask = False
             if use_prune and d >= 1 and d < max_depth:
                 ask = cov or tok_count[node] >= min_tokens
+            if ask and ns < n_stable and stable[ns] == 1:  # (decided before its row is asked for)
+                if not cov:
+                    a = tok_lo[node]
+                    bit = np.uint64(1) << np.uint64(d)
+                    for k in range(a, a + tok_count[node]):
+                        if suffix_ok[k] & bit:
+                            tails[n_tails] = sorted_ids[k]
+                            n_tails += 1
+                cov = True
+                if not need_walk[node]:
+                    i += size
+                    continue
             stop = ask and (ns >= n_stable or stable[ns] < 0)
             if stop:
                 asks[n_asks] = ns
@@ -194,21 +206,8 @@ def _walk_rows(
                 n_blocked += 1
                 i += size
                 continue
-            if ask:
-                if stable[ns] == 1:
-                    if not cov:
-                        a = tok_lo[node]
-                        bit = np.uint64(1) << np.uint64(d)
-                        for k in range(a, a + tok_count[node]):
-                            if suffix_ok[k] & bit:
-                                tails[n_tails] = sorted_ids[k]
-                                n_tails += 1
-                    cov = True
-                    if not need_walk[node]:
-                        i += size
-                        continue
-                else:
-                    cov = False
+            if ask and stable[ns] != 1:
+                cov = False
             st[d] = ns
             cv[d] = cov
             i += 1

@@ -39,7 +39,9 @@ MAX_SUFFIX_DEPTH = 64  # suffixes starting this deep in a token are never taken 
 MAX_SLICE_CHARS = 24
 SLICES: dict[str, tuple[tuple[int, int], ...]] = {
     "json-char": ((0x20, 0x21), (0x23, 0x5B), (0x5D, 0x10FFFF)),
+    "word": ((0x30, 0x39), (0x41, 0x5A), (0x5F, 0x5F), (0x61, 0x7A)),  # only for walk cuts (prune.py)
 }
+CHAIN_SLICES = ("json-char",)  # the slices whose tokens are taken by length (SliceChains)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,109 @@
+"""The cuts of whole-trie walks (walk.Pruner) for one grammar: which vocabulary slice,
+and which configurations it decides for good.
+
+Two slices serve: `json-char`, for grammars whose strings loop on JSON string
+characters (a configuration is stable when every such character keeps it on one chain
+for ever: SliceChains.forever), and `word` ([0-9A-Z_a-z]), for grammars whose
+identifiers loop on word characters and that have no JSON strings. A configuration is
+word-stable when one of its stacks has its top in a *word loop*: a set of automaton
+states each of which takes every word byte into the set. Such a stack survives any run
+of word bytes (a consuming top stays in its own closure), so from a node in that
+configuration every token whose bytes from the node's depth on are word characters is
+legal, without walking it.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from ministruct.engine.automaton import Automaton
+from ministruct.engine.slices import MAX_SUFFIX_DEPTH, Slice, SliceChains
+from ministruct.engine.walk import Pruner
+
+WORD_BYTES = tuple(b for b in range(256) if chr(b).isascii() and (chr(b).isalnum() or chr(b) == "_"))
+# the one-byte JSON string characters: a state looping on them all is inside a string
+_JSON_ASCII = tuple(b for b in range(0x20, 0x80) if b not in (0x22, 0x5C))
+
+
+def loop_states(auto: Automaton, alphabet: tuple[int, ...]) -> np.ndarray:
+    """bool per automaton state: in the greatest set L of consuming states such that each
+    byte of `alphabet` leads each state of L, through its edge and the moves without
+    input that stay in or above its frame (Automaton.local), to a stack topped in L."""
+    n = len(auto.byte_edges)
+    want = np.zeros(256, dtype=bool)
+    want[list(alphabet)] = True
+    edges: dict[int, dict[int, set[int]]] = {}
+    alive = np.zeros(n, dtype=bool)
+    for q, es in enumerate(auto.byte_edges):
+        by_byte: dict[int, set[int]] = {}
+        for lo, hi, t in es:
+            for b in range(max(lo, 0), hi + 1):
+                if want[b]:
+                    by_byte.setdefault(b, set()).add(t)
+        if len(by_byte) == len(alphabet):
+            edges[q] = by_byte
+            alive[q] = True
+    tops: dict[int, set[int]] = {}
+    for by_byte in edges.values():
+        for ts in by_byte.values():
+            for t in ts:
+                if t not in tops:
+                    tops[t] = {rel[-1] for rel in auto.local(t)[0]}
+    succ = {q: [set().union(*(tops[t] for t in ts)) for ts in by_byte.values()] for q, by_byte in edges.items()}
+    changed = True
+    while changed:
+        changed = False
+        for q in np.flatnonzero(alive).tolist():
+            if any(not any(alive[x] for x in xs) for xs in succ[q]):
+                alive[q] = False
+                changed = True
+    return alive
+
+
+def choose_slice(auto: Automaton) -> str:
+    """`word` for grammars with a word loop and no JSON string body (a loop on the JSON
+    string characters from a state that '"' does not continue), else `json-char`."""
+    if not loop_states(auto, WORD_BYTES).any():
+        return "json-char"
+    strings = loop_states(auto, _JSON_ASCII)
+    for q in np.flatnonzero(strings).tolist():
+        if not any(lo <= 0x22 <= hi for lo, hi, _ in auto.byte_edges[q]):
+            return "json-char"
+    return "word"
+
+
+def build_pruner(
+    name: str, sl: Slice, auto: Automaton, configs: list, chains: Callable[[], SliceChains], min_tokens: int
+) -> Pruner:
+    """The Pruner of slice `name` over the grammar's configurations (`configs`, grown in place)."""
+    known = {"ids": np.full(64, -1, dtype=np.int8)}
+    if name == "word":
+        loops = loop_states(auto, WORD_BYTES)
+
+        def decide(x: int) -> bool:
+            return any(st and loops[st[-1]] for st in configs[x])
+    else:
+        forever = chains().forever
+
+        def decide(x: int) -> bool:
+            return forever(x)
+
+    def stable(states: np.ndarray) -> np.ndarray:
+        arr = known["ids"]
+        if len(arr) < len(configs):
+            grown = np.full(2 * len(configs), -1, dtype=np.int8)
+            grown[: len(arr)] = arr
+            arr = known["ids"] = grown
+        vals = arr[states]
+        if (vals < 0).any():
+            for x in set(states[vals < 0].tolist()):
+                arr[x] = decide(x)
+            vals = arr[states]
+        return vals == 1
+
+    one_byte = np.zeros(256, dtype=bool)
+    for a, b in sl.ranges:
+        one_byte[a : min(b, 0x7F) + 1] = a <= 0x7F
+    return Pruner(sl.need_walk, sl.suffix_ok, stable, MAX_SUFFIX_DEPTH, min_tokens, one_byte, lambda: known["ids"])

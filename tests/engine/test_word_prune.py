@@ -1,0 +1,125 @@
+"""Walk cuts on the `word` slice (engine/prune.py): grammars whose identifiers loop on word
+characters take the word-character tails below a node without walking them, and the
+masks stay the exact legal set (brute force over Automaton.step_bytes), in both walks."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ministruct.engine import compile as compile_module
+from ministruct.engine import walk as walk_module
+from ministruct.engine.compile import compile_grammar
+from ministruct.engine.prune import WORD_BYTES, choose_slice, loop_states
+from ministruct.engine.table import DEAD
+from ministruct.engine.vocab import Vocabulary
+from ministruct.grammar.ir import Alt, CharClass, Grammar, Literal, Repeat, Seq
+
+WORD = CharClass(((0x30, 0x39), (0x41, 0x5A), (0x5F, 0x5F), (0x61, 0x7A)))
+LETTER = CharClass(((0x41, 0x5A), (0x5F, 0x5F), (0x61, 0x7A)))
+IDENT = Seq((LETTER, Repeat(WORD, 0, None)))
+CHARS = "abcSELxyz_09 ,.()'"
+
+
+def vocabulary(seed: int) -> Vocabulary:
+    rng = random.Random(seed)
+    toks = {c.encode() for c in CHARS}
+    for w in ("SELECT", "FROM", "AND", "OR", "abc", "x_1", "Sel", "sel"):
+        toks.add(w.encode())
+    while len(toks) < 300:
+        pool = "abcSELxyz_09" if rng.random() < 0.6 else CHARS
+        toks.add("".join(rng.choice(pool) for _ in range(rng.randint(2, 8))).encode())
+    ordered = sorted(toks)
+    return Vocabulary.from_bytes(ordered + [b""], eog_ids=[len(ordered)])
+
+
+VOCABS = [vocabulary(s) for s in range(3)]
+
+
+@pytest.fixture(autouse=True)
+def ask_every_node(monkeypatch):
+    """Cuts are asked for only above 2048 tokens; these vocabularies are small."""
+    monkeypatch.setattr(compile_module, "PRUNE_MIN_TOKENS", 1)
+
+
+atoms = st.one_of(
+    st.just(IDENT),
+    st.just(Repeat(WORD, 1, None)),
+    st.just(Repeat(WORD, 1, 3)),  # bounded: no loop, a chain that ends
+    st.sampled_from(["SELECT", "FROM", "AND", "OR", "Sel", " ", ",", ".", "(", ")", "x"]).map(Literal),
+    st.sampled_from([CharClass(((0x61, 0x63),)), CharClass(((0x30, 0x39),))]),
+)
+
+
+def _compound(inner: st.SearchStrategy) -> st.SearchStrategy:
+    return st.one_of(
+        st.lists(inner, min_size=2, max_size=4).map(lambda xs: Seq(tuple(xs))),
+        st.lists(inner, min_size=2, max_size=3).map(lambda xs: Alt(tuple(xs))),
+        st.tuples(inner, st.sampled_from([(0, 1), (0, None), (1, None), (1, 3)])).map(
+            lambda p: Repeat(p[0], p[1][0], p[1][1])
+        ),
+    )
+
+
+exprs = st.recursive(atoms, _compound, max_leaves=8)
+
+
+def brute_force(c, cid: int) -> np.ndarray:
+    """Legal tokens from configuration `cid` by stepping the automaton over every token's bytes."""
+    config = c.configs[cid]
+    out = np.zeros(c.vocab.n_logits, dtype=bool)
+    for t in c.vocab.text_ids.tolist():
+        out[t] = bool(c.automaton.step_bytes(config, c.vocab.tokens[t]))
+    if c.is_accepting(cid):
+        out[c.eog] = True
+    return out
+
+
+def check(grammar: Grammar, vocab: Vocabulary, seed: int, compiled: bool) -> int:
+    """Masks along a random path against brute force; returns how many nodes were word-stable."""
+    c = compile_grammar(grammar, vocab, use_cache=False)
+    rng = random.Random(seed)
+    cid = c.initial
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(walk_module.kernel, "wanted", lambda: compiled)
+        for _ in range(8):
+            m = c.mask(cid)
+            want = brute_force(c, cid)
+            assert np.array_equal(m, want), (np.flatnonzero(m != want)[:10], c.configs[cid])
+            legal = [t for t in np.flatnonzero(m).tolist() if t not in c.vocab.eog_ids]
+            if not legal:
+                break
+            cid = c.step_token(cid, rng.choice(legal))
+            assert cid != DEAD
+    prune = c._prune
+    return 0 if prune is None else int((prune.known() == 1).sum())
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(expr=exprs, v=st.integers(0, len(VOCABS) - 1), seed=st.integers(0, 1000), compiled=st.booleans())
+def test_word_cuts_keep_masks_exact(expr, v, seed, compiled):
+    check(Grammar({"root": Seq((expr, Repeat(Alt((IDENT, Literal(" "))), 0, None)))}), VOCABS[v], seed, compiled)
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_an_identifier_grammar_chooses_word_and_cuts(compiled):
+    """A SELECT-like grammar: the word slice is chosen, nodes are found stable, masks exact."""
+    items = Seq((IDENT, Repeat(Seq((Literal(","), Repeat(Literal(" "), 0, 1), IDENT)), 0, None)))
+    g = Grammar({"root": Seq((Literal("SELECT "), items, Literal(" FROM "), IDENT))})
+    c = compile_grammar(g, VOCABS[0], use_cache=False)
+    assert choose_slice(c.automaton) == "word"
+    assert loop_states(c.automaton, WORD_BYTES).any()
+    stable = sum(check(g, VOCABS[0], seed, compiled) for seed in range(4))
+    assert stable > 0
+
+
+def test_json_strings_keep_the_json_slice():
+    """A grammar with a JSON-string-like loop keeps json-char (word must not be chosen)."""
+    body = CharClass(((0x22, 0x22), (0x5C, 0x5C)), negated=True)
+    g = Grammar({"root": Seq((IDENT, Literal('"'), Repeat(body, 0, None), Literal('"')))})
+    c = compile_grammar(g, VOCABS[0], use_cache=False)
+    assert choose_slice(c.automaton) == "json-char"
