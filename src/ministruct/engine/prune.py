@@ -34,12 +34,18 @@ def loop_states(auto: Automaton, alphabet: tuple[int, ...]) -> np.ndarray:
     n = len(auto.byte_edges)
     want = np.zeros(256, dtype=bool)
     want[list(alphabet)] = True
+    below = np.concatenate(([0], np.cumsum(want))).tolist()  # alphabet bytes below each byte
+    need = len(alphabet)
     edges: dict[int, dict[int, set[int]]] = {}
     alive = np.zeros(n, dtype=bool)
     for q, es in enumerate(auto.byte_edges):
+        if not es or (len(es) == 1 and es[0][1] - es[0][0] < need - 1):
+            continue  # (most states: one literal byte)
+        if sum(below[hi + 1] - below[lo] for lo, hi, _ in es) < need:
+            continue  # (most states: too few of the bytes, told without spelling them)
         by_byte: dict[int, set[int]] = {}
         for lo, hi, t in es:
-            for b in range(max(lo, 0), hi + 1):
+            for b in range(lo, hi + 1):
                 if want[b]:
                     by_byte.setdefault(b, set()).add(t)
         if len(by_byte) == len(alphabet):
