@@ -156,16 +156,32 @@ def test_a_dictated_output_is_one_batch_then_done():
     check_against_token_by_token(steps, regex, 30)
 
 
-def test_boundary_token_stays_the_models_choice():
+def test_boundary_token_stays_the_models_choice_where_a_token_spans_it():
+    m = BatchModel()
+    regex = r'\{"key":"\}?[ab]{1,3}"\}'
+    dec = generate(m, PROMPT, matcher_for(regex), GREEDY, max_tokens=30)
+    steps = list(dec)
+    # {"key":" is dictated; its split is {" key ": ", and '"}' (legal after '{"key":') runs
+    # past its end, so the last token is left to the model
+    assert [s.token for s in steps[:3]] == [b'{"', b"key", b'":'] and all(s.fast_forward for s in steps[:3])
+    assert not steps[3].fast_forward and steps[3].token in (b'"', b'"}')
+    # the batch also evaluated the last fast-forwarded token: the next step needs no eval
+    assert m.calls[:3] == [("prefill", PROMPT), ("rows", [7, 10, 8]), ("eval", [steps[3].token_id])]
+    assert dec.result.complete
+    check_against_token_by_token(steps, regex, 30)
+
+
+def test_a_boundary_no_token_spans_is_dictated_too():
     m = BatchModel()
     regex = r'\{"key":"[ab]{1,3}"\}'
     dec = generate(m, PROMPT, matcher_for(regex), GREEDY, max_tokens=30)
     steps = list(dec)
-    # {"key":" is dictated; its split is {" key ": " and the last token is left to the model
-    assert [s.token for s in steps[:3]] == [b'{"', b"key", b'":'] and all(s.fast_forward for s in steps[:3])
-    assert not steps[3].fast_forward and steps[3].token == b'"'
-    # the batch also evaluated the last fast-forwarded token: the next step needs no eval
-    assert m.calls[:3] == [("prefill", PROMPT), ("rows", [7, 10, 8]), ("eval", [steps[3].token_id])]
+    # no token legal after '{"key":' runs past the closing '"': the output breaks there
+    # whatever the model picks, so the whole split is one batch, and its last row is the
+    # next draw's (no eval of its own)
+    assert [s.token for s in steps[:4]] == [b'{"', b"key", b'":', b'"'] and all(s.fast_forward for s in steps[:4])
+    assert not steps[4].fast_forward and steps[4].token in (b"a", b"b", b"ab")
+    assert m.calls[:3] == [("prefill", PROMPT), ("rows", [7, 10, 8, 2]), ("eval", [steps[4].token_id])]
     assert dec.result.complete
     check_against_token_by_token(steps, regex, 30)
 
@@ -248,7 +264,7 @@ def test_a_split_longer_than_the_bound_is_cut_to_the_budget():
         for room in range(4)
     ]
     unbounded, _ = plan(BatchModel(split=one_byte), matcher_for(regex), 100, budget_aware=False)
-    assert len(unbounded) == len(b'{"key":"') - 1  # one short of the free value
+    assert len(unbounded) == len(b'{"key":"')  # no token runs past the free value's start
     # no room: not even "{" fits (the bound crosses '{"' in one token); more room, more tokens
     assert lens[0] == 0 and lens == sorted(lens) and lens[1] < len(unbounded)
     dec = generate(BatchModel(split=one_byte), PROMPT, matcher_for(regex), GREEDY, max_tokens=least)
