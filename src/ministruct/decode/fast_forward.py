@@ -8,9 +8,10 @@ and, before a stretch that a choice follows, looks at the last token of the spli
 some token legal there runs past the stretch's end (the stretch's bytes merged with what
 comes next), that boundary token stays the model's choice; where none does (the usual case:
 byte-level BPE keeps punctuation apart from letters), the output must break there whatever
-the model picks, and the last token is dictated too. The decoder (decode/loop.py) then runs the planned tokens through the model
-in one batch, which hands back the logits row before every one of them, and yields a
-Step for each (`Step.fast_forward`), with its legal set, as for any other token.
+the model picks, and the last token is dictated too. The decoder (decode/loop.py) then
+runs the planned tokens through the model in one batch, which hands back the logits row
+before every one of them, and yields a Step for each (`Step.fast_forward`), with its
+legal set, as for any other token.
 
 A stretch whose tokenizer split is not legal for the matcher (or does not spell the
 bytes) is not fast-forwarded: the decoder falls back to one sampled step per token.
