@@ -213,10 +213,28 @@ def test_an_illegal_split_falls_back_to_sampling():
     assert plan(m2, matcher_for(regex), 30, budget_aware=True) == ([], False)
 
 
-def test_a_single_forced_byte_is_not_fast_forwarded():
+def test_a_single_forced_byte_is_dictated_unless_a_token_spans_it():
     m = BatchModel()
-    assert plan(m, matcher_for(r"\}[ab]"), 10, budget_aware=True) == ([], False)
     assert matcher_for(r"\}[ab]").forced_bytes() == b"}"
+    assert plan(m, matcher_for(r"\}[ab]"), 10, budget_aware=True) == ([TOKENS.index(b"}")], False)
+    # '"}' is legal where '"' is dictated: the model chooses between them
+    assert matcher_for(r'"\}?[ab]').forced_bytes() == b'"'
+    assert plan(m, matcher_for(r'"\}?[ab]'), 10, budget_aware=True) == ([], False)
+
+
+def test_a_dictated_end_is_not_evaluated_when_no_row_is_read():
+    m = BatchModel()
+    dec = generate(m, PROMPT, matcher_for(r'[ab]"\}'), GREEDY, max_tokens=10, forced_logits=False)
+    steps = list(dec)
+    assert dec.result.complete and dec.result.output in (b'a"}', b'b"}')
+    assert not steps[0].fast_forward and all(s.fast_forward for s in steps[1:])
+    # the draw read the prompt's row; the dictated '"}' ends the output, and no row after
+    # it or before its tokens is read, so the model evaluates nothing more
+    assert m.calls == [("prefill", PROMPT)]
+    # with the rows asked for, the same tokens, and the batch that gives the rows
+    m2 = BatchModel()
+    again = list(generate(m2, PROMPT, matcher_for(r'[ab]"\}'), GREEDY, max_tokens=10))
+    assert [s.token_id for s in again] == [s.token_id for s in steps] and len(m2.calls) == 2
 
 
 # -- the token budget --------------------------------------------------------------
@@ -279,13 +297,16 @@ def test_a_split_longer_than_the_bound_is_cut_to_the_budget():
 )
 def test_without_forced_logits_the_same_batches_give_the_same_output(regex, seed):
     """forced_logits=False: the same batches, evaluated without the dictated tokens' rows
-    (eval, not rows); the same tokens and legal sets; only the fast-forwarded Steps lack a row."""
+    (eval, not rows), but for a last batch of dictated tokens that ends the output (no row
+    of it is read); the same tokens and legal sets; only the fast-forwarded Steps lack a row."""
     p = SamplingParams(temperature=1.2, top_p=0.95, seed=seed)
     with_rows, without = BatchModel(), BatchModel()
     a = list(generate(with_rows, PROMPT, matcher_for(regex), p, max_tokens=40))
     b = list(generate(without, PROMPT, matcher_for(regex), p, max_tokens=40, forced_logits=False))
     assert [s.token_id for s in a] == [s.token_id for s in b] and any(s.fast_forward for s in b)
-    assert [ids for _, ids in with_rows.calls] == [ids for _, ids in without.calls]
+    batches, cheaper = [ids for _, ids in with_rows.calls], [ids for _, ids in without.calls]
+    skipped_end = a[-1].fast_forward and with_rows.calls[-1][0] == "rows" and batches[:-1] == cheaper
+    assert batches == cheaper or skipped_end
     assert all(kind != "rows" for kind, _ in without.calls)
     for x, y in zip(a, b):
         assert x.fast_forward == y.fast_forward and np.array_equal(x.mask, y.mask)

@@ -1,8 +1,8 @@
 """Fast-forward (issue 11): where the grammar dictates the next bytes, evaluate them in one batch.
 
-When the constraint admits exactly one byte continuation of two bytes or more from the
-current configuration (`Matcher.forced_bytes()`), the decoder need not ask the model for
-those bytes one token at a time. `plan` turns them into tokens the way the model's own
+When the constraint admits exactly one byte continuation from the current configuration
+(`Matcher.forced_bytes()`), the decoder need not ask the model for those bytes one token
+at a time. `plan` turns them into tokens the way the model's own
 tokenizer splits them, checks every token against the matcher (and the token budget),
 and, before a stretch that a choice follows, looks at the last token of the split: where
 some token legal there runs past the stretch's end (the stretch's bytes merged with what
@@ -26,7 +26,7 @@ import numpy as np
 if TYPE_CHECKING:
     from ministruct.engine.vocab import Vocabulary
 
-MIN_FORCED_BYTES = 2  # a single forced byte is one token anyway: nothing to gain
+MIN_FORCED_BYTES = 1  # a single byte too: its token joins the batch of the token before it
 
 
 @runtime_checkable

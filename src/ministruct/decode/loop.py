@@ -255,6 +255,8 @@ class Decoder:
         masks = mask_pool().submit(masks_along, matcher.fork(), planned, remainings)
         batch = planned if evaluate_last else planned[:-1]
         if not self.forced_logits:
+            if not evaluate_last and not first:  # the generation ends with them: no row is read
+                return [None] * len(planned), masks.result()
             if first:
                 model.prefill(pending)
                 model.eval(batch)
