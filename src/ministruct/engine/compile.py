@@ -50,6 +50,7 @@ ROOT = -1  # a walk that starts at the trie's root
 KEEP_FRAMES = 2
 PRUNE_MIN_TOKENS = 2048  # a node with fewer tokens below is walked, not analysed
 WORD_PRUNE_MIN_TOKENS = 1  # the word slice's check is a set lookup: every node is asked
+MAX_UNION_DEPTH = 32  # masks made of the masks of parts, nested at most this deep (then walked)
 
 _ROOT_NODES = np.zeros(1, dtype=np.int64)  # (walks copy their entries)
 
@@ -113,6 +114,7 @@ class CompiledGrammar:
         self.transitions.set_canon_map(self.automaton.canonical_states(self.trie.max_len))
         self._composed: OrderedDict[tuple, np.ndarray] = OrderedDict()  # the walks a mask is made of -> the mask
         self._composed_max = max(16, MASK_CACHE_BYTES // max(1, vocab.n_logits))
+        self._union_depth = 0
         self.initial = self.intern(self.automaton.initial)
         self._saved_size = (1, 0, 0)
         self.compile_s = time.perf_counter() - t0
@@ -306,6 +308,9 @@ class CompiledGrammar:
     def _compute_mask(self, cid: int) -> np.ndarray:
         if cid == DEAD:
             return np.zeros(self.vocab.n_logits, dtype=bool)
+        union_of = self.transitions.parts.get(cid)
+        if union_of is not None and self._union_depth < MAX_UNION_DEPTH and not self.automaton.has_token_edges:
+            return self._union_mask(union_of)
         parts: list[_Part] = []
         parent, at = None, cid
         while True:
@@ -341,6 +346,21 @@ class CompiledGrammar:
             self._composed[key] = legal
             if len(self._composed) > self._composed_max:
                 self._composed.popitem(last=False)
+        return legal
+
+    def _union_mask(self, union_of: tuple[int, ...]) -> np.ndarray:
+        """The mask of a configuration kept as the union of smaller ones (Transitions.parts):
+        a token is legal when some stack can take it, so it is the union of their masks.
+        Inside a name, the configuration after each character is the same big one (the
+        name goes on, or ends) with a few short keyword prefixes beside it: their masks
+        are computed once and shared by every position, not walked again per position."""
+        self._union_depth += 1
+        try:
+            legal = self.mask(union_of[0]).copy()
+            for p in union_of[1:]:
+                np.logical_or(legal, self.mask(p), out=legal)
+        finally:
+            self._union_depth -= 1
         return legal
 
     def _split(self, cid: int) -> tuple[Stack, int]:

@@ -20,6 +20,9 @@ from ministruct.engine import kernel
 from ministruct.engine.table import CELLS_MIN_STACKS, DEAD, Transitions
 from ministruct.engine.trie import PRE_NODE, TokenTrie, expand_children
 
+# a node in a union of configurations (Transitions.parts) whose row is not known is walked
+# from each part instead of filling the union's row (native.walk_kernel's use_forks)
+FORKS = True
 FIRST_ROOM = 64  # the compiled walk's first room for exits, blocked nodes and the like (they grow)
 _EMPTY_IDS = np.zeros(0, dtype=np.int32)
 _EMPTY_NODES = np.zeros(0, dtype=np.int64)
@@ -59,7 +62,7 @@ class WalkResult:
     """Tokens a walk found legal, and the live nodes where its bottom frame may return."""
 
     trie: TokenTrie
-    ids: np.ndarray  # int32 token ids (twins of duplicate tokens not included)
+    ids: np.ndarray  # int32 token ids (twins of duplicate tokens not included; a compiled walk may repeat some)
     exits: np.ndarray  # int64 node ids of `trie`
 
     @property
@@ -130,9 +133,11 @@ def _walk_compiled(
     # owners (read-only once cached) and by the stand-ins used
     key = (trie.pre.flags.writeable, need_walk.flags.writeable, use_targets, prune is None)
     from_pre = False  # the first entries are node ids, later ones the kernel's own rows
+    forks = FORKS and not use_targets  # (a token's end configuration is the whole union's)
+    forked = False
     while entries.shape[1]:
         stable = prune.known() if prune is not None else _NO_I8
-        buf, n_ids, n_exits, n_blocked, n_wants, n_asks = kernel.call(
+        buf, n_ids, n_exits, n_blocked, n_wants, n_asks, n_forks = kernel.call(
             key,
             (
                 trie.pre,
@@ -160,6 +165,10 @@ def _walk_compiled(
                 max_depth,
                 min_tokens,
                 one_byte,
+                tr.part_start,
+                tr.part_count,
+                tr.part_ids,
+                forks,
                 trie.max_len + 1,
                 FIRST_ROOM,
             ),
@@ -172,7 +181,8 @@ def _walk_compiled(
             exits.append(buf[n_ids:o])
         entries = buf[o : o + 3 * n_blocked].reshape(3, n_blocked)
         o += 3 * n_blocked
-        if n_blocked and not (n_wants or n_asks):  # cannot happen; never loop for ever
+        forked = forked or n_forks > 0
+        if n_blocked and not (n_wants or n_asks or n_forks):  # cannot happen; never loop for ever
             raise RuntimeError("the compiled walk stopped with nothing to learn")
         if n_asks and prune is not None:
             prune.stable(np.unique(buf[o + n_wants : o + n_wants + n_asks]))
@@ -180,6 +190,8 @@ def _walk_compiled(
             _fill_wanted(trie, byte_class, tr, buf[o : o + n_wants], entries)
     ids = np.concatenate(found, dtype=np.int32, casting="unsafe") if found else _EMPTY_IDS  # (token ids fit)
     out = np.concatenate(exits) if exits else _EMPTY_NODES
+    if forked and len(out) > 1:
+        out = np.unique(out)  # (parts of a union may exit at the same node)
     return WalkResult(trie, ids, out)
 
 
