@@ -15,7 +15,10 @@ base returns to, split the same way, and so on down. Each walk is cached under
 lies below (nesting depth, which caller) share their walks, and a new configuration
 mostly costs a few cache lookups. Where every character of a vocabulary slice keeps a
 relative configuration on one chain, the slice's tokens are taken by length and only
-the rest of the vocabulary is walked.
+the rest of the vocabulary is walked. A configuration kept as a union of smaller ones
+(table.py's parts) gets the union of their masks: inside a name of an ambiguous grammar,
+each character's configuration is the same big one plus a few keyword prefixes, and those
+masks are shared by every position instead of walked again.
 """
 
 from __future__ import annotations

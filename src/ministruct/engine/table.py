@@ -9,7 +9,10 @@ A byte steps each stack on its own, so a step of a union is the union of the ste
 configuration of many stacks that a step makes is kept as the union of the few
 configurations its stacks reached (`parts`), and its cells are unions of the parts' cells:
 the configurations of an ambiguous grammar (a name that may end at every character, next
-to the prefix of a keyword) share their big parts, whose cells are filled once.
+to the prefix of a keyword) share their big parts, whose cells are filled once. The
+same holds for tokens: a union's mask is the union of its parts' masks (compile.py), and
+the compiled walk goes on below a union from each part, without filling the union's row
+(`part_start`, `part_count`, `part_ids`: the parts as arrays, for native.py).
 """
 
 from __future__ import annotations

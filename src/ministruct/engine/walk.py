@@ -6,6 +6,8 @@ trie a level of bytes at a time, keeping only nodes whose configuration is alive
 It reports the tokens that end at a live node and the live nodes where the
 configuration holds ACCEPT (for a relative configuration: its bottom frame can
 return there, so the rest of the token belongs to the frames below; compile.py).
+The compiled walk may split a node's subtree among the parts of its configuration when
+that is a union (Transitions.parts): a token is legal when some part takes it.
 """
 
 from __future__ import annotations
