@@ -10,6 +10,7 @@ import random
 
 import numpy as np
 import pytest
+from oracles import brute_force_mask, small_vocabulary  # tests/ is on sys.path (rootdir conftest)
 
 from ministruct.engine import compile as compile_module
 from ministruct.engine import kernel as kernel_module
@@ -37,25 +38,8 @@ CHARS = "aesfrmoliwhctnx_1 ,.="
 
 
 def vocabulary(seed: int) -> Vocabulary:
-    rng = random.Random(seed)
-    toks = {c.encode() for c in CHARS}
-    for w in ("SELECT", "select ", "FROM", " from", "AS", " as ", "Where", "fro", "sel", "ect"):
-        toks.add(w.encode())
-    while len(toks) < 400:
-        pool = "aesfrmoliwhctnx_1" if rng.random() < 0.7 else CHARS
-        toks.add("".join(rng.choice(pool) for _ in range(rng.randint(2, 7))).encode())
-    ordered = sorted(toks)
-    return Vocabulary.from_bytes(ordered + [b""], eog_ids=[len(ordered)])
-
-
-def brute_force(c, cid: int) -> np.ndarray:
-    config = c.configs[cid]
-    out = np.zeros(c.vocab.n_logits, dtype=bool)
-    for t in c.vocab.text_ids.tolist():
-        out[t] = bool(c.automaton.step_bytes(config, c.vocab.tokens[t]))
-    if c.is_accepting(cid):
-        out[c.eog] = True
-    return out
+    words = ("SELECT", "select ", "FROM", " from", "AS", " as ", "Where", "fro", "sel", "ect")
+    return small_vocabulary(seed, CHARS, words, "aesfrmoliwhctnx_1", 400, 0.7, 7)
 
 
 def walk_masks(vocab: Vocabulary, seed: int, steps: int = 30) -> dict[str, int]:
@@ -82,7 +66,7 @@ def walk_masks(vocab: Vocabulary, seed: int, steps: int = 30) -> dict[str, int]:
         mp.setattr(kernel_module, "call", counted_call)
         for _ in range(steps):
             m = c.mask(cid)
-            want = brute_force(c, cid)
+            want = brute_force_mask(c, cid)
             assert np.array_equal(m, want), (np.flatnonzero(m != want)[:10], sorted(c.configs[cid]))
             legal = [t for t in np.flatnonzero(m).tolist() if t not in c.vocab.eog_ids]
             if not legal:
