@@ -118,6 +118,8 @@ class CompiledGrammar:
         self._composed: OrderedDict[tuple, np.ndarray] = OrderedDict()  # the walks a mask is made of -> the mask
         self._composed_max = max(16, MASK_CACHE_BYTES // max(1, vocab.n_logits))
         self._union_depth = 0
+        self._chosen_slice: str | None = None
+        self._parts_pay: bool | None = None
         self.initial = self.intern(self.automaton.initial)
         self._saved_size = (1, 0, 0)
         self.compile_s = time.perf_counter() - t0
@@ -312,7 +314,7 @@ class CompiledGrammar:
         if cid == DEAD:
             return np.zeros(self.vocab.n_logits, dtype=bool)
         union_of = self.transitions.parts.get(cid)
-        if union_of is not None and self._union_depth < MAX_UNION_DEPTH and not self.automaton.has_token_edges:
+        if union_of is not None and self._union_depth < MAX_UNION_DEPTH and self._by_parts():
             return self._union_mask(union_of)
         parts: list[_Part] = []
         parent, at = None, cid
@@ -418,7 +420,7 @@ class CompiledGrammar:
                 prune = self._pruner()
         else:
             trie, nodes = parent.found.trie, parent.found.exits
-        found = walk(trie, self.byte_class, self.transitions, nodes, rel, prune=prune)
+        found = walk(trie, self.byte_class, self.transitions, nodes, rel, prune=prune, forks=self._by_parts())
         self._walk_keys += 1
         part = _Part(self._walk_keys, found, members)
         self._walks[key] = part
@@ -457,15 +459,29 @@ class CompiledGrammar:
             chains = self._chains[name] = SliceChains(sl, self.transitions, self.byte_class, self.trie.max_len)
         return chains
 
+    def _slice_name(self) -> str:
+        """The slice whose cuts this grammar's whole-trie walks take (prune.choose_slice)."""
+        if self._chosen_slice is None:
+            name = choose_slice(self.automaton)
+            self._chosen_slice = name if name in self._slices else next(iter(self._slices))
+        return self._chosen_slice
+
+    def _by_parts(self) -> bool:
+        """Do the masks and walks of union configurations go through their parts? For
+        grammars whose names loop on word characters (the `word` slice), where a name sits
+        next to keyword prefixes; elsewhere (JSON strings) measured not to pay: the parts'
+        own masks cost more walks and memory than they save."""
+        if self._parts_pay is None:
+            self._parts_pay = bool(self._slices) and not self.automaton.has_token_edges and self._slice_name() == "word"
+        return self._parts_pay
+
     def _pruner(self) -> Pruner | None:
         """Cuts for walks of the whole trie: below nodes in configurations a slice decides
         for good, slice-only tails are legal without walking them (prune.py)."""
         if not self._slices:
             return None
         if self._prune is None:
-            name = choose_slice(self.automaton)
-            if name not in self._slices:
-                name = next(iter(self._slices))
+            name = self._slice_name()
             self._prune = build_pruner(
                 name,
                 self._slices[name],

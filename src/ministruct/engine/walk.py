@@ -22,8 +22,7 @@ from ministruct.engine import kernel
 from ministruct.engine.table import CELLS_MIN_STACKS, DEAD, Transitions
 from ministruct.engine.trie import PRE_NODE, TokenTrie, expand_children
 
-# a node in a union of configurations (Transitions.parts) whose row is not known is walked
-# from each part instead of filling the union's row (native.walk_kernel's use_forks)
+# off: walks never split a union's subtree among its parts (walk's `forks`; for tests)
 FORKS = True
 FIRST_ROOM = 64  # the compiled walk's first room for exits, blocked nodes and the like (they grow)
 _EMPTY_IDS = np.zeros(0, dtype=np.int32)
@@ -82,6 +81,7 @@ def walk(
     prune: Pruner | None = None,
     *,
     compiled: bool | None = None,
+    forks: bool = False,
 ) -> WalkResult:
     """Walk below `start_nodes` from configuration `state`.
 
@@ -90,12 +90,14 @@ def walk(
     nodes a slice decides. `compiled` picks the compiled walk (kernel.py) or the numpy
     one; by default the compiled one once kernel.py has loaded it. Both give the same result.
     Without `targets`, configurations reached inside a token are replaced by their images
-    in a representative repeat copy (`Transitions.canon`): fewer of them to fill.
+    in a representative repeat copy (`Transitions.canon`): fewer of them to fill. With
+    `forks` (and without `targets`), the compiled walk goes on below a union configuration
+    whose row is not filled from each of its parts instead (native.walk_kernel).
     """
     if compiled is None:
         compiled = kernel.wanted()
     if compiled:
-        return _walk_compiled(trie, byte_class, tr, start_nodes, state, targets, prune)
+        return _walk_compiled(trie, byte_class, tr, start_nodes, state, targets, prune, forks)
     t0 = time.perf_counter()
     found = _walk_numpy(trie, byte_class, tr, start_nodes, state, targets, prune)
     kernel.spent(time.perf_counter() - t0)
@@ -110,6 +112,7 @@ def _walk_compiled(
     state: int,
     targets: np.ndarray | None,
     prune: Pruner | None,
+    forks: bool,
 ) -> WalkResult:
     nodes = np.asarray(start_nodes, dtype=np.int64)
     if len(nodes) == 1 and nodes[0] == 0 and not tr.complete[state]:
@@ -135,7 +138,7 @@ def _walk_compiled(
     # owners (read-only once cached) and by the stand-ins used
     key = (trie.pre.flags.writeable, need_walk.flags.writeable, use_targets, prune is None)
     from_pre = False  # the first entries are node ids, later ones the kernel's own rows
-    forks = FORKS and not use_targets  # (a token's end configuration is the whole union's)
+    forks = forks and FORKS and not use_targets  # (a token's end configuration is the whole union's)
     forked = False
     while entries.shape[1]:
         stable = prune.known() if prune is not None else _NO_I8
