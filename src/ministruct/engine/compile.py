@@ -473,6 +473,8 @@ class CompiledGrammar:
         own masks cost more walks and memory than they save."""
         if self._parts_pay is None:
             self._parts_pay = bool(self._slices) and not self.automaton.has_token_edges and self._slice_name() == "word"
+            if self._parts_pay:
+                self.transitions.use_part_arrays()
         return self._parts_pay
 
     def _pruner(self) -> Pruner | None:

@@ -91,11 +91,11 @@ class Transitions:
         # id -> ids of smaller configurations whose union it is: one byte steps every
         # stack on its own, so a cell is the union of the parts' cells
         self.parts: dict[int, tuple[int, ...]] = {}
-        # the same as arrays for the compiled walk: parts of id c are
-        # part_ids[part_start[c] : part_start[c] + part_count[c]] (no parts: count 0)
-        self.part_start = np.zeros(64, dtype=np.int64)
-        self.part_count = np.zeros(64, dtype=np.int64)
-        self.part_ids = np.zeros(64, dtype=np.int64)
+        # the same as arrays for the compiled walk, once asked for (use_part_arrays): parts
+        # of id c are part_ids[part_start[c] : part_start[c] + part_count[c]] (none: count 0)
+        self.part_start = np.zeros(0, dtype=np.int64)
+        self.part_count = np.zeros(0, dtype=np.int64)
+        self.part_ids = np.zeros(0, dtype=np.int64)
         self._n_part_ids = 0
         self._unions: dict[tuple[int, ...], int] = {}
         # state -> the same state in a representative copy of a long repeat (see
@@ -131,11 +131,8 @@ class Transitions:
             canon = np.zeros(len(grown), dtype=np.int32)
             canon[: len(self.canon)] = self.canon
             self.canon = canon
-            for name in ("part_start", "part_count"):
-                old = getattr(self, name)
-                new = np.zeros(len(grown), dtype=np.int64)
-                new[: len(old)] = old
-                setattr(self, name, new)
+            if len(self.part_count):
+                self._grow_part_arrays(len(grown))
         self.configs.append(config)
         self.ids[config] = cid
         self.accept[cid] = ACCEPT in config
@@ -254,8 +251,26 @@ class Transitions:
         self._unions[key] = cid
         return cid
 
+    def use_part_arrays(self) -> None:
+        """Keep `parts` as arrays too (part_start, part_count, part_ids) from now on."""
+        if not len(self.part_count):
+            self._grow_part_arrays(len(self.table))
+            for cid, key in self.parts.items():
+                self._write_parts(cid, key)
+
+    def _grow_part_arrays(self, size: int) -> None:
+        for name in ("part_start", "part_count"):
+            old = getattr(self, name)
+            new = np.zeros(size, dtype=np.int64)
+            new[: len(old)] = old
+            setattr(self, name, new)
+
     def _set_parts(self, cid: int, key: tuple[int, ...]) -> None:
         self.parts[cid] = key
+        if len(self.part_count):
+            self._write_parts(cid, key)
+
+    def _write_parts(self, cid: int, key: tuple[int, ...]) -> None:
         n = self._n_part_ids
         if n + len(key) > len(self.part_ids):
             grown = np.zeros(2 * (n + len(key)), dtype=np.int64)
@@ -483,8 +498,9 @@ class Transitions:
         self.accept[:n] = [ACCEPT in c for c in configs]
         self.complete = np.zeros(size, dtype=np.int8)
         self.canon = np.zeros(size, dtype=np.int32)
-        self.part_start = np.zeros(size, dtype=np.int64)
-        self.part_count = np.zeros(size, dtype=np.int64)
+        if len(self.part_count):  # (the parts were just forgotten)
+            self.part_start = np.zeros(size, dtype=np.int64)
+            self.part_count = np.zeros(size, dtype=np.int64)
         self._n_part_ids = 0
         for cid in range(n):
             self.canon[cid] = self._image(cid)
