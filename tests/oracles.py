@@ -2,6 +2,8 @@
 
 - LlamaGrammarOracle: llama.cpp's own GBNF sampler through llama-cpp-python's
   low-level API, on a vocabulary-only model.
+- brute_force_mask: every token's bytes stepped through the automaton (Automaton.step),
+  and small_vocabulary, the hand-made vocabularies it is cheap on.
 """
 
 from __future__ import annotations
@@ -11,6 +13,37 @@ import ctypes
 import numpy as np
 
 _TOKEN_DATA = np.dtype([("id", np.int32), ("logit", np.float32), ("p", np.float32)])
+
+
+def brute_force_mask(compiled, cid: int) -> np.ndarray:
+    """Legal tokens of a CompiledGrammar in configuration `cid`, by stepping the automaton
+    over every token's bytes (no table, no trie, no walk)."""
+    config = compiled.configs[cid]
+    out = np.zeros(compiled.vocab.n_logits, dtype=bool)
+    for t in compiled.vocab.text_ids.tolist():
+        out[t] = bool(compiled.automaton.step_bytes(config, compiled.vocab.tokens[t]))
+    if compiled.is_accepting(cid):
+        out[compiled.eog] = True
+    return out
+
+
+def small_vocabulary(
+    seed: int, chars: str, words: tuple[str, ...], word_chars: str, size: int, p_word: float, longest: int
+):
+    """Every character of `chars`, the `words`, and random strings of 2..`longest` characters
+    (drawn from `word_chars` with probability `p_word`, else from `chars`) up to `size`
+    tokens, then an empty end-of-generation token."""
+    import random
+
+    from ministruct.engine.vocab import Vocabulary
+
+    rng = random.Random(seed)
+    toks = {c.encode() for c in chars} | {w.encode() for w in words}
+    while len(toks) < size:
+        pool = word_chars if rng.random() < p_word else chars
+        toks.add("".join(rng.choice(pool) for _ in range(rng.randint(2, longest))).encode())
+    ordered = sorted(toks)
+    return Vocabulary.from_bytes(ordered + [b""], eog_ids=[len(ordered)])
 
 
 def single_byte_tokens(vocab) -> dict[int, int]:

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from oracles import brute_force_mask, small_vocabulary  # tests/ is on sys.path (rootdir conftest)
 
 from ministruct.engine import compile as compile_module
 from ministruct.engine import walk as walk_module
@@ -26,15 +27,8 @@ CHARS = "abcSELxyz_09 ,.()'"
 
 
 def vocabulary(seed: int) -> Vocabulary:
-    rng = random.Random(seed)
-    toks = {c.encode() for c in CHARS}
-    for w in ("SELECT", "FROM", "AND", "OR", "abc", "x_1", "Sel", "sel"):
-        toks.add(w.encode())
-    while len(toks) < 300:
-        pool = "abcSELxyz_09" if rng.random() < 0.6 else CHARS
-        toks.add("".join(rng.choice(pool) for _ in range(rng.randint(2, 8))).encode())
-    ordered = sorted(toks)
-    return Vocabulary.from_bytes(ordered + [b""], eog_ids=[len(ordered)])
+    words = ("SELECT", "FROM", "AND", "OR", "abc", "x_1", "Sel", "sel")
+    return small_vocabulary(seed, CHARS, words, "abcSELxyz_09", 300, 0.6, 8)
 
 
 VOCABS = [vocabulary(s) for s in range(3)]
@@ -68,17 +62,6 @@ def _compound(inner: st.SearchStrategy) -> st.SearchStrategy:
 exprs = st.recursive(atoms, _compound, max_leaves=8)
 
 
-def brute_force(c, cid: int) -> np.ndarray:
-    """Legal tokens from configuration `cid` by stepping the automaton over every token's bytes."""
-    config = c.configs[cid]
-    out = np.zeros(c.vocab.n_logits, dtype=bool)
-    for t in c.vocab.text_ids.tolist():
-        out[t] = bool(c.automaton.step_bytes(config, c.vocab.tokens[t]))
-    if c.is_accepting(cid):
-        out[c.eog] = True
-    return out
-
-
 def check(grammar: Grammar, vocab: Vocabulary, seed: int, compiled: bool) -> int:
     """Masks along a random path against brute force; returns how many nodes were word-stable."""
     c = compile_grammar(grammar, vocab, use_cache=False)
@@ -88,7 +71,7 @@ def check(grammar: Grammar, vocab: Vocabulary, seed: int, compiled: bool) -> int
         mp.setattr(walk_module.kernel, "wanted", lambda: compiled)
         for _ in range(8):
             m = c.mask(cid)
-            want = brute_force(c, cid)
+            want = brute_force_mask(c, cid)
             assert np.array_equal(m, want), (np.flatnonzero(m != want)[:10], c.configs[cid])
             legal = [t for t in np.flatnonzero(m).tolist() if t not in c.vocab.eog_ids]
             if not legal:

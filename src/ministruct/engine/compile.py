@@ -15,7 +15,10 @@ base returns to, split the same way, and so on down. Each walk is cached under
 lies below (nesting depth, which caller) share their walks, and a new configuration
 mostly costs a few cache lookups. Where every character of a vocabulary slice keeps a
 relative configuration on one chain, the slice's tokens are taken by length and only
-the rest of the vocabulary is walked.
+the rest of the vocabulary is walked. A configuration kept as a union of smaller ones
+(table.py's parts) gets the union of their masks: inside a name of an ambiguous grammar,
+each character's configuration is the same big one plus a few keyword prefixes, and those
+masks are shared by every position instead of walked again.
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ ROOT = -1  # a walk that starts at the trie's root
 KEEP_FRAMES = 2
 PRUNE_MIN_TOKENS = 2048  # a node with fewer tokens below is walked, not analysed
 WORD_PRUNE_MIN_TOKENS = 1  # the word slice's check is a set lookup: every node is asked
+MAX_UNION_DEPTH = 32  # masks made of the masks of parts, nested at most this deep (then walked)
 
 _ROOT_NODES = np.zeros(1, dtype=np.int64)  # (walks copy their entries)
 
@@ -113,6 +117,9 @@ class CompiledGrammar:
         self.transitions.set_canon_map(self.automaton.canonical_states(self.trie.max_len))
         self._composed: OrderedDict[tuple, np.ndarray] = OrderedDict()  # the walks a mask is made of -> the mask
         self._composed_max = max(16, MASK_CACHE_BYTES // max(1, vocab.n_logits))
+        self._union_depth = 0
+        self._chosen_slice: str | None = None
+        self._parts_pay: bool | None = None
         self.initial = self.intern(self.automaton.initial)
         self._saved_size = (1, 0, 0)
         self.compile_s = time.perf_counter() - t0
@@ -306,6 +313,9 @@ class CompiledGrammar:
     def _compute_mask(self, cid: int) -> np.ndarray:
         if cid == DEAD:
             return np.zeros(self.vocab.n_logits, dtype=bool)
+        union_of = self.transitions.parts.get(cid)
+        if union_of is not None and self._union_depth < MAX_UNION_DEPTH and self._by_parts():
+            return self._union_mask(union_of)
         parts: list[_Part] = []
         parent, at = None, cid
         while True:
@@ -341,6 +351,21 @@ class CompiledGrammar:
             self._composed[key] = legal
             if len(self._composed) > self._composed_max:
                 self._composed.popitem(last=False)
+        return legal
+
+    def _union_mask(self, union_of: tuple[int, ...]) -> np.ndarray:
+        """The mask of a configuration kept as the union of smaller ones (Transitions.parts):
+        a token is legal when some stack can take it, so it is the union of their masks.
+        Inside a name, the configuration after each character is the same big one (the
+        name goes on, or ends) with a few short keyword prefixes beside it: their masks
+        are computed once and shared by every position, not walked again per position."""
+        self._union_depth += 1
+        try:
+            legal = self.mask(union_of[0]).copy()
+            for p in union_of[1:]:
+                np.logical_or(legal, self.mask(p), out=legal)
+        finally:
+            self._union_depth -= 1
         return legal
 
     def _split(self, cid: int) -> tuple[Stack, int]:
@@ -395,7 +420,7 @@ class CompiledGrammar:
                 prune = self._pruner()
         else:
             trie, nodes = parent.found.trie, parent.found.exits
-        found = walk(trie, self.byte_class, self.transitions, nodes, rel, prune=prune)
+        found = walk(trie, self.byte_class, self.transitions, nodes, rel, prune=prune, forks=self._by_parts())
         self._walk_keys += 1
         part = _Part(self._walk_keys, found, members)
         self._walks[key] = part
@@ -434,15 +459,31 @@ class CompiledGrammar:
             chains = self._chains[name] = SliceChains(sl, self.transitions, self.byte_class, self.trie.max_len)
         return chains
 
+    def _slice_name(self) -> str:
+        """The slice whose cuts this grammar's whole-trie walks take (prune.choose_slice)."""
+        if self._chosen_slice is None:
+            name = choose_slice(self.automaton)
+            self._chosen_slice = name if name in self._slices else next(iter(self._slices))
+        return self._chosen_slice
+
+    def _by_parts(self) -> bool:
+        """Do the masks and walks of union configurations go through their parts? For
+        grammars whose names loop on word characters (the `word` slice), where a name sits
+        next to keyword prefixes; elsewhere (JSON strings) measured not to pay: the parts'
+        own masks cost more walks and memory than they save."""
+        if self._parts_pay is None:
+            self._parts_pay = bool(self._slices) and not self.automaton.has_token_edges and self._slice_name() == "word"
+            if self._parts_pay:
+                self.transitions.use_part_arrays()
+        return self._parts_pay
+
     def _pruner(self) -> Pruner | None:
         """Cuts for walks of the whole trie: below nodes in configurations a slice decides
         for good, slice-only tails are legal without walking them (prune.py)."""
         if not self._slices:
             return None
         if self._prune is None:
-            name = choose_slice(self.automaton)
-            if name not in self._slices:
-                name = next(iter(self._slices))
+            name = self._slice_name()
             self._prune = build_pruner(
                 name,
                 self._slices[name],

@@ -199,6 +199,10 @@ def _run_tiny(run: Any) -> None:
         4,
         1,
         np.ones(256, dtype=bool),
+        np.zeros(2, dtype=np.int64),
+        np.zeros(2, dtype=np.int64),
+        np.zeros(1, dtype=np.int64),
+        True,
         trie.max_len + 1,
         1,
     )

@@ -4,7 +4,7 @@ on-disk cache folder first and falls back to numpy when numba is missing)."""
 import numba
 import numpy as np
 
-from ministruct.engine.table import UNKNOWN
+from ministruct.engine.table import MAX_PARTS, UNKNOWN
 from ministruct.engine.trie import PRE_DEPTH_BYTE, PRE_NODE, PRE_SIZE, PRE_TOKEN
 
 
@@ -74,6 +74,10 @@ def _walk_rows(
     max_depth,
     min_tokens,
     one_byte,
+    part_start,
+    part_count,
+    part_ids,
+    use_forks,
     ids,
     exits,
     blocked,
@@ -89,14 +93,16 @@ def _walk_rows(
     n_rows = table.shape[0]
     n_stable = len(stable)
     n_complete = len(complete)
-    n_ids, n_exits, n_blocked, n_wants, n_asks, n_tails = (
+    n_ids, n_exits, n_blocked, n_wants, n_asks, n_tails, n_forks = (
         counts[0],
         counts[1],
         counts[2],
         counts[3],
         counts[4],
         counts[5],
+        counts[6],
     )
+    n_parted = len(part_count)
     e, i, end, fresh = pos[0], pos[1], pos[2], pos[3]
     ns = pos[4]
     cov = pos[5] != 0
@@ -161,7 +167,7 @@ def _walk_rows(
                 i += 1  # a leaf: nothing below it to walk or check
                 continue
             if (
-                n_blocked == blocked.shape[1]
+                n_blocked + MAX_PARTS > blocked.shape[1]
                 or n_wants == len(wants)
                 or n_asks == len(asks)
                 or (use_prune and n_tails + tok_count[node] > len(tails))
@@ -194,6 +200,18 @@ def _walk_rows(
                 if ns < n_complete and complete[ns] == ASKED:
                     stop = True  # (asked for already: its row is being filled whole)
                 elif not row_known(table, complete, ns, byte_class, node_byte, lo, hi):
+                    if use_forks and ns < n_parted and part_count[ns] > 0:
+                        # a union of smaller configurations: walk the subtree from each of
+                        # them instead of filling the union's row (entries, like blocked nodes)
+                        keep = cov and not (ask and stable[ns] != 1)  # (as below, for a row that is known)
+                        for k in range(part_start[ns], part_start[ns] + part_count[ns]):
+                            blocked[0, n_blocked] = i
+                            blocked[1, n_blocked] = part_ids[k]
+                            blocked[2, n_blocked] = keep
+                            n_blocked += 1
+                        n_forks += 1
+                        i += size
+                        continue
                     stop = True
                     if ns < n_rows:  # (a row past the table: a bug)
                         complete[ns] = ASKED
@@ -215,13 +233,14 @@ def _walk_rows(
             break
         e += 1
         fresh = 1
-    counts[0], counts[1], counts[2], counts[3], counts[4], counts[5] = (
+    counts[0], counts[1], counts[2], counts[3], counts[4], counts[5], counts[6] = (
         n_ids,
         n_exits,
         n_blocked,
         n_wants,
         n_asks,
         n_tails,
+        n_forks,
     )
     pos[0], pos[1], pos[2], pos[3], pos[4], pos[5] = e, i, end, 2 if check else fresh, ns, cov
     return status
@@ -254,6 +273,10 @@ def walk_kernel(
     max_depth,
     min_tokens,
     one_byte,
+    part_start,
+    part_count,
+    part_ids,
+    use_forks,
     levels,
     room,
 ):
@@ -265,8 +288,11 @@ def walk_kernel(
     slice stability with use_prune, its row of the table), then its subtree is walked.
     With use_canon, a configuration reached inside a token is replaced by canon[it] (the
     same tokens continue from both). `levels`: the trie's depth + 1; `room` (>= 1): the
-    first size of the output arrays but the token ids' (they grow). Returns (buffer,
-    n_ids, n_exits, n_blocked, n_wants, n_asks); the buffer holds, in that order, the
+    first size of the output arrays but the token ids' (they grow). With use_forks, a
+    node in a configuration with parts (Transitions.parts) whose row is not known is not
+    waited for: its subtree is handed back as blocked entries, one per part (a token is
+    legal when some part takes it; tokens and exits may then come more than once).
+    Returns (buffer, n_ids, n_exits, n_blocked, n_wants, n_asks, n_forks); the buffer holds, in that order, the
     token ids, the exit node ids, the blocked entries (3 x n_blocked, rows of `pre`, to
     walk on from), the configurations whose table rows they wait for (each once) and the
     configurations whose slice stability is not known."""
@@ -279,7 +305,7 @@ def walk_kernel(
     wants = np.empty(room, np.int64)
     asks = np.empty(room, np.int64)
     tails = np.empty(room if use_prune else 0, np.int64)
-    counts = np.zeros(6, np.int64)
+    counts = np.zeros(7, np.int64)
     pos = np.zeros(6, np.int64)
     pos[3] = 1
     st = np.empty(levels, np.int64)
@@ -313,6 +339,10 @@ def walk_kernel(
         max_depth,
         min_tokens,
         one_byte,
+        part_start,
+        part_count,
+        part_ids,
+        use_forks,
         ids,
         exits,
         blocked,
@@ -322,20 +352,21 @@ def walk_kernel(
         counts,
     ):
         exits = grow(exits, counts[1] + 1)
-        if counts[2] == blocked.shape[1]:
-            b2 = np.empty((3, 2 * blocked.shape[1]), np.int64)
-            b2[:, : counts[2]] = blocked
+        if counts[2] + MAX_PARTS > blocked.shape[1]:
+            b2 = np.empty((3, max(2 * blocked.shape[1], counts[2] + MAX_PARTS)), np.int64)
+            b2[:, : counts[2]] = blocked[:, : counts[2]]
             blocked = b2
         wants = grow(wants, counts[3] + 1)
         asks = grow(asks, counts[4] + 1)
         tails = grow(tails, counts[5] + tok_count[pre[pos[1], PRE_NODE]] + 1)
-    n_ids, n_exits, n_blocked, n_wants, n_asks, n_tails = (
+    n_ids, n_exits, n_blocked, n_wants, n_asks, n_tails, n_forks = (
         counts[0],
         counts[1],
         counts[2],
         counts[3],
         counts[4],
         counts[5],
+        counts[6],
     )
     out = np.empty(n_ids + n_tails + n_exits + 3 * n_blocked + n_wants + n_asks, np.int64)
     out[:n_ids] = ids[:n_ids]
@@ -352,4 +383,4 @@ def walk_kernel(
     for k in range(n_wants):
         complete[wants[k]] = 0
     out[o : o + n_asks] = asks[:n_asks]
-    return out, n_ids, n_exits, n_blocked, n_wants, n_asks
+    return out, n_ids, n_exits, n_blocked, n_wants, n_asks, n_forks

@@ -9,7 +9,10 @@ A byte steps each stack on its own, so a step of a union is the union of the ste
 configuration of many stacks that a step makes is kept as the union of the few
 configurations its stacks reached (`parts`), and its cells are unions of the parts' cells:
 the configurations of an ambiguous grammar (a name that may end at every character, next
-to the prefix of a keyword) share their big parts, whose cells are filled once.
+to the prefix of a keyword) share their big parts, whose cells are filled once. The
+same holds for tokens: a union's mask is the union of its parts' masks (compile.py), and
+the compiled walk goes on below a union from each part, without filling the union's row
+(`part_start`, `part_count`, `part_ids`: the parts as arrays, for native.py).
 """
 
 from __future__ import annotations
@@ -88,6 +91,12 @@ class Transitions:
         # id -> ids of smaller configurations whose union it is: one byte steps every
         # stack on its own, so a cell is the union of the parts' cells
         self.parts: dict[int, tuple[int, ...]] = {}
+        # the same as arrays for the compiled walk, once asked for (use_part_arrays): parts
+        # of id c are part_ids[part_start[c] : part_start[c] + part_count[c]] (none: count 0)
+        self.part_start = np.zeros(0, dtype=np.int64)
+        self.part_count = np.zeros(0, dtype=np.int64)
+        self.part_ids = np.zeros(0, dtype=np.int64)
+        self._n_part_ids = 0
         self._unions: dict[tuple[int, ...], int] = {}
         # state -> the same state in a representative copy of a long repeat (see
         # Automaton.canonical_states); canon[id] is the id of the configuration's image
@@ -122,6 +131,8 @@ class Transitions:
             canon = np.zeros(len(grown), dtype=np.int32)
             canon[: len(self.canon)] = self.canon
             self.canon = canon
+            if len(self.part_count):
+                self._grow_part_arrays(len(grown))
         self.configs.append(config)
         self.ids[config] = cid
         self.accept[cid] = ACCEPT in config
@@ -234,11 +245,41 @@ class Transitions:
             raise CompileLimitError(f"{self.source}: grammar too ambiguous: {len(target):,} parses alive at once")
         cid = self.intern(target)
         if len(key) <= MAX_PARTS and cid not in key and cid not in self.parts:
-            self.parts[cid] = key
+            self._set_parts(cid, key)
         if len(self._unions) >= UNIONS_KEPT:
             self._unions.clear()
         self._unions[key] = cid
         return cid
+
+    def use_part_arrays(self) -> None:
+        """Keep `parts` as arrays too (part_start, part_count, part_ids) from now on."""
+        if not len(self.part_count):
+            self._grow_part_arrays(len(self.table))
+            for cid, key in self.parts.items():
+                self._write_parts(cid, key)
+
+    def _grow_part_arrays(self, size: int) -> None:
+        for name in ("part_start", "part_count"):
+            old = getattr(self, name)
+            new = np.zeros(size, dtype=np.int64)
+            new[: len(old)] = old
+            setattr(self, name, new)
+
+    def _set_parts(self, cid: int, key: tuple[int, ...]) -> None:
+        self.parts[cid] = key
+        if len(self.part_count):
+            self._write_parts(cid, key)
+
+    def _write_parts(self, cid: int, key: tuple[int, ...]) -> None:
+        n = self._n_part_ids
+        if n + len(key) > len(self.part_ids):
+            grown = np.zeros(2 * (n + len(key)), dtype=np.int64)
+            grown[:n] = self.part_ids[:n]
+            self.part_ids = grown
+        self.part_ids[n : n + len(key)] = key
+        self.part_start[cid] = n
+        self.part_count[cid] = len(key)
+        self._n_part_ids = n + len(key)
 
     def _cells(self, st: tuple) -> list[Config | None]:
         """Per byte class, the configuration one stack reaches (None: not allowed)."""
@@ -457,5 +498,9 @@ class Transitions:
         self.accept[:n] = [ACCEPT in c for c in configs]
         self.complete = np.zeros(size, dtype=np.int8)
         self.canon = np.zeros(size, dtype=np.int32)
+        if len(self.part_count):  # (the parts were just forgotten)
+            self.part_start = np.zeros(size, dtype=np.int64)
+            self.part_count = np.zeros(size, dtype=np.int64)
+        self._n_part_ids = 0
         for cid in range(n):
             self.canon[cid] = self._image(cid)

@@ -6,6 +6,8 @@ trie a level of bytes at a time, keeping only nodes whose configuration is alive
 It reports the tokens that end at a live node and the live nodes where the
 configuration holds ACCEPT (for a relative configuration: its bottom frame can
 return there, so the rest of the token belongs to the frames below; compile.py).
+The compiled walk may split a node's subtree among the parts of its configuration when
+that is a union (Transitions.parts): a token is legal when some part takes it.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from ministruct.engine import kernel
 from ministruct.engine.table import CELLS_MIN_STACKS, DEAD, Transitions
 from ministruct.engine.trie import PRE_NODE, TokenTrie, expand_children
 
+# off: walks never split a union's subtree among its parts (walk's `forks`; for tests)
+FORKS = True
 FIRST_ROOM = 64  # the compiled walk's first room for exits, blocked nodes and the like (they grow)
 _EMPTY_IDS = np.zeros(0, dtype=np.int32)
 _EMPTY_NODES = np.zeros(0, dtype=np.int64)
@@ -59,7 +63,7 @@ class WalkResult:
     """Tokens a walk found legal, and the live nodes where its bottom frame may return."""
 
     trie: TokenTrie
-    ids: np.ndarray  # int32 token ids (twins of duplicate tokens not included)
+    ids: np.ndarray  # int32 token ids (twins of duplicate tokens not included; a compiled walk may repeat some)
     exits: np.ndarray  # int64 node ids of `trie`
 
     @property
@@ -77,6 +81,7 @@ def walk(
     prune: Pruner | None = None,
     *,
     compiled: bool | None = None,
+    forks: bool = False,
 ) -> WalkResult:
     """Walk below `start_nodes` from configuration `state`.
 
@@ -85,12 +90,14 @@ def walk(
     nodes a slice decides. `compiled` picks the compiled walk (kernel.py) or the numpy
     one; by default the compiled one once kernel.py has loaded it. Both give the same result.
     Without `targets`, configurations reached inside a token are replaced by their images
-    in a representative repeat copy (`Transitions.canon`): fewer of them to fill.
+    in a representative repeat copy (`Transitions.canon`): fewer of them to fill. With
+    `forks` (and without `targets`), the compiled walk goes on below a union configuration
+    whose row is not filled from each of its parts instead (native.walk_kernel).
     """
     if compiled is None:
         compiled = kernel.wanted()
     if compiled:
-        return _walk_compiled(trie, byte_class, tr, start_nodes, state, targets, prune)
+        return _walk_compiled(trie, byte_class, tr, start_nodes, state, targets, prune, forks)
     t0 = time.perf_counter()
     found = _walk_numpy(trie, byte_class, tr, start_nodes, state, targets, prune)
     kernel.spent(time.perf_counter() - t0)
@@ -105,6 +112,7 @@ def _walk_compiled(
     state: int,
     targets: np.ndarray | None,
     prune: Pruner | None,
+    forks: bool,
 ) -> WalkResult:
     nodes = np.asarray(start_nodes, dtype=np.int64)
     if len(nodes) == 1 and nodes[0] == 0 and not tr.complete[state]:
@@ -130,9 +138,11 @@ def _walk_compiled(
     # owners (read-only once cached) and by the stand-ins used
     key = (trie.pre.flags.writeable, need_walk.flags.writeable, use_targets, prune is None)
     from_pre = False  # the first entries are node ids, later ones the kernel's own rows
+    forks = forks and FORKS and not use_targets  # (a token's end configuration is the whole union's)
+    forked = False
     while entries.shape[1]:
         stable = prune.known() if prune is not None else _NO_I8
-        buf, n_ids, n_exits, n_blocked, n_wants, n_asks = kernel.call(
+        buf, n_ids, n_exits, n_blocked, n_wants, n_asks, n_forks = kernel.call(
             key,
             (
                 trie.pre,
@@ -160,6 +170,10 @@ def _walk_compiled(
                 max_depth,
                 min_tokens,
                 one_byte,
+                tr.part_start,
+                tr.part_count,
+                tr.part_ids,
+                forks,
                 trie.max_len + 1,
                 FIRST_ROOM,
             ),
@@ -172,7 +186,8 @@ def _walk_compiled(
             exits.append(buf[n_ids:o])
         entries = buf[o : o + 3 * n_blocked].reshape(3, n_blocked)
         o += 3 * n_blocked
-        if n_blocked and not (n_wants or n_asks):  # cannot happen; never loop for ever
+        forked = forked or n_forks > 0
+        if n_blocked and not (n_wants or n_asks or n_forks):  # cannot happen; never loop for ever
             raise RuntimeError("the compiled walk stopped with nothing to learn")
         if n_asks and prune is not None:
             prune.stable(np.unique(buf[o + n_wants : o + n_wants + n_asks]))
@@ -180,6 +195,8 @@ def _walk_compiled(
             _fill_wanted(trie, byte_class, tr, buf[o : o + n_wants], entries)
     ids = np.concatenate(found, dtype=np.int32, casting="unsafe") if found else _EMPTY_IDS  # (token ids fit)
     out = np.concatenate(exits) if exits else _EMPTY_NODES
+    if forked and len(out) > 1:
+        out = np.unique(out)  # (parts of a union may exit at the same node)
     return WalkResult(trie, ids, out)
 
 
