@@ -56,6 +56,31 @@ def test_repeated_calls_enter_the_compiled_walk_directly():
     assert sorted(first.ids.tolist()) == [0, 1]
 
 
+def _variants(mapped: np.ndarray) -> list:
+    """Arguments of the kinds the walk passes, and near misses of each."""
+    out: list = [True, False, 0, 1, 2**31, 2**62, -5, mapped, np.zeros(2, dtype=np.float64)]
+    for dtype in (np.int64, np.int32, np.int8, np.uint64, bool, np.float32):
+        a = np.zeros((4, 6), dtype=dtype)
+        ro = a.copy()
+        ro.setflags(write=False)
+        out += [a, ro, a[0], a[:, 0], a.T, a[:, ::2], ro[1], np.zeros((3, 1), dtype=dtype), np.zeros(0, dtype=dtype)]
+    return out
+
+
+def test_argument_signatures_tell_numbas_types_apart(tmp_path):
+    """kernel.signature, which picks the compiled version without numba's typing, is equal
+    for two arguments only when numba types them alike."""
+    import numba
+
+    np.save(tmp_path / "a.npy", np.arange(5))
+    args = _variants(np.load(tmp_path / "a.npy", mmap_mode="r"))
+    for a in args:
+        for b in args:
+            if kernel.signature((a,)) == kernel.signature((b,)):
+                assert numba.typeof(a) == numba.typeof(b), (a, b)
+    assert kernel.signature((1.5,)) is None
+
+
 def test_turned_off_the_walks_stay_with_numpy():
     code = (
         "from ministruct.engine import kernel\n"

@@ -295,3 +295,33 @@ def test_a_walk_inside_a_long_repeat_stays_in_one_copy():
         m.advance(tid)
         out += toks[tid]
     assert out.count(b"b") == 200  # the walk reached the bound
+
+
+def test_masks_cut_from_chunks_stay_exact_and_apart(monkeypatch):
+    """Masks cut from shared chunks (compile.MASK_CHUNK_BYTES) equal the regex oracle's
+    legal sets, and writing later masks leaves the earlier ones as they were."""
+    from ministruct.engine import compile as compile_module
+
+    monkeypatch.setattr(compile_module, "MASKS_ALONE", 0)
+    monkeypatch.setattr(compile_module, "MASK_CHUNK_BYTES", 4 * VOCAB.n_logits)
+    expr = Seq(
+        (Repeat(Alt((Literal("ab"), Literal("1"))), 1, None), Literal("x"), Repeat(CharClass(((0x61, 0x62),)), 0, 3))
+    )
+    pattern = regex.compile(to_bytes_regex(expr), flags=regex.DOTALL)
+    m = Matcher(compile_grammar(Grammar({"root": expr}), VOCAB, use_cache=False))
+    out, kept = b"", []
+    for step in range(12):
+        mask = m.mask()
+        assert mask.base is not None and not mask.flags.writeable  # (a row of a chunk)
+        want = [bool(tok) and pattern.fullmatch(out + tok, partial=True) is not None for tok in TOKENS]
+        assert mask[: len(TOKENS)].tolist() == want, out
+        kept.append((mask, mask.copy()))
+        legal = [t for t in np.nonzero(mask)[0].tolist() if t != len(TOKENS)]
+        if not legal:
+            break
+        tid = legal[(7 * step + 3) % len(legal)]
+        m.advance(tid)
+        out += TOKENS[tid]
+    assert len({id(mask.base) for mask, _ in kept}) > 1  # more masks than one chunk holds
+    for mask, then in kept:
+        assert np.array_equal(mask, then)

@@ -106,3 +106,51 @@ def test_json_strings_keep_the_json_slice():
     g = Grammar({"root": Seq((IDENT, Literal('"'), Repeat(body, 0, None), Literal('"')))})
     c = compile_grammar(g, VOCABS[0], use_cache=False)
     assert choose_slice(c.automaton) == "json-char"
+
+
+def loop_states_by_byte(auto, alphabet) -> np.ndarray:
+    """The definition of prune.loop_states, byte by byte: the greatest set of states each of
+    which takes every byte of `alphabet` to some stack topped in the set."""
+    n = len(auto.byte_edges)
+    succ = {}
+    for q in range(n):
+        per_byte = [
+            {rel[-1] for lo, hi, t in auto.byte_edges[q] if lo <= b <= hi for rel in auto.local(t)[0]} for b in alphabet
+        ]
+        if all(per_byte):
+            succ[q] = per_byte
+    alive = set(succ)
+    while True:
+        dead = {q for q in alive if any(not (tops & alive) for tops in succ[q])}
+        if not dead:
+            break
+        alive -= dead
+    out = np.zeros(n, dtype=bool)
+    out[sorted(alive)] = True
+    return out
+
+
+JSON_BODY = CharClass(((0x22, 0x22), (0x5C, 0x5C)), negated=True)
+string_atoms = st.one_of(
+    atoms,
+    st.just(Seq((Literal('"'), Repeat(JSON_BODY, 0, None), Literal('"')))),
+    st.just(Repeat(CharClass(((0x20, 0x7E),)), 0, None)),
+    st.just(Repeat(Alt((WORD, CharClass(((0x2D, 0x2E),)))), 0, None)),
+)
+
+
+@settings(max_examples=80, deadline=None)
+@given(expr=st.recursive(string_atoms, _compound, max_leaves=6))
+def test_loop_states_match_their_definition(expr):
+    """loop_states (grouped by edge bounds) equals the byte-by-byte fixpoint, for both alphabets,
+    and choose_slice follows from them."""
+    from ministruct.engine.automaton import Automaton
+    from ministruct.engine.prune import _JSON_ASCII
+
+    auto = Automaton(Grammar({"root": Seq((expr, Repeat(Alt((IDENT, Literal(" "))), 0, None)))}))
+    words = loop_states(auto, WORD_BYTES)
+    strings = loop_states(auto, _JSON_ASCII)
+    assert np.array_equal(words, loop_states_by_byte(auto, WORD_BYTES))
+    assert np.array_equal(strings, loop_states_by_byte(auto, _JSON_ASCII))
+    body = any(not any(lo <= 0x22 <= hi for lo, hi, _ in auto.byte_edges[q]) for q in np.flatnonzero(strings))
+    assert choose_slice(auto) == ("word" if words.any() and not body else "json-char")

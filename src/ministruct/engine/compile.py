@@ -56,6 +56,11 @@ WORD_PRUNE_MIN_TOKENS = 1  # the word slice's check is a set lookup: every node 
 MAX_UNION_DEPTH = 32  # masks made of the masks of parts, nested at most this deep (then walked)
 
 _ROOT_NODES = np.zeros(1, dtype=np.int64)  # (walks copy their entries)
+# a grammar's first masks are arrays of their own; later ones are rows of chunks this big,
+# fresh pages with huge pages asked for: where the system grants them a first visit faults
+# in a share of a 2 MiB page instead of n_logits / 4096 small ones (Gemma-3: 64 per mask)
+MASKS_ALONE = 8
+MASK_CHUNK_BYTES = 8 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -120,6 +125,9 @@ class CompiledGrammar:
         self._union_depth = 0
         self._chosen_slice: str | None = None
         self._parts_pay: bool | None = None
+        self._made = 0  # masks computed so far
+        self._chunk = np.zeros((0, vocab.n_logits), dtype=bool)
+        self._chunk_used = 0
         self.initial = self.intern(self.automaton.initial)
         self._saved_size = (1, 0, 0)
         self.compile_s = time.perf_counter() - t0
@@ -335,8 +343,10 @@ class CompiledGrammar:
             if hit is not None:
                 self._composed.move_to_end(key)
                 return hit
+        legal = self._blank_mask()
         first = parts[0].members
-        legal = first.copy() if first is not None else np.zeros(self.vocab.n_logits, dtype=bool)
+        if first is not None:
+            np.copyto(legal, first)
         for i, part in enumerate(parts):
             if i and part.members is not None:
                 np.logical_or(legal, part.members, out=legal)
@@ -361,12 +371,25 @@ class CompiledGrammar:
         are computed once and shared by every position, not walked again per position."""
         self._union_depth += 1
         try:
-            legal = self.mask(union_of[0]).copy()
+            legal = self._blank_mask()
+            np.copyto(legal, self.mask(union_of[0]))
             for p in union_of[1:]:
                 np.logical_or(legal, self.mask(p), out=legal)
         finally:
             self._union_depth -= 1
         return legal
+
+    def _blank_mask(self) -> np.ndarray:
+        """A new all-False bool array of n_logits, for a mask (see MASK_CHUNK_BYTES)."""
+        n = self.vocab.n_logits
+        self._made += 1
+        if self._made <= MASKS_ALONE or 4 * n > MASK_CHUNK_BYTES:
+            return np.zeros(n, dtype=bool)
+        if self._chunk_used == len(self._chunk):
+            self._chunk = _zeroed_chunk(MASK_CHUNK_BYTES // n, n)
+            self._chunk_used = 0
+        self._chunk_used += 1
+        return self._chunk[self._chunk_used - 1]
 
     def _split(self, cid: int) -> tuple[Stack, int]:
         """(base, relative configuration id): the longest prefix all stacks share such that
@@ -515,6 +538,21 @@ class CompiledGrammar:
             "walks_cached": len(self._walks),
             "compile_ms": round(self.compile_s * 1000, 3),
         }
+
+
+def _zeroed_chunk(rows: int, n: int) -> np.ndarray:
+    """A (rows, n) bool array of fresh zeroed pages from the system, touched only where
+    written (an allocator may hand out reused memory and clear all of it first), with
+    huge pages asked for where the system has them."""
+    import mmap
+
+    pages = mmap.mmap(-1, rows * n)
+    if hasattr(pages, "madvise") and hasattr(mmap, "MADV_HUGEPAGE"):
+        try:
+            pages.madvise(mmap.MADV_HUGEPAGE)
+        except OSError:
+            pass
+    return np.frombuffer(pages, dtype=bool).reshape(rows, n)
 
 
 def compile_grammar(grammar: "Grammar | Constraint", vocab: Vocabulary, *, use_cache: bool = True) -> CompiledGrammar:

@@ -98,25 +98,58 @@ def kernel() -> Any:
 
 
 _entries: dict[tuple, Any] = {}  # call key -> numba's entry point of the compiled version
+_by_signature: dict[tuple, Any] = {}  # signature() of the arguments -> that entry point
+
+
+def signature(args: tuple) -> tuple | None:
+    """What decides numba's types of these arguments: per array its dtype, dimensions,
+    layout and write and alignment flags; bool; int (whether it fits 32 bits, 64). None
+    when an argument is anything else."""
+    sig: list[Any] = []
+    for a in args:
+        if type(a) is np.ndarray or type(a) is np.memmap:
+            f = a.flags
+            layout = "C" if f.c_contiguous else "F" if f.f_contiguous else "A"
+            sig.append((a.dtype.str, a.ndim, layout, f.writeable, f.aligned))
+        elif type(a) is bool:
+            sig.append(bool)
+        elif type(a) is int and a.bit_length() < 64:
+            sig.append(a.bit_length() < 32)
+        else:
+            return None
+    return tuple(sig)
+
+
+def _entry_point(run: Any, args: tuple) -> Any:
+    """numba's entry point of the compiled version for these arguments (`run` itself, which
+    dispatches, when numba's internals do not say)."""
+    sig = signature(args)
+    entry = _by_signature.get(sig) if sig is not None else None
+    if entry is None:
+        try:
+            import numba
+
+            entry = run.overloads[tuple(numba.typeof(a) for a in args)].entry_point
+        except Exception:  # (numba's internals moved: keep dispatching)
+            return run
+        if sig is not None:
+            _by_signature[sig] = entry
+    return entry
 
 
 def call(key: tuple, args: tuple) -> Any:
     """Run the compiled walk on `args`. Calls with the same `key` must pass arguments of
     the same types (walk.py keys on what decides them); from the second such call on, the
     compiled version is entered directly, without numba's dispatch on the argument types
-    (about a fifth of a short walk's call)."""
+    (about a fifth of a short walk's call). The entry point is found by the arguments'
+    signature(), known from the walk run when the kernel loaded (numba's own typing of
+    the arguments costs a fresh process about 0.3 ms per key)."""
     entry = _entries.get(key)
     if entry is not None:
         return entry(*args)
     run = kernel()
     out = run(*args)
-    try:
-        import numba
-
-        entry = run.overloads[tuple(numba.typeof(a) for a in args)].entry_point
-    except Exception:  # (numba's internals moved: keep dispatching)
-        entry = run
-    _entries[key] = entry
+    _entries[key] = _entry_point(run, args)
     return out
 
 
@@ -173,7 +206,7 @@ def _run_tiny(run: Any) -> None:
         return a
 
     trie = TokenTrie.build([b"a"], np.zeros(1, dtype=np.int64))  # the root and one leaf
-    run(
+    args = (
         ro(trie.pre),
         ro(trie.node_pre),
         ro(trie.child_start),
@@ -206,3 +239,5 @@ def _run_tiny(run: Any) -> None:
         trie.max_len + 1,
         1,
     )
+    run(*args)
+    _entry_point(run, args)

@@ -36,48 +36,53 @@ def loop_states(auto: Automaton, alphabet: tuple[int, ...]) -> np.ndarray:
     want[list(alphabet)] = True
     below = np.concatenate(([0], np.cumsum(want))).tolist()  # alphabet bytes below each byte
     need = len(alphabet)
-    edges: dict[int, dict[int, set[int]]] = {}
-    alive = np.zeros(n, dtype=bool)
+    groups: dict[int, set[frozenset[int]]] = {}  # state -> the target sets its alphabet bytes have
     for q, es in enumerate(auto.byte_edges):
         if not es or (len(es) == 1 and es[0][1] - es[0][0] < need - 1):
             continue  # (most states: one literal byte)
         if sum(below[hi + 1] - below[lo] for lo, hi, _ in es) < need:
             continue  # (most states: too few of the bytes, told without spelling them)
-        by_byte: dict[int, set[int]] = {}
-        for lo, hi, t in es:
-            for b in range(lo, hi + 1):
-                if want[b]:
-                    by_byte.setdefault(b, set()).add(t)
-        if len(by_byte) == len(alphabet):
-            edges[q] = by_byte
-            alive[q] = True
+        # the bytes between two consecutive edge bounds share their targets
+        bounds = sorted({lo for lo, _, _ in es} | {hi + 1 for _, hi, _ in es})
+        covered = 0
+        sets: set[frozenset[int]] = set()
+        for lo, hi in zip(bounds, bounds[1:]):
+            k = below[hi] - below[lo]
+            if k:
+                ts = frozenset(t for a, b, t in es if a <= lo <= b)
+                if ts:
+                    covered += k
+                    sets.add(ts)
+        if covered == need:
+            groups[q] = sets
     tops: dict[int, set[int]] = {}
-    for by_byte in edges.values():
-        for ts in by_byte.values():
-            for t in ts:
-                if t not in tops:
-                    tops[t] = {rel[-1] for rel in auto.local(t)[0]}
-    succ = {q: [set().union(*(tops[t] for t in ts)) for ts in by_byte.values()] for q, by_byte in edges.items()}
+    succ: dict[int, list[set[int]]] = {}
+    for q, sets in groups.items():
+        for t in set().union(*sets):
+            if t not in tops:
+                tops[t] = {rel[-1] for rel in auto.local(t)[0]}
+        succ[q] = [set().union(*(tops[t] for t in ts)) for ts in sets]
+    alive = set(groups)
     changed = True
     while changed:
         changed = False
-        for q in np.flatnonzero(alive).tolist():
-            if any(not any(alive[x] for x in xs) for xs in succ[q]):
-                alive[q] = False
+        for q in list(alive):
+            if any(xs.isdisjoint(alive) for xs in succ[q]):
+                alive.discard(q)
                 changed = True
-    return alive
+    found = np.zeros(n, dtype=bool)
+    found[list(alive)] = True
+    return found
 
 
 def choose_slice(auto: Automaton) -> str:
     """`word` for grammars with a word loop and no JSON string body (a loop on the JSON
     string characters from a state that '"' does not continue), else `json-char`."""
-    if not loop_states(auto, WORD_BYTES).any():
-        return "json-char"
-    strings = loop_states(auto, _JSON_ASCII)
+    strings = loop_states(auto, _JSON_ASCII)  # (a JSON string loop is a word loop too: asked first)
     for q in np.flatnonzero(strings).tolist():
         if not any(lo <= 0x22 <= hi for lo, hi, _ in auto.byte_edges[q]):
             return "json-char"
-    return "word"
+    return "word" if loop_states(auto, WORD_BYTES).any() else "json-char"
 
 
 def build_pruner(
