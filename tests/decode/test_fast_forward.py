@@ -222,6 +222,17 @@ def test_a_single_forced_byte_is_dictated_unless_a_token_spans_it():
     assert plan(m, matcher_for(r'"\}?[ab]'), 10, budget_aware=True) == ([], False)
 
 
+def test_a_token_starting_inside_the_last_token_keeps_the_boundary_the_models():
+    m = BatchModel()
+    # '{"' is one token, but '{' then '"}' spells '{"}': the end of '{"' need not fall
+    # between two tokens, so the model chooses how the stretch ends
+    spans, breaks = matcher_for(r'\{"\}?[ab]'), matcher_for(r'\{"[ab]')
+    assert spans.forced_bytes() == breaks.forced_bytes() == b'{"'
+    assert spans.crosses(b'{"') and not breaks.crosses(b'{"')
+    assert plan(m, spans, 10, budget_aware=True) == ([], False)
+    assert plan(m, breaks, 10, budget_aware=True) == ([TOKENS.index(b'{"')], False)
+
+
 def test_a_dictated_end_is_not_evaluated_when_no_row_is_read():
     m = BatchModel()
     dec = generate(m, PROMPT, matcher_for(r'[ab]"\}'), GREEDY, max_tokens=10, forced_logits=False)

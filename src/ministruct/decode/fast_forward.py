@@ -5,10 +5,11 @@ When the constraint admits exactly one byte continuation from the current config
 at a time. `plan` turns them into tokens the way the model's own
 tokenizer splits them, checks every token against the matcher (and the token budget),
 and, before a stretch that a choice follows, looks at the last token of the split: where
-some token legal there runs past the stretch's end (the stretch's bytes merged with what
-comes next), that boundary token stays the model's choice; where none does (the usual case:
-byte-level BPE keeps punctuation apart from letters), the output must break there whatever
-the model picks, and the last token is dictated too. The decoder (decode/loop.py) then
+a token starting at it or inside it can run past the stretch's end (the stretch's bytes
+merged with what comes next: `Matcher.crosses`), that boundary token stays the model's
+choice; where none can (the usual case: byte-level BPE keeps punctuation apart from
+letters), the output breaks there whatever the model picks, and the last token is
+dictated too. The decoder (decode/loop.py) then
 runs the planned tokens through the model in one batch, which hands back the logits row
 before every one of them, and yields a Step for each (`Step.fast_forward`), with its
 legal set, as for any other token.
@@ -35,8 +36,8 @@ class ForcingMatcher(Protocol):
 
     def forced_bytes(self) -> bytes: ...
     def fork(self) -> Any: ...
-    def mask(self, remaining: int | None = None) -> np.ndarray: ...
     def rollback(self, n: int) -> None: ...
+    def crosses(self, data: bytes) -> bool: ...
     def is_legal(self, token_id: int) -> bool: ...
     def advance(self, token_id: int) -> None: ...
     def is_terminated(self) -> bool: ...
@@ -87,20 +88,11 @@ def plan(model: BatchModel, matcher: ForcingMatcher, remaining: int, *, budget_a
         taken.append(int(t))
     whole = len(taken) == len(ids)
     done = whole and probe.is_terminated()
-    if whole and not done and _runs_past(probe, vocab, len(vocab.token_bytes(taken[-1]))):
-        taken.pop()  # a token may span the stretch's end: the boundary token is the model's to choose
+    if whole and not done:
+        probe.rollback(1)
+        if probe.crosses(vocab.token_bytes(taken[-1])):
+            taken.pop()  # a token may span the stretch's end: the boundary token is the model's to choose
     return taken, done and bool(taken)
-
-
-def _runs_past(probe: ForcingMatcher, vocab: "Vocabulary", rest: int) -> bool:
-    """Whether a token legal before the stretch's last token (`rest` bytes before its end)
-    is longer than `rest`: it spans the end into what follows. `probe` has taken the whole
-    stretch; it is moved back one token."""
-    probe.rollback(1)
-    mask = probe.mask()
-    lengths = vocab.lengths
-    n = min(len(lengths), len(mask))
-    return bool(np.any(mask[:n] & (lengths[:n] > rest)))
 
 
 __all__ = ["MIN_FORCED_BYTES", "ForcingMatcher", "BatchModel", "supported", "plan"]

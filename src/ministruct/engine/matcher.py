@@ -132,6 +132,21 @@ class Matcher:
             return self._bounds.forced_spent(self.state, self._phases[-1].matched)  # type: ignore[union-attr]
         return forced_for(self.compiled).forced(self.state)
 
+    def crosses(self, data: bytes) -> bool:
+        """Whether a token that starts inside the legal bytes `data` (at their start, or
+        after some of them) can run past their end: then the end of `data` need not fall
+        between two tokens. Asked of the grammar alone (a thinking budget only narrows)."""
+        if self._ended:
+            return False
+        compiled = self.compiled
+        lengths = compiled.vocab.lengths
+        n = min(len(lengths), compiled.vocab.n_logits)
+        for at in range(len(data)):
+            cid = self.state if at == 0 else compiled.step_bytes(self.state, data[:at])
+            if cid != DEAD and np.any(compiled.mask(cid)[:n] & (lengths[:n] > len(data) - at)):
+                return True
+        return False
+
     def is_legal(self, token_id: int) -> bool:
         if self._ended:
             return False
