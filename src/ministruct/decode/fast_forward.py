@@ -2,17 +2,16 @@
 
 When the constraint admits exactly one byte continuation from the current configuration
 (`Matcher.forced_bytes()`), the decoder need not ask the model for those bytes one token
-at a time. `plan` turns them into tokens the way the model's own
-tokenizer splits them, checks every token against the matcher (and the token budget),
-and, before a stretch that a choice follows, looks at the last token of the split: where
-a token starting at it or inside it can run past the stretch's end (the stretch's bytes
-merged with what comes next: `Matcher.crosses`), that boundary token stays the model's
-choice; where none can (the usual case: byte-level BPE keeps punctuation apart from
-letters), the output breaks there whatever the model picks, and the last token is
-dictated too. The decoder (decode/loop.py) then
-runs the planned tokens through the model in one batch, which hands back the logits row
-before every one of them, and yields a Step for each (`Step.fast_forward`), with its
-legal set, as for any other token.
+at a time. `plan` turns them into tokens the way the model's own tokenizer splits them,
+checks every token against the matcher (and the token budget), and, before a stretch
+that a choice follows, looks at the last token of the split: where a token starting at
+it or inside it can run past the stretch's end (the stretch's bytes merged with what
+comes next: `Matcher.crosses`), that boundary token stays the model's choice; where none
+can (the usual case: byte-level BPE keeps punctuation apart from letters), the output
+breaks there whatever the model picks, and the last token is dictated too. The decoder
+(decode/loop.py) then runs the planned tokens through the model in one batch, which
+hands back the logits row before every one of them, and yields a Step for each
+(`Step.fast_forward`), with its legal set, as for any other token.
 
 A stretch whose tokenizer split is not legal for the matcher (or does not spell the
 bytes) is not fast-forwarded: the decoder falls back to one sampled step per token.

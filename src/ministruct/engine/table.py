@@ -67,6 +67,13 @@ def _disjoint(spans: list[tuple[int, int, T]]) -> list[tuple[int, int, list[T]]]
     return [(bounds[i], bounds[i + 1], items) for i, items in enumerate(covering) if items]
 
 
+def _grown(a: np.ndarray, size: int, fill: int = 0) -> np.ndarray:
+    """`a` with its first axis grown to `size` rows, the new ones set to `fill`."""
+    out = np.full((size, *a.shape[1:]), fill, dtype=a.dtype)
+    out[: len(a)] = a
+    return out
+
+
 class Transitions:
     """configs[id] <-> id, `table[id, class]`, and `accept[id]` (ACCEPT is in the configuration)."""
 
@@ -119,20 +126,13 @@ class Transitions:
                 "the grammar is too large or too deeply nested to mask"
             )
         if cid >= len(self.table):
-            grown = np.full((2 * len(self.table), self.n_classes), UNKNOWN, dtype=np.int32)
-            grown[: len(self.table)] = self.table
-            self.table = grown
-            acc = np.zeros(len(grown), dtype=bool)
-            acc[: len(self.accept)] = self.accept
-            self.accept = acc
-            done = np.zeros(len(grown), dtype=np.int8)
-            done[: len(self.complete)] = self.complete
-            self.complete = done
-            canon = np.zeros(len(grown), dtype=np.int32)
-            canon[: len(self.canon)] = self.canon
-            self.canon = canon
+            size = 2 * len(self.table)
+            self.table = _grown(self.table, size, UNKNOWN)
+            self.accept = _grown(self.accept, size)
+            self.complete = _grown(self.complete, size)
+            self.canon = _grown(self.canon, size)
             if len(self.part_count):
-                self._grow_part_arrays(len(grown))
+                self._grow_part_arrays(size)
         self.configs.append(config)
         self.ids[config] = cid
         self.accept[cid] = ACCEPT in config
@@ -259,11 +259,8 @@ class Transitions:
                 self._write_parts(cid, key)
 
     def _grow_part_arrays(self, size: int) -> None:
-        for name in ("part_start", "part_count"):
-            old = getattr(self, name)
-            new = np.zeros(size, dtype=np.int64)
-            new[: len(old)] = old
-            setattr(self, name, new)
+        self.part_start = _grown(self.part_start, size)
+        self.part_count = _grown(self.part_count, size)
 
     def _set_parts(self, cid: int, key: tuple[int, ...]) -> None:
         self.parts[cid] = key
