@@ -8,7 +8,7 @@ from ministruct.engine import cache
 from ministruct.engine.compile import compile_grammar
 from ministruct.engine.matcher import Matcher
 from ministruct.engine.vocab import Vocabulary
-from ministruct.grammar.ir import CharClass, Grammar, Literal, Repeat, alt
+from ministruct.grammar.ir import CharClass, Grammar, Literal, Repeat, alt, seq
 
 VOCAB = Vocabulary.from_bytes([b"1", b"12", b"a", b"ab", b"b", b""], eog_ids=[5])
 DIGITS = Grammar({"root": Repeat(CharClass(((0x30, 0x39),)), 2, 2)})
@@ -36,9 +36,38 @@ def test_restored_state_gives_identical_masks(cache_dir):
     first.persist()
     assert list(cache_dir.rglob("*.msc"))
     second = compile_grammar(DIGITS, VOCAB)
-    assert len(second.configs) == len(first.configs) and second._masks
+    assert len(second.configs) == len(first.configs)
+    assert second.stats()["masks_cached"] == first.stats()["masks_cached"] > 0
     got = walk_masks(second, [0, 0])
     assert all((a == b).all() for a, b in zip(want, got))
+
+
+TWO_WAYS = Grammar(
+    {"root": alt(seq(Literal("1"), CharClass(((0x30, 0x39),))), seq(Literal("a"), CharClass(((0x61, 0x62),))))}
+)
+
+
+def _not_walked(compiled, monkeypatch):
+    def refuse(cid):
+        raise AssertionError(f"mask of configuration {cid} walked, not read from the cache")
+
+    monkeypatch.setattr(compiled, "_compute_mask", refuse)
+
+
+def test_restored_masks_a_run_did_not_use_are_kept_when_it_saves(cache_dir, monkeypatch):
+    first = compile_grammar(TWO_WAYS, VOCAB)
+    digit_way = walk_masks(first, [0])  # "1", then a digit
+    first.persist()
+    second = compile_grammar(TWO_WAYS, VOCAB)  # uses only the first mask, learns the other way
+    assert (Matcher(second).mask() == digit_way[0]).all()
+    letter_way = walk_masks(second, [2])  # "a", then a or b
+    second.persist()
+    third = compile_grammar(TWO_WAYS, VOCAB)
+    _not_walked(third, monkeypatch)
+    for path, want in (([0], digit_way), ([2], letter_way)):
+        got = walk_masks(third, path)
+        assert all((a == b).all() for a, b in zip(want, got))
+    assert not any(m.flags.writeable for m in third._masks.values())
 
 
 def test_key_changes_with_grammar_vocabulary_and_engine_code():
@@ -98,7 +127,7 @@ def test_an_entry_of_an_older_engine_is_rebuilt_not_read(cache_dir, engine_copy)
     table.write_bytes(table.read_bytes() + b"\n# what the table persists changed\n")
     cache.engine_version.cache_clear()
     second = compile_grammar(DIGITS, VOCAB)
-    assert not second._masks, "an entry written under the old engine version was read"
+    assert second.stats()["masks_cached"] == 0, "an entry written under the old engine version was read"
     got = walk_masks(second, [0, 0])
     assert all((a == b).all() for a, b in zip(want, got))
     second.persist()
@@ -180,14 +209,14 @@ def test_damaged_grammar_entry_is_detected_and_rebuilt(cache_dir, damage):
     good = path.read_bytes()
     damage(path)
     again = compile_grammar(DIGITS, VOCAB)  # must not raise
-    assert not again._masks  # nothing was taken from the damaged entry
+    assert again.stats()["masks_cached"] == 0  # nothing was taken from the damaged entry
     assert not path.exists()  # the damaged entry was dropped ...
     got = walk_masks(again, [0, 0])
     assert all((a == b).all() for a, b in zip(want, got))
     again.persist()
     assert path.read_bytes() == good  # ... and rebuilt
     assert not (path.parent / "pwned").exists()
-    assert compile_grammar(DIGITS, VOCAB)._masks  # and read back
+    assert compile_grammar(DIGITS, VOCAB).stats()["masks_cached"] > 0  # and read back
 
 
 @pytest.mark.parametrize("damage", [flip_bytes, truncate, garbage, evil], ids=lambda f: f.__name__)

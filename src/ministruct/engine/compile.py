@@ -109,6 +109,7 @@ class CompiledGrammar:
         self._token_steps: dict[tuple[int, int], int] = {}
         self._masks: OrderedDict[int, np.ndarray] = OrderedDict()
         self._mask_bytes = 0
+        self._packed: dict[int, np.ndarray] = {}  # restored masks not used yet: bit-packed rows
         self._walks: OrderedDict[tuple[int, int], _Part] = OrderedDict()
         self._walk_bytes = 0
         self._walk_keys = 0
@@ -169,11 +170,9 @@ class CompiledGrammar:
         self._forget_ids()
         self._masks.clear()
         self._mask_bytes = 0
-        for cid, bits in zip(mask_ids, packed):
-            m = np.unpackbits(bits, count=self.vocab.n_logits).astype(bool)
-            m.setflags(write=False)
-            self._masks[cid] = m
-            self._mask_bytes += m.nbytes
+        # unpacked on first use: a fresh process reads a few of them, and a 262k mask is
+        # 64 fresh pages to fault in
+        self._packed = dict(zip(mask_ids, packed))
         saved: dict[str, dict[str, np.ndarray]] = {}
         for name, a in arrays.items():
             owner, dot, part = name.partition(".")
@@ -220,7 +219,7 @@ class CompiledGrammar:
 
     def _learned(self) -> tuple[int, int, int]:
         counts = sum(c.learned() for c in list(self._companions.values()) if hasattr(c, "learned"))
-        return (len(self.configs), len(self._masks), counts)
+        return (len(self.configs), len(self._masks) + len(self._packed), counts)
 
     def persist(self) -> None:
         """Save what this process has learned, if it learned anything new."""
@@ -240,12 +239,11 @@ class CompiledGrammar:
         with self._lock:
             arrays = self.transitions.to_arrays()
             arrays.update(extra)
-            ids = list(self._masks)
+            ids = list(self._masks) + list(self._packed)
             arrays["mask_ids"] = np.asarray(ids, dtype=np.int64)
             width = (self.vocab.n_logits + 7) // 8
-            arrays["masks"] = (
-                np.stack([np.packbits(self._masks[c]) for c in ids]) if ids else np.zeros((0, width), np.uint8)
-            )
+            rows = [np.packbits(m) for m in self._masks.values()] + list(self._packed.values())
+            arrays["masks"] = np.stack(rows) if rows else np.zeros((0, width), np.uint8)
             meta = {"n_classes": self.n_classes, "n_logits": self.vocab.n_logits}
             cache.save("grammar", self.cache_key(), arrays, meta)
             self._saved_size = size
@@ -298,7 +296,8 @@ class CompiledGrammar:
 
     def has_mask(self, cid: int) -> bool:
         with self._lock:
-            return self.mask_key(cid) in self._masks
+            key = self.mask_key(cid)
+            return key in self._masks or key in self._packed
 
     def mask(self, cid: int) -> np.ndarray:
         """Read-only bool array (n_logits): the legal tokens in configuration `cid`."""
@@ -308,7 +307,11 @@ class CompiledGrammar:
             if hit is not None:
                 self._masks.move_to_end(cid)
                 return hit
-            m = self._compute_mask(cid)
+            bits = self._packed.pop(cid, None)
+            if bits is None:
+                m = self._compute_mask(cid)
+            else:  # (unpackbits gives bytes of 0 or 1: a bool view)
+                m = np.unpackbits(bits, count=self.vocab.n_logits).view(bool)
             if m.flags.writeable:
                 m.setflags(write=False)
             self._masks[cid] = m
@@ -534,7 +537,7 @@ class CompiledGrammar:
             "nfa_states": len(self.automaton.eps),
             "configurations": len(self.configs),
             "byte_classes": self.n_classes,
-            "masks_cached": len(self._masks),
+            "masks_cached": len(self._masks) + len(self._packed),
             "walks_cached": len(self._walks),
             "compile_ms": round(self.compile_s * 1000, 3),
         }
