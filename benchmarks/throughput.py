@@ -71,13 +71,19 @@ def model_path(name: str) -> str:
 
 
 def prompts(workload: str, n: int) -> list[str]:
+    """n different prompts (up to 144 conj, 64 recipe; then they repeat). Every record has
+    the command's seed, so a prompt given twice is the same generation twice, and batching
+    evaluates it once (docs/batches.md, lines): repeats would measure that, not batching."""
     if workload.startswith("conj"):
+        verbs, tenses, persons = len(VERBS), len(TENSES), len(PERSONS)
         return [
-            f"Conjugate the Spanish verb '{VERBS[i % len(VERBS)]}' in the {TENSES[i % len(TENSES)]} tense, "
-            f"{PERSONS[i % len(PERSONS)]}."
+            f"Conjugate the Spanish verb '{VERBS[i % verbs]}' in the {TENSES[i // verbs % tenses]} tense, "
+            f"{PERSONS[i // (verbs * tenses) % persons]}."
             for i in range(n)
         ]
-    return [f"Give a short recipe for {DISHES[i % len(DISHES)]} for {2 + i % 4} people." for i in range(n)]
+    return [
+        f"Give a short recipe for {DISHES[i % len(DISHES)]} for {2 + i // len(DISHES) % 8} people." for i in range(n)
+    ]
 
 
 def load() -> float:
