@@ -233,6 +233,26 @@ def test_prompts_that_begin_alike_evaluate_their_shared_beginning_once(model, mo
             assert outs[i].tokens == schema.decoder(p, seed=i).run().tokens
 
 
+def test_a_repeated_prompt_that_waits_for_a_shared_beginning_joins_its_first_copy(model, monkeypatch):
+    """Greedy, two prompts that begin alike, each given twice in one round: the second
+    prompt's copies wait together for the first's shared beginning, evaluate the rest once
+    and are one line, so every token is evaluated once and the copies agree."""
+    job = GenerationJob(model, Constraint.from_json_schema(SCHEMA), SamplingParams(temperature=0), max_tokens=40)
+    prompts = ["Describe a person.", "Describe a cat.", "Describe a person.", "Describe a cat."]
+    ids = [tuple(job.decoder(p).prompt_tokens) for p in prompts]
+    seen = _evaluated(monkeypatch)
+    batch = BatchedDecoder(model, 4)
+    try:
+        outs = {req.key: gen for req, gen in batch.run(Request(job.decoder(p), key=i) for i, p in enumerate(prompts))}
+    finally:
+        batch.close()
+    assert outs[0].tokens == outs[2].tokens and outs[1].tokens == outs[3].tokens
+    shared = _common_prefix(ids[0], ids[1])
+    assert sum(seen) <= len(ids[0]) + len(ids[1]) - shared + outs[0].n_tokens + outs[1].n_tokens
+    for g in outs.values():
+        _assert_valid(g, job)
+
+
 def _common_prefix(a, b) -> int:
     n = 0
     while n < min(len(a), len(b)) and a[n] == b[n]:

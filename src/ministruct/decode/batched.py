@@ -192,7 +192,9 @@ class BatchedDecoder:
 
     def _place(self, s: _Live, seqs: "Sequences", fresh: dict[tuple[int, ...], _Live]) -> None:
         """Start `s` from the longest KV-cache prefix on hand: the store's, or that of a
-        prompt evaluated this round (then it waits for it); else its whole prompt is evaluated."""
+        prompt evaluated this round (then it waits for it); else its whole prompt is evaluated.
+        `fresh` holds the prompts that this admission evaluates (this round, or the next
+        after a shared beginning): a prompt given again waits for it and is on its line."""
         prompt, run = s.prompt, s.run
         stored = self._stored
         if stored is not None and stored[0] == prompt and stored[1] is not None:
@@ -205,9 +207,10 @@ class BatchedDecoder:
         from_store = _usable(_common(stored[0], prompt), prompt) if stored is not None else 0
         leader, from_leader = None, 0
         for other in fresh.values():
-            n = _usable(_common(other.prompt, prompt), prompt)
+            n = _usable(_common(other.prompt, prompt), prompt) if other.waits_for is None else 0
             if n > from_leader:
                 leader, from_leader = other, n
+        fresh[prompt] = s
         if leader is not None and from_leader > from_store:
             s.waits_for, s.keep = leader, from_leader
             return
@@ -216,7 +219,6 @@ class BatchedDecoder:
             run.pending = list(prompt[from_store:])
             return
         seqs.clear(s.slot)
-        fresh[prompt] = s
 
     # -- one round -----------------------------------------------------------------
 
