@@ -302,7 +302,6 @@ def test_masks_cut_from_chunks_stay_exact_and_apart(monkeypatch):
     legal sets, and writing later masks leaves the earlier ones as they were."""
     from ministruct.engine import compile as compile_module
 
-    monkeypatch.setattr(compile_module, "MASKS_ALONE", 0)
     monkeypatch.setattr(compile_module, "MASK_CHUNK_BYTES", 4 * VOCAB.n_logits)
     expr = Seq(
         (Repeat(Alt((Literal("ab"), Literal("1"))), 1, None), Literal("x"), Repeat(CharClass(((0x61, 0x62),)), 0, 3))

@@ -188,7 +188,23 @@ def test_the_slices_decide_most_string_masks():
     m = Matcher(c)
     m.advance(TOKENS.index(b"-"))
     m.mask()
-    assert any(alive != FULL for _, _, alive in c._members)  # slice tokens picked by their characters
+    assert any(alive != FULL for _, alive in c._members)  # slice tokens picked by their characters
+    # a short bound: the slice's tokens of at most the characters left, written straight
+    # into each mask by length, at every count, as the `regex` oracle has them
+    short = Seq((Literal("-"), Repeat(letters.item, 1, 4), Literal('"')))
+    c = compile_grammar(Grammar({"root": short}), VOCAB, use_cache=False)
+    m = Matcher(c)
+    m.advance(TOKENS.index(b"-"))
+    one = b"|".join(regex.escape(ch.encode()) for ch in "abcdxyzéüñα")
+    oracle = regex.compile(b"-(?:" + one + b'){1,4}"')
+    out = b"-"
+    for t in [b"a", b"b", b"c", b"d"]:
+        mask = m.mask()
+        want = [bool(tok) and oracle.fullmatch(out + tok, partial=True) is not None for tok in TOKENS]
+        assert mask[: len(TOKENS)].tolist() == want, out
+        m.advance(TOKENS.index(t))
+        out += t
+    assert any(isinstance(p.members, tuple) for p in c._walks.values())
 
 
 def test_a_character_outside_the_slice_between_stable_nodes_is_walked():

@@ -1,9 +1,10 @@
 """Grammar x Vocabulary -> CompiledGrammar: legal-token masks per parser configuration.
 
 Parser configurations (automaton.py) are interned to small integers with a byte-class
-transition table that fills itself on demand (table.py). Compiling builds only the
-automaton and its byte classes; the vocabulary's trie and slices are loaded once per
-process (slices.py), and everything else is computed when first asked.
+transition table that fills itself on demand (table.py). Compiling builds the automaton,
+its byte classes and what holds for the whole grammar (which vocabulary slice cuts its
+walks: prune.py); the vocabulary's trie and slices are loaded once per process
+(slices.py), and everything else is computed when first asked.
 
 A mask is not one walk per configuration. A configuration is split into a *base*, the
 return points every stack shares, and a *relative* configuration, the stacks above the
@@ -56,10 +57,10 @@ WORD_PRUNE_MIN_TOKENS = 1  # the word slice's check is a set lookup: every node 
 MAX_UNION_DEPTH = 32  # masks made of the masks of parts, nested at most this deep (then walked)
 
 _ROOT_NODES = np.zeros(1, dtype=np.int64)  # (walks copy their entries)
-# a grammar's first masks are arrays of their own; later ones are rows of chunks this big,
-# fresh pages with huge pages asked for: where the system grants them a first visit faults
-# in a share of a 2 MiB page instead of n_logits / 4096 small ones (Gemma-3: 64 per mask)
-MASKS_ALONE = 8
+# masks are rows of chunks of fresh zeroed private pages, touched only where written: a
+# mask of a few tokens faults in a few pages, not n_logits / 4096 (Gemma-3: 64, at 2-3 us
+# each on this project's machines). No huge pages are asked for: where the system grants
+# them it may first compact memory, and a walk then took 78 ms instead of 17 (seen here)
 MASK_CHUNK_BYTES = 8 * 1024 * 1024
 
 
@@ -69,7 +70,10 @@ class _Part:
 
     key: int
     found: WalkResult
-    members: np.ndarray | None  # a slice's tokens, when the slice decided them
+    # a slice's tokens, when the slice decided them: a mask, or (lengths, limit) for those
+    # of at most `limit` characters (written straight into the mask: one array per limit
+    # would be new pages to fault in, for each character of a bounded string)
+    members: np.ndarray | tuple[np.ndarray, int] | None
 
     @property
     def nbytes(self) -> int:
@@ -116,7 +120,7 @@ class CompiledGrammar:
         self._splits: dict[int, tuple[Stack, int]] = {}
         self._returns: dict[Stack, int] = {}
         self._chains: dict[str, SliceChains] = {}
-        self._members: dict[tuple[str, int, tuple], np.ndarray] = {}
+        self._members: dict[tuple[str, tuple], np.ndarray] = {}  # (slice, alive set) -> its tokens
         self._prune: Pruner | None = None
         self.eog = np.asarray(sorted(vocab.eog_ids), dtype=np.int64)
         self.token_edges = TokenEdges(self.automaton, vocab, grammar.source)
@@ -126,10 +130,10 @@ class CompiledGrammar:
         self._union_depth = 0
         self._chosen_slice: str | None = None
         self._parts_pay: bool | None = None
-        self._made = 0  # masks computed so far
         self._chunk = np.zeros((0, vocab.n_logits), dtype=bool)
         self._chunk_used = 0
         self.initial = self.intern(self.automaton.initial)
+        self._pruner()  # (the grammar-wide analyses: which slice cuts whole-trie walks, and where)
         self._saved_size = (1, 0, 0)
         self.compile_s = time.perf_counter() - t0
 
@@ -347,12 +351,12 @@ class CompiledGrammar:
                 self._composed.move_to_end(key)
                 return hit
         legal = self._blank_mask()
-        first = parts[0].members
-        if first is not None:
+        first = parts[0].members  # (only walks from the trie's root take slices)
+        if isinstance(first, tuple):
+            np.less_equal(*first, out=legal)
+        elif first is not None:
             np.copyto(legal, first)
-        for i, part in enumerate(parts):
-            if i and part.members is not None:
-                np.logical_or(legal, part.members, out=legal)
+        for part in parts:
             legal[part.found.ids] = True
         copy_duplicates(self.trie, legal)
         if accepting and len(self.eog):
@@ -384,12 +388,9 @@ class CompiledGrammar:
 
     def _blank_mask(self) -> np.ndarray:
         """A new all-False bool array of n_logits, for a mask (see MASK_CHUNK_BYTES)."""
-        n = self.vocab.n_logits
-        self._made += 1
-        if self._made <= MASKS_ALONE or 4 * n > MASK_CHUNK_BYTES:
-            return np.zeros(n, dtype=bool)
         if self._chunk_used == len(self._chunk):
-            self._chunk = _zeroed_chunk(MASK_CHUNK_BYTES // n, n)
+            n = self.vocab.n_logits
+            self._chunk = _zeroed_chunk(max(1, MASK_CHUNK_BYTES // n), n)
             self._chunk_used = 0
         self._chunk_used += 1
         return self._chunk[self._chunk_used - 1]
@@ -456,8 +457,9 @@ class CompiledGrammar:
             self._walk_bytes -= old.nbytes
         return part
 
-    def _slice_for(self, rel: int) -> tuple[np.ndarray | None, TokenTrie]:
-        """(the slice tokens legal from `rel`, the trie of the other tokens), when a slice applies."""
+    def _slice_for(self, rel: int) -> tuple[np.ndarray | tuple[np.ndarray, int] | None, TokenTrie]:
+        """(the slice tokens legal from `rel` (see _Part.members), the trie of the other
+        tokens), when a slice applies."""
         for name in CHAIN_SLICES:
             sl = self._slices.get(name)
             if sl is None:
@@ -466,15 +468,13 @@ class CompiledGrammar:
             if found is None:
                 continue
             limit, alive = found
-            members = self._members.get((name, limit, alive))
+            length = sl.length if alive == FULL else lengths_within(sl, alive)
+            if limit != INFINITE:
+                return (length, limit), sl.rest
+            members = self._members.get((name, alive))
             if members is None:
-                if alive == FULL:
-                    length = sl.length
-                else:
-                    length = lengths_within(sl, alive)
-                members = length <= limit if limit != INFINITE else length != NOT_IN
+                members = self._members[(name, alive)] = length != NOT_IN
                 members.setflags(write=False)
-                self._members[(name, limit, alive)] = members
             return members, sl.rest
         return None, self.trie
 
@@ -545,16 +545,12 @@ class CompiledGrammar:
 
 def _zeroed_chunk(rows: int, n: int) -> np.ndarray:
     """A (rows, n) bool array of fresh zeroed pages from the system, touched only where
-    written (an allocator may hand out reused memory and clear all of it first), with
-    huge pages asked for where the system has them."""
+    written (an allocator may hand out reused memory and clear all of it first)."""
     import mmap
 
-    pages = mmap.mmap(-1, rows * n)
-    if hasattr(pages, "madvise") and hasattr(mmap, "MADV_HUGEPAGE"):
-        try:
-            pages.madvise(mmap.MADV_HUGEPAGE)
-        except OSError:
-            pass
+    # private: an anonymous map is shared by default, and shared pages fault in slower
+    private = getattr(mmap, "MAP_PRIVATE", 0) | getattr(mmap, "MAP_ANONYMOUS", 0)
+    pages = mmap.mmap(-1, rows * n, flags=private) if private else mmap.mmap(-1, rows * n)
     return np.frombuffer(pages, dtype=bool).reshape(rows, n)
 
 

@@ -148,9 +148,13 @@ def call(key: tuple, args: tuple) -> Any:
     if entry is not None:
         return entry(*args)
     run = kernel()
-    out = run(*args)
-    _entries[key] = _entry_point(run, args)
-    return out
+    entry = _entry_point(run, args)  # (known when the kernel's load ran these types: no dispatch at all)
+    if entry is run:  # not compiled for these types yet, or numba's internals do not say
+        out = run(*args)
+        _entries[key] = _entry_point(run, args)
+        return out
+    _entries[key] = entry
+    return entry(*args)
 
 
 def available() -> bool:

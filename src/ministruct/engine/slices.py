@@ -270,6 +270,12 @@ class SliceChains:
             for b in range(lo, hi + 1):
                 weight[bc[b] + 1] += 1 if b < 0x80 else 64
         self.weight_below = list(accumulate(weight))
+        one_byte = [0] * (bc[-1] + 2)  # the same for the one-byte characters only, a byte each
+        for seq in self.byte_seqs:
+            if len(seq) == 1:
+                for b in range(seq[0][0], seq[0][1] + 1):
+                    one_byte[bc[b] + 1] += 1
+        self.one_byte_below = list(accumulate(one_byte))
         self._next: dict[int, tuple[int, tuple] | None] = {}
         self._uni: dict[int, int | None] = {}
         self._forever: dict[int, bool] = {}
@@ -514,6 +520,19 @@ class SliceChains:
         below = self.weight_below
         return sum(below[hi] - below[lo] for lo, hi, target in self.tr.pieces_of(cid) if target)
 
+    def _splits(self, cid: int) -> bool:
+        """Do two one-byte characters of S lead `cid` to different configurations? (Told
+        from the class segments `_weight` read: then the characters are not one chain.)"""
+        below = self.one_byte_below
+        seen = None
+        for lo, hi, target in self.tr.pieces_of(cid):
+            if target and below[hi] > below[lo]:
+                if seen is None:
+                    seen = target
+                elif target != seen:
+                    return True
+        return False
+
     def char_step(self, cid: int) -> tuple[int, tuple] | None:
         """(next configuration, alive set: FULL or code point ranges), None if not one chain."""
         if cid in self._next:
@@ -523,7 +542,7 @@ class SliceChains:
         if weight == 0:  # no character of S can come: the end of a chain
             self._next[cid] = (DEAD_ID, FULL)
             return self._next[cid]
-        if weight < MIN_ALIVE:  # too few characters to be worth it
+        if weight < MIN_ALIVE or self._splits(cid):  # too few characters to be worth it, or no chain
             self._next[cid] = None
             return None
         t = self._uniform_memo(cid)

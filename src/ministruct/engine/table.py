@@ -164,11 +164,11 @@ class Transitions:
         image_id = self.intern(image)  # may grow the arrays: index the grown one
         return int(self.canon[image_id])
 
-    def fill_rows(self, states: np.ndarray) -> None:
+    def fill_rows(self, states: list[int]) -> None:
         """Fill the rows of these configurations. A walk that needs one cell of a row
         needs others soon (one pass over the row's segments costs about what stepping a
         few cells one by one does)."""
-        for s in dict.fromkeys(states.tolist()):
+        for s in dict.fromkeys(states):
             if not self.complete[s]:
                 self.fill_row(s)
 
@@ -178,9 +178,9 @@ class Transitions:
         trie) is stepped cell by cell: for a configuration of many stacks that costs a
         small part of its row (one union of stacks per class instead of one per segment)."""
         unknown_cells = self.table[states, classes] == UNKNOWN
-        keys = np.unique(states[unknown_cells] * self.n_classes + classes[unknown_cells])
+        keys = (states[unknown_cells] * self.n_classes + classes[unknown_cells]).tolist()
         wanted: dict[int, list[int]] = {}
-        for key in keys.tolist():
+        for key in sorted(set(keys)):
             s, c = divmod(key, self.n_classes)
             cs = wanted.get(s)
             if cs is None:
@@ -417,7 +417,7 @@ class Transitions:
         nxt = self.table[states, classes]
         unknown = nxt == UNKNOWN
         if unknown.any():
-            self.fill_rows(states[unknown])
+            self.fill_rows(states[unknown].tolist())
             nxt = self.table[states, classes]
         return nxt
 

@@ -195,5 +195,9 @@ def expand_children(start: np.ndarray, count: np.ndarray) -> np.ndarray:
 
 def copy_duplicates(trie: TokenTrie, out: np.ndarray) -> None:
     """Give every duplicate token the value its twin got (masks and targets)."""
-    if len(trie.dup_dst):
+    if not len(trie.dup_dst):
+        return
+    if out.dtype == bool:  # (a mask starts all False: writing only the True ones leaves untouched pages alone)
+        out[trie.dup_dst[out[trie.dup_src]]] = True
+    else:
         out[trie.dup_dst] = out[trie.dup_src]

@@ -206,12 +206,18 @@ def _fill_wanted(
     """Fill what the compiled walk asked for: whole rows, except for configurations of
     many stacks, of which only the cells their blocked nodes (rows of `trie.pre`) need
     for their children are filled (`Transitions.fill_cells`)."""
-    wide = [s for s in wants.tolist() if len(tr.configs[s]) >= CELLS_MIN_STACKS]
-    if len(wide) < len(wants):
-        tr.fill_rows(np.setdiff1d(wants, wide) if wide else wants)
+    configs, states = tr.configs, wants.tolist()  # (a few: Python beats numpy's set operations)
+    wide = [s for s in states if len(configs[s]) >= CELLS_MIN_STACKS]
+    if len(wide) < len(states):
+        tr.fill_rows([s for s in states if s not in wide] if wide else states)
     if not wide:
         return
-    wanted = np.isin(blocked[1], wide) if len(wide) > 1 else blocked[1] == wide[0]
+    if len(wide) > 8:
+        wanted = np.isin(blocked[1], wide)
+    else:
+        wanted = blocked[1] == wide[0]
+        for s in wide[1:]:
+            wanted |= blocked[1] == s
     nodes = trie.pre[blocked[0][wanted], PRE_NODE].astype(np.int64)
     counts = trie.child_count[nodes]
     idx = expand_children(trie.child_start[nodes], counts)
