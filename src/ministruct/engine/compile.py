@@ -306,7 +306,7 @@ class CompiledGrammar:
     def mask(self, cid: int) -> np.ndarray:
         """Read-only bool array (n_logits): the legal tokens in configuration `cid`."""
         with self._lock:
-            cid = self.mask_key(cid)
+            cid = int(self.transitions.canon[cid])  # (mask_key)
             hit = self._masks.get(cid)
             if hit is not None:
                 self._masks.move_to_end(cid)

@@ -94,8 +94,8 @@ class Matcher:
         """
         if self._ended:
             return np.zeros(self.compiled.vocab.n_logits, dtype=bool)
-        mask = self.compiled.mask(self.state)
-        if self.think_spent():
+        mask = self.compiled.mask(self._history[-1])
+        if self._phases and self.think_spent():
             mask = self._bounds.narrow_spent(self.state, self._phases[-1].matched, mask)  # type: ignore[union-attr]
         if remaining is None:
             return mask
