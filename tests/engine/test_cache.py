@@ -306,3 +306,23 @@ def test_budget_needs_are_saved_so_a_later_run_narrows_without_walking(cache_dir
     before = sorted(cache_dir.rglob("*.msc"), key=lambda p: p.stat().st_mtime_ns)[-1].stat().st_mtime_ns
     third.persist()
     assert sorted(cache_dir.rglob("*.msc"), key=lambda p: p.stat().st_mtime_ns)[-1].stat().st_mtime_ns == before
+
+
+def test_past_its_size_limit_the_least_recently_used_entries_go(cache_dir, monkeypatch):
+    """Entries of older engine versions are never read again: the cache keeps to
+    $MINISTRUCT_CACHE_MAX_MB by deleting what was used longest ago, not what was just read."""
+    import os
+
+    block = {"a": np.zeros(100_000, dtype=np.uint8)}  # about 0.1 MB an entry
+    for i, kind in enumerate(["trie", "grammar", "trie", "vocab"]):
+        cache.save(kind, f"k{i}", block)
+        os.utime(cache.entry_path(kind, f"k{i}"), (1000 + i, 1000 + i))  # k0 oldest
+    assert cache.load("trie", "k0") is not None  # read: now the most recently used
+    monkeypatch.setenv("MINISTRUCT_CACHE_MAX_MB", "0.35")  # room for three
+    cache.save("grammar", "k4", block)
+    left = {p.stem for p in cache_dir.glob("engine/*/*.msc")}
+    assert left == {"k0", "k3", "k4"}
+    assert sum(p.stat().st_size for p in cache_dir.glob("engine/*/*.msc")) <= 0.35 * 1024 * 1024
+    monkeypatch.setenv("MINISTRUCT_CACHE_MAX_MB", "0")  # the entry just written is never deleted
+    cache.save("trie", "k5", block)
+    assert {p.stem for p in cache_dir.glob("engine/*/*.msc")} == {"k5"}

@@ -12,7 +12,9 @@ grammar's canonical text and rule order, and the source code of the engine modul
 themselves, so an entry is never stale. Entries are written atomically.
 
 Location: $MINISTRUCT_CACHE_DIR, else the user cache directory; MINISTRUCT_NO_CACHE=1
-turns it off.
+turns it off. Size: entries of older engine versions (or grammars no longer used) are
+never read again, so past $MINISTRUCT_CACHE_MAX_MB (default MAX_BYTES) the least recently
+used entries are deleted whenever one is written (`load` marks an entry used).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import mmap
+import os
 import struct
 import zlib
 from dataclasses import dataclass
@@ -35,6 +38,7 @@ from ministruct.grammar.parser_cache import cache_root, write_atomic
 # what shapes the cached data: every module of the engine, and the IR and analysis it compiles
 _GRAMMAR_MODULES = ("ir.py", "analysis.py")
 MAGIC = b"MINISTRUCT-CACHE-1\n"
+MAX_BYTES = 2 * 1024**3
 ALIGN = 64
 SUFFIX = ".msc"
 _DTYPES = frozenset({"|b1", "|u1", "|i1", "<u2", "<i2", "<u4", "<i4", "<u8", "<i8", "<f4", "<f8"})
@@ -182,7 +186,9 @@ def load(kind: str, key: str, *, mapped: bool = True) -> Entry | None:
                     buf = f.read()
             else:
                 buf = f.read()
-        return decode(buf)
+        entry = decode(buf)
+        _mark_used(path)
+        return entry
     except FileNotFoundError:
         return None
     except Exception:  # damaged or foreign: drop it and rebuild
@@ -205,3 +211,44 @@ def save(kind: str, key: str, arrays: dict[str, np.ndarray], meta: dict[str, Any
     if path is None:
         return
     write_atomic(path, encode(arrays, meta or {}))
+    trim(keep=path)
+
+
+def _mark_used(path: Path) -> None:
+    try:
+        os.utime(path)
+    except OSError:  # (a read-only cache is still read)
+        pass
+
+
+def budget() -> int:
+    """The cache's size limit in bytes ($MINISTRUCT_CACHE_MAX_MB, else MAX_BYTES)."""
+    try:
+        return int(float(os.environ["MINISTRUCT_CACHE_MAX_MB"]) * 1024 * 1024)
+    except (KeyError, ValueError):
+        return MAX_BYTES
+
+
+def trim(keep: Path | None = None) -> None:
+    """Delete the least recently used entries until they take at most `budget()` bytes
+    (never `keep`, the entry just written)."""
+    d = cache_dir()
+    if d is None:
+        return
+    found = []
+    for path in d.glob(f"*/*{SUFFIX}"):
+        try:
+            st = path.stat()
+        except OSError:  # (another process deleted it)
+            continue
+        found.append((st.st_mtime, st.st_size, path))
+    total = sum(size for _, size, _ in found)
+    for _, size, path in sorted(found, key=lambda f: f[0]):
+        if total <= budget():
+            break
+        if path != keep:
+            try:
+                path.unlink()
+                total -= size
+            except OSError:
+                pass
