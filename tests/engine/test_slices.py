@@ -22,7 +22,7 @@ from ministruct.engine.compile import compile_grammar
 from ministruct.engine.matcher import Matcher
 from ministruct.engine.slices import _UNASKED, FULL, MAX_SLICE_CHARS, NOT_IN, index_for
 from ministruct.engine.vocab import Vocabulary
-from ministruct.grammar.ir import Alt, CharClass, Grammar, Literal, Repeat, Seq
+from ministruct.grammar.ir import Alt, CharClass, Grammar, Literal, Repeat, RuleRef, Seq
 
 ALPHABET = list('abcdxyz0159"\\ -\n') + ["é", "ü", "ñ", "α", "ω", "中", "𝄞"]
 
@@ -205,6 +205,45 @@ def test_the_slices_decide_most_string_masks():
         m.advance(TOKENS.index(t))
         out += t
     assert any(isinstance(p.members, tuple) for p in c._walks.values())
+
+
+@pytest.mark.parametrize("bound", [3, 30, None])
+def test_a_string_body_in_a_rule_of_its_own_is_decided_by_the_slice(bound, monkeypatch):
+    """`"\"" body "\""` with `body ::= char{1,n}` (grammar/limits.py hoists repeated bodies
+    so): above the usual split the body's rule may end after any character, one frame
+    deeper the closing quote is inside. The masks are the `regex` oracle's at every step,
+    and a slice decides them (without the deeper split, none does)."""
+    from test_matcher import to_bytes_regex
+
+    body = Repeat(char_class(['"', "\\"], negated=True), 1, bound)
+    dash, quote = Literal("-"), Literal('"')
+    rules = {
+        "root": Seq((dash, RuleRef("nested"), dash)),
+        "nested": Seq((dash, RuleRef("string"), dash)),
+        "string": Seq((quote, RuleRef("body"), quote)),
+        "body": body,
+    }
+    oracle = regex.compile(to_bytes_regex(Seq((dash, dash, quote, body, quote, dash, dash))), flags=regex.DOTALL)
+    for deeper in (True, False):
+        if not deeper:
+            monkeypatch.setattr(compile_module.CompiledGrammar, "_slice_split", compile_module.CompiledGrammar._split)
+        c = compile_grammar(Grammar(rules), VOCAB, use_cache=False)
+        m = Matcher(c)
+        out = b""
+        rng = random.Random(bound or 0)
+        for step in range(12):
+            mask = m.mask()
+            want = [bool(t) and oracle.fullmatch(out + t, partial=True) is not None for t in TOKENS]
+            assert mask[: len(TOKENS)].tolist() == want, out
+            if out == b'--"':  # inside the string: are its slice tokens taken by length?
+                members = c._walks[(compile_module.ROOT, c._slice_split(c.mask_key(m.state))[1])].members
+                assert (members is not None) == deeper
+            legal = [i for i, w in enumerate(want) if w]
+            if not legal:
+                break
+            i = TOKENS.index(b"-" if step < 2 else b'"') if step < 3 else rng.choice(legal)
+            m.advance(i)
+            out += TOKENS[i]
 
 
 def test_a_character_outside_the_slice_between_stable_nodes_is_walked():

@@ -118,6 +118,7 @@ class CompiledGrammar:
         self._walk_bytes = 0
         self._walk_keys = 0
         self._splits: dict[int, tuple[Stack, int]] = {}
+        self._slice_splits: dict[int, tuple[Stack, int]] = {}
         self._returns: dict[Stack, int] = {}
         self._chains: dict[str, SliceChains] = {}
         self._members: dict[tuple[str, tuple], np.ndarray] = {}  # (slice, alive set) -> its tokens
@@ -192,6 +193,7 @@ class CompiledGrammar:
             self._token_steps,
             self._walks,
             self._splits,
+            self._slice_splits,
             self._returns,
             self._chains,
             self._members,
@@ -334,7 +336,7 @@ class CompiledGrammar:
         parts: list[_Part] = []
         parent, at = None, cid
         while True:
-            base, rel = self._split(at)
+            base, rel = self._split(at) if parent is not None else self._slice_split(at)
             part = self._walk_from(parent, rel)
             parts.append(part)
             if not base or not len(part.found.exits):
@@ -422,6 +424,33 @@ class CompiledGrammar:
             hit = ((), cid) if p == 0 else (lo[:p], self.transitions.intern(frozenset(s[p:] for s in stacks)))
         self._splits[cid] = hit
         return hit
+
+    def _slice_split(self, cid: int) -> tuple[Stack, int]:
+        """`_split`, with frames moved from the base into the relative configuration while
+        that lets a slice decide it: a string body in a rule of its own (a repeat hoisted
+        out by grammar/limits.py, `body ::= char{0,40}` called as `"\"" body "\""`) can end
+        after any character, so above the split the characters are not one chain (the walk
+        would have to see the rule return mid-token); one frame deeper the closing quote is
+        inside, and they are."""
+        hit = self._slice_splits.get(cid)
+        if hit is not None:
+            return hit
+        base, rel = self._split(cid)
+        name = next((n for n in CHAIN_SLICES if n in self._slices), None)  # (the slice _slice_for takes)
+        chains = self._chains_of(name) if name is not None else None
+        for _ in range(KEEP_FRAMES):
+            if chains is None or not base or chains.limit(rel) is not None or chains.char_step(rel) is None:
+                break
+            frame, config = base[-1:], self.configs[rel]
+            stacks = {frame + st for st in config if st != ACCEPT}
+            if ACCEPT in config:
+                stacks |= self.automaton.closure(frame)
+            deeper = self.transitions.intern(frozenset(stacks))
+            if chains.limit(deeper) is None:
+                break
+            base, rel = base[:-1], deeper
+        self._slice_splits[cid] = (base, rel)
+        return base, rel
 
     def _return_to(self, base: Stack) -> int:
         """The configuration after the frames above `base` have returned into it."""
