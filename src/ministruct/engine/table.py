@@ -32,7 +32,6 @@ FEW_PIECES = 8  # a row of up to this many segments is written a slice at a time
 MERGED_KEPT = 10_000  # configurations of several stacks whose merged pieces are kept
 FEW_CELLS = 8  # a row asked for in at most this many classes may be stepped cell by cell
 CELLS_MIN_STACKS = 8  # ... when its configuration has at least this many stacks (the walk asks)
-STACK_CELLS_KEPT = 20_000  # stacks whose configuration per class is kept (one list of n_classes each)
 MAX_PARTS = 8  # a configuration is kept as the union of at most this many others (see Transitions.parts)
 UNIONS_KEPT = 200_000
 T = TypeVar("T")
@@ -93,8 +92,6 @@ class Transitions:
         self._segments_of: dict[int, tuple[tuple[int, int, tuple[int, ...]], ...]] = {}
         self._stack_pieces: dict[tuple, list[tuple[int, int, frozenset]]] = {}
         self._merged: dict[int, list[tuple[int, int, frozenset]]] = {}
-        self._stack_cells: dict[tuple, list[Config | None]] = {}
-        self._cell_rows: dict[int, list[list[Config | None]]] = {}  # a wide configuration's stacks' cells
         # id -> ids of smaller configurations whose union it is: one byte steps every
         # stack on its own, so a cell is the union of the parts' cells
         self.parts: dict[int, tuple[int, ...]] = {}
@@ -196,9 +193,8 @@ class Transitions:
 
     def _fill_cell(self, state: int, cls: int) -> int:
         """Make one cell known: from the parts' cells where the configuration has parts,
-        else from its stacks' (for a configuration of many stacks, each stack's configuration
-        per class is kept, and the distinct configurations they reach become the parts of
-        the target)."""
+        else from its stacks' (for a configuration of many stacks, the distinct configurations
+        its stacks reach on that class become the parts of the target)."""
         parts = self.parts.get(state)
         if parts is not None:
             reached = []
@@ -212,14 +208,9 @@ class Transitions:
         elif len(self.configs[state]) < CELLS_MIN_STACKS:  # (a few stacks: parts would cost more than they save)
             nxt = self.intern(self.automaton.step(self.configs[state], int(self.class_rep[cls])))
         else:
-            rows = self._cell_rows.get(state)
-            if rows is None:
-                if len(self._cell_rows) >= MERGED_KEPT:
-                    self._cell_rows.clear()
-                rows = self._cell_rows[state] = [self._cells(st) for st in self.configs[state]]
             seen: dict[int, Config] = {}
-            for r in rows:
-                x = r[cls]
+            for st in self.configs[state]:
+                x = self._stack_cell(st, cls)
                 if x is not None:
                     seen[id(x)] = x
             nxt = self.union([self.intern(x) for x in seen.values()])
@@ -278,17 +269,29 @@ class Transitions:
         self.part_count[cid] = len(key)
         self._n_part_ids = n + len(key)
 
-    def _cells(self, st: tuple) -> list[Config | None]:
-        """Per byte class, the configuration one stack reaches (None: not allowed)."""
-        hit = self._stack_cells.get(st)
-        if hit is None:
-            hit = [None] * self.n_classes
-            for lo, hi, target in self._pieces(st):
-                hit[lo:hi] = [target] * (hi - lo)
-            if len(self._stack_cells) >= STACK_CELLS_KEPT:
-                self._stack_cells.clear()
-            self._stack_cells[st] = hit
-        return hit
+    def _stack_cell(self, st: tuple, cls: int) -> Config | None:
+        """The configuration one stack reaches on a byte of class `cls` (None: not allowed):
+        only that class's closure, unless the stack's `_pieces` are known already."""
+        pieces = self._stack_pieces.get(st)
+        if pieces is not None:
+            for lo, hi, target in pieces:
+                if cls < hi:
+                    return target if lo <= cls else None
+            return None
+        if not st:
+            return None
+        for lo, hi, ts in self.segments(st[-1]):
+            if cls < hi:
+                if cls < lo:
+                    return None
+                closure, head = self.automaton.closure, st[:-1]
+                if len(ts) == 1:
+                    target = closure(head + ts)
+                else:
+                    target = frozenset().union(*(closure(head + (t,)) for t in ts))
+                self._check_width([(lo, hi, target)])
+                return target
+        return None
 
     def segments(self, q: int) -> tuple[tuple[int, int, tuple[int, ...]], ...]:
         """State q's byte edges as disjoint class segments (lo, hi, targets), in order;
@@ -486,7 +489,7 @@ class Transitions:
             raise ValueError("saved configurations belong to another grammar")
         self.configs[:] = configs
         self.ids = ids
-        for by_id in (self._merged, self._cell_rows, self.parts, self._unions):
+        for by_id in (self._merged, self.parts, self._unions):
             by_id.clear()  # (the ids were just renumbered)
         size = max(64, 1 << (n - 1).bit_length())
         self.table = np.full((size, self.n_classes), UNKNOWN, dtype=np.int32)
