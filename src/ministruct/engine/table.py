@@ -284,14 +284,17 @@ class Transitions:
             if cls < hi:
                 if cls < lo:
                     return None
-                closure, head = self.automaton.closure, st[:-1]
-                if len(ts) == 1:
-                    target = closure(head + ts)
-                else:
-                    target = frozenset().union(*(closure(head + (t,)) for t in ts))
+                target = self._target(st[:-1], ts)
                 self._check_width([(lo, hi, target)])
                 return target
         return None
+
+    def _target(self, head: tuple, ts: tuple[int, ...]) -> Config:
+        """The configuration a stack `head + (q,)` reaches through a segment of q's to `ts`."""
+        closure = self.automaton.closure
+        if len(ts) == 1:
+            return closure(head + ts)
+        return frozenset().union(*(closure(head + (t,)) for t in ts))
 
     def segments(self, q: int) -> tuple[tuple[int, int, tuple[int, ...]], ...]:
         """State q's byte edges as disjoint class segments (lo, hi, targets), in order;
@@ -316,12 +319,8 @@ class Transitions:
         if hit is None:
             hit = []
             if st:
-                closure, head = self.automaton.closure, st[:-1]
-                for lo, hi, ts in self.segments(st[-1]):
-                    if len(ts) == 1:
-                        hit.append((lo, hi, closure(head + ts)))
-                    else:
-                        hit.append((lo, hi, frozenset().union(*(closure(head + (t,)) for t in ts))))
+                head = st[:-1]
+                hit = [(lo, hi, self._target(head, ts)) for lo, hi, ts in self.segments(st[-1])]
             self._check_width(hit)
             if len(self._stack_pieces) >= STACK_PIECES_KEPT:
                 self._stack_pieces.clear()
