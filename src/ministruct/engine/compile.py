@@ -33,7 +33,16 @@ import numpy as np
 
 from ministruct.engine.automaton import ACCEPT, Automaton, Config, Stack
 from ministruct.engine.prune import build_pruner, choose_slice
-from ministruct.engine.slices import CHAIN_SLICES, FULL, INFINITE, NOT_IN, SliceChains, index_for, lengths_within
+from ministruct.engine.slices import (
+    CHAIN_SLICES,
+    FULL,
+    INFINITE,
+    NOT_IN,
+    SliceChains,
+    index_for,
+    lengths_within,
+    rest_outside,
+)
 from ministruct.engine.table import DEAD, Transitions
 from ministruct.engine.token_edges import TokenEdges
 from ministruct.engine.trie import TokenTrie, copy_duplicates
@@ -53,6 +62,10 @@ ROOT = -1  # a walk that starts at the trie's root
 KEEP_FRAMES = 2
 PRUNE_MIN_TOKENS = 2048  # a node with fewer tokens below is walked, not analysed
 WORD_PRUNE_MIN_TOKENS = 1  # the word slice's check is a set lookup: every node is asked
+OPEN_SLICE = "json-char"  # the slice open chains take tokens from (SliceChains.open_limit)
+# an open chain whose characters make fewer tokens than this is walked: its rest trie
+# (built once per character set) would save little
+OPEN_MIN_TOKENS = 2048
 MAX_UNION_DEPTH = 32  # masks made of the masks of parts, nested at most this deep (then walked)
 
 _ROOT_NODES = np.zeros(1, dtype=np.int64)  # (walks copy their entries)
@@ -117,6 +130,7 @@ class CompiledGrammar:
         self._returns: dict[Stack, int] = {}
         self._chains: dict[str, SliceChains] = {}
         self._members: dict[tuple[str, int, tuple], np.ndarray] = {}
+        self._open_sizes: dict[tuple, int] = {}  # tokens made of an open chain's characters
         self._prune: Pruner | None = None
         self.eog = np.asarray(sorted(vocab.eog_ids), dtype=np.int64)
         self.token_edges = TokenEdges(self.automaton, vocab, grammar.source)
@@ -476,7 +490,29 @@ class CompiledGrammar:
                 members.setflags(write=False)
                 self._members[(name, limit, alive)] = members
             return members, sl.rest
-        return None, self.trie
+        return self._open_slice_for(rel)
+
+    def _open_slice_for(self, rel: int) -> tuple[np.ndarray | None, TokenTrie]:
+        """`_slice_for` by an open chain (SliceChains.open_limit): the tokens made of its
+        characters are taken by length, the rest of the vocabulary is walked."""
+        sl = self._slices.get(OPEN_SLICE)
+        found = None if sl is None else self._chains_of(OPEN_SLICE).open_limit(rel)
+        if found is None:
+            return None, self.trie
+        limit, ranges = found
+        length = lengths_within(sl, ranges)
+        size = self._open_sizes.get(ranges)
+        if size is None:
+            size = self._open_sizes[ranges] = int(np.count_nonzero(length != NOT_IN))
+        if size < OPEN_MIN_TOKENS:
+            return None, self.trie
+        key = (OPEN_SLICE, limit, ranges)
+        members = self._members.get(key)
+        if members is None:
+            members = length <= limit if limit != INFINITE else length != NOT_IN
+            members.setflags(write=False)
+            self._members[key] = members
+        return members, rest_outside(sl, ranges, self.trie)
 
     def _chains_of(self, name: str) -> SliceChains:
         chains = self._chains.get(name)
