@@ -472,6 +472,10 @@ class CompiledGrammar:
 
     def _slice_for(self, rel: int) -> tuple[np.ndarray | None, TokenTrie]:
         """(the slice tokens legal from `rel`, the trie of the other tokens), when a slice applies."""
+        if OPEN_SLICE in self._slices and self._chains_of(OPEN_SLICE).on_open_chain(rel):
+            found = self._open_slice_for(rel)  # (first: other characters leave the chain here)
+            if found[0] is not None:
+                return found
         for name in CHAIN_SLICES:
             sl = self._slices.get(name)
             if sl is None:

@@ -605,6 +605,10 @@ class SliceChains:
         self._open[cid] = out
         return out
 
+    def on_open_chain(self, cid: int) -> bool:
+        """Was `cid` reached along an open chain (`open_limit`)?"""
+        return cid in self._open_hint
+
     def _open_chain(self, cid: int, aid: int) -> tuple[int, tuple[tuple[int, int], ...]] | None:
         """`open_limit` with the characters of the class paths numbered `aid`."""
         ranges = self.ranges(self._alive_paths_of[aid])
