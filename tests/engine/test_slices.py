@@ -154,18 +154,21 @@ def test_masks_with_slices_equal_partial_matching(expr, walk):
 
 
 OPEN_CLASS = CharClass(tuple((ord(c), ord(c)) for c in "abcdxyz0159-"), negated=False)
+# letters, digits and more: its chains walk the tokens not made of letters and digits alone
+WORD_CLASS = CharClass(((0x2D, 0x2D), (0x30, 0x39), (0x41, 0x5A), (0x5F, 0x5F), (0x61, 0x7A)), negated=False)
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
+    cls=st.sampled_from([OPEN_CLASS, WORD_CLASS]),
     bounds=st.sampled_from([(1, 3), (1, 12), (2, 30), (0, None), (3, None)]),
     walk=st.lists(st.integers(0, 10_000), min_size=4, max_size=20),
 )
-def test_open_chains_equal_partial_matching(bounds, walk):
+def test_open_chains_equal_partial_matching(cls, bounds, walk):
     """Characters that leave a counted class for elsewhere (an e-mail's '.' and '@') do
     not keep the other characters from being taken by length: the masks stay exact."""
     lo, hi = bounds
-    part = Repeat(OPEN_CLASS, lo, hi)
+    part = Repeat(cls, lo, hi)
     expr = Seq((Literal('"'), part, Repeat(Seq((Literal("."), part)), 0, 2), Literal("é"), part, Literal('"')))
     pattern = regex.compile(oracle(expr), flags=regex.DOTALL)
     compiled = compile_grammar(Grammar({"root": expr}), VOCAB, use_cache=False)

@@ -516,7 +516,11 @@ class CompiledGrammar:
             members = length <= limit if limit != INFINITE else length != NOT_IN
             members.setflags(write=False)
             self._members[key] = members
-        return members, rest_outside(sl, ranges, self.trie)
+        # chains over letters and digits and a few more share the trie of the tokens not
+        # made of letters and digits alone: it holds every token not a member (and some
+        # that are, walked to the same answer), and is built once instead of per set
+        walked = _ALNUM if _covers(ranges, _ALNUM) else ranges
+        return members, rest_outside(sl, walked, self.trie)
 
     def _chains_of(self, name: str) -> SliceChains:
         chains = self._chains.get(name)
@@ -581,6 +585,14 @@ class CompiledGrammar:
             "walks_cached": len(self._walks),
             "compile_ms": round(self.compile_s * 1000, 3),
         }
+
+
+_ALNUM = ((0x30, 0x39), (0x41, 0x5A), (0x61, 0x7A))
+
+
+def _covers(ranges: tuple[tuple[int, int], ...], inner: tuple[tuple[int, int], ...]) -> bool:
+    """Is every code point of `inner` in `ranges` (merged ranges, in order)?"""
+    return all(any(a <= lo and hi <= b for a, b in ranges) for lo, hi in inner)
 
 
 def _zeroed_chunk(rows: int, n: int) -> np.ndarray:
