@@ -154,7 +154,7 @@ def test_masks_with_slices_equal_partial_matching(expr, walk):
 
 
 OPEN_CLASS = CharClass(tuple((ord(c), ord(c)) for c in "abcdxyz0159-"), negated=False)
-# letters, digits and more: its chains walk the tokens not made of letters and digits alone
+# letters and more: its chains walk the tokens not made of letters alone
 WORD_CLASS = CharClass(((0x2D, 0x2D), (0x30, 0x39), (0x41, 0x5A), (0x5F, 0x5F), (0x61, 0x7A)), negated=False)
 
 

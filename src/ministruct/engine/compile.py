@@ -516,10 +516,11 @@ class CompiledGrammar:
             members = length <= limit if limit != INFINITE else length != NOT_IN
             members.setflags(write=False)
             self._members[key] = members
-        # chains over letters and digits and a few more share the trie of the tokens not
-        # made of letters and digits alone: it holds every token not a member (and some
-        # that are, walked to the same answer), and is built once instead of per set
-        walked = _ALNUM if _covers(ranges, _ALNUM) else ranges
+        # chains over the ASCII letters and more share the trie of the tokens not made of
+        # letters alone: it holds every token not a member (and some that are, walked to
+        # the same answer), and is built once instead of per set (e-mail local parts,
+        # host names, their last labels)
+        walked = _LETTERS if _covers(ranges, _LETTERS) else ranges
         return members, rest_outside(sl, walked, self.trie)
 
     def _chains_of(self, name: str) -> SliceChains:
@@ -587,7 +588,7 @@ class CompiledGrammar:
         }
 
 
-_ALNUM = ((0x30, 0x39), (0x41, 0x5A), (0x61, 0x7A))
+_LETTERS = ((0x41, 0x5A), (0x61, 0x7A))
 
 
 def _covers(ranges: tuple[tuple[int, int], ...], inner: tuple[tuple[int, int], ...]) -> bool:
