@@ -581,17 +581,17 @@ class SliceChains:
     def open_limit(self, cid: int) -> tuple[int, tuple[tuple[int, int], ...]] | None:
         """`limit` for a chain that other characters of S may leave: (r, A) when the
         characters of a set A lead `cid` along one chain of r steps (INFINITE as in
-        `limit`), with no ACCEPT on it, after which none of them is alive. A is the set a
+        `limit`), with no ACCEPT on it nor at `cid`, after which none of them is alive. A is the set a
         chain through `cid` was found with, else the most characters that lead `cid` to one
         configuration. The other characters go anywhere: tokens holding one are not
         decided by length (`rest_outside`). None when `cid` has no such chain."""
         if cid in self._open:
             return self._open[cid]
         out = None
-        hint = self._open_hint.get(cid)
+        hint = None if self.tr.accept[cid] else self._open_hint.get(cid)  # (a frame could return first)
         if hint is not None:
             out = self._open_chain(cid, hint)
-        if out is None and self._weight(cid) >= MIN_ALIVE:
+        if out is None and not self.tr.accept[cid] and self._weight(cid) >= MIN_ALIVE:
             first = self._main_paths(cid)
             if first is not None:
                 aid = self._alive_ids.get(first[1])
