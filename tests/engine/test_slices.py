@@ -47,6 +47,7 @@ def prune_small_subtrees(monkeypatch):
     """The walk asks whether a slice decides a node only above 2048 tokens; this vocabulary
     is small, so lower the bar to have every node asked."""
     monkeypatch.setattr(compile_module, "PRUNE_MIN_TOKENS", 1)
+    monkeypatch.setattr(compile_module, "OPEN_MIN_TOKENS", 1)  # (open chains too)
 
 
 EOG = len(TOKENS)
@@ -150,6 +151,55 @@ def test_masks_with_slices_equal_partial_matching(expr, walk):
         t = legal[choice % len(legal)]
         m.advance(t)
         out += TOKENS[t]
+
+
+OPEN_CLASS = CharClass(tuple((ord(c), ord(c)) for c in "abcdxyz0159-"), negated=False)
+# letters and more: its chains walk the tokens not made of letters alone
+WORD_CLASS = CharClass(((0x2D, 0x2D), (0x30, 0x39), (0x41, 0x5A), (0x5F, 0x5F), (0x61, 0x7A)), negated=False)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    cls=st.sampled_from([OPEN_CLASS, WORD_CLASS]),
+    bounds=st.sampled_from([(1, 3), (1, 12), (2, 30), (0, None), (3, None)]),
+    walk=st.lists(st.integers(0, 10_000), min_size=4, max_size=20),
+)
+def test_open_chains_equal_partial_matching(cls, bounds, walk):
+    """Characters that leave a counted class for elsewhere (an e-mail's '.' and '@') do
+    not keep the other characters from being taken by length: the masks stay exact."""
+    lo, hi = bounds
+    part = Repeat(cls, lo, hi)
+    expr = Seq((Literal('"'), part, Repeat(Seq((Literal("."), part)), 0, 2), Literal("é"), part, Literal('"')))
+    pattern = regex.compile(oracle(expr), flags=regex.DOTALL)
+    compiled = compile_grammar(Grammar({"root": expr}), VOCAB, use_cache=False)
+    m = Matcher(compiled)
+    out = b""
+    for choice in walk + [None]:
+        mask = m.mask()
+        assert_mask_is_oracles(mask, pattern, out)
+        legal = sorted((t for t in np.flatnonzero(mask).tolist() if t != EOG), key=lambda t: len(TOKENS[t]))
+        if choice is None or not legal:
+            break
+        t = legal[-1 - choice % min(3, len(legal))] if choice % 2 else legal[choice % len(legal)]
+        m.advance(t)
+        out += TOKENS[t]
+    assert compiled._chains_of("json-char")._alive_sets  # (the open chains were asked)
+
+
+def test_open_chains_take_the_class_tokens_by_length():
+    """Inside a counted class that '.' leaves, the class's tokens are taken by length and
+    only the other tokens are walked."""
+    part = Repeat(OPEN_CLASS, 1, 12)
+    expr = Seq((Literal('"'), part, Literal("."), part, Literal('"')))
+    compiled = compile_grammar(Grammar({"root": expr}), VOCAB, use_cache=False)
+    cid = compiled.step_bytes(compiled.initial, b'"ab')
+    members, trie = compiled._slice_for(compiled._split(cid)[1])
+    assert members is not None
+    if isinstance(members, tuple):  # (lengths, limit): at most `limit` characters
+        members = np.less_equal(*members)
+    inside = {i for i, t in enumerate(TOKENS) if t and set(t.decode("utf-8", "replace")) <= set("abcdxyz0159-")}
+    assert {i for i in np.flatnonzero(members).tolist()} == {i for i in inside if len(TOKENS[i]) <= 10}
+    assert not inside & set(trie.sorted_ids.tolist())
 
 
 def test_the_slices_decide_most_string_masks():

@@ -50,3 +50,21 @@ def test_the_preorder_survives_the_disk_format(tokens):
     trie = TokenTrie.build(tokens, np.arange(len(tokens)))
     again = TokenTrie.from_arrays(trie.to_arrays("t_"), "t_")
     assert np.array_equal(again.pre, trie.pre) and np.array_equal(again.node_pre, trie.node_pre)
+
+
+@settings(max_examples=150, deadline=None)
+@given(tokens=token_sets, picks=st.lists(st.booleans(), min_size=64, max_size=64))
+def test_a_subset_is_the_trie_built_of_those_tokens(tokens, picks):
+    tokens = tokens + tokens[:2]  # (twins: the same bytes under two ids)
+    full = TokenTrie.build(tokens, np.arange(len(tokens)))
+    keep = np.asarray([picks[sum(t) % 64] for t in tokens])  # (the same for twins)
+    sub = full.subset(keep)
+    ref = TokenTrie.build(tokens, np.flatnonzero(keep))
+    for f in ("node_byte", "child_count", "node_token", "level_start", "tok_lo", "tok_count", "sorted_ids", "pre"):
+        assert np.array_equal(getattr(sub, f), getattr(ref, f)) and getattr(sub, f).dtype == getattr(ref, f).dtype, f
+    assert np.array_equal(sub.node_pre, ref.node_pre) and sub.max_len == ref.max_len
+    has = ref.child_count > 0  # (where a node has no children its start is never read)
+    assert np.array_equal(sub.child_start[has], ref.child_start[has])
+    assert sorted(zip(sub.dup_src.tolist(), sub.dup_dst.tolist())) == sorted(
+        zip(ref.dup_src.tolist(), ref.dup_dst.tolist())
+    )

@@ -34,7 +34,16 @@ import numpy as np
 
 from ministruct.engine.automaton import ACCEPT, Automaton, Config, Stack
 from ministruct.engine.prune import build_pruner, choose_slice
-from ministruct.engine.slices import CHAIN_SLICES, FULL, INFINITE, NOT_IN, SliceChains, index_for, lengths_within
+from ministruct.engine.slices import (
+    CHAIN_SLICES,
+    FULL,
+    INFINITE,
+    NOT_IN,
+    SliceChains,
+    index_for,
+    lengths_within,
+    rest_outside,
+)
 from ministruct.engine.table import DEAD, Transitions
 from ministruct.engine.token_edges import TokenEdges
 from ministruct.engine.trie import TokenTrie, copy_duplicates
@@ -54,6 +63,10 @@ ROOT = -1  # a walk that starts at the trie's root
 KEEP_FRAMES = 2
 PRUNE_MIN_TOKENS = 2048  # a node with fewer tokens below is walked, not analysed
 WORD_PRUNE_MIN_TOKENS = 1  # the word slice's check is a set lookup: every node is asked
+OPEN_SLICE = "json-char"  # the slice open chains take tokens from (SliceChains.open_limit)
+# an open chain whose characters make fewer tokens than this is walked: its rest trie
+# (built once per character set) would save little
+OPEN_MIN_TOKENS = 2048
 MAX_UNION_DEPTH = 32  # masks made of the masks of parts, nested at most this deep (then walked)
 
 _ROOT_NODES = np.zeros(1, dtype=np.int64)  # (walks copy their entries)
@@ -121,7 +134,8 @@ class CompiledGrammar:
         self._slice_splits: dict[int, tuple[Stack, int]] = {}
         self._returns: dict[Stack, int] = {}
         self._chains: dict[str, SliceChains] = {}
-        self._members: dict[tuple[str, tuple], np.ndarray] = {}  # (slice, alive set) -> its tokens
+        self._members: dict[tuple, np.ndarray] = {}  # (slice, character set) -> its tokens
+        self._open_sizes: dict[tuple, int] = {}  # tokens made of an open chain's characters
         self._prune: Pruner | None = None
         self.eog = np.asarray(sorted(vocab.eog_ids), dtype=np.int64)
         self.token_edges = TokenEdges(self.automaton, vocab, grammar.source)
@@ -489,6 +503,10 @@ class CompiledGrammar:
     def _slice_for(self, rel: int) -> tuple[np.ndarray | tuple[np.ndarray, int] | None, TokenTrie]:
         """(the slice tokens legal from `rel` (see _Part.members), the trie of the other
         tokens), when a slice applies."""
+        if OPEN_SLICE in self._slices and self._chains_of(OPEN_SLICE).on_open_chain(rel):
+            found = self._open_slice_for(rel)  # (first: other characters leave the chain here)
+            if found[0] is not None:
+                return found
         for name in CHAIN_SLICES:
             sl = self._slices.get(name)
             if sl is None:
@@ -505,7 +523,35 @@ class CompiledGrammar:
                 members = self._members[(name, alive)] = length != NOT_IN
                 members.setflags(write=False)
             return members, sl.rest
-        return None, self.trie
+        return self._open_slice_for(rel)
+
+    def _open_slice_for(self, rel: int) -> tuple[np.ndarray | tuple[np.ndarray, int] | None, TokenTrie]:
+        """`_slice_for` by an open chain (SliceChains.open_limit): the tokens made of its
+        characters are taken by length, the rest of the vocabulary is walked."""
+        sl = self._slices.get(OPEN_SLICE)
+        found = None if sl is None else self._chains_of(OPEN_SLICE).open_limit(rel)
+        if found is None:
+            return None, self.trie
+        limit, ranges = found
+        length = lengths_within(sl, ranges)
+        size = self._open_sizes.get(ranges)
+        if size is None:
+            size = self._open_sizes[ranges] = int(np.count_nonzero(length != NOT_IN))
+        if size < OPEN_MIN_TOKENS:
+            return None, self.trie
+        if limit != INFINITE:
+            members: np.ndarray | tuple[np.ndarray, int] = (length, limit)
+        else:
+            members = self._members.get((OPEN_SLICE, ranges))
+            if members is None:
+                members = self._members[(OPEN_SLICE, ranges)] = length != NOT_IN
+                members.setflags(write=False)
+        # chains over the ASCII letters and more share the trie of the tokens not made of
+        # letters alone: it holds every token not a member (and some that are, walked to
+        # the same answer), and is built once instead of per set (e-mail local parts,
+        # host names, their last labels)
+        walked = _LETTERS if _covers(ranges, _LETTERS) else ranges
+        return members, rest_outside(sl, walked, self.trie)
 
     def _chains_of(self, name: str) -> SliceChains:
         chains = self._chains.get(name)
@@ -570,6 +616,14 @@ class CompiledGrammar:
             "walks_cached": len(self._walks),
             "compile_ms": round(self.compile_s * 1000, 3),
         }
+
+
+_LETTERS = ((0x41, 0x5A), (0x61, 0x7A))
+
+
+def _covers(ranges: tuple[tuple[int, int], ...], inner: tuple[tuple[int, int], ...]) -> bool:
+    """Is every code point of `inner` in `ranges` (merged ranges, in order)?"""
+    return all(any(a <= lo and hi <= b for a, b in ranges) for lo, hi in inner)
 
 
 def _zeroed_chunk(rows: int, n: int) -> np.ndarray:

@@ -284,6 +284,12 @@ class SliceChains:
         self._state_alive: dict[int, Any] = {}
         self._ranges: dict[tuple, tuple[tuple[int, int], ...] | None] = {}
         self._segs: dict[frozenset, tuple[list[int], list[tuple[int, int, frozenset]]]] = {}
+        self._open: dict[int, tuple[int, tuple] | None] = {}
+        self._followed: dict[tuple[int, int], int | None] = {}
+        self._alive_ids: dict[tuple, int] = {}  # open chains' class paths, numbered
+        self._alive_paths_of: list[tuple] = []
+        self._alive_sets: list[tuple[list[int], list[tuple[int, ...]]]] = []  # (one-byte classes, longer paths)
+        self._open_hint: dict[int, int] = {}  # configuration -> the paths a chain reached it by
 
     def forever(self, cid: int) -> bool:
         """Does every character of S lead `cid`, and each configuration after it, to one same
@@ -312,9 +318,8 @@ class SliceChains:
             self._uni[cid] = self._uniform(cid)
         return self._uni[cid]
 
-    def _after(self, config: frozenset, cls: int) -> frozenset:
-        """The configuration after one byte of class `cls`, from class segments: the
-        characters' inner configurations get no id and no table row."""
+    def _segments(self, config: frozenset) -> tuple[list[int], list[tuple[int, int, frozenset]]]:
+        """(the first classes of, the class segments) of `config`'s step (Transitions.pieces)."""
         hit = self._segs.get(config)
         if hit is None:
             cid = self.tr.ids.get(config)  # (an interned configuration's merge may be kept already)
@@ -322,7 +327,12 @@ class SliceChains:
             if len(self._segs) >= self.SEGMENTS_KEPT:
                 self._segs.clear()
             hit = self._segs[config] = ([lo for lo, _, _ in pieces], pieces)
-        los, pieces = hit
+        return hit
+
+    def _after(self, config: frozenset, cls: int) -> frozenset:
+        """The configuration after one byte of class `cls`, from class segments: the
+        characters' inner configurations get no id and no table row."""
+        los, pieces = self._segments(config)
         i = bisect_right(los, cls) - 1
         if i >= 0:
             lo, hi, target = pieces[i]
@@ -587,6 +597,126 @@ class SliceChains:
         self._limit[cid] = out
         return out
 
+    def open_limit(self, cid: int) -> tuple[int, tuple[tuple[int, int], ...]] | None:
+        """`limit` for a chain that other characters of S may leave: (r, A) when the
+        characters of a set A lead `cid` along one chain of r steps (INFINITE as in
+        `limit`), with no ACCEPT on it nor at `cid`, after which none of them is alive. A is the set a
+        chain through `cid` was found with, else the most characters that lead `cid` to one
+        configuration. The other characters go anywhere: tokens holding one are not
+        decided by length (`rest_outside`). None when `cid` has no such chain."""
+        if cid in self._open:
+            return self._open[cid]
+        out = None
+        hint = None if self.tr.accept[cid] else self._open_hint.get(cid)  # (a frame could return first)
+        if hint is not None:
+            out = self._open_chain(cid, hint)
+        if out is None and not self.tr.accept[cid] and self._weight(cid) >= MIN_ALIVE:
+            first = self._main_paths(cid)
+            if first is not None:
+                aid = self._alive_ids.get(first[1])
+                if aid is None:
+                    aid = self._alive_ids[first[1]] = len(self._alive_sets)
+                    one = sorted({p[0] for _, p in first[1] if len(p) == 1})
+                    self._alive_sets.append((one, [p for _, p in first[1] if len(p) > 1]))
+                    self._alive_paths_of.append(first[1])
+                if aid != hint:
+                    out = self._open_chain(cid, aid)
+        self._open[cid] = out
+        return out
+
+    def on_open_chain(self, cid: int) -> bool:
+        """Was `cid` reached along an open chain (`open_limit`)?"""
+        return cid in self._open_hint
+
+    def _open_chain(self, cid: int, aid: int) -> tuple[int, tuple[tuple[int, int], ...]] | None:
+        """`open_limit` with the characters of the class paths numbered `aid`."""
+        ranges = self.ranges(self._alive_paths_of[aid])
+        if ranges is None or sum(b - a + 1 for a, b in ranges) < MIN_ALIVE:
+            return None
+        seen = {cid}
+        x, r = cid, 0
+        while True:
+            y = self._follow(x, aid)
+            if y == DEAD_ID:
+                return r, ranges
+            if y is None or self.tr.accept[y]:
+                return None
+            y = int(self.tr.canon[y])  # (as in `limit`)
+            self._open_hint.setdefault(y, aid)
+            r += 1
+            if y in seen or r > MAX_SLICE_CHARS:
+                return INFINITE, ranges
+            seen.add(y)
+            x = y
+
+    def _main_paths(self, cid: int) -> tuple[int, tuple] | None:
+        """(the configuration the most characters of S lead `cid` to, their class paths);
+        None when a frame could end inside a character or there are too many paths."""
+        after = self._after
+        config = self.tr.configs[cid]
+        groups: dict[frozenset, list[tuple[int, tuple[int, ...]]]] = {}
+        for i, seq in enumerate(self.seqs):
+            if not any(after(config, c) for c in seq[0]):
+                continue
+            paths: list[tuple[tuple[int, ...], frozenset]] = [((), config)]
+            for depth, classes in enumerate(seq):
+                paths = [(p + (c,), t) for p, s in paths for c in classes if (t := after(s, c))]
+                if len(paths) > self.MAX_PATHS or (depth + 1 < len(seq) and any(ACCEPT in t for _, t in paths)):
+                    return None
+                if not paths:
+                    break
+            for p, t in paths:
+                groups.setdefault(t, []).append((i, p))
+        best, most = None, 0
+        for target, alive in groups.items():
+            ranges = self.ranges(tuple(alive))
+            size = sum(b - a + 1 for a, b in ranges) if ranges is not None else 0
+            if size > most:
+                best, most = (target, tuple(alive)), size
+        return None if best is None else (self.tr.intern(best[0]), best[1])
+
+    def _follow(self, cid: int, aid: int) -> int | None:
+        """Where every character of the class paths numbered `aid` leads `cid`: one
+        configuration, DEAD_ID when none is alive, None when they part (or a frame could
+        end inside one)."""
+        key = (cid, aid)
+        if key in self._followed:
+            return self._followed[key]
+        one, wide = self._alive_sets[aid]
+        config = self.tr.configs[cid]
+        target: frozenset | None = None
+        taken = 0
+        for lo, hi, t in self._segments(config)[1]:
+            n = bisect_left(one, hi) - bisect_left(one, lo)
+            if n:
+                if target is not None and t != target:
+                    self._followed[key] = None
+                    return None
+                target, taken = t, taken + n
+        if taken < len(one):
+            if target is not None:  # (some of them lead nowhere)
+                self._followed[key] = None
+                return None
+            target = _NOWHERE
+        after = self._after
+        for path in wide:
+            s = config
+            for depth, c in enumerate(path):
+                s = after(s, c)
+                if not s:
+                    break
+                if depth + 1 < len(path) and ACCEPT in s:
+                    self._followed[key] = None
+                    return None
+            if target is None:
+                target = s
+            elif s != target:
+                self._followed[key] = None
+                return None
+        out = None if target is None else (DEAD_ID if not target else self.tr.intern(target))
+        self._followed[key] = out
+        return out
+
 
 DEAD_ID = 0
 _NOWHERE: frozenset = frozenset()
@@ -697,4 +827,27 @@ def _lengths_within(sl: Slice, ranges: tuple[tuple[int, int], ...]) -> np.ndarra
             outside = np.logical_or.reduceat(~lut[cps], np.cumsum(counts) - counts)
             ids = sl.wide_ids[cand[~outside]]
             out[ids] = sl.length[ids]
+    return out
+
+
+_OUTSIDE: OrderedDict[tuple[int, tuple], tuple[TokenTrie, TokenTrie]] = OrderedDict()
+_OUTSIDE_KEPT = 8  # tries per process (each up to the size of the full trie)
+
+
+def rest_outside(sl: Slice, ranges: tuple[tuple[int, int], ...], full: TokenTrie) -> TokenTrie:
+    """The trie of the tokens of `full` that `lengths_within(sl, ranges)` does not hold: the
+    ones an open chain (`SliceChains.open_limit`) does not decide by length (kept per process)."""
+    key = (id(full), ranges)
+    with _LENGTHS_LOCK:
+        hit = _OUTSIDE.get(key)
+        if hit is not None and hit[0] is full:
+            _OUTSIDE.move_to_end(key)
+            return hit[1]
+    out = full.subset(lengths_within(sl, ranges) == NOT_IN)
+    for a in out.to_arrays("").values():  # (read-only as the cached tries: the same compiled walk)
+        a.setflags(write=False)
+    with _LENGTHS_LOCK:
+        _OUTSIDE[key] = (full, out)
+        while len(_OUTSIDE) > _OUTSIDE_KEPT:
+            _OUTSIDE.popitem(last=False)
     return out

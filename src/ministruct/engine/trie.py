@@ -141,6 +141,57 @@ class TokenTrie:
             max_len=L,
         )
 
+    def subset(self, keep: np.ndarray) -> TokenTrie:
+        """The trie of this trie's tokens whose ids `keep` marks (bool per token id); the
+        same as building it anew, without sorting the tokens again."""
+        kept_tok = keep[self.sorted_ids]
+        cs_tok = np.zeros(len(kept_tok) + 1, dtype=np.int32)
+        np.cumsum(kept_tok, out=cs_tok[1:])
+        tok_lo = cs_tok[self.tok_lo]
+        tok_count = cs_tok[self.tok_lo + self.tok_count] - tok_lo
+        alive = tok_count > 0
+        alive[0] = True  # (the root, even of no tokens)
+        cs_node = np.zeros(len(alive) + 1, dtype=np.int32)
+        np.cumsum(alive, out=cs_node[1:])
+        nodes = np.flatnonzero(alive)
+        start = self.child_start[nodes]
+        child_start = cs_node[start]
+        child_count = cs_node[start + self.child_count[nodes]] - child_start
+        node_token = self.node_token[nodes]
+        has = node_token >= 0
+        has[has] = ~keep[node_token[has]]
+        node_token[has] = -1
+        twins = keep[self.dup_dst]
+        level_start = cs_node[self.level_start].astype(np.int64)
+        level_start = level_start[: int(np.searchsorted(level_start, level_start[-1], side="left")) + 1]
+        at = np.flatnonzero(alive[self.pre[:, PRE_NODE]])  # preorder rows kept, in order
+        pre = self.pre.take(at, axis=0)
+        cs_pre = np.zeros(len(self.pre) + 1, dtype=np.int32)
+        cs_pre[1:][at] = 1
+        np.cumsum(cs_pre, out=cs_pre)
+        pre[:, PRE_SIZE] = cs_pre[at + pre[:, PRE_SIZE]] - cs_pre[at]
+        pre[:, PRE_NODE] = cs_node[pre[:, PRE_NODE]]
+        pre[:, PRE_TOKEN] = node_token[pre[:, PRE_NODE]]
+        node_pre = np.empty(len(pre), dtype=np.int32)
+        node_pre[pre[:, PRE_NODE]] = np.arange(len(pre), dtype=np.int32)
+        sorted_len = self.sorted_len[kept_tok]
+        return TokenTrie(
+            node_byte=self.node_byte[nodes],
+            child_start=child_start,
+            child_count=child_count,
+            node_token=node_token,
+            dup_src=self.dup_src[twins],
+            dup_dst=self.dup_dst[twins],
+            level_start=level_start,
+            tok_lo=tok_lo[nodes],
+            tok_count=tok_count[nodes],
+            sorted_ids=self.sorted_ids[kept_tok],
+            sorted_len=sorted_len,
+            pre=pre,
+            node_pre=node_pre,
+            max_len=int(sorted_len.max()) if len(sorted_len) else 0,
+        )
+
     def to_arrays(self, prefix: str) -> dict[str, np.ndarray]:
         out = {f"{prefix}{f}": getattr(self, f) for f in _FIELDS}
         out[f"{prefix}max_len"] = np.asarray([self.max_len], dtype=np.int64)
