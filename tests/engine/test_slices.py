@@ -153,6 +153,21 @@ def test_masks_with_slices_equal_partial_matching(expr, walk):
         out += TOKENS[t]
 
 
+def walk_against_oracle(m: Matcher, pattern: regex.Pattern, walk: list[int], long_every: int) -> None:
+    """Each mask along the walk is the oracle's; the walk takes one of the three longest
+    legal tokens, but for every `long_every`-th choice any legal token."""
+    out = b""
+    for choice in walk + [None]:
+        mask = m.mask()
+        assert_mask_is_oracles(mask, pattern, out)
+        legal = sorted((t for t in np.flatnonzero(mask).tolist() if t != EOG), key=lambda t: len(TOKENS[t]))
+        if choice is None or not legal:
+            break
+        t = legal[-1 - choice % min(3, len(legal))] if choice % long_every else legal[choice % len(legal)]
+        m.advance(t)
+        out += TOKENS[t]
+
+
 OPEN_CLASS = CharClass(tuple((ord(c), ord(c)) for c in "abcdxyz0159-"), negated=False)
 # letters and more: its chains walk the tokens not made of letters alone
 WORD_CLASS = CharClass(((0x2D, 0x2D), (0x30, 0x39), (0x41, 0x5A), (0x5F, 0x5F), (0x61, 0x7A)), negated=False)
@@ -173,16 +188,7 @@ def test_open_chains_equal_partial_matching(cls, bounds, walk):
     pattern = regex.compile(oracle(expr), flags=regex.DOTALL)
     compiled = compile_grammar(Grammar({"root": expr}), VOCAB, use_cache=False)
     m = Matcher(compiled)
-    out = b""
-    for choice in walk + [None]:
-        mask = m.mask()
-        assert_mask_is_oracles(mask, pattern, out)
-        legal = sorted((t for t in np.flatnonzero(mask).tolist() if t != EOG), key=lambda t: len(TOKENS[t]))
-        if choice is None or not legal:
-            break
-        t = legal[-1 - choice % min(3, len(legal))] if choice % 2 else legal[choice % len(legal)]
-        m.advance(t)
-        out += TOKENS[t]
+    walk_against_oracle(m, pattern, walk, long_every=2)
     assert compiled._chains_of("json-char")._alive_sets  # (the open chains were asked)
 
 
@@ -347,16 +353,7 @@ def test_masks_in_long_repeats_equal_partial_matching(expr, walk):
         flags=regex.DOTALL,
     )
     m = Matcher(compile_grammar(Grammar({"root": expr}), VOCAB, use_cache=False))
-    out = b""
-    for choice in walk + [None]:
-        mask = m.mask()
-        assert_mask_is_oracles(mask, pattern, out)
-        legal = sorted((t for t in np.flatnonzero(mask).tolist() if t != EOG), key=lambda t: len(TOKENS[t]))
-        if choice is None or not legal:
-            break
-        t = legal[-1 - choice % min(3, len(legal))] if choice % 4 else legal[choice % len(legal)]
-        m.advance(t)
-        out += TOKENS[t]
+    walk_against_oracle(m, pattern, walk, long_every=4)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -21,7 +21,7 @@ from bisect import bisect_left, bisect_right
 from collections import OrderedDict
 from dataclasses import dataclass
 from itertools import accumulate
-from typing import Any
+from typing import Any, Callable, Iterator, TypeVar
 
 import numpy as np
 
@@ -30,6 +30,8 @@ from ministruct.engine.trie import TokenTrie, expand_children
 from ministruct.engine.utf8 import utf8_sequences
 from ministruct.engine.vocab import Vocabulary
 from ministruct.grammar.ir import normalize_ranges
+
+T = TypeVar("T")
 
 NOT_IN = np.iinfo(np.int16).max
 _SLICE_ARRAYS = ("ascii_ids", "ascii_bits", "wide_ids", "wide_starts", "wide_cps", "suffix_ok", "need_walk")
@@ -483,20 +485,12 @@ class SliceChains:
 
     def _alive_paths(self, cid: int) -> tuple[int, tuple] | None:
         """(the one configuration the alive characters lead to, their class paths), None if several."""
-        after = self._after
-        config = self.tr.configs[cid]
         target: frozenset = _NOWHERE
         alive = []
-        for i, seq in enumerate(self.seqs):
-            if not any(after(config, c) for c in seq[0]):
-                continue  # no character of this shape can start here
-            paths: list[tuple[tuple[int, ...], frozenset]] = [((), config)]
-            for depth, classes in enumerate(seq):
-                paths = [(p + (c,), t) for p, s in paths for c in classes if (t := after(s, c))]
-                if len(paths) > self.MAX_PATHS or (depth + 1 < len(seq) and any(ACCEPT in t for _, t in paths)):
-                    return None  # too many, or a frame could end inside a character
-                if not paths:
-                    break
+        for shape in self._char_paths(self.tr.configs[cid]):
+            if shape is None:
+                return None
+            i, paths = shape
             if paths:
                 ends = {t for _, t in paths}
                 if len(ends) > 1 or (target and target not in ends):
@@ -504,6 +498,24 @@ class SliceChains:
                 target = ends.pop()
                 alive.extend((i, p) for p, _ in paths)
         return self.tr.intern(target), tuple(alive)
+
+    def _char_paths(self, config: frozenset) -> Iterator[tuple[int, list[tuple[tuple[int, ...], frozenset]]] | None]:
+        """Per character shape of S that can start in `config`: (its index, the class paths
+        of its characters with the configuration each ends in); None, and no more, when
+        there are too many paths or a frame could end inside a character."""
+        after = self._after
+        for i, seq in enumerate(self.seqs):
+            if not any(after(config, c) for c in seq[0]):
+                continue  # no character of this shape can start here
+            paths: list[tuple[tuple[int, ...], frozenset]] = [((), config)]
+            for depth, classes in enumerate(seq):
+                paths = [(p + (c,), t) for p, s in paths for c in classes if (t := after(s, c))]
+                if len(paths) > self.MAX_PATHS or (depth + 1 < len(seq) and any(ACCEPT in t for _, t in paths)):
+                    yield None
+                    return
+                if not paths:
+                    break
+            yield i, paths
 
     def ranges(self, alive: tuple) -> tuple[tuple[int, int], ...] | None:
         """The code points spelled by alive class paths, as merged ranges (None: too many)."""
@@ -652,19 +664,11 @@ class SliceChains:
     def _main_paths(self, cid: int) -> tuple[int, tuple] | None:
         """(the configuration the most characters of S lead `cid` to, their class paths);
         None when a frame could end inside a character or there are too many paths."""
-        after = self._after
-        config = self.tr.configs[cid]
         groups: dict[frozenset, list[tuple[int, tuple[int, ...]]]] = {}
-        for i, seq in enumerate(self.seqs):
-            if not any(after(config, c) for c in seq[0]):
-                continue
-            paths: list[tuple[tuple[int, ...], frozenset]] = [((), config)]
-            for depth, classes in enumerate(seq):
-                paths = [(p + (c,), t) for p, s in paths for c in classes if (t := after(s, c))]
-                if len(paths) > self.MAX_PATHS or (depth + 1 < len(seq) and any(ACCEPT in t for _, t in paths)):
-                    return None
-                if not paths:
-                    break
+        for shape in self._char_paths(self.tr.configs[cid]):
+            if shape is None:
+                return None
+            i, paths = shape
             for p, t in paths:
                 groups.setdefault(t, []).append((i, p))
         best, most = None, 0
@@ -788,18 +792,28 @@ _LENGTHS_LOCK = threading.Lock()
 def lengths_within(sl: Slice, ranges: tuple[tuple[int, int], ...]) -> np.ndarray:
     """`sl.length`, kept only for the tokens whose characters are all in `ranges` (read-only;
     kept per process, shared by every grammar on the vocabulary: character classes repeat)."""
-    key = (id(sl), ranges)
+    return _kept(_LENGTHS, _LENGTHS_KEPT, sl, ranges, lambda: _read_only(_lengths_within(sl, ranges)))
+
+
+def _read_only(a: np.ndarray) -> np.ndarray:
+    a.setflags(write=False)
+    return a
+
+
+def _kept(store: OrderedDict, most: int, owner: Any, ranges: tuple, build: Callable[[], T]) -> T:
+    """`build()`, kept per process under (owner, ranges), the `most` latest used (an id can
+    be reused once its owner is gone: the owner itself is kept beside and compared)."""
+    key = (id(owner), ranges)
     with _LENGTHS_LOCK:
-        hit = _LENGTHS.get(key)
-        if hit is not None and hit[0] is sl:  # (an id can be reused once its slice is gone)
-            _LENGTHS.move_to_end(key)
+        hit = store.get(key)
+        if hit is not None and hit[0] is owner:
+            store.move_to_end(key)
             return hit[1]
-    out = _lengths_within(sl, ranges)
-    out.setflags(write=False)
+    out = build()
     with _LENGTHS_LOCK:
-        _LENGTHS[key] = (sl, out)
-        while len(_LENGTHS) > _LENGTHS_KEPT:
-            _LENGTHS.popitem(last=False)
+        store[key] = (owner, out)
+        while len(store) > most:
+            store.popitem(last=False)
     return out
 
 
@@ -837,17 +851,11 @@ _OUTSIDE_KEPT = 8  # tries per process (each up to the size of the full trie)
 def rest_outside(sl: Slice, ranges: tuple[tuple[int, int], ...], full: TokenTrie) -> TokenTrie:
     """The trie of the tokens of `full` that `lengths_within(sl, ranges)` does not hold: the
     ones an open chain (`SliceChains.open_limit`) does not decide by length (kept per process)."""
-    key = (id(full), ranges)
-    with _LENGTHS_LOCK:
-        hit = _OUTSIDE.get(key)
-        if hit is not None and hit[0] is full:
-            _OUTSIDE.move_to_end(key)
-            return hit[1]
-    out = full.subset(lengths_within(sl, ranges) == NOT_IN)
-    for a in out.to_arrays("").values():  # (read-only as the cached tries: the same compiled walk)
-        a.setflags(write=False)
-    with _LENGTHS_LOCK:
-        _OUTSIDE[key] = (full, out)
-        while len(_OUTSIDE) > _OUTSIDE_KEPT:
-            _OUTSIDE.popitem(last=False)
-    return out
+
+    def build() -> TokenTrie:
+        out = full.subset(lengths_within(sl, ranges) == NOT_IN)
+        for a in out.to_arrays("").values():  # (read-only as the cached tries: the same compiled walk)
+            a.setflags(write=False)
+        return out
+
+    return _kept(_OUTSIDE, _OUTSIDE_KEPT, full, ranges, build)
