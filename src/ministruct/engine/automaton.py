@@ -154,6 +154,7 @@ class Automaton:
         marked = {self.rule_names.index(n) for n in grammar.marks if n in grammar.rules}
         self.kept_frame = [r in marked for r in self.rule_of] if marked else None
         self._local: dict[int, tuple[tuple[Stack, ...], bool]] = {}
+        self._tail_call: dict[int, bool] = {}  # return state -> does a call returning there drop its caller's frame
         self._target_cache: dict[int, tuple[int, ...]] = {}
         self._closure_cache: OrderedDict[Stack, frozenset] = OrderedDict()
         # states whose closure is the stack itself: they consume, and reach nothing without input
@@ -433,6 +434,15 @@ class Automaton:
             todo.extend(self.eps[x])
         return final
 
+    def _drops_frame(self, ret: int) -> bool:
+        """A call in tail position (returning to `ret`, which can only end its rule) drops
+        its caller's frame, unless the caller is a marked rule: position tags read every
+        marked rule off the stack."""
+        hit = self._tail_call.get(ret)
+        if hit is None:
+            hit = self._tail_call[ret] = self._pure_final(ret) and not (self.kept_frame and self.kept_frame[ret])
+        return hit
+
     def local(self, q: int) -> tuple[tuple[Stack, ...], bool]:
         """Relative stacks reachable from q without input, and whether q's rule can end."""
         hit = self._local.get(q)
@@ -463,9 +473,7 @@ class Automaton:
             for x in self.eps[top]:
                 todo.append(rel[:-1] + (x,))
             for name, ret in self.calls[top]:
-                # a call in tail position drops its caller's frame, unless the caller is
-                # a marked rule: position tags read every marked rule off the stack
-                if self._pure_final(ret) and not (self.kept_frame and self.kept_frame[ret]):
+                if self._drops_frame(ret):
                     todo.append(rel[:-1] + (self.start[name],))
                 else:
                     todo.append(rel[:-1] + (ret, self.start[name]))

@@ -557,7 +557,9 @@ class CompiledGrammar:
         chains = self._chains.get(name)
         if chains is None:
             sl = self._slices[name]
-            chains = self._chains[name] = SliceChains(sl, self.transitions, self.byte_class, self.trie.max_len)
+            chains = self._chains[name] = SliceChains(
+                sl, self.transitions, self.byte_class, self.trie, OPEN_MIN_TOKENS if name == OPEN_SLICE else 0
+            )
         return chains
 
     def _slice_name(self) -> str:

@@ -20,7 +20,7 @@ import threading
 from bisect import bisect_left, bisect_right
 from collections import OrderedDict
 from dataclasses import dataclass
-from itertools import accumulate
+from itertools import accumulate, product
 from typing import Any, Callable, Iterator, TypeVar
 
 import numpy as np
@@ -254,11 +254,11 @@ class SliceChains:
     MAX_PATHS = 512
     SEGMENTS_KEPT = 20_000
 
-    def __init__(self, sl: Slice, tr, byte_class: np.ndarray, max_len: int) -> None:
-
+    def __init__(self, sl: Slice, tr, byte_class: np.ndarray, trie: TokenTrie, open_min_tokens: int = 0) -> None:
         self.slice = sl
         self.tr = tr
-        self.max_len = max_len  # nor any token more bytes: a longer uniform chain is for ever
+        self.max_len = trie.max_len  # nor any token more bytes: a longer uniform chain is for ever
+        self.open_min_tokens = open_min_tokens  # fewer tokens of a set than this: no open chain
         self.byte_seqs = utf8_sequences(sl.ranges)
         # byte classes are runs of consecutive bytes, numbered in byte order (compile.py)
         bc = byte_class.tolist()
@@ -278,6 +278,13 @@ class SliceChains:
                 for b in range(seq[0][0], seq[0][1] + 1):
                     one_byte[bc[b] + 1] += 1
         self.one_byte_below = list(accumulate(one_byte))
+        # the tokens whose first byte is in a class, the same way: at least as many as the
+        # tokens made of any set of characters whose first bytes are in that class
+        first = [0] * (bc[-1] + 2)
+        root = int(trie.child_start[0])
+        for node in range(root, root + int(trie.child_count[0])):
+            first[bc[int(trie.node_byte[node])] + 1] += int(trie.tok_count[node])
+        self.tokens_below = list(accumulate(first))
         self._next: dict[int, tuple[int, tuple] | None] = {}
         self._uni: dict[int, int | None] = {}
         self._forever: dict[int, bool] = {}
@@ -527,6 +534,12 @@ class SliceChains:
         out: list[tuple[int, int]] = []
         bc = self._bc  # (sorted: a class's bytes are bisect_left..bisect_right - 1)
         for i, path in alive:
+            if len(path) == 1:  # (one byte: the class's bytes are the code points)
+                (lo, hi), c = self.byte_seqs[i][0], path[0]
+                a, b = max(lo, bisect_left(bc, c)), min(hi, bisect_right(bc, c) - 1)
+                if a <= b:
+                    out.append((a, b))
+                continue
             ivs = [
                 (max(lo, bisect_left(bc, c)), min(hi, bisect_right(bc, c) - 1))
                 for (lo, hi), c in zip(self.byte_seqs[i], path)
@@ -672,7 +685,12 @@ class SliceChains:
             for p, t in paths:
                 groups.setdefault(t, []).append((i, p))
         best, most = None, 0
+        below = self.tokens_below
         for target, alive in groups.items():
+            if self.open_min_tokens:  # (cheap: before the code points of the set)
+                firsts = {p[0] for _, p in alive}
+                if sum(below[c + 1] - below[c] for c in firsts) < self.open_min_tokens:
+                    continue
             ranges = self.ranges(tuple(alive))
             size = sum(b - a + 1 for a, b in ranges) if ranges is not None else 0
             if size > most:
@@ -762,8 +780,6 @@ def _range_target(edges: list[tuple[int, int, int]], lo: int, hi: int) -> int | 
 
 def _interval_code_points(ivs: list[tuple[int, int]], most: int = 4096) -> list[tuple[int, int]] | None:
     """Code point ranges of the UTF-8 sequences whose k-th byte is in ivs[k]."""
-    from itertools import product
-
     k = len(ivs)
     if any(lo > hi for lo, hi in ivs):
         return []
