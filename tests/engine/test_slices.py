@@ -47,7 +47,9 @@ def prune_small_subtrees(monkeypatch):
     """The walk asks whether a slice decides a node only above 2048 tokens; this vocabulary
     is small, so lower the bar to have every node asked."""
     monkeypatch.setattr(compile_module, "PRUNE_MIN_TOKENS", 1)
-    monkeypatch.setattr(compile_module, "OPEN_MIN_TOKENS", 1)  # (open chains too)
+    monkeypatch.setattr(compile_module, "OPEN_MIN_TOKENS", 1)  # (open chains too,
+    monkeypatch.setattr(compile_module, "OPEN_TOKENS_PER_LEAVER", 0)  # however many leave them,
+    monkeypatch.setattr(compile_module, "OPEN_BUILD_S_PER_TOKEN", 0)  # from their first walk)
 
 
 EOG = len(TOKENS)
@@ -206,6 +208,29 @@ def test_open_chains_take_the_class_tokens_by_length():
     inside = {i for i, t in enumerate(TOKENS) if t and set(t.decode("utf-8", "replace")) <= set("abcdxyz0159-")}
     assert {i for i in np.flatnonzero(members).tolist()} == {i for i in inside if len(TOKENS[i]) <= 10}
     assert not inside & set(trie.sorted_ids.tolist())
+
+
+def test_an_open_chain_gets_its_rest_trie_once_its_walks_cost_as_much(monkeypatch):
+    """Until whole-trie walks from an open chain's configurations have cost what building
+    its rest trie would, they stay whole-trie walks (a chain met in a few steps never
+    pays for the trie); then the trie is built and the chain takes its tokens by length."""
+    from collections import OrderedDict
+
+    from ministruct.engine import slices
+    from ministruct.engine.slices import rest_outside_kept
+
+    monkeypatch.setattr(slices, "_OUTSIDE", OrderedDict())  # (none built in this process yet)
+    monkeypatch.setattr(compile_module, "OPEN_BUILD_S_PER_TOKEN", 1.0)  # (no walk costs that much)
+    part = Repeat(OPEN_CLASS, 1, 12)
+    expr = Seq((Literal('"'), part, Literal("."), part, Literal('"')))
+    compiled = compile_grammar(Grammar({"root": expr}), VOCAB, use_cache=False)
+    cid = compiled._split(compiled.step_bytes(compiled.initial, b'"ab'))[1]
+    assert compiled._slice_for(cid)[0] is None
+    walked = compiled._renting
+    assert walked is not None and rest_outside_kept(walked, compiled.trie) is None
+    compiled._rent[walked] = 1.0 * VOCAB.n_logits  # (as if walked that long)
+    members, trie = compiled._slice_for(cid)
+    assert members is not None and rest_outside_kept(walked, compiled.trie) is trie
 
 
 def test_the_slices_decide_most_string_masks():
@@ -420,3 +445,53 @@ def test_slice_lengths_within_a_set_equal_the_definition(ranges):
                 want = len(chars)
         assert got[tid] == want, (tok, ranges)
     assert (got != NOT_IN).any()
+
+
+@pytest.mark.parametrize(
+    "ranges",
+    [((0x30, 0x39),), ((0x61, 0x7A), (0x3B1, 0x3C9), (0x4E2D, 0x4E2D)), ((0x20, 0x21), (0x23, 0x5B), (0x5D, 0x10FFFF))],
+    ids=["digits", "greek-cjk", "string"],
+)
+def test_tokens_starting_in_a_set_count_their_first_bytes(ranges):
+    """tokens_starting_in: the tokens whose first byte begins some character of `ranges`
+    (so at least those whose first character is in it)."""
+    from ministruct.engine.slices import tokens_starting_in
+
+    leads = set()
+    for a, b in ranges:  # (a first byte past ASCII begins at least 64 consecutive code points)
+        for cp in [*range(a, min(b, 0x7F) + 1), *range(max(a, 0x80), b + 1, 64), b]:
+            if not 0xD800 <= cp <= 0xDFFF and cp >= a:
+                leads.add(chr(cp).encode()[0])
+    want = sum(1 for tok in TOKENS if tok and tok[0] in leads)
+    got = tokens_starting_in(index_for(VOCAB).trie, ranges)
+    assert got == want
+    first_in = sum(1 for tok in TOKENS if tok and _first_char_in(tok, ranges))
+    assert got >= first_in > 0
+
+
+def _first_char_in(tok: bytes, ranges) -> bool:
+    text = tok.decode("utf-8", errors="ignore")
+    return (
+        bool(text)
+        and text[0].encode() == tok[: len(text[0].encode())]
+        and any(a <= ord(text[0]) <= b for a, b in ranges)
+    )
+
+
+intervals = st.tuples(st.integers(0x80, 0x87), st.integers(0, 3)).map(lambda t: (t[0], min(0x87, t[0] + t[1])))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 3).flatmap(lambda k: st.lists(st.tuples(*[intervals] * k), min_size=1, max_size=12)))
+def test_merged_interval_sequences_spell_the_same_byte_strings(seqs):
+    """slices._merged: fewer products of byte intervals, the same byte strings."""
+    from itertools import product
+
+    from ministruct.engine.slices import _merged
+
+    def spelled(ss):
+        return {p for ivs in ss for p in product(*(range(lo, hi + 1) for lo, hi in ivs))}
+
+    merged = _merged(list(seqs))
+    assert spelled(merged) == spelled(seqs)
+    assert len(merged) <= len(set(seqs))

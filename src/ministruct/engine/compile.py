@@ -43,6 +43,8 @@ from ministruct.engine.slices import (
     index_for,
     lengths_within,
     rest_outside,
+    rest_outside_kept,
+    tokens_starting_in,
 )
 from ministruct.engine.table import DEAD, Transitions
 from ministruct.engine.token_edges import TokenEdges
@@ -67,6 +69,11 @@ OPEN_SLICE = "json-char"  # the slice open chains take tokens from (SliceChains.
 # an open chain whose characters make fewer tokens than this is walked: its rest trie
 # (built once per character set) would save little
 OPEN_MIN_TOKENS = 2048
+OPEN_TOKENS_PER_LEAVER = 8  # ... and at least this many per token that starts in its set and leaves it
+# a rest trie costs about this per token of the vocabulary to build (TokenTrie.subset: 5 ms
+# for 49k tokens, 15-30 ms for 262k): an open chain's set gets its trie once whole-trie
+# walks from its configurations have cost as much (a chain met in a few steps never pays)
+OPEN_BUILD_S_PER_TOKEN = 1e-7
 MAX_UNION_DEPTH = 32  # masks made of the masks of parts, nested at most this deep (then walked)
 
 _ROOT_NODES = np.zeros(1, dtype=np.int64)  # (walks copy their entries)
@@ -135,7 +142,10 @@ class CompiledGrammar:
         self._returns: dict[Stack, int] = {}
         self._chains: dict[str, SliceChains] = {}
         self._members: dict[tuple, np.ndarray] = {}  # (slice, character set) -> its tokens
-        self._open_sizes: dict[tuple, int] = {}  # tokens made of an open chain's characters
+        # per open chain's character set: (tokens made of them, tokens starting with one)
+        self._open_sizes: dict[tuple, tuple[int, int]] = {}
+        self._rent: dict[tuple, float] = {}  # per rest trie not built: seconds walked without it
+        self._renting: tuple | None = None  # the rest trie the walk being made goes without
         self._prune: Pruner | None = None
         self.eog = np.asarray(sorted(vocab.eog_ids), dtype=np.int64)
         self.token_edges = TokenEdges(self.automaton, vocab, grammar.source)
@@ -483,6 +493,7 @@ class CompiledGrammar:
             return hit
         members = None
         prune = None
+        self._renting = None
         if parent is None:
             members, trie = self._slice_for(rel)
             nodes = _ROOT_NODES
@@ -490,7 +501,10 @@ class CompiledGrammar:
                 prune = self._pruner()
         else:
             trie, nodes = parent.found.trie, parent.found.exits
+        renting, t0 = self._renting, time.perf_counter()
         found = walk(trie, self.byte_class, self.transitions, nodes, rel, prune=prune, forks=self._by_parts())
+        if renting is not None:
+            self._rent[renting] = self._rent.get(renting, 0.0) + time.perf_counter() - t0
         self._walk_keys += 1
         part = _Part(self._walk_keys, found, members)
         self._walks[key] = part
@@ -507,6 +521,7 @@ class CompiledGrammar:
             found = self._open_slice_for(rel)  # (first: other characters leave the chain here)
             if found[0] is not None:
                 return found
+            self._renting = None  # (a closed chain may decide it instead)
         for name in CHAIN_SLICES:
             sl = self._slices.get(name)
             if sl is None:
@@ -534,10 +549,18 @@ class CompiledGrammar:
             return None, self.trie
         limit, ranges = found
         length = lengths_within(sl, ranges)
-        size = self._open_sizes.get(ranges)
-        if size is None:
-            size = self._open_sizes[ranges] = int(np.count_nonzero(length != NOT_IN))
-        if size < OPEN_MIN_TOKENS:
+        sizes = self._open_sizes.get(ranges)
+        if sizes is None:
+            sizes = self._open_sizes[ranges] = (
+                int(np.count_nonzero(length != NOT_IN)),
+                tokens_starting_in(self.trie, ranges),
+            )
+        size, starting = sizes
+        # the tokens that start with a character of the set and leave it later are walked
+        # along the chain without the pruner's cuts: worth it only when they are few
+        # (an e-mail's local part: a few dozen; a property name that is not one of the
+        # schema's names, whose set lacks their first letters: most of the vocabulary)
+        if size < OPEN_MIN_TOKENS or (starting - size) * OPEN_TOKENS_PER_LEAVER > size:
             return None, self.trie
         if limit != INFINITE:
             members: np.ndarray | tuple[np.ndarray, int] = (length, limit)
@@ -546,12 +569,18 @@ class CompiledGrammar:
             if members is None:
                 members = self._members[(OPEN_SLICE, ranges)] = length != NOT_IN
                 members.setflags(write=False)
-        # chains over the ASCII letters and more share the trie of the tokens not made of
-        # letters alone: it holds every token not a member (and some that are, walked to
-        # the same answer), and is built once instead of per set (e-mail local parts,
-        # host names, their last labels)
-        walked = _LETTERS if _covers(ranges, _LETTERS) else ranges
-        return members, rest_outside(sl, walked, self.trie)
+        # chains over the ASCII letters (or the small ones) and more share the trie of the
+        # tokens not made of those alone: it holds every token not a member (and some that
+        # are, walked to the same answer), and is built once per process instead of per
+        # set (e-mail local parts, host names, their labels)
+        walked = next((w for w in _SHARED_WALKED if _covers(ranges, w)), ranges)
+        rest = rest_outside_kept(walked, self.trie)
+        if rest is None:
+            if self._rent.get(walked, 0.0) < OPEN_BUILD_S_PER_TOKEN * self.vocab.n_logits:
+                self._renting = walked
+                return None, self.trie
+            rest = rest_outside(sl, walked, self.trie)
+        return members, rest
 
     def _chains_of(self, name: str) -> SliceChains:
         chains = self._chains.get(name)
@@ -620,7 +649,9 @@ class CompiledGrammar:
         }
 
 
-_LETTERS = ((0x41, 0x5A), (0x61, 0x7A))
+# the character sets whose rest tries open chains share, when their set holds one (the
+# first such): the ASCII letters, the small ones
+_SHARED_WALKED = (((0x41, 0x5A), (0x61, 0x7A)), ((0x61, 0x7A),))
 
 
 def _covers(ranges: tuple[tuple[int, int], ...], inner: tuple[tuple[int, int], ...]) -> bool:

@@ -21,7 +21,7 @@ from bisect import bisect_left, bisect_right
 from collections import OrderedDict
 from dataclasses import dataclass
 from itertools import accumulate, product
-from typing import Any, Callable, Iterator, TypeVar
+from typing import Any, Callable, Iterable, Iterator, TypeVar
 
 import numpy as np
 
@@ -263,6 +263,7 @@ class SliceChains:
         # byte classes are runs of consecutive bytes, numbered in byte order (compile.py)
         bc = byte_class.tolist()
         self.seqs = [tuple(tuple(range(bc[lo], bc[hi] + 1)) for lo, hi in seq) for seq in self.byte_seqs]
+        self._one_byte_shapes = [i for i, seq in enumerate(self.seqs) if len(seq) == 1]
         self._bc = bc
         # a first byte of a character weighs the characters it starts (roughly: 1 or 64);
         # below[c] is the weight of the first bytes in classes before c
@@ -506,12 +507,16 @@ class SliceChains:
                 alive.extend((i, p) for p, _ in paths)
         return self.tr.intern(target), tuple(alive)
 
-    def _char_paths(self, config: frozenset) -> Iterator[tuple[int, list[tuple[tuple[int, ...], frozenset]]] | None]:
-        """Per character shape of S that can start in `config`: (its index, the class paths
-        of its characters with the configuration each ends in); None, and no more, when
-        there are too many paths or a frame could end inside a character."""
+    def _char_paths(
+        self, config: frozenset, shapes: Iterable[int] | None = None
+    ) -> Iterator[tuple[int, list[tuple[tuple[int, ...], frozenset]]] | None]:
+        """Per character shape of S (of `shapes`, default all) that can start in `config`:
+        (its index, the class paths of its characters with the configuration each ends
+        in); None, and no more, when there are too many paths or a frame could end inside
+        a character."""
         after = self._after
-        for i, seq in enumerate(self.seqs):
+        for i in range(len(self.seqs)) if shapes is None else shapes:
+            seq = self.seqs[i]
             if not any(after(config, c) for c in seq[0]):
                 continue  # no character of this shape can start here
             paths: list[tuple[tuple[int, ...], frozenset]] = [((), config)]
@@ -531,23 +536,24 @@ class SliceChains:
         return self._ranges[alive]
 
     def _code_points(self, alive: tuple) -> tuple[tuple[int, int], ...] | None:
-        out: list[tuple[int, int]] = []
         bc = self._bc  # (sorted: a class's bytes are bisect_left..bisect_right - 1)
+        by_shape: dict[int, list[tuple[tuple[int, int], ...]]] = {}
         for i, path in alive:
-            if len(path) == 1:  # (one byte: the class's bytes are the code points)
-                (lo, hi), c = self.byte_seqs[i][0], path[0]
-                a, b = max(lo, bisect_left(bc, c)), min(hi, bisect_right(bc, c) - 1)
-                if a <= b:
-                    out.append((a, b))
-                continue
-            ivs = [
+            ivs = tuple(
                 (max(lo, bisect_left(bc, c)), min(hi, bisect_right(bc, c) - 1))
                 for (lo, hi), c in zip(self.byte_seqs[i], path)
-            ]
-            got = _interval_code_points(ivs)
-            if got is None:
-                return None
-            out.extend(got)
+            )
+            if all(lo <= hi for lo, hi in ivs):
+                by_shape.setdefault(i, []).append(ivs)
+        out: list[tuple[int, int]] = []
+        room = MAX_RANGES
+        for seqs in by_shape.values():
+            for ivs in _merged(seqs) if len(seqs) > 1 else seqs:
+                got = _interval_code_points(ivs, room)
+                if got is None:
+                    return None
+                room -= len(got)
+                out.extend(got)
         return normalize_ranges(out)
 
     def _weight(self, cid: int) -> int:
@@ -675,10 +681,12 @@ class SliceChains:
             x = y
 
     def _main_paths(self, cid: int) -> tuple[int, tuple] | None:
-        """(the configuration the most characters of S lead `cid` to, their class paths);
-        None when a frame could end inside a character or there are too many paths."""
+        """(the configuration the most one-byte characters of S lead `cid` to, their class
+        paths). Only one-byte characters: the sets open chains pay for are ASCII (an
+        e-mail's local part, a host name's labels), and the class paths of longer
+        characters can number hundreds (a Unicode class next to a pattern's classes)."""
         groups: dict[frozenset, list[tuple[int, tuple[int, ...]]]] = {}
-        for shape in self._char_paths(self.tr.configs[cid]):
+        for shape in self._char_paths(self.tr.configs[cid], self._one_byte_shapes):
             if shape is None:
                 return None
             i, paths = shape
@@ -742,6 +750,7 @@ class SliceChains:
 
 DEAD_ID = 0
 _NOWHERE: frozenset = frozenset()
+MAX_RANGES = 4096  # code point ranges of one alive set (more: not a chain)
 MIN_ALIVE = 8  # fewer alive characters than this: the walk prunes at once, a slice costs more
 FULL = ("all",)
 _NO_EDGE = -1
@@ -778,7 +787,20 @@ def _range_target(edges: list[tuple[int, int, int]], lo: int, hi: int) -> int | 
     return target if reach >= hi else None
 
 
-def _interval_code_points(ivs: list[tuple[int, int]], most: int = 4096) -> list[tuple[int, int]] | None:
+def _merged(seqs: list[tuple[tuple[int, int], ...]]) -> list[tuple[tuple[int, int], ...]]:
+    """The same byte strings as the products of these interval sequences (all of one
+    length), in fewer products: sequences that differ at one position only are one, with
+    that position's intervals joined (from the last position to the first, so a class
+    path's characters split over many continuation-byte classes come back whole)."""
+    for pos in range(len(seqs[0]) - 1, -1, -1):
+        rest: dict[tuple, list[tuple[int, int]]] = {}
+        for ivs in seqs:
+            rest.setdefault(ivs[:pos] + ivs[pos + 1 :], []).append(ivs[pos])
+        seqs = [key[:pos] + (iv,) + key[pos:] for key, ivs in rest.items() for iv in normalize_ranges(ivs)]
+    return seqs
+
+
+def _interval_code_points(ivs: tuple[tuple[int, int], ...], most: int = 4096) -> list[tuple[int, int]] | None:
     """Code point ranges of the UTF-8 sequences whose k-th byte is in ivs[k]."""
     k = len(ivs)
     if any(lo > hi for lo, hi in ivs):
@@ -798,6 +820,17 @@ def _interval_code_points(ivs: list[tuple[int, int]], most: int = 4096) -> list[
         b = bytes(prefix) + bytes([ivs[p][1]]) + tail_hi
         out.append((ord(a.decode("utf-8")), ord(b.decode("utf-8"))))
     return out
+
+
+def tokens_starting_in(trie: TokenTrie, ranges: tuple[tuple[int, int], ...]) -> int:
+    """How many tokens begin with a first byte of a character in `ranges` (at least as
+    many as the tokens whose first character is in `ranges`)."""
+    first = np.zeros(256, dtype=bool)
+    for seq in utf8_sequences(ranges):
+        first[seq[0][0] : seq[0][1] + 1] = True
+    root = int(trie.child_start[0])
+    nodes = np.arange(root, root + int(trie.child_count[0]))
+    return int(trie.tok_count[nodes][first[trie.node_byte[nodes]]].sum())
 
 
 _LENGTHS: OrderedDict[tuple[int, tuple], tuple[Slice, np.ndarray]] = OrderedDict()
@@ -875,3 +908,10 @@ def rest_outside(sl: Slice, ranges: tuple[tuple[int, int], ...], full: TokenTrie
         return out
 
     return _kept(_OUTSIDE, _OUTSIDE_KEPT, full, ranges, build)
+
+
+def rest_outside_kept(ranges: tuple[tuple[int, int], ...], full: TokenTrie) -> TokenTrie | None:
+    """`rest_outside` when this process has it already, else None."""
+    with _LENGTHS_LOCK:
+        hit = _OUTSIDE.get((id(full), ranges))
+    return hit[1] if hit is not None and hit[0] is full else None
