@@ -21,7 +21,7 @@ from bisect import bisect_left, bisect_right
 from collections import OrderedDict
 from dataclasses import dataclass
 from itertools import accumulate, product
-from typing import Any, Callable, Iterable, Iterator, TypeVar
+from typing import Any, Callable, Iterator, TypeVar
 
 import numpy as np
 
@@ -263,7 +263,11 @@ class SliceChains:
         # byte classes are runs of consecutive bytes, numbered in byte order (compile.py)
         bc = byte_class.tolist()
         self.seqs = [tuple(tuple(range(bc[lo], bc[hi] + 1)) for lo, hi in seq) for seq in self.byte_seqs]
-        self._one_byte_shapes = [i for i, seq in enumerate(self.seqs) if len(seq) == 1]
+        self._one_byte_shapes_of: dict[int, list[int]] = {}  # class -> the one-byte shapes it has bytes of
+        for i, seq in enumerate(self.seqs):
+            if len(seq) == 1:
+                for c in seq[0]:
+                    self._one_byte_shapes_of.setdefault(c, []).append(i)
         self._bc = bc
         # a first byte of a character weighs the characters it starts (roughly: 1 or 64);
         # below[c] is the weight of the first bytes in classes before c
@@ -507,16 +511,12 @@ class SliceChains:
                 alive.extend((i, p) for p, _ in paths)
         return self.tr.intern(target), tuple(alive)
 
-    def _char_paths(
-        self, config: frozenset, shapes: Iterable[int] | None = None
-    ) -> Iterator[tuple[int, list[tuple[tuple[int, ...], frozenset]]] | None]:
-        """Per character shape of S (of `shapes`, default all) that can start in `config`:
-        (its index, the class paths of its characters with the configuration each ends
-        in); None, and no more, when there are too many paths or a frame could end inside
-        a character."""
+    def _char_paths(self, config: frozenset) -> Iterator[tuple[int, list[tuple[tuple[int, ...], frozenset]]] | None]:
+        """Per character shape of S that can start in `config`: (its index, the class paths
+        of its characters with the configuration each ends in); None, and no more, when
+        there are too many paths or a frame could end inside a character."""
         after = self._after
-        for i in range(len(self.seqs)) if shapes is None else shapes:
-            seq = self.seqs[i]
+        for i, seq in enumerate(self.seqs):
             if not any(after(config, c) for c in seq[0]):
                 continue  # no character of this shape can start here
             paths: list[tuple[tuple[int, ...], frozenset]] = [((), config)]
@@ -686,12 +686,12 @@ class SliceChains:
         e-mail's local part, a host name's labels), and the class paths of longer
         characters can number hundreds (a Unicode class next to a pattern's classes)."""
         groups: dict[frozenset, list[tuple[int, tuple[int, ...]]]] = {}
-        for shape in self._char_paths(self.tr.configs[cid], self._one_byte_shapes):
-            if shape is None:
-                return None
-            i, paths = shape
-            for p, t in paths:
-                groups.setdefault(t, []).append((i, p))
+        shapes_of = self._one_byte_shapes_of  # (a one-byte character's class path is its class)
+        for lo, hi, target in self.tr.pieces_of(cid):
+            if target:
+                for c in range(lo, hi):
+                    for i in shapes_of.get(c, ()):
+                        groups.setdefault(target, []).append((i, (c,)))
         best, most = None, 0
         below = self.tokens_below
         for target, alive in groups.items():
@@ -699,6 +699,7 @@ class SliceChains:
                 firsts = {p[0] for _, p in alive}
                 if sum(below[c + 1] - below[c] for c in firsts) < self.open_min_tokens:
                     continue
+            alive.sort()
             ranges = self.ranges(tuple(alive))
             size = sum(b - a + 1 for a, b in ranges) if ranges is not None else 0
             if size > most:
