@@ -172,3 +172,17 @@ def test_unevaluated_properties_false_is_enforced_by_generating_nothing_unnamed(
 def test_unknown_policy_is_refused():
     with pytest.raises(UsageError, match="extra_properties"):
         schema_to_grammar({"type": "object"}, extra_properties="loose")
+
+
+def test_a_key_outside_the_names_goes_on_in_one_configuration_wherever_it_left_them():
+    """A key that leaves the listed names, after any prefix of them, continues in one and
+    the same configuration (one table row, one walk for the rest of it), and the names
+    themselves still lead elsewhere."""
+    from ministruct.engine.automaton import Automaton
+
+    schema = {"type": "object", "properties": {"alpha": {}, "alps": {}, "beta": {}}, "additionalProperties": True}
+    auto = Automaton(schema_to_grammar(schema))
+    start = auto.step_bytes(frozenset({(auto.start[auto.grammar.root],)}), b'{"')
+    rests = {auto.step_bytes(start, key) for key in (b"x", b"ax", b"alx", b"alpx", b"bex", b"alphx")}
+    assert len(rests) == 1
+    assert auto.step_bytes(start, b"alpha") not in rests

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any, Optional
 
-from ministruct.grammar.ir import EMPTY, KEY_SEGMENT, CharClass, Expr, Literal, Mark, Repeat, RuleRef, alt, seq
+from ministruct.grammar.ir import KEY_SEGMENT, CharClass, Expr, Literal, Mark, Repeat, RuleRef, alt, seq
 from ministruct.grammar.schema.context import SchemaContext
 from ministruct.grammar.schema.formats import (
     ANY_HEX,
@@ -56,10 +56,15 @@ def _int_kw(c: SchemaContext, node: dict, k: str, ptr: str, default: Optional[in
 # ------------------------------------------------------------ keys
 
 
-def not_in_names(names: list[str]) -> Expr:
+def not_in_names(c: SchemaContext, names: list[str]) -> Expr:
     """JSON string texts whose decoded value is not one of the names (exact; at the
     positions still inside a name, only raw characters, short escapes and non-ASCII
-    `\\uXXXX` escapes are written)."""
+    `\\uXXXX` escapes are written). A rule of its own, whose every way out of the names
+    calls one rule for the rest of the string and its closing quote, last: the rest of
+    a key is then one configuration wherever it left the names (a tail call keeps no
+    frame of where it came from), not one per trie node."""
+    if not names:
+        return ANY_STRING
     trie: dict = {}
     for n in names:
         t = trie
@@ -67,27 +72,25 @@ def not_in_names(names: list[str]) -> Expr:
             t = t.setdefault(ch, {})
         t[None] = True
 
-    free = Repeat(STRING_UNIT, 0, None)
+    rest = c.rule("key_rest", seq(Repeat(STRING_UNIT, 0, None), Literal('"')))
 
     def build(t: dict) -> Expr:
         kids = sorted(k for k in t if k is not None)
-        opts: list[Expr] = [] if None in t else [EMPTY]
+        opts: list[Expr] = [] if None in t else [Literal('"')]
         excluded = [(ord(k), ord(k)) for k in kids]
         other = _minus(RAW_OK, excluded)
         if other is not None:
-            opts.append(seq(other, free))
+            opts.append(seq(other, rest))
         shorts = [e for cp, e in SHORT_ESCAPES.items() if chr(cp) not in t]
         if shorts:
-            opts.append(seq(alt(*[Literal(e) for e in shorts]), free))
+            opts.append(seq(alt(*[Literal(e) for e in shorts]), rest))
         if all(k < "\x80" for k in kids):
-            opts.append(seq(NON_ASCII_ESCAPE, free))
+            opts.append(seq(NON_ASCII_ESCAPE, rest))
         for k in kids:
             opts.append(seq(encode_chars(Literal(k)), build(t[k])))
         return alt(*opts) if opts else NOTHING
 
-    if not names:
-        return ANY_STRING
-    return seq(Literal('"'), build(trie), Literal('"'))
+    return c.rule("other_key", seq(Literal('"'), build(trie)))
 
 
 def _minus(cls: CharClass, excluded: list[tuple[int, int]]) -> Optional[CharClass]:
@@ -249,7 +252,7 @@ def _extras(
                 return None
             key = c.value({"allOf": [pn, {"type": "string"}]}, f"{ptr}/propertyNames", 0)
         else:
-            key = not_in_names(names)
+            key = not_in_names(c, names)
         val = c.value(ap, f"{ptr}/additionalProperties", depth + 1)
     if _dead(key) or _dead(val):
         return None
