@@ -19,11 +19,14 @@ grammar read, compiled, first mask; vocabulary cache warm) and the walk's mean, 
 walk (this process's first steps) and warm walk apart.
 
 walks: 200-step walks in fresh `bench` processes, beside llguidance in a fresh process of
-its own on the same walk (the tokens `bench` drew): conj.json, json.gbnf, and each schema
-of masks.py's jsonschemabench sample (`--pool N`), whose median first mask and pooled
-mean mask time (every step of every walk) are reported.
+its own on the same walk (the tokens `bench` drew): conj.json and json.gbnf (`--rounds`
+rounds, the median of each side: on these shared machines one fresh process in a few runs
+at about half speed throughout, an idle machine too), and each schema of masks.py's
+jsonschemabench sample (`--pool N`, one round; `--pool-rounds` more), whose median first
+mask and pooled mean mask time (every step of every walk) are reported.
 
-    .venv/bin/python benchmarks/startup.py [--rounds 5] [--models smollm2,gemma3] [--pool 50] [--json out.json]
+    .venv/bin/python benchmarks/startup.py [--rounds 5] [--models smollm2,gemma3] [--pool 50]
+                                           [--pool-rounds 1] [--json out.json]
 """
 
 from __future__ import annotations
@@ -269,9 +272,24 @@ def fresh_walk(path: str, spec, seed: int) -> dict:
     }
 
 
-def walks(model: str, n: int) -> list[dict]:
-    """Fresh-process walks, ours and llguidance's: conj.json, json.gbnf, and the pool of
-    masks.py's schema sample (its median first mask and pooled mean)."""
+def median_walk(path: str, spec, seed: int, rounds: int) -> dict:
+    """`fresh_walk` `rounds` times: the median of each side's mean and first mask (the
+    rounds' means kept beside)."""
+    runs = [fresh_walk(path, spec, seed) for _ in range(rounds)]
+    out = dict(runs[0])
+    for k in ("mask_mean_us", "llg_mask_mean_us", "first_mask_ms", "llg_first_mask_ms"):
+        out[k] = statistics.median(r[k] for r in runs)
+    out["mask_max_us"] = statistics.median(r["mask_max_us"] for r in runs)
+    if rounds > 1:
+        out["rounds_mask_mean_us"] = [r["mask_mean_us"] for r in runs]
+        out["rounds_llg_mask_mean_us"] = [r["llg_mask_mean_us"] for r in runs]
+    return out
+
+
+def walks(model: str, n: int, rounds: int = 1, pool_rounds: int = 1) -> list[dict]:
+    """Fresh-process walks, ours and llguidance's: conj.json, json.gbnf (medians of
+    `rounds`), and the pool of masks.py's schema sample (its median first mask and pooled
+    mean; medians of `pool_rounds` per schema)."""
     sys.path.insert(0, str(REPO / "benchmarks"))
     import masks as mb
 
@@ -284,10 +302,10 @@ def walks(model: str, n: int) -> list[dict]:
     named = [s for s in mb.named_specs([]) if s.name in ("conj.json", "json.gbnf")]
     out = []
     for spec in named:
-        r = fresh_walk(path, spec, 0)
+        r = median_walk(path, spec, 0, rounds)
         ratio = r["mask_mean_us"] / r["llg_mask_mean_us"]
         out.append({"model": model, **r, "ratio": round(ratio, 3), "met": ratio <= TARGET_POOL_RATIO})
-    rows = [fresh_walk(path, spec, i) for i, spec in enumerate(specs)]
+    rows = [median_walk(path, spec, i, pool_rounds) for i, spec in enumerate(specs)]
     ours = sum(r["mask_mean_us"] * r["steps"] for r in rows)
     theirs = sum(r["llg_mask_mean_us"] * r["steps"] for r in rows)
     steps = sum(r["steps"] for r in rows)
@@ -315,6 +333,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--models", default="smollm2,gemma3")
     ap.add_argument("--only", default="gen,commands,masks,walks", help="comma list: gen, commands, masks, walks")
     ap.add_argument("--pool", type=int, default=50, help="schemas of the jsonschemabench sample")
+    ap.add_argument("--pool-rounds", type=int, default=1, help="walks per pool schema (the median of each side)")
     ap.add_argument("--json", dest="json_out")
     args = ap.parse_args(argv)
     models = [m for m in args.models.split(",") if m]
@@ -347,7 +366,7 @@ def main(argv: list[str] | None = None) -> int:
                     f"{'met' if r['met'] else 'NOT met'}), mean {r['mask_mean_us']:.1f} us{extra}"
                 )
         if "walks" in only:
-            for r in walks(model, args.pool):
+            for r in walks(model, args.pool, args.rounds, args.pool_rounds):
                 report["walks"].append(r)
                 first = (
                     f", first mask median {r['first_mask_ms_median']:.1f} ms (llguidance {r['llg_first_mask_ms_median']:.1f})"
