@@ -266,3 +266,21 @@ def test_stdin_is_streamed_and_each_result_flushed(cli_env):
         assert p.wait(timeout=120) == 1
     finally:
         p.kill()
+
+
+def test_a_record_naming_stdin_is_an_error_record_and_the_rest_still_run(run_cli):
+    # with --input -, a record's "schema": "-" read the rest of stdin as its schema: records 2 and 3 were lost
+    data = '{"text": "1", "schema": "-"}\n{"text": "2"}\n{"text": "3"}\n'
+    p = run_cli("check", "--input", "-", "--regex", "[0-9]", input=data)
+    recs = _lines(p.stdout)
+    assert [r["id"] for r in recs] == [1, 2, 3] and p.returncode == 1
+    assert recs[0]["error"] == '<stdin>:1: "schema": "-" (stdin) is for the command line; a record names a file'
+    assert [r["accepted"] for r in recs[1:]] == [True, True]
+
+
+@pytest.mark.parametrize("command", ["check", "gen", "collapse"])
+@pytest.mark.parametrize("flag", ["--schema", "--lark", "--tools"])
+def test_input_and_a_constraint_cannot_both_read_stdin(run_cli, command, flag):
+    # the constraint read the records as its text: "<stdin>: not valid JSON", or a Lark syntax error
+    p = run_cli(command, "--input", "-", flag, "-", input="5\n")
+    assert_one_line_error(p, f"--input and {flag} both read stdin")

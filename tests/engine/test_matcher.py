@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from ministruct.engine.compile import compile_grammar
 from ministruct.engine.matcher import Matcher, TokenRejected
 from ministruct.engine.vocab import Vocabulary
-from ministruct.errors import GrammarError
+from ministruct.errors import GrammarError, UsageError
 from ministruct.grammar.ir import Alt, CharClass, Grammar, Literal, Repeat, RuleRef, Seq, TokenRef, alt, seq
 
 DIGIT = CharClass(((0x30, 0x39),))
@@ -324,3 +324,15 @@ def test_masks_cut_from_chunks_stay_exact_and_apart(monkeypatch):
     assert len({id(mask.base) for mask, _ in kept}) > 1  # more masks than one chunk holds
     for mask, then in kept:
         assert np.array_equal(mask, then)
+
+
+def test_rollback_and_mask_arguments_out_of_range_are_usage_errors():
+    # rollback raised a plain ValueError (not a MinistructError); mask(remaining=-1) answered "nothing is legal"
+    m = Matcher(compile_grammar(Grammar({"root": Repeat(DIGIT, 2, 2)}), vocab_of(b"1")))
+    for n in (-1, 1):
+        with pytest.raises(UsageError, match=f"cannot roll back {n} of 0 tokens") as e:
+            m.rollback(n)
+        assert e.value.parameter == "n"
+    with pytest.raises(UsageError, match="remaining must be >= 0") as e:
+        m.mask(remaining=-1)
+    assert e.value.parameter == "remaining"

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import gc
 
-from ministruct.grammar.ir import gc_paused
+import pytest
+
+from ministruct.errors import UsageError
+from ministruct.grammar.ir import Grammar, gc_paused
 
 
 def test_objects_built_with_the_collector_paused_join_the_oldest_generation():
@@ -42,3 +45,17 @@ def test_objects_the_program_froze_stay_frozen():
         assert built and kept
     finally:
         gc.unfreeze()
+
+
+@pytest.mark.parametrize(
+    "choices, reason",
+    [
+        ([], "at least one"),
+        ("yes", "a list of strings, got 'yes'"),  # was: one of "y", "e", "s"
+        (["a", 1], "a list of strings"),  # was: AttributeError: 'int' object has no attribute 'encode'
+    ],
+)
+def test_choices_that_are_not_a_list_of_strings_are_a_usage_error(choices, reason):
+    with pytest.raises(UsageError, match=reason) as e:
+        Grammar.from_choices(choices)
+    assert e.value.parameter == "choices"

@@ -188,3 +188,13 @@ def test_format_from_the_chat_template():
     assert format_for_template("<|python_tag|>") == "llama3"
     c = Constraint.from_tools(TOOLS, format="auto", chat_template="x <tool_call> y")
     assert c.tools.format.name == "hermes"
+
+
+def test_a_call_whose_arguments_hold_nan_is_rejected():
+    # check --tools said "ok" to {"q": NaN}, which is not JSON
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"properties": {"q": {"type": "number"}}}}}]
+    checker = ToolCallChecker(Constraint.from_tools(tools, choice="required").tools)
+    assert not checker.check('{"name": "f", "arguments": {"q": NaN}}').accepted
+    assert checker.check('{"name": "f", "arguments": {"q": 1.5}}').accepted
+    calls = [{"type": "function", "function": {"name": "f", "arguments": '{"q": Infinity}'}}]
+    assert not checker.check_calls(calls).accepted

@@ -43,6 +43,9 @@ from ministruct.jobs.records import read_records
         ({"choice": ["a", 1]}, '"choice" must be a non-empty array of strings'),
         ({"schema": {"type": "string"}}, '"schema" must be a string, not an object'),
         ({"system": 5}, '"system" must be a string, not a number'),
+        ({"schema": "-"}, '"schema": "-" (stdin) is for the command line; a record names a file'),
+        ({"lark": "-"}, '"lark": "-" (stdin) is for the command line; a record names a file'),
+        ({"tools": "-"}, '"tools": "-" (stdin) is for the command line; a record names a file'),
     ],
 )
 def test_settings_are_validated(settings, error):

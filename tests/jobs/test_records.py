@@ -166,3 +166,10 @@ def test_records_with_lone_surrogates_are_written_as_escapes():
     line = buf.getvalue()
     line.encode("utf-8")  # writable
     assert json.loads(line) == {"v": 1, "id": "\udcff", "prompt": "a\ud800"}
+
+
+@pytest.mark.parametrize("line", ['{"prompt": "a", "id": NaN}', '{"prompt": "a", "extra": -Infinity}'])
+def test_nan_or_infinity_in_a_line_is_an_error_record(line):
+    # the id NaN came back out as `"id": NaN`, a line no JSON reader takes
+    (rec,) = recs(line.encode() + b"\n")
+    assert rec.error is not None and "is not a JSON number" in rec.error and rec.id == 1

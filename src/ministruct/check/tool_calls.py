@@ -10,11 +10,11 @@ A rejection names the call (`/tool_calls/0`) and, for an argument, its JSON poin
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from ministruct.check.instance import InstanceChecker
 from ministruct.check.result import CheckResult
+from ministruct.grammar.json_text import parse_json
 from ministruct.grammar.tools import ToolSpec, read_calls
 
 
@@ -42,7 +42,7 @@ class ToolCallChecker:
             if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
                 return CheckResult(False, pointer=f"/tool_calls/{i}", keyword="function", reason="no function name")
             try:
-                args = json.loads(fn.get("arguments") or "null")
+                args = parse_json(fn.get("arguments") or "null")
             except (TypeError, ValueError) as e:
                 return CheckResult(
                     False, pointer=f"/tool_calls/{i}/function/arguments", keyword="json", reason=f"not JSON: {e}"

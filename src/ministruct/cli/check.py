@@ -57,6 +57,7 @@ def check(
     fmt = format or ("jsonl" if input is not None else "text")
     if fmt not in ("text", "jsonl"):
         raise UsageError(f"--format must be text or jsonl, got {fmt!r}")
+    constraint.refuse_stdin_twice(input)
     verdict = _thinking_first(_verdict(constraint, prefix, as_generated), think, prefix)
     if text is not None:
         if resume is not None or allow_extra_fields:

@@ -103,6 +103,7 @@ def collapse(
         chat=run.chat,
         system=run.system,
     )
+    constraint.refuse_stdin_twice(input)
     prompts = _prompts(prompt, input)
     constraints = constraint.with_model(run.model).load_each()
     for c in constraints:

@@ -81,7 +81,7 @@ def error_text(e: MinistructError) -> str:
         flag = FLAGS[e.parameter]
         if body.startswith(e.parameter):
             body = flag + body[len(e.parameter) :]
-        elif flag not in body:
+        elif flag not in flag_text(body):
             body += f" ({flag})"
     text = f"ministruct: error: {flag_text(body)}"
     if isinstance(e, GrammarSyntaxError) and e.source != "<regex>":

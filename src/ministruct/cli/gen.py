@@ -71,6 +71,7 @@ def gen(
         parallel=parallel,
     )
     g.check()
+    constraint.refuse_stdin_twice(input)
     if fleet.requested():
         c = constraint.load()
         for w in c.warnings:

@@ -278,6 +278,14 @@ class ConstraintFlags:
     tool_format: str = "auto"
     chat_template: str | None = None  # the model's, read for --tool-format auto (with_model)
 
+    def refuse_stdin_twice(self, input: str | None) -> None:
+        """UsageError when --input and a constraint flag would both read stdin ('-')."""
+        if input != "-":
+            return
+        for flag, value in (("--schema", self._schemas()), ("--lark", [self.lark]), ("--tools", [self.tools])):
+            if "-" in value:
+                raise UsageError(f"--input and {flag} both read stdin ('-'): give one of them a file")
+
     def load(self, extra_default: str = "explicit") -> Constraint:
         """The one Constraint; `extra_default` is the command's --extra-properties default."""
         schemas = self._schemas()

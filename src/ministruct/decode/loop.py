@@ -114,8 +114,8 @@ class Decoder:
         fast_forward: bool = True,
         forced_logits: bool = True,
     ) -> None:
-        if max_tokens < 0:
-            raise UsageError(f"max_tokens must be >= 0, got {max_tokens}", parameter="max_tokens")
+        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 0:
+            raise UsageError(f"max_tokens must be an integer >= 0, got {max_tokens!r}", parameter="max_tokens")
         self.prompt_tokens = [int(t) for t in prompt_tokens]
         if not self.prompt_tokens:
             raise UsageError("the prompt is empty (no tokens to condition on)")

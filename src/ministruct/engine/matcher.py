@@ -92,6 +92,8 @@ class Matcher:
         With `remaining` (tokens left, this one included), only tokens after which a
         completion is guaranteed to fit in the rest (engine/budget.py).
         """
+        if remaining is not None and remaining < 0:
+            raise UsageError(f"remaining must be >= 0, got {remaining}", parameter="remaining")
         if self._ended:
             return np.zeros(self.compiled.vocab.n_logits, dtype=bool)
         mask = self.compiled.mask(self._history[-1])
@@ -178,7 +180,7 @@ class Matcher:
     def rollback(self, n: int) -> None:
         """Undo the last n accepted tokens."""
         if n < 0 or n > self.n_tokens:
-            raise ValueError(f"cannot roll back {n} of {self.n_tokens} tokens")
+            raise UsageError(f"cannot roll back {n} of {self.n_tokens} tokens", parameter="n")
         if n and self._ended:
             self._ended = False
             n -= 1

@@ -13,6 +13,7 @@ from typing import Any, Callable, Iterable
 
 from ministruct.errors import InputError, SchemaError, UsageError
 from ministruct.grammar.ir import Boundary, Grammar, TokenRef
+from ministruct.grammar.json_text import parse_json
 from ministruct.grammar.limits import MAX_JSON_NESTING, bounded, short_pointer, text_nesting_pointer
 from ministruct.grammar.schema import SchemaOptions, schema_to_grammar
 from ministruct.grammar.think import free_text_then
@@ -205,7 +206,7 @@ def read_text(path: str, what: str) -> tuple[str, str]:
 def load_schema_text(text: str, source: str) -> Any:
     """The parsed schema; SchemaError naming the file when it is not JSON or nests too deeply to read."""
     try:
-        return json.loads(text)
+        return parse_json(text)
     except json.JSONDecodeError as e:
         raise SchemaError(
             f"{source}: not valid JSON: {e.msg} (line {e.lineno}, column {e.colno})", pointer=None, source=source

@@ -14,6 +14,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Iterator, Union
 
+from ministruct.errors import UsageError
+
 MAX_CODE_POINT = 0x10FFFF
 
 
@@ -212,8 +214,10 @@ class Grammar:
     @classmethod
     def from_choices(cls, choices: list[str], *, source: str = "<choice>") -> "Grammar":
         """Exactly one of the given strings."""
+        if not isinstance(choices, (list, tuple)) or not all(isinstance(c, str) for c in choices):
+            raise UsageError(f"choices must be a list of strings, got {choices!r:.80}", parameter="choices")
         if not choices:
-            raise ValueError("choices must name at least one string")
+            raise UsageError("choices must name at least one string", parameter="choices")
         return cls({"root": alt(*(Literal(c) for c in choices))}, source=source)
 
     def references(self) -> dict[str, set[str]]:

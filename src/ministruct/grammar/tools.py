@@ -38,6 +38,7 @@ from typing import Any
 
 from ministruct.errors import InputError, SchemaError, UsageError
 from ministruct.grammar.ir import EMPTY, Expr, Grammar, Literal, Repeat, RuleRef, TokenRef, alt, rename_refs, seq
+from ministruct.grammar.json_text import parse_json, parse_json_prefix
 from ministruct.grammar.schema import SchemaOptions, schema_to_grammar
 from ministruct.grammar.think import ANY_TEXT, free_text_then, text_not_starting_with
 
@@ -466,7 +467,6 @@ class _Reader:
     def __init__(self, text: str, pos: int, args_key: str, control: frozenset[str]) -> None:
         self.text, self.pos, self.args_key, self.control = text, pos, args_key, control
         self.calls: list[ToolCall] = []
-        self._decoder = json.JSONDecoder()
 
     def take(self, s: str) -> bool:
         for tag in self.control:
@@ -482,7 +482,7 @@ class _Reader:
 
     def call(self) -> None:
         try:
-            obj, end = self._decoder.raw_decode(self.text, self.pos)
+            obj, end = parse_json_prefix(self.text, self.pos)
         except json.JSONDecodeError as e:
             raise ValueError(f"the call at character {self.pos} is not JSON: {e.msg}") from None
         if not isinstance(obj, dict) or not isinstance(obj.get("name"), str) or self.args_key not in obj:
@@ -495,7 +495,7 @@ class _Reader:
 def load_tools_text(text: str, source: str) -> list[Tool]:
     """The tools of a JSON text; InputError naming the file when it is not JSON."""
     try:
-        value = json.loads(text)
+        value = parse_json(text)
     except json.JSONDecodeError as e:
         raise InputError(f"{source}: not valid JSON: {e.msg} (line {e.lineno}, column {e.colno})") from None
     return parse_tools(value, source)

@@ -62,6 +62,9 @@ def settings_error(settings: dict[str, Any]) -> str | None:
     for k in ("schema", "grammar", "lark", "regex", "system"):
         if k in settings and not isinstance(settings[k], str) and not (k == "system" and settings[k] is None):
             return f'"{k}" must be a string, not {json_type(settings[k])}'
+    for k in ("schema", "lark", "tools"):
+        if settings.get(k) == "-":
+            return f'"{k}": "-" (stdin) is for the command line; a record names a file'
     if "tools" in settings and not isinstance(settings["tools"], (str, list)):
         return f'"tools" must be an array of tools or a file name, not {json_type(settings["tools"])}'
     if "tool_choice" in settings and not isinstance(settings["tool_choice"], (str, dict)):

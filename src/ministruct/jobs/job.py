@@ -21,7 +21,7 @@ from ministruct.decode.sampling import SamplingParams
 from ministruct.engine.compile import CompiledGrammar, compile_grammar
 from ministruct.engine.matcher import Matcher
 from ministruct.engine.vocab import Vocabulary
-from ministruct.errors import InputError, MinistructError
+from ministruct.errors import InputError, MinistructError, UsageError
 from ministruct.grammar.constraint import Constraint
 from ministruct.grammar.tools import ToolSpec, read_calls, tools_instruction
 from ministruct.jobs.fight_warnings import FightMonitor, prompt_remedy
@@ -31,6 +31,7 @@ from ministruct.jobs.think import ThinkSettings, announce, split_output, think_c
 from ministruct.jobs.tool_scores import ToolScorer
 
 SCHEMA_INSTRUCTION = "Answer with JSON that matches this JSON Schema:"
+_MISSING: Any = object()  # run_many's seeds ran out
 
 
 @dataclass
@@ -115,6 +116,14 @@ class GenerationJob:
         fast_forward: bool = True,
         think: ThinkSettings | None = None,
     ) -> None:
+        if constraint is not None and not isinstance(constraint, Constraint):
+            raise UsageError(
+                f"constraint must be a Constraint (Constraint.from_regex(...), load_constraint(...)) or None, "
+                f"not {type(constraint).__name__}",
+                parameter="constraint",
+            )
+        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 0:
+            raise UsageError(f"max_tokens must be an integer >= 0, got {max_tokens!r}", parameter="max_tokens")
         self.model = model
         self.constraint = constraint
         self.params = params
@@ -170,6 +179,8 @@ class GenerationJob:
 
     def prompt_tokens(self, prompt: str) -> list[int]:
         """The prompt's token ids (chat template applied); InputError for text UTF-8 cannot encode."""
+        if not isinstance(prompt, str):
+            raise UsageError(f"prompt must be a string, not {type(prompt).__name__}", parameter="prompt")
         for name, text in (("prompt", prompt), ("system", self.system or "")):
             bad = surrogate_error(text)
             if bad is not None:
@@ -214,12 +225,17 @@ class GenerationJob:
 
         Batched rows differ in the last bits from rows computed one at a time, so a token
         can differ from `run`; the same `parallel` and seeds give the same results."""
+        if isinstance(prompts, str):
+            raise UsageError("prompts must be an iterable of strings, not one string (use run)", parameter="prompts")
         order: InOrder[GenResult] = InOrder()
         seed_of = iter(seeds) if seeds is not None else None
 
         def requests() -> Iterator[Request]:
-            for prompt in prompts:
-                seed = next(seed_of) if seed_of is not None else None
+            for n, prompt in enumerate(prompts):
+                seed = next(seed_of, _MISSING) if seed_of is not None else None
+                if seed is _MISSING:
+                    s = "" if n == 1 else "s"
+                    raise UsageError(f"seeds: {n} seed{s} for more prompts (give one per prompt)", parameter="seeds")
                 place = order.add()
                 dec, monitor, on_step, scorer = self.watched_decoder(prompt, seed=seed)
                 yield Request(dec, on_step=on_step, key=(place, prompt, monitor, scorer))

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import IO, Any, Collection, Iterable, Iterator
 
 from ministruct.errors import InputError, OutputClosed, OutputError
+from ministruct.grammar.json_text import parse_json
 
 RECORD_VERSION = 1
 BOM = b"\xef\xbb\xbf"
@@ -152,7 +153,7 @@ def _json_record(
     n: int, line: str, field: str, where: str, settings: Collection[str], allow_extra: bool
 ) -> InputRecord:
     try:
-        obj = json.loads(line)
+        obj = parse_json(line)
     except json.JSONDecodeError as e:
         return InputRecord(n, n, None, f"{where}: not valid JSON: {e.msg} (column {e.colno})")
     except RecursionError:

@@ -18,6 +18,8 @@ from typing import Any
 
 from lark import Token
 
+from ministruct.grammar.json_text import parse_json_prefix
+
 _SKIP = re.compile(r"(?:[ \t]+|(?:#|//)[^\n]*)+")
 # Longest match wins; on a tie, the earlier entry (llguidance lists literals first).
 _LITERALS = [
@@ -124,7 +126,7 @@ def _json_value(text: str, pos: int, directive: str) -> tuple[Any, int]:
     m = re.compile(r"\s*").match(text, pos)
     start = m.end() if m else pos
     try:
-        value, end = json.JSONDecoder().raw_decode(text, start)
+        value, end = parse_json_prefix(text, start)
     except json.JSONDecodeError as e:
         raise LarkLexError(f"failed to parse {directive} declaration: {e.msg}", e.pos) from None
     except RecursionError:

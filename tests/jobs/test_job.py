@@ -1,0 +1,47 @@
+"""GenerationJob's arguments: a wrong one is a UsageError naming its parameter, never a
+TypeError or AttributeError from deep inside the decoder."""
+
+from __future__ import annotations
+
+import pytest
+
+from ministruct.decode.sampling import SamplingParams
+from ministruct.errors import UsageError
+from ministruct.grammar.constraint import Constraint
+from ministruct.jobs.job import GenerationJob
+
+YEAR = Constraint.from_regex("[0-9]{4}")
+PARAMS = SamplingParams(seed=1)
+
+
+@pytest.mark.parametrize("constraint", ["[0-9]{4}", YEAR.grammar])
+def test_a_constraint_that_is_not_a_constraint_is_refused(model, constraint):
+    # was: AttributeError: 'str' object has no attribute 'with_control_tokens', at run()
+    with pytest.raises(UsageError, match="constraint must be a Constraint") as e:
+        GenerationJob(model, constraint, PARAMS)
+    assert e.value.parameter == "constraint"
+
+
+@pytest.mark.parametrize("max_tokens", [None, "8", 2.5, True])
+def test_max_tokens_must_be_an_integer(model, max_tokens):
+    # was: TypeError: '<' not supported between instances of 'NoneType' and 'int', at run()
+    with pytest.raises(UsageError, match="max_tokens must be an integer >= 0") as e:
+        GenerationJob(model, YEAR, PARAMS, max_tokens=max_tokens)
+    assert e.value.parameter == "max_tokens"
+
+
+@pytest.mark.parametrize("prompt", [None, b"Pick a year:"])
+def test_a_prompt_must_be_text(model, prompt):
+    # was: TypeError: expected string or bytes-like object, got 'NoneType'
+    with pytest.raises(UsageError, match="prompt must be a string") as e:
+        GenerationJob(model, YEAR, PARAMS, max_tokens=8).run(prompt)
+    assert e.value.parameter == "prompt"
+
+
+def test_run_many_takes_a_list_of_prompts_and_a_seed_for_each(model):
+    job = GenerationJob(model, YEAR, PARAMS, max_tokens=8)
+    with pytest.raises(UsageError, match="prompts must be an iterable of strings, not one string"):
+        list(job.run_many("Pick a year:"))  # was: one generation per character
+    with pytest.raises(UsageError, match="seeds: 1 seed for more prompts") as e:
+        list(job.run_many(["a", "b"], seeds=[1]))  # was: RuntimeError: generator raised StopIteration
+    assert e.value.parameter == "seeds"
