@@ -284,3 +284,10 @@ def test_input_and_a_constraint_cannot_both_read_stdin(run_cli, command, flag):
     # the constraint read the records as its text: "<stdin>: not valid JSON", or a Lark syntax error
     p = run_cli(command, "--input", "-", flag, "-", input="5\n")
     assert_one_line_error(p, f"--input and {flag} both read stdin")
+
+
+@pytest.mark.model
+def test_gen_reads_every_record_of_a_pipe_given_by_name(run_cli):
+    # gen --input /dev/stdin (or <(...), a FIFO): the progress total's line count read the records away
+    p = run_cli("gen", "--input", "/dev/stdin", "--choice", "yes", "--choice", "no", *RAW, input=f"{ASK}\n{ASK}\n")
+    assert [r["id"] for r in _lines(p.stdout)] == [1, 2] and p.returncode == 0, p.stderr

@@ -336,3 +336,11 @@ def test_rollback_and_mask_arguments_out_of_range_are_usage_errors():
     with pytest.raises(UsageError, match="remaining must be >= 0") as e:
         m.mask(remaining=-1)
     assert e.value.parameter == "remaining"
+
+
+@pytest.mark.parametrize("vocab", [None, [b"a", b"b"]])
+def test_compile_grammar_without_a_vocabulary_is_a_usage_error(vocab):
+    # was: AttributeError: 'NoneType' object has no attribute 'fingerprint'
+    with pytest.raises(UsageError, match="vocab must be a Vocabulary") as e:
+        compile_grammar(Grammar({"root": DIGIT}), vocab)
+    assert e.value.parameter == "vocab"

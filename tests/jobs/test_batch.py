@@ -7,9 +7,11 @@ import io
 import json
 import os
 import signal
+import time
 from dataclasses import dataclass
 
 import pytest
+from guards import hang_guard  # tests/ is on sys.path
 
 from ministruct.check.grammar import check_text
 from ministruct.errors import MinistructError
@@ -208,6 +210,27 @@ def test_a_second_signal_abandons_the_record_in_flight():
 
     assert run_batch(read_records(_plain(5), "prompt"), process) == 143
     assert done == [1]
+
+
+@pytest.mark.parametrize("signum, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_signal_while_waiting_for_the_next_line_stops_at_once(signum, code):
+    # `check --input -` at a terminal: Ctrl-C did nothing until another line (or EOF) came
+    done, lines = [], []
+
+    def slow_input():
+        yield from _plain(2)
+        os.kill(os.getpid(), signum)  # the reader waits for line 3 when the signal comes
+        time.sleep(60)
+        yield b"line 3\n"
+
+    def process(rec, already):
+        done.append(rec.id)
+        yield "ok"
+
+    with hang_guard(30, "the batch after a signal while it waited for input"):
+        status = run_batch(read_records(slow_input(), "prompt"), process, report=lines.append)
+    assert status == code and done == [1, 2]
+    assert lines == [f"2 results: 2 ok, 0 incomplete, 0 failed; stopped by {signal.Signals(signum).name}"]
 
 
 def test_error_records_flow_through_in_order():

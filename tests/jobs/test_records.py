@@ -7,8 +7,10 @@ import errno
 import io
 import itertools
 import json
+import os
 
 import pytest
+from guards import hang_guard  # tests/ is on sys.path
 
 from ministruct.errors import OutputClosed, OutputError
 from ministruct.jobs.records import count_lines, open_lines, read_records, split_lines, write_line, write_record
@@ -173,3 +175,11 @@ def test_nan_or_infinity_in_a_line_is_an_error_record(line):
     # the id NaN came back out as `"id": NaN`, a line no JSON reader takes
     (rec,) = recs(line.encode() + b"\n")
     assert rec.error is not None and "is not a JSON number" in rec.error and rec.id == 1
+
+
+def test_count_lines_leaves_a_pipe_alone(tmp_path):
+    # gen --input <(...) or a FIFO: counting for the progress total read the records away (0 results, exit 0)
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with hang_guard(30, "count_lines on a FIFO"):
+        assert count_lines(str(fifo)) is None

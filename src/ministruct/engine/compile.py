@@ -678,6 +678,10 @@ def compile_grammar(grammar: "Grammar | Constraint", vocab: Vocabulary, *, use_c
         raise UsageError(
             f"grammar must be a Grammar or a Constraint, not {type(grammar).__name__}", parameter="grammar"
         )
+    if not isinstance(vocab, Vocabulary):
+        raise UsageError(
+            f"vocab must be a Vocabulary (model.vocabulary), not {type(vocab).__name__}", parameter="vocab"
+        )
     compiled = CompiledGrammar(grammar, vocab)
     if use_cache:
         compiled.restore()

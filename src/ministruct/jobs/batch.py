@@ -298,14 +298,21 @@ class Abandoned(BaseException):
     """A second SIGINT/SIGTERM: the record in flight is given up."""
 
 
+class _StopReading(BaseException):
+    """A signal while the batch waited for its next input line: no more lines are read."""
+
+
 class Interrupts:
     """SIGINT/SIGTERM while a batch runs: the first lets the record in flight finish, then
-    the batch stops (`exit_code` 130/143); a second abandons the record in flight."""
+    the batch stops (`exit_code` 130/143); a second abandons the record in flight. While
+    the batch only waits for its next line (stdin at a terminal, a slow pipe), the first
+    stops the reading at once."""
 
     SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
     def __init__(self) -> None:
         self.signum: int | None = None
+        self.reading = False  # waiting for the next input line
         self._old: dict[int, Any] = {}
 
     def __enter__(self) -> Interrupts:
@@ -318,6 +325,8 @@ class Interrupts:
         if self.signum is not None:
             raise Abandoned()
         self.signum = signum
+        if self.reading:
+            raise _StopReading()
 
     def __exit__(self, *exc: Any) -> None:
         for s, old in self._old.items():
@@ -376,7 +385,7 @@ def run_batch(
                     tally.skipped += 1
                 if progress is not None:
                     progress.advance()
-        except Abandoned:
+        except (Abandoned, _StopReading):  # _StopReading: the signal came as the wait for a line ended
             pass
     if report is not None:
         stopped = f"; stopped by {intr.name()}" if intr.signum is not None else ""
@@ -385,8 +394,17 @@ def run_batch(
 
 
 def _until_stopped(records: Iterable[InputRecord], intr: Interrupts) -> Iterator[InputRecord]:
-    """The records, until a signal asks the batch to stop (what is in flight finishes)."""
-    for rec in records:
+    """The records, until a signal asks the batch to stop (what is in flight finishes; a
+    wait for the next line ends at once)."""
+    it = iter(records)
+    while intr.signum is None:
+        intr.reading = True
+        try:
+            rec = next(it)
+        except (StopIteration, _StopReading):
+            return
+        finally:
+            intr.reading = False
         if intr.signum is not None:
             return
         yield rec

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import errno
 import json
+import os
 import re
+import stat
 import sys
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -65,8 +67,12 @@ def _read_errors_named(f: IO[bytes], path: str) -> Iterator[bytes]:
 
 
 def count_lines(path: str) -> int | None:
-    """The number of lines of a file, read in chunks (None for stdin or when unreadable)."""
-    if path == "-":
+    """The number of lines of a file, read in chunks (None for stdin, a pipe or a FIFO,
+    which only the batch may read, or when unreadable)."""
+    try:
+        if path == "-" or not stat.S_ISREG(os.stat(path).st_mode):
+            return None
+    except OSError:
         return None
     n, last = 0, b"\n"
     try:
