@@ -286,9 +286,8 @@ class SliceChains:
         # the tokens whose first byte is in a class, the same way: at least as many as the
         # tokens made of any set of characters whose first bytes are in that class
         first = [0] * (bc[-1] + 2)
-        root = int(trie.child_start[0])
-        for node in range(root, root + int(trie.child_count[0])):
-            first[bc[int(trie.node_byte[node])] + 1] += int(trie.tok_count[node])
+        for b, n in enumerate(tokens_by_first_byte(trie).tolist()):
+            first[bc[b] + 1] += n
         self.tokens_below = list(accumulate(first))
         self._next: dict[int, tuple[int, tuple] | None] = {}
         self._uni: dict[int, int | None] = {}
@@ -548,7 +547,7 @@ class SliceChains:
         out: list[tuple[int, int]] = []
         room = MAX_RANGES
         for seqs in by_shape.values():
-            for ivs in _merged(seqs) if len(seqs) > 1 else seqs:
+            for ivs in _merged(seqs):
                 got = _interval_code_points(ivs, room)
                 if got is None:
                     return None
@@ -801,8 +800,9 @@ def _merged(seqs: list[tuple[tuple[int, int], ...]]) -> list[tuple[tuple[int, in
     return seqs
 
 
-def _interval_code_points(ivs: tuple[tuple[int, int], ...], most: int = 4096) -> list[tuple[int, int]] | None:
-    """Code point ranges of the UTF-8 sequences whose k-th byte is in ivs[k]."""
+def _interval_code_points(ivs: tuple[tuple[int, int], ...], most: int) -> list[tuple[int, int]] | None:
+    """Code point ranges of the UTF-8 sequences whose k-th byte is in ivs[k] (None: more
+    than `most` of them)."""
     k = len(ivs)
     if any(lo > hi for lo, hi in ivs):
         return []
@@ -823,15 +823,22 @@ def _interval_code_points(ivs: tuple[tuple[int, int], ...], most: int = 4096) ->
     return out
 
 
+def tokens_by_first_byte(trie: TokenTrie) -> np.ndarray:
+    """int64 per byte value: how many tokens begin with it (the root's children's counts)."""
+    root = int(trie.child_start[0])
+    nodes = np.arange(root, root + int(trie.child_count[0]))
+    out = np.zeros(256, dtype=np.int64)
+    out[trie.node_byte[nodes]] = trie.tok_count[nodes]
+    return out
+
+
 def tokens_starting_in(trie: TokenTrie, ranges: tuple[tuple[int, int], ...]) -> int:
     """How many tokens begin with a first byte of a character in `ranges` (at least as
     many as the tokens whose first character is in `ranges`)."""
     first = np.zeros(256, dtype=bool)
     for seq in utf8_sequences(ranges):
         first[seq[0][0] : seq[0][1] + 1] = True
-    root = int(trie.child_start[0])
-    nodes = np.arange(root, root + int(trie.child_count[0]))
-    return int(trie.tok_count[nodes][first[trie.node_byte[nodes]]].sum())
+    return int(tokens_by_first_byte(trie)[first].sum())
 
 
 _LENGTHS: OrderedDict[tuple[int, tuple], tuple[Slice, np.ndarray]] = OrderedDict()
@@ -851,17 +858,13 @@ def _read_only(a: np.ndarray) -> np.ndarray:
 
 
 def _kept(store: OrderedDict, most: int, owner: Any, ranges: tuple, build: Callable[[], T]) -> T:
-    """`build()`, kept per process under (owner, ranges), the `most` latest used (an id can
-    be reused once its owner is gone: the owner itself is kept beside and compared)."""
-    key = (id(owner), ranges)
-    with _LENGTHS_LOCK:
-        hit = store.get(key)
-        if hit is not None and hit[0] is owner:
-            store.move_to_end(key)
-            return hit[1]
+    """`build()`, kept per process under (owner, ranges), the `most` latest used."""
+    hit = _kept_already(store, owner, ranges)
+    if hit is not None:
+        return hit
     out = build()
     with _LENGTHS_LOCK:
-        store[key] = (owner, out)
+        store[(id(owner), ranges)] = (owner, out)
         while len(store) > most:
             store.popitem(last=False)
     return out
@@ -913,6 +916,16 @@ def rest_outside(sl: Slice, ranges: tuple[tuple[int, int], ...], full: TokenTrie
 
 def rest_outside_kept(ranges: tuple[tuple[int, int], ...], full: TokenTrie) -> TokenTrie | None:
     """`rest_outside` when this process has it already, else None."""
+    return _kept_already(_OUTSIDE, full, ranges)
+
+
+def _kept_already(store: OrderedDict, owner: Any, ranges: tuple) -> Any:
+    """What `_kept` holds for (owner, ranges), else None (an id can be reused once its
+    owner is gone: the owner itself is kept beside and compared)."""
+    key = (id(owner), ranges)
     with _LENGTHS_LOCK:
-        hit = _OUTSIDE.get((id(full), ranges))
-    return hit[1] if hit is not None and hit[0] is full else None
+        hit = store.get(key)
+        if hit is None or hit[0] is not owner:
+            return None
+        store.move_to_end(key)
+        return hit[1]
