@@ -94,3 +94,19 @@ def test_a_union_past_the_stack_limit_is_refused(monkeypatch):
     ids = [tr.intern(frozenset({(q,), (q + 100,)})) for q in (1, 2)]
     with pytest.raises(CompileLimitError, match="too ambiguous"):
         tr.union(ids)
+
+
+def test_options_that_begin_with_a_class_leave_one_parse_alive():
+    """Alternatives led by character classes (and literals) step from one state: after the
+    first byte one stack is alive per way on, not one per option (each option's class is
+    built from the alternative's own state, so nothing of it reaches another option)."""
+    grammar = parse_gbnf('root ::= [a-m] "1" | [n-z] "2" | "x" [0-9] "3" | [é-ü] "4" | ("ab")* "5"\n')
+    auto = Automaton(grammar)
+    start = auto.closure((auto.start[grammar.root],))
+    assert len(start) == 3  # the classes and "x" from one state; the repeat's two ways on apart
+    assert sum(len(auto.byte_edges[st[-1]]) > 1 for st in start) == 1
+    assert len(auto.step(start, ord("c"))) == 1
+    assert len(auto.step(start, ord("x"))) == 2  # [n-z] "2" and "x" [0-9] "3"
+    cases = [("c1", 1), ("x2", 1), ("x53", 1), ("é4", 1), ("ü4", 1), ("ab5", 1), ("5", 1), ("c2", 0), ("é1", 0)]
+    for text, ok in cases:
+        assert Automaton.is_accepting(auto.step_bytes(start, text.encode())) is bool(ok), text

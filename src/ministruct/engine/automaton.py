@@ -226,6 +226,8 @@ class Automaton:
                     nxt = self._new()
                     if isinstance(atom, int):
                         self.byte_edges[cur].append((atom, atom, nxt))
+                    elif isinstance(atom, CharClass):  # (byte edges out of cur only: nothing leaks)
+                        self._build_class(atom, cur, nxt)
                     else:  # a private entry state: what `atom` builds cannot leak into other options
                         a = self._new()
                         self.eps[cur].append(a)

@@ -186,3 +186,18 @@ def test_a_key_outside_the_names_goes_on_in_one_configuration_wherever_it_left_t
     rests = {auto.step_bytes(start, key) for key in (b"x", b"ax", b"alx", b"alpx", b"bex", b"alphx")}
     assert len(rests) == 1
     assert auto.step_bytes(start, b"alpha") not in rests
+
+
+def test_a_key_leaves_the_names_by_a_wide_character_or_an_escape_on_one_shared_path():
+    """The ways out of the names that do not depend on where they leave (the first byte of
+    a non-ASCII character, a backslash) reach one configuration from every trie node: their
+    byte paths are built, and their table rows filled, once."""
+    from ministruct.engine.automaton import Automaton
+
+    schema = {"type": "object", "properties": {"alpha": {}, "alps": {}, "beta": {}}, "additionalProperties": True}
+    auto = Automaton(schema_to_grammar(schema))
+    start = auto.step_bytes(frozenset({(auto.start[auto.grammar.root],)}), b'{"')
+    for way_out in ("é".encode()[:1], "€".encode()[:2], b"\\", b"\\u00"):
+        reached = {auto.step_bytes(start, prefix + way_out) for prefix in (b"", b"a", b"al", b"alp", b"be", b"alpha")}
+        assert len(reached) == 1, way_out
+        assert all(reached)

@@ -62,7 +62,9 @@ def not_in_names(c: SchemaContext, names: list[str]) -> Expr:
     `\\uXXXX` escapes are written). A rule of its own, whose every way out of the names
     calls one rule for the rest of the string and its closing quote, last: the rest of
     a key is then one configuration wherever it left the names (a tail call keeps no
-    frame of where it came from), not one per trie node."""
+    frame of where it came from), not one per trie node. The ways out that do not depend
+    on the trie node (a raw non-ASCII character, an escape) are rules shared by the nodes
+    they fit, so their byte paths are built, and stepped, once."""
     if not names:
         return ANY_STRING
     trie: dict = {}
@@ -73,19 +75,30 @@ def not_in_names(c: SchemaContext, names: list[str]) -> Expr:
         t[None] = True
 
     rest = c.rule("key_rest", seq(Repeat(STRING_UNIT, 0, None), Literal('"')))
+    shared: dict[tuple, Expr] = {}
+
+    def leave(kind: str, body: Expr) -> Expr:
+        """One rule per distinct way out (its body, then the rest of the key)."""
+        hit = shared.get((kind, body))
+        if hit is None:
+            hit = shared[(kind, body)] = c.rule(kind, seq(body, rest))
+        return hit
 
     def build(t: dict) -> Expr:
         kids = sorted(k for k in t if k is not None)
         opts: list[Expr] = [] if None in t else [Literal('"')]
         excluded = [(ord(k), ord(k)) for k in kids]
-        other = _minus(RAW_OK, excluded)
-        if other is not None:
-            opts.append(seq(other, rest))
-        shorts = [e for cp, e in SHORT_ESCAPES.items() if chr(cp) not in t]
-        if shorts:
-            opts.append(seq(alt(*[Literal(e) for e in shorts]), rest))
+        ascii_other = _minus(_RAW_ASCII, excluded)
+        if ascii_other is not None:
+            opts.append(seq(ascii_other, rest))
+        wide = _minus(_RAW_NON_ASCII, excluded)
+        if wide is not None:
+            opts.append(leave("key_wide", wide))
+        escapes: list[Expr] = [Literal(e) for cp, e in SHORT_ESCAPES.items() if chr(cp) not in t]
         if all(k < "\x80" for k in kids):
-            opts.append(seq(NON_ASCII_ESCAPE, rest))
+            escapes.append(NON_ASCII_ESCAPE)
+        if escapes:
+            opts.append(leave("key_escape", alt(*escapes)))
         for k in kids:
             opts.append(seq(encode_chars(Literal(k)), build(t[k])))
         return alt(*opts) if opts else NOTHING
@@ -107,6 +120,11 @@ def _minus(cls: CharClass, excluded: list[tuple[int, int]]) -> Optional[CharClas
         if cur <= b:
             out.append((cur, b))
     return CharClass(tuple(out)) if out else None
+
+
+# a raw character of a key: ASCII ones may go on in the names, the others never do
+_RAW_ASCII = CharClass(tuple((a, min(b, 0x7F)) for a, b in RAW_OK.code_point_ranges() if a <= 0x7F))
+_RAW_NON_ASCII = CharClass(tuple((max(a, 0x80), b) for a, b in RAW_OK.code_point_ranges() if b >= 0x80))
 
 
 # ------------------------------------------------------------ objects
