@@ -110,3 +110,35 @@ def test_options_that_begin_with_a_class_leave_one_parse_alive():
     cases = [("c1", 1), ("x2", 1), ("x53", 1), ("é4", 1), ("ü4", 1), ("ab5", 1), ("5", 1), ("c2", 0), ("é1", 0)]
     for text, ok in cases:
         assert Automaton.is_accepting(auto.step_bytes(start, text.encode())) is bool(ok), text
+
+
+def test_a_literals_rows_are_filled_along_it_and_equal_stepping_the_automaton():
+    """Filling the row of a configuration inside a literal fills the rows of the literal
+    ahead (up to CHAIN_AHEAD of them, and not past the literal's end or a row known already);
+    every cell of every row then equals the automaton's own step."""
+    from ministruct.engine.table import CHAIN_AHEAD
+
+    word = "abcdefghijklmnopqrstuvwxyz" * 2
+    a, tr, bc = _transitions(f'root ::= "{word}" [0-9]+ | "ab" "x" "yz"\n')
+    s = tr.get(tr.intern(a.initial), int(bc[ord("a")]))
+    s = tr.get(s, int(bc[ord("b")]))  # (the options' shared "ab": then two edges, no chain)
+    assert [len(a.byte_edges[st[-1]]) for st in tr.configs[s]] == [2]
+    s = tr.get(s, int(bc[ord("c")]))
+    assert len(tr.configs[s]) == 1 and not tr.complete[s]
+    tr.fill_row(s)
+    along = [s]
+    for ch in word[3:]:
+        along.append(int(tr.table[along[-1], int(bc[ord(ch)])]))
+        if not tr.complete[along[-1]]:
+            break
+    assert len(along) - 1 == CHAIN_AHEAD  # the filled rows, and the first one left unknown
+    tr.fill_row(along[-1])  # the rest of the literal, up to its end
+    for cid in range(1, len(tr)):
+        if tr.complete[cid]:
+            for c in range(tr.n_classes):
+                want = a.step(tr.configs[cid], int(tr.class_rep[c]))
+                assert tr.configs[int(tr.table[cid, c])] == want, (tr.configs[cid], c)
+    end = tr.step_bytes(s, word[3:].encode())
+    assert end != DEAD and not Automaton.is_accepting(tr.configs[end])
+    assert Automaton.is_accepting(tr.configs[tr.step_bytes(end, b"42")])
+    assert tr.step_bytes(end, b"x") == DEAD
