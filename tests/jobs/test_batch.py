@@ -183,6 +183,9 @@ def test_any_failure_or_incomplete_result_exits_1():
 
 @pytest.mark.parametrize("signum, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_a_signal_finishes_the_record_in_flight_then_stops(signum, code):
+    """...and the process's own handlers are back afterwards (whatever they were: a job
+    started in the background has SIGINT ignored, and keeps it so)."""
+    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
     done, lines = [], []
 
     def process(rec, already):
@@ -194,7 +197,7 @@ def test_a_signal_finishes_the_record_in_flight_then_stops(signum, code):
     status = run_batch(read_records(_plain(10), "prompt"), process, report=lines.append)
     assert status == code and done == [1, 2, 3]
     assert lines == [f"3 results: 3 ok, 0 incomplete, 0 failed; stopped by {signal.Signals(signum).name}"]
-    assert signal.getsignal(signum) is not None and signal.getsignal(signal.SIGINT) == signal.default_int_handler
+    assert {s: signal.getsignal(s) for s in before} == before
 
 
 def test_a_second_signal_abandons_the_record_in_flight():
