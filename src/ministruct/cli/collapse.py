@@ -108,7 +108,7 @@ def collapse(
     constraints = constraint.with_model(run.model).load_each()
     for c in constraints:
         for w in c.warnings:
-            warn(f"{c.source}: {w}")
+            warn(w if w.startswith(c.source) else f"{c.source}: {w}")  # (front ends place most of theirs)
     if plot is not None:
         from ministruct.diagnostics.collapse.render import require_matplotlib
 

@@ -50,11 +50,12 @@ def nesting_error(value: Any, limit: int = MAX_JSON_NESTING) -> str | None:
             return ptr or "/"
         for k, x in items:
             if isinstance(x, (dict, list)):
-                stack.append((x, f"{ptr}/{_escape(k)}", depth + 1))
+                stack.append((x, f"{ptr}/{pointer_token(k)}", depth + 1))
     return None
 
 
-def _escape(token: str) -> str:
+def pointer_token(token: str) -> str:
+    """A key as one JSON Pointer token (RFC 6901: `~` as `~0`, `/` as `~1`)."""
     return token.replace("~", "~0").replace("/", "~1")
 
 
@@ -75,7 +76,7 @@ def text_nesting_pointer(text: str, limit: int = MAX_JSON_NESTING) -> str | None
                 stack[-1][2] = False
         elif tok in "{[":
             if len(stack) >= limit:
-                return "".join(f"/{_escape(str(f[1]))}" for f in stack) or "/"
+                return "".join(f"/{pointer_token(str(f[1]))}" for f in stack) or "/"
             stack.append([tok == "{", None if tok == "{" else 0, tok == "{"])
         elif tok in "}]":
             if not stack:

@@ -361,3 +361,8 @@ def test_an_empty_group_adds_nothing_to_a_sequence(with_group, without):
     g = parse_gbnf(with_group)
     assert g.rules == parse_gbnf(without).rules
     roundtrip(g)
+
+
+def test_parse_warnings_name_the_file_and_line():
+    g = parse_gbnf('root ::= [b-a] "x" |\n  [] "y"\nroot ::= "z"\n', source="g.gbnf")
+    assert [w.split(" ", 1)[0] for w in g.warnings] == ["g.gbnf:1:", "g.gbnf:2:", "g.gbnf:"]

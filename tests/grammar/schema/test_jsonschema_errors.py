@@ -79,3 +79,19 @@ def test_ref_pointer_escapes_resolve():
 def test_unknown_format_is_an_annotation_with_a_warning():
     g = schema_to_grammar({"type": "string", "format": "int32-ish"})
     assert g.warnings and "int32-ish" in g.warnings[0]
+
+
+@pytest.mark.parametrize(
+    "schema, pointer",
+    [
+        ({"enum": [1, float("nan")]}, "/enum/1"),
+        ({"type": "number", "maximum": float("inf")}, "/maximum"),
+        ({"properties": {"a/b": {"const": float("-inf")}}}, "/properties/a~1b/const"),
+    ],
+)
+def test_a_python_schema_holding_nan_or_infinity_is_refused_at_its_pointer(schema, pointer):
+    """A library caller's dict can hold what no JSON text can; generating `NaN` would give
+    output no JSON reader takes."""
+    with pytest.raises(SchemaError, match="not JSON numbers") as e:
+        schema_to_grammar(schema)
+    assert e.value.pointer == pointer

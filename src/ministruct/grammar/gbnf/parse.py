@@ -552,5 +552,12 @@ def _parse(text: str, source: str, root: str, lark_loop: bool = False) -> Gramma
             raise _translate(e, text, source) from None
         except RecursionError:
             raise GrammarSyntaxError("grammar nested too deeply", source=source, text=text) from None
-        grammar = Grammar(rules=rules, root=root, source=source, warnings=list(builder.warnings))
+        warnings = [_placed(w, source) for w in builder.warnings]
+        grammar = Grammar(rules=rules, root=root, source=source, warnings=warnings)
         return check_grammar(grammar, builder.references)
+
+
+def _placed(warning: str, source: str) -> str:
+    """A parse warning with its place as errors give it: `line 3: ...` -> `SOURCE:3: ...`."""
+    m = re.match(r"line (\d+): ", warning)
+    return f"{source}:{m.group(1)}: {warning[m.end() :]}" if m else f"{source}: {warning}"

@@ -31,6 +31,7 @@ from typing import Any, Optional
 from ministruct.errors import GrammarSyntaxError, SchemaError, UsageError
 from ministruct.grammar.analysis import find_left_recursion, productive_rules, prune_unproductive
 from ministruct.grammar.ir import EMPTY, CharClass, Expr, Grammar, Literal, Mark, Repeat, RuleRef, alt, seq
+from ministruct.grammar.json_text import non_json_number
 from ministruct.grammar.limits import MAX_JSON_NESTING, MAX_REPEAT, nesting_error, reshape, short_pointer
 from ministruct.grammar.schema import numbers as num
 from ministruct.grammar.schema.cycles import refuse_ref_cycles
@@ -735,6 +736,9 @@ def schema_to_grammar(
         raise SchemaError(
             f"the schema nests deeper than {MAX_JSON_NESTING} levels", pointer=short_pointer(deep), source=source
         )
+    odd = non_json_number(schema)
+    if odd is not None:
+        raise SchemaError("NaN and Infinity are not JSON numbers", pointer=odd, source=source)
     refuse_ref_cycles(schema, source)
     c = _Compiler(schema, options, source)
     c.rules["root"] = NOTHING

@@ -10,6 +10,7 @@ import re
 import urllib.parse
 from typing import Any, Callable, Optional
 
+from ministruct.grammar.limits import pointer_token
 from ministruct.grammar.schema.keywords import ANNOTATIONS
 
 ALL_TYPES = frozenset({"null", "boolean", "object", "array", "number", "integer", "string"})
@@ -26,7 +27,7 @@ class MergeError(Exception):
 
 
 def escape_token(tok: str) -> str:
-    return tok.replace("~", "~0").replace("/", "~1")
+    return pointer_token(tok)
 
 
 def schema_types(node: dict, ptr: str, error: Callable) -> set[str]:
