@@ -70,6 +70,14 @@ def test_convert_choice_to_gbnf(run_cli):
     assert p.stdout == 'root ::= "yes" | "say \\"no\\""\n'
 
 
+@pytest.mark.parametrize("to", ["gbnf", "lark", "regex"])
+def test_convert_refuses_a_constraint_that_matches_nothing_as_check_does(run_cli, to):
+    """An empty language is an error wherever the constraint is used, not a grammar printed
+    for another engine to fail on."""
+    assert_one_line_error(run_cli("convert", "--regex", r"[^\s\S]", "--to", to), "matches no string")
+    assert_one_line_error(run_cli("check", "--regex", r"[^\s\S]", "x"), "matches no string")
+
+
 def test_bundled_grammar_by_name_and_unknown_name(run_cli):
     assert run_cli("check", "--grammar", "digits", "2024").returncode == 0
     assert run_cli("check", "--grammar", "digits", "20a4").returncode == 1

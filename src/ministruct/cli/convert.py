@@ -31,6 +31,11 @@ def convert(
         c = think_constraint(c, settings, Vocabulary.from_bytes([]))  # no vocabulary: CLOSE is text
     for w in c.warnings:
         warn(w)
+    if to not in ("gbnf", "regex", "lark"):
+        raise UsageError(f"--to must be gbnf, lark or regex, got {to!r}")
+    from ministruct.engine.automaton import Automaton
+
+    Automaton(c.grammar)  # a grammar that matches nothing is refused here as by check and gen (GrammarError)
     if to == "gbnf":
         from ministruct.grammar.export import llama_gbnf
 
@@ -43,5 +48,3 @@ def convert(
         from ministruct.grammar.lark import grammar_to_lark
 
         typer.echo(grammar_to_lark(c.grammar), nl=False)
-    else:
-        raise UsageError(f"--to must be gbnf, lark or regex, got {to!r}")
