@@ -652,15 +652,16 @@ def main(argv: list[str] | None = None) -> int:
             setup[-1]["xgrammar_tokenizer_s"] = round(xgr.setup_s, 3)
             setup[-1]["xgrammar_version"] = xgrammar_walk.version()
         only = {x.strip() for x in args.only.split(",") if x.strip()}
-        specs = named_specs(notes if key == args.models.split(",")[0] else [])
-        if only:
-            specs = [s for s in specs if s.name in only]
+        named = named_specs(notes if key == args.models.split(",")[0] else [])
+        # each constraint's walk seed is its place in the whole list, so that --only reruns
+        # the very walk of a full run
+        specs = [(i, s) for i, s in enumerate(named) if not only or s.name in only]
         sample_notes: list[str] = []
         if not only or "pool" in only:
-            specs += schema_sample(args.schemas, tok, sample_notes)
+            specs += [(len(named) + j, s) for j, s in enumerate(schema_sample(args.schemas, tok, sample_notes))]
         notes += [f"{model.name}: {n}" for n in sample_notes]
         print(f"# {model.name}: {vocab.n_logits:,} tokens; {len(specs)} constraints", file=sys.stderr, flush=True)
-        for i, spec in enumerate(specs):
+        for i, spec in specs:
             steps = args.steps if spec.group == "" else args.schema_steps
             r = measure(model, tok, special, spec, steps, args.seed + i, xgr=xgr)
             if r.error:
