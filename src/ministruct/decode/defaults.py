@@ -11,3 +11,10 @@ def checked_parallel(parallel: object) -> int:
     if isinstance(parallel, bool) or not isinstance(parallel, int) or parallel < 1:
         raise UsageError(f"parallel must be an integer >= 1, got {parallel!r}", parameter="parallel")
     return parallel
+
+
+def checked_max_tokens(max_tokens: object) -> int:
+    """`max_tokens` when it is an integer >= 0 (a generation's token budget); else UsageError."""
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 0:
+        raise UsageError(f"max_tokens must be an integer >= 0, got {max_tokens!r}", parameter="max_tokens")
+    return max_tokens

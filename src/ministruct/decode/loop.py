@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Protocol, Sequence, runtime_che
 import numpy as np
 
 from ministruct.decode import fast_forward as ff
+from ministruct.decode.defaults import checked_max_tokens
 from ministruct.decode.sampling import Sampler, SamplingParams
 from ministruct.engine.budget import output_budget
 from ministruct.errors import ModelError, NoLegalContinuation, UsageError
@@ -114,8 +115,7 @@ class Decoder:
         fast_forward: bool = True,
         forced_logits: bool = True,
     ) -> None:
-        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 0:
-            raise UsageError(f"max_tokens must be an integer >= 0, got {max_tokens!r}", parameter="max_tokens")
+        checked_max_tokens(max_tokens)
         self.prompt_tokens = [int(t) for t in prompt_tokens]
         if not self.prompt_tokens:
             raise UsageError("the prompt is empty (no tokens to condition on)")

@@ -233,8 +233,7 @@ class Transitions:
             return hit
         configs = self.configs
         target = frozenset().union(*(configs[i] for i in key))
-        if len(target) > MAX_STACKS:
-            raise CompileLimitError(f"{self.source}: grammar too ambiguous: {len(target):,} parses alive at once")
+        self._check_stacks(target)
         cid = self.intern(target)
         if len(key) <= MAX_PARTS and cid not in key and cid not in self.parts:
             self._set_parts(cid, key)
@@ -354,8 +353,12 @@ class Transitions:
 
     def _check_width(self, pieces: list[tuple[int, int, Config]]) -> None:
         for _, _, target in pieces:
-            if len(target) > MAX_STACKS:
-                raise CompileLimitError(f"{self.source}: grammar too ambiguous: {len(target):,} parses alive at once")
+            self._check_stacks(target)
+
+    def _check_stacks(self, config: Config) -> None:
+        """CompileLimitError when more than MAX_STACKS parses are alive at once."""
+        if len(config) > MAX_STACKS:
+            raise CompileLimitError(f"{self.source}: grammar too ambiguous: {len(config):,} parses alive at once")
 
     def fill_row(self, state: int) -> None:
         """Every cell of a row. With parts: the union of the parts' rows, one per distinct
@@ -403,8 +406,7 @@ class Transitions:
         while True:
             ((lo, hi, t),) = edges_of[q]
             target = automaton.closure(head + (t,))
-            if len(target) > MAX_STACKS:
-                raise CompileLimitError(f"{self.source}: grammar too ambiguous: {len(target):,} parses alive at once")
+            self._check_stacks(target)
             nxt = self.intern(target)
             spans.append((bc[lo], bc[hi] + 1, nxt))
             if len(rows) >= CHAIN_AHEAD or t not in bare or len(edges_of[t]) != 1 or self.complete[nxt]:

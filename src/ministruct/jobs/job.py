@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator
 
 from ministruct.decode.batched import BatchedDecoder, Request
-from ministruct.decode.defaults import DEFAULT_PARALLEL
+from ministruct.decode.defaults import DEFAULT_PARALLEL, checked_max_tokens
 from ministruct.decode.loop import Decoder, Generation, Step
 from ministruct.decode.model import Model
 from ministruct.decode.sampling import SamplingParams
@@ -122,8 +122,7 @@ class GenerationJob:
                 f"not {type(constraint).__name__}",
                 parameter="constraint",
             )
-        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 0:
-            raise UsageError(f"max_tokens must be an integer >= 0, got {max_tokens!r}", parameter="max_tokens")
+        checked_max_tokens(max_tokens)
         self.model = model
         self.constraint = constraint
         self.params = params

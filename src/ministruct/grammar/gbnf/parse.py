@@ -90,7 +90,7 @@ def _decode_literal(tok: Token) -> str:
     return _ESCAPE.sub(lambda m: chr(_escape_value(m, tok, 1)), body)
 
 
-def _decode_class(tok: Token, warnings: list[str]) -> tuple[tuple[tuple[int, int], ...], bool]:
+def _decode_class(tok: Token, warnings: list[tuple[int | None, str]]) -> tuple[tuple[tuple[int, int], ...], bool]:
     """Ranges and negation of `[...]`, read exactly as llama.cpp's parser reads them."""
     text = tok.value
     negated = text.startswith("[^")
@@ -112,7 +112,7 @@ def _decode_class(tok: Token, warnings: list[str]) -> tuple[tuple[tuple[int, int
             if hi < lo:
                 line, _ = _offset_pos(tok, i)
                 warnings.append(
-                    f"line {line}: range {chr(lo)!r}-{chr(hi)!r} in {text} is empty (its end is before its start)"
+                    (line, f"range {chr(lo)!r}-{chr(hi)!r} in {text} is empty (its end is before its start)")
                 )
             ranges.append((lo, hi))
         else:
@@ -163,7 +163,7 @@ class _Builder(Transformer):
 
     def reset(self) -> None:
         """Forget the previous parse (its warnings and interned IR)."""
-        self.warnings: list[str] = []
+        self.warnings: list[tuple[int | None, str]] = []  # (line, message); placed in _parse
         self._classes: dict[str, CharClass] = {}  # class text -> IR (big grammars repeat classes)
         self._refs: dict[str, RuleRef] = {}
         self._used: dict[str, None] = {}  # rules referenced by the rule being read, in order
@@ -177,7 +177,7 @@ class _Builder(Transformer):
     def char_class(self, c: list) -> object:
         tok = c[0]
         if tok.value in ("[]", "[^]"):
-            self.warnings.append(f"line {tok.line}: {tok.value} matches the empty string (as in llama.cpp)")
+            self.warnings.append((tok.line, f"{tok.value} matches the empty string (as in llama.cpp)"))
             return _Empty(tok)
         hit = self._classes.get(tok.value)
         if hit is not None:
@@ -260,8 +260,11 @@ class _Builder(Transformer):
             raise _error(f"repetition {{{lo},{hi}}} has its maximum below its minimum", brace.line, brace.column)
         if hi > MAX_REPETITION:
             self.warnings.append(
-                f"line {brace.line}: {{{lo},{hi}}}: llama.cpp reads a maximum above "
-                f"{MAX_REPETITION} as unbounded; ministruct keeps the exact bound"
+                (
+                    brace.line,
+                    f"{{{lo},{hi}}}: llama.cpp reads a maximum above {MAX_REPETITION} as unbounded; "
+                    "ministruct keeps the exact bound",
+                )
             )
         return self._repeat(c[0], lo, hi, brace)
 
@@ -325,8 +328,11 @@ class _Builder(Transformer):
             key = name.value
             if key in rules:
                 self.warnings.append(
-                    f"rule '{key}' is defined twice (lines {lines[key]} and {name.line}); "
-                    "the last definition is used (as in llama.cpp)"
+                    (
+                        None,
+                        f"rule '{key}' is defined twice (lines {lines[key]} and {name.line}); "
+                        "the last definition is used (as in llama.cpp)",
+                    )
                 )
             rules[key] = expr
             lines[key] = name.line
@@ -552,12 +558,6 @@ def _parse(text: str, source: str, root: str, lark_loop: bool = False) -> Gramma
             raise _translate(e, text, source) from None
         except RecursionError:
             raise GrammarSyntaxError("grammar nested too deeply", source=source, text=text) from None
-        warnings = [_placed(w, source) for w in builder.warnings]
+        warnings = [f"{source}:{line}: {w}" if line is not None else f"{source}: {w}" for line, w in builder.warnings]
         grammar = Grammar(rules=rules, root=root, source=source, warnings=warnings)
         return check_grammar(grammar, builder.references)
-
-
-def _placed(warning: str, source: str) -> str:
-    """A parse warning with its place as errors give it: `line 3: ...` -> `SOURCE:3: ...`."""
-    m = re.match(r"line (\d+): ", warning)
-    return f"{source}:{m.group(1)}: {warning[m.end() :]}" if m else f"{source}: {warning}"
