@@ -118,6 +118,101 @@ def test_steps_reach_on_step_and_add_up_to_the_generation(model):
         assert all(s.mask is None or s.mask[s.token_id] for s in steps)
 
 
+def _rounds(monkeypatch) -> list[list[tuple[int, int]]]:
+    """Every round handed to Sequences.decode: (sequence id, token count) per sequence."""
+    from ministruct.decode.model import Sequences
+
+    rounds: list[list[tuple[int, int]]] = []
+    real = Sequences.decode
+
+    def recording(self, work):
+        rounds.append([(seq, len(tokens)) for seq, tokens, _ in work if tokens])
+        return real(self, work)
+
+    monkeypatch.setattr(Sequences, "decode", recording)
+    return rounds
+
+
+def _beside(model, monkeypatch, other: GenerationJob, prompt: str):
+    """The schema job's "Describe a person." beside `other`'s prompt at parallel 2: the
+    rounds, the schema generation's steps and both generations."""
+    schema, _ = _jobs(model)
+    rounds = _rounds(monkeypatch)
+    steps: list = []
+    reqs = [Request(schema.decoder("Describe a person.", seed=0), on_step=steps.append, key=0)]
+    reqs.append(Request(other.decoder(prompt, seed=1), key=1))
+    batch = BatchedDecoder(model, 2)
+    try:
+        outs = {r.key: g for r, g in batch.run(reqs)}
+    finally:
+        batch.close()
+    _assert_valid(outs[0], schema)
+    _assert_valid(outs[1], other)
+    return rounds, steps, outs
+
+
+def test_beside_other_lines_a_dictated_stretch_goes_one_token_per_round(model, monkeypatch):
+    """llama.cpp splits a batch whose sequences bring unequal token counts into one pass
+    per count: beside other lines each round brings one token per sequence, a dictated
+    stretch's tokens taken one a round (still without a draw, as the tokenizer splits
+    them); a generation left alone fast-forwards a stretch whole."""
+    schema, digits = _jobs(model)
+    rounds, steps, _ = _beside(model, monkeypatch, digits, "A code, please.")
+    both = [i for i, r in enumerate(rounds) if len(r) == 2]
+    assert len(both) > 4 and all(n == 1 for i in both[1:] for _, n in rounds[i])  # after the prompts' round
+    assert sum(s.fast_forward for s in steps[: len(both)]) >= 2
+    # the first stretch, before any draw, is the one-at-a-time Decoder's split of it
+    lead = _leading_forwarded(steps)
+    assert len(lead) >= 2 and lead == _leading_forwarded(schema.decoder("Describe a person.", seed=0).steps())
+
+    short = GenerationJob(model, Constraint.from_regex("[0-9]{2,5}-[a-z]{2}"), SamplingParams(seed=3), max_tokens=6)
+    rounds, steps, outs = _beside(model, monkeypatch, short, "Two digits, a dash and two letters:")
+    last_both = max(i for i, r in enumerate(rounds) if len(r) == 2)
+    assert any(len(r) == 1 and r[0][1] > 1 for r in rounds[last_both + 1 :])
+
+
+def _leading_forwarded(steps) -> list[int]:
+    """The fast-forwarded tokens before the first drawn one."""
+    out: list[int] = []
+    for s in steps:
+        if not s.fast_forward:
+            break
+        out.append(s.token_id)
+    return out
+
+
+def test_live_generations_move_to_the_lowest_sequence_ids(model, monkeypatch):
+    """llama.cpp evaluates a batch over the whole range of sequence ids it touches: when a
+    generation ends, a later one moves down into its slot (its KV cache copied), and the
+    outputs are still valid and repeat on a second run."""
+    schema, digits = _jobs(model)
+    held: list[list[int]] = []  # the live slots of every round
+    real = BatchedDecoder._compact
+
+    def compact(self, slots, seqs):
+        real(self, slots, seqs)
+        held.append([i for i, s in enumerate(slots) if s is not None])
+
+    monkeypatch.setattr(BatchedDecoder, "_compact", compact)
+    jobs = [digits, digits, schema, schema]  # the short ones end first, in the lowest slots
+    prompts = ["A code, please.", "Another code.", "Describe a person.", "A pirate, as JSON."]
+
+    def run() -> dict[int, Generation]:
+        batch = BatchedDecoder(model, 4)
+        try:
+            reqs = [Request(j.decoder(p, seed=i), key=i) for i, (j, p) in enumerate(zip(jobs, prompts))]
+            return {r.key: g for r, g in batch.run(reqs)}
+        finally:
+            batch.close()
+
+    first = run()
+    for i, gen in first.items():
+        _assert_valid(gen, jobs[i])
+    assert all(live == list(range(len(live))) for live in held)
+    assert any(len(live) < 4 for live in held)
+    assert {i: g.tokens for i, g in run().items()} == {i: g.tokens for i, g in first.items()}
+
+
 def test_per_request_budgets_and_a_budget_too_small(model):
     schema, digits = _jobs(model)
     cut = GenerationJob(model, digits.constraint, digits.params, max_tokens=3, budget_aware=False)

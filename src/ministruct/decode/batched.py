@@ -2,14 +2,23 @@
 
 Up to `parallel` generations are live, each in its own sequence of one llama.cpp
 context (model.Sequences). Every round evaluates what each live generation needs (its
-prompt, its last token, or a fast-forwarded stretch) in one `decode`, while the masks
-of every live generation are built on the mask thread; then each draws its token with
-its own sampler, matcher and budget, exactly as `Decoder.steps` does for one. A
-generation that ends frees its slot, and the next request takes it in the next round
-(continuous batching). Prompts that begin alike (the schema instruction before each
-record's prompt) share that beginning: it is evaluated once and its KV cache copied, and
-each evaluates only the rest; a prompt that repeats (samples of one prompt) is
-evaluated once. Generations that have evaluated the same tokens so far (samples of one
+prompt, or its last token) in one `decode`, while the masks of every live generation
+are built on the mask thread; then each draws its token with its own sampler, matcher
+and budget, exactly as `Decoder.steps` does for one. A generation that ends frees its
+slot, and the next request takes it in the next round (continuous batching); the live
+ones move down into the lowest slots.
+
+The shape of a round follows llama.cpp's cost of one: with a KV cache per sequence, a
+batch whose sequences bring unequal token counts runs as one pass per count, and each
+pass spans the whole range of sequence ids it touches, gaps included. So beside other
+lines a stretch the grammar dictates goes one token a round (the same tokens, taken
+without a draw; each is evaluated with the others' next tokens), and gaps in the slots
+are closed; a generation that evaluates alone fast-forwards its stretches whole, as the
+one-at-a-time decoder does.
+
+Prompts that begin alike (the schema instruction before each record's prompt) share
+that beginning: it is evaluated once and its KV cache copied, and each evaluates only
+the rest; a prompt that repeats (samples of one prompt) is evaluated once. Generations that have evaluated the same tokens so far (samples of one
 prompt, until their draws differ) are one *line*: a round evaluates a line's next tokens
 once, in one of its sequences, and the others follow on that sequence's KV cache; a
 generation whose tokens part from its line's gets the cache of what they share copied
@@ -127,11 +136,13 @@ class BatchedDecoder:
             yield from self._admit(slots, queue)
             seqs = self._seqs
             assert seqs is not None
+            self._compact(slots, seqs)
             live = [s for s in slots if s is not None]
             if not live:
                 return
             finished: list[_Live] = []
-            working = [s for s in live if s.waits_for is None and not self._prepare(s, finished)]
+            crowded = len({s.line for s in live if s.waits_for is None}) > 1
+            working = [s for s in live if s.waits_for is None and not self._prepare(s, finished, crowded)]
             jobs = [s for s in working if s.mask_job is not None]
             pending = mask_pool().submit(_run_jobs, [s.mask_job for s in jobs]) if jobs else None
             lines = self._lines_of([s for s in working if s.tokens], seqs)
@@ -220,11 +231,31 @@ class BatchedDecoder:
             return
         seqs.clear(s.slot)
 
+    def _compact(self, slots: list[_Live | None], seqs: "Sequences") -> None:
+        """Move the live generations into the lowest slots: llama.cpp evaluates a batch
+        over the whole range of sequence ids it touches, so a gap in that range costs
+        as much as a sequence in it (benchmarks/throughput.py, docs/batches.md)."""
+        free = [i for i, s in enumerate(slots) if s is None]
+        for src in range(len(slots) - 1, -1, -1):
+            s = slots[src]
+            if s is None or not free or free[0] > src:
+                continue
+            dst = free.pop(0)
+            if s.follows is None and s.waits_for is None:  # its cache is its own: copied along
+                seqs.copy(src, dst)
+            seqs.clear(src)
+            s.slot = dst
+            slots[dst], slots[src] = s, None
+            free.append(src)
+            free.sort()
+
     # -- one round -----------------------------------------------------------------
 
-    def _prepare(self, s: _Live, finished: list[_Live]) -> bool:
+    def _prepare(self, s: _Live, finished: list[_Live], crowded: bool) -> bool:
         """Plan this round for `s` (as one iteration of Decoder.steps); True when it ends
-        before asking the model anything (then it is in `finished`)."""
+        before asking the model anything (then it is in `finished`). In a `crowded` round
+        (another line evaluates too) a stretch the grammar dictates goes one token a
+        round: its first token is taken now and evaluated in the next round."""
         run, dec = s.run, s.decoder
         matcher = dec.matcher
         s.tokens, s.n_rows, s.planned, s.masked, s.mask_job, s.mask_result = [], 0, [], NO_MASK, None, None
@@ -240,9 +271,11 @@ class BatchedDecoder:
             return True
         if dec.fast_forward:
             planned, done = ff.plan(dec.model, matcher, dec.max_tokens - run.index, budget_aware=dec.budget_aware)
+            if planned and crowded:  # one token a round: this one is evaluated in the next
+                planned, done = planned[:1], done and len(planned) == 1
             if planned:
                 s.planned, s.done = planned, done
-                s.evaluate_last = not done and run.index + len(planned) < dec.max_tokens
+                s.evaluate_last = not crowded and not done and run.index + len(planned) < dec.max_tokens
                 batch = planned if s.evaluate_last else planned[:-1]
                 s.tokens = list(batch) if run.ready is not None else list(run.pending) + list(batch)
                 if dec.forced_logits:  # the row before each planned token, and after the last
