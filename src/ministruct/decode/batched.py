@@ -18,11 +18,12 @@ one-at-a-time decoder does.
 
 Prompts that begin alike (the schema instruction before each record's prompt) share
 that beginning: it is evaluated once and its KV cache copied, and each evaluates only
-the rest; a prompt that repeats (samples of one prompt) is evaluated once. Generations that have evaluated the same tokens so far (samples of one
-prompt, until their draws differ) are one *line*: a round evaluates a line's next tokens
-once, in one of its sequences, and the others follow on that sequence's KV cache; a
-generation whose tokens part from its line's gets the cache of what they share copied
-(or, where it cannot be copied, evaluates it again) and goes on in its own sequence.
+the rest; a prompt that repeats (samples of one prompt) is evaluated once. Generations
+that have evaluated the same tokens so far (samples of one prompt, until their draws
+differ) are one *line*: a round evaluates a line's next tokens once, in one of its
+sequences, and the others follow on that sequence's KV cache; a generation whose tokens
+part from its line's gets the cache of what they share copied (or, where it cannot be
+copied, evaluates it again) and goes on in its own sequence.
 
     batch = BatchedDecoder(model, parallel=8)
     for request, outcome in batch.run(Request(job.decoder(p), on_step=...) for p in prompts):
