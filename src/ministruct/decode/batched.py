@@ -237,18 +237,16 @@ class BatchedDecoder:
         over the whole range of sequence ids it touches, so a gap in that range costs
         as much as a sequence in it (benchmarks/throughput.py, docs/batches.md)."""
         free = [i for i, s in enumerate(slots) if s is None]
-        for src in range(len(slots) - 1, -1, -1):
+        held = [i for i, s in enumerate(slots) if s is not None]
+        while free and held and free[0] < held[-1]:  # (a slot emptied here is above every one held)
+            dst, src = free.pop(0), held.pop()
             s = slots[src]
-            if s is None or not free or free[0] > src:
-                continue
-            dst = free.pop(0)
+            assert s is not None
             if s.follows is None and s.waits_for is None:  # its cache is its own: copied along
                 seqs.copy(src, dst)
             seqs.clear(src)
             s.slot = dst
             slots[dst], slots[src] = s, None
-            free.append(src)
-            free.sort()
 
     # -- one round -----------------------------------------------------------------
 
