@@ -20,8 +20,8 @@ from typing import Any
 
 from ministruct.check.result import CheckResult
 from ministruct.errors import SchemaError
+from ministruct.grammar.limits import pointer_token
 from ministruct.grammar.schema.cycles import refuse_ref_cycles
-from ministruct.grammar.schema.merge import escape_token
 from ministruct.grammar.schema.metaschema import check_schema, json_pointer, short_reason
 
 
@@ -117,7 +117,7 @@ def _find_ref(schema: Any, ref: str) -> tuple[str, str]:
             r = node.get("$ref")
             if isinstance(r, str) and (r == ref or r.endswith("#" + ref)):
                 return f"{ptr}/$ref", r
-            todo.extend((v, f"{ptr}/{escape_token(k)}") for k, v in reversed(list(node.items())))
+            todo.extend((v, f"{ptr}/{pointer_token(k)}") for k, v in reversed(list(node.items())))
         elif isinstance(node, list):
             todo.extend((v, f"{ptr}/{i}") for i, v in reversed(list(enumerate(node))))
     return "/", ref

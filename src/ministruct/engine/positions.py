@@ -22,6 +22,7 @@ from typing import Sequence
 
 from ministruct.engine.automaton import Automaton, Config, Stack
 from ministruct.grammar.ir import KEY_SEGMENT
+from ministruct.grammar.limits import pointer_token
 
 ROOT = ""
 END = "(end)"
@@ -169,4 +170,4 @@ def _key_segment(text: bytes) -> str:
         return "*"
     if not isinstance(key, str):
         return "*"
-    return key.replace("~", "~0").replace("/", "~1")
+    return pointer_token(key)

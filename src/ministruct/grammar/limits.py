@@ -59,6 +59,11 @@ def pointer_token(token: str) -> str:
     return token.replace("~", "~0").replace("/", "~1")
 
 
+def pointer_key(token: str) -> str:
+    """The key a JSON Pointer token stands for (the inverse of pointer_token)."""
+    return token.replace("~1", "/").replace("~0", "~")
+
+
 _JSON_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[{}\[\],:]', re.S)
 
 

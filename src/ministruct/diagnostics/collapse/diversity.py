@@ -24,6 +24,7 @@ from collections import Counter
 from typing import Any, Iterable, Sequence
 
 from ministruct.diagnostics.collapse.grid import GenerationGrid
+from ministruct.grammar.limits import pointer_key, pointer_token
 
 INVALID = "(invalid)"
 MISSING = "(missing)"
@@ -35,7 +36,7 @@ def schema_fields(schema: Any, pointer: str = "") -> dict[str, list | None]:
     if isinstance(schema, dict) and isinstance(schema.get("properties"), dict) and "enum" not in schema:
         out: dict[str, list | None] = {}
         for name, sub in schema["properties"].items():
-            out.update(schema_fields(sub, f"{pointer}/{name.replace('~', '~0').replace('/', '~1')}"))
+            out.update(schema_fields(sub, f"{pointer}/{pointer_token(name)}"))
         return out
     enum = schema.get("enum") if isinstance(schema, dict) else None
     if isinstance(schema, dict) and "const" in schema:
@@ -45,7 +46,7 @@ def schema_fields(schema: Any, pointer: str = "") -> dict[str, list | None]:
 
 def _at(value: Any, pointer: str) -> Any:
     for seg in pointer.split("/")[1:]:
-        seg = seg.replace("~1", "/").replace("~0", "~")
+        seg = pointer_key(seg)
         if not isinstance(value, dict) or seg not in value:
             return MISSING
         value = value[seg]

@@ -13,8 +13,9 @@ from typing import Any, Iterator
 
 from ministruct.errors import SchemaError
 from ministruct.grammar.analysis import first_cycle
+from ministruct.grammar.limits import pointer_token
 from ministruct.grammar.schema.keywords import ANNOTATIONS
-from ministruct.grammar.schema.merge import Resolver, escape_token
+from ministruct.grammar.schema.merge import Resolver
 
 # keywords whose subschemas apply to the value itself (not to a part of it)
 IN_PLACE_LISTS = ("allOf", "anyOf", "oneOf")
@@ -76,7 +77,7 @@ def _in_place(node: Any, ptr: str, res: Resolver) -> Iterator[str]:
             yield f"{ptr}/{k}"
     for k in IN_PLACE_MAPS:
         if isinstance(node.get(k), dict):
-            yield from (f"{ptr}/{k}/{escape_token(name)}" for name in node[k])
+            yield from (f"{ptr}/{k}/{pointer_token(name)}" for name in node[k])
 
 
 def _all_subschemas(node: Any, ptr: str, res: Resolver) -> Iterator[str]:
@@ -87,10 +88,10 @@ def _all_subschemas(node: Any, ptr: str, res: Resolver) -> Iterator[str]:
     for k, v in node.items():
         if k in NOT_APPLIED or k in IN_PLACE_LISTS or k in IN_PLACE_ONE:
             continue
-        where = f"{ptr}/{escape_token(k)}"
+        where = f"{ptr}/{pointer_token(k)}"
         if isinstance(v, dict):
             if k in ("properties", "patternProperties", "dependentSchemas"):
-                yield from (f"{where}/{escape_token(name)}" for name in v)
+                yield from (f"{where}/{pointer_token(name)}" for name in v)
             else:
                 yield where
         elif isinstance(v, list) and k in ("prefixItems", "items"):

@@ -10,7 +10,7 @@ import re
 import urllib.parse
 from typing import Any, Callable, Optional
 
-from ministruct.grammar.limits import pointer_token
+from ministruct.grammar.limits import pointer_key, pointer_token
 from ministruct.grammar.schema.keywords import ANNOTATIONS
 
 ALL_TYPES = frozenset({"null", "boolean", "object", "array", "number", "integer", "string"})
@@ -24,10 +24,6 @@ class MergeError(Exception):
     def __init__(self, message: str, pointer: str, keyword: Optional[str] = None) -> None:
         super().__init__(message)
         self.message, self.pointer, self.keyword = message, pointer, keyword
-
-
-def escape_token(tok: str) -> str:
-    return pointer_token(tok)
 
 
 def schema_types(node: dict, ptr: str, error: Callable) -> set[str]:
@@ -83,7 +79,7 @@ class Resolver:
             self.bases[ptr] = base
             for k, v in node.items():
                 if k not in _NOT_SCHEMAS:
-                    self._scan(v, f"{ptr}/{escape_token(k)}", base)
+                    self._scan(v, f"{ptr}/{pointer_token(k)}", base)
         elif isinstance(node, list):
             for i, v in enumerate(node):
                 self._scan(v, f"{ptr}/{i}", base)
@@ -91,7 +87,7 @@ class Resolver:
     def get(self, ptr: str) -> Any:
         node = self.root
         for tok in ptr.split("/")[1:]:
-            tok = tok.replace("~1", "/").replace("~0", "~")
+            tok = pointer_key(tok)
             if isinstance(node, list):
                 node = node[int(tok)]
             else:

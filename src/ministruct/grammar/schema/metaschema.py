@@ -7,13 +7,14 @@ from __future__ import annotations
 from typing import Any
 
 from ministruct.errors import SchemaError
+from ministruct.grammar.limits import pointer_token
 
 MAX_REASON = 200
 
 
 def json_pointer(path: Any) -> str:
     """The JSON pointer of a path of keys and indexes ('/' for the root)."""
-    parts = [str(p).replace("~", "~0").replace("/", "~1") for p in path]
+    parts = [pointer_token(str(p)) for p in path]
     return "/" + "/".join(parts) if parts else "/"
 
 

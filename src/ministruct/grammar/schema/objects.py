@@ -11,6 +11,7 @@ import re
 from typing import Any, Optional
 
 from ministruct.grammar.ir import KEY_SEGMENT, CharClass, Expr, Literal, Mark, Repeat, RuleRef, alt, seq
+from ministruct.grammar.limits import pointer_token
 from ministruct.grammar.schema.context import SchemaContext
 from ministruct.grammar.schema.formats import (
     ANY_HEX,
@@ -22,7 +23,7 @@ from ministruct.grammar.schema.formats import (
     string_literal,
 )
 from ministruct.grammar.schema.keywords import ANNOTATIONS
-from ministruct.grammar.schema.merge import Resolver, escape_token, merge_all
+from ministruct.grammar.schema.merge import Resolver, merge_all
 
 NOTHING = CharClass(())
 MAX_OBJECT_STATES = 4000
@@ -170,13 +171,13 @@ def object_expr(c: SchemaContext, node: dict, ptr: str, depth: int) -> Expr:
             subs = [False]
         subs = [s for s in subs if s is not True]
         schema: Any = True if not subs else subs[0] if len(subs) == 1 else {"allOf": subs}
-        where = f"{ptr}/properties/{escape_token(n)}" if n in props else f"{ptr}/required"
+        where = f"{ptr}/properties/{pointer_token(n)}" if n in props else f"{ptr}/required"
         val = c.value(schema, where, depth + 1)
         if _dead(val):
             if req:
                 return NOTHING
             continue
-        seg = escape_token(n)
+        seg = pointer_token(n)
         key = c.marked(f"key{ptr}/{seg}", string_literal(n), Mark(None, "key"))
         val = c.marked(f"val{ptr}/{seg}", val, Mark(None, "value"))
         entries.append((c.marked(f"member{ptr}/{seg}", seq(key, c.colon(), val), Mark(seg, "structure")), req, n))
@@ -259,7 +260,7 @@ def _extras(
             c.unsupported("propertyNames", ptr, "together with patternProperties is not enforced")
             return None
         key = alt(*[c.value({"type": "string", "pattern": p}, f"{ptr}/patternProperties", 0) for p in pp])
-        val = c.value(schemas[0], f"{ptr}/patternProperties/{escape_token(next(iter(pp)))}", depth + 1)
+        val = c.value(schemas[0], f"{ptr}/patternProperties/{pointer_token(next(iter(pp)))}", depth + 1)
     elif ap is False:
         return None
     else:
@@ -344,7 +345,7 @@ def _pattern_extras(
                 v = c.value(ap, f"{ptr}/additionalProperties", depth + 1)
             elif len(m) == 1:
                 (i,) = m
-                v = c.value(pp[pats[i]], f"{ptr}/patternProperties/{escape_token(pats[i])}", depth + 1)
+                v = c.value(pp[pats[i]], f"{ptr}/patternProperties/{pointer_token(pats[i])}", depth + 1)
             else:
                 subs = [pp[pats[i]] for i in sorted(m)]
                 try:
