@@ -340,7 +340,8 @@ def test_a_character_outside_the_slice_between_stable_nodes_is_walked():
 
 
 def test_tokens_longer_than_a_slice_holds_are_walked():
-    long_ascii, long_wide = b"ab" * 15, "é".encode() * 26  # 30 and 26 characters
+    n = MAX_SLICE_CHARS + 4
+    long_ascii, long_wide = b"ab" * (n // 2), "é".encode() * (MAX_SLICE_CHARS + 1)
     toks = [b'"', b"a", b"b", long_ascii, long_wide, long_ascii + b'"', b""]
     vocab = Vocabulary.from_bytes(toks, eog_ids=[len(toks) - 1])
     assert (index_for(vocab).slices["json-char"].length[[3, 4]] == NOT_IN).all()
@@ -348,10 +349,35 @@ def test_tokens_longer_than_a_slice_holds_are_walked():
     m = Matcher(compile_grammar(Grammar({"root": Seq((Literal('"'), body, Literal('"')))}), vocab, use_cache=False))
     m.advance(0)
     assert np.flatnonzero(m.mask()).tolist() == [0, 1, 2, 3, 4, 5]
-    bounded = Repeat(char_class(["a", "b", "é"], negated=False), 0, 28)
+    bounded = Repeat(char_class(["a", "b", "é"], negated=False), 0, MAX_SLICE_CHARS + 2)
     m = Matcher(compile_grammar(Grammar({"root": Seq((Literal('"'), bounded, Literal('"')))}), vocab, use_cache=False))
     m.advance(0)
-    assert np.flatnonzero(m.mask()).tolist() == [0, 1, 2, 4]  # 30 letters do not fit, 26 do
+    assert np.flatnonzero(m.mask()).tolist() == [0, 1, 2, 4]  # n letters do not fit, MAX_SLICE_CHARS + 1 do
+
+
+@pytest.mark.parametrize("bound", [24, 30, 60])
+def test_a_bound_past_24_characters_decides_long_tokens_by_length(bound):
+    """Runs of dashes or spaces as long as 80 characters are slice tokens: a string bound
+    past them is followed to its end, and they are legal exactly while they fit (the
+    `regex` oracle), taken by length rather than walked, at every count."""
+    toks = [b'"', b"x"] + [b"-" * k for k in (1, 2, 3, 23, 24, 25, 29, 30, 31, 40, 59, 61, 80)] + [b'-"', b""]
+    vocab = Vocabulary.from_bytes(toks, eog_ids=[len(toks) - 1])
+    assert (index_for(vocab).slices["json-char"].length[2:15] != NOT_IN).all()
+    body = Repeat(char_class(['"', "\\"], negated=True), 0, bound)
+    compiled = compile_grammar(Grammar({"root": Seq((Literal('"'), body, Literal('"')))}), vocab, use_cache=False)
+    oracle = regex.compile(b'"[^"\\\\]{0,%d}"' % bound)
+    m, out = Matcher(compiled), b'"'
+    m.advance(0)
+    m.mask()
+    part = compiled._walks[(compile_module.ROOT, compiled._slice_split(compiled.mask_key(m.state))[1])]
+    assert isinstance(part.members, tuple) and part.members[1] == bound  # (lengths, the characters left)
+    for _ in range(bound + 1):
+        want = [bool(t) and oracle.fullmatch(out + t, partial=True) is not None for t in toks]
+        assert m.mask()[: len(toks)].tolist() == want, len(out)
+        if not want[1]:
+            break
+        m.advance(1)
+        out += b"x"
 
 
 # repeats longer than any token (this vocabulary's longest is 28 bytes, a slice token has at

@@ -36,9 +36,10 @@ T = TypeVar("T")
 NOT_IN = np.iinfo(np.int16).max
 _SLICE_ARRAYS = ("ascii_ids", "ascii_bits", "wide_ids", "wide_starts", "wide_cps", "suffix_ok", "need_walk")
 MAX_SUFFIX_DEPTH = 64  # suffixes starting this deep in a token are never taken by a slice
-# longer tokens (a few in a thousand: runs of spaces or dashes) stay with the rest, so a
-# chain is followed at most this far, whatever the length of a bounded string
-MAX_SLICE_CHARS = 24
+# longer tokens stay with the rest (none in the bundled vocabularies: their longest runs of
+# dashes or spaces have 80 and 31); a chain is followed at most one step past the slice's
+# longest token (SliceChains.max_chars), whatever the length of a bounded string
+MAX_SLICE_CHARS = 256
 SLICES: dict[str, tuple[tuple[int, int], ...]] = {
     "json-char": ((0x20, 0x21), (0x23, 0x5B), (0x5D, 0x10FFFF)),
     "word": ((0x30, 0x39), (0x41, 0x5A), (0x5F, 0x5F), (0x61, 0x7A)),  # only for walk cuts (prune.py)
@@ -258,6 +259,8 @@ class SliceChains:
         self.slice = sl
         self.tr = tr
         self.max_len = trie.max_len  # nor any token more bytes: a longer uniform chain is for ever
+        members = sl.length[sl.length != NOT_IN]
+        self.max_chars = int(members.max()) if len(members) else 0  # (a longer chain is INFINITE)
         self.open_min_tokens = open_min_tokens  # fewer tokens of a set than this: no open chain
         self.byte_seqs = utf8_sequences(sl.ranges)
         # byte classes are runs of consecutive bytes, numbered in byte order (compile.py)
@@ -353,20 +356,26 @@ class SliceChains:
                 return target
         return _NOWHERE
 
-    def _uniform(self, cid: int) -> int | None:
-        """The one configuration every character of S leads `cid` to, None when they differ."""
-        config = self.tr.configs[cid]
+    def _uniform_by_states(self, cid: int) -> tuple[int, tuple] | None:
+        """`char_step` when each stack's top state tells where every character of S leads
+        it (`_state_uniform`): (the configuration they all lead to, FULL), or (DEAD_ID,
+        FULL) when none takes any; None when some top state cannot tell."""
         reached: list[tuple] = []
-        for st in config:
+        for st in self.tr.configs[cid]:
             if not st:
                 continue  # (ACCEPT takes no input)
             t = self._state_uniform(st[-1])
             if t is None:
-                return self._uniform_stepped(cid)
+                return None
             if t != _NO_EDGE:
                 reached.append(st[:-1] + (t,))
         target = self._join(reached)
-        return self._uniform_stepped(cid) if target is None else target  # (stepping names the limit)
+        return None if target is None else (target, FULL)
+
+    def _uniform(self, cid: int) -> int | None:
+        """The one configuration every character of S leads `cid` to, None when they differ."""
+        found = self._uniform_by_states(cid)
+        return self._uniform_stepped(cid) if found is None else found[0]  # (stepping names the limit)
 
     def _join(self, reached: list[tuple]) -> int | None:
         """The id of the configuration the `reached` stacks close to; None when it holds
@@ -577,7 +586,10 @@ class SliceChains:
         """(next configuration, alive set: FULL or code point ranges), None if not one chain."""
         if cid in self._next:
             return self._next[cid]
-        out: tuple[int, tuple] | None = None
+        out: tuple[int, tuple] | None = self._uniform_by_states(cid)
+        if out is not None:  # (no class segments of `cid` needed)
+            self._next[cid] = out
+            return out
         weight = self._weight(cid)
         if weight == 0:  # no character of S can come: the end of a chain
             self._next[cid] = (DEAD_ID, FULL)
@@ -619,7 +631,7 @@ class SliceChains:
                         break
                     y = int(self.tr.canon[y])  # (within a token, a configuration's image behaves the same)
                     r += 1
-                    if y in seen or r > MAX_SLICE_CHARS:  # (no slice token has more characters)
+                    if y in seen or r > self.max_chars:  # (no slice token has more characters)
                         out = (INFINITE, ranges)
                         break
                     seen.add(y)
@@ -674,7 +686,7 @@ class SliceChains:
             y = int(self.tr.canon[y])  # (as in `limit`)
             self._open_hint.setdefault(y, aid)
             r += 1
-            if y in seen or r > MAX_SLICE_CHARS:
+            if y in seen or r > self.max_chars:
                 return INFINITE, ranges
             seen.add(y)
             x = y
