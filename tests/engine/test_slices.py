@@ -227,10 +227,10 @@ def test_an_open_chain_gets_its_rest_trie_once_its_walks_cost_as_much(monkeypatc
     cid = compiled._split(compiled.step_bytes(compiled.initial, b'"ab'))[1]
     assert compiled._slice_for(cid)[0] is None
     walked = compiled._renting
-    assert walked is not None and rest_outside_kept(walked, compiled.trie) is None
+    assert walked is not None and rest_outside_kept(walked, compiled._index) is None
     compiled._rent[walked] = 1.0 * VOCAB.n_logits  # (as if walked that long)
     members, trie = compiled._slice_for(cid)
-    assert members is not None and rest_outside_kept(walked, compiled.trie) is trie
+    assert members is not None and rest_outside_kept(walked, compiled._index) is trie
 
 
 def test_the_slices_decide_most_string_masks():
@@ -427,6 +427,85 @@ def test_slice_steps_read_off_states_equal_stepping_every_class(expr, walk):
         told = chains._alive_from_states(cid)
         if told is not _UNASKED:
             assert told == chains._alive_paths(cid), compiled.configs[cid]
+
+
+email_parts = st.builds(
+    lambda cls, bounds: (lambda part: Seq((part, Repeat(Seq((Literal(" "), part)), 0, 4), Literal("é"), part)))(
+        Repeat(cls, *bounds)
+    ),
+    st.sampled_from([OPEN_CLASS, WORD_CLASS]),
+    st.sampled_from([(1, 3), (1, 12), (2, 30), (1, None)]),
+)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(expr=email_parts, walk=st.lists(st.integers(0, 10_000), min_size=4, max_size=16))
+def test_open_chain_steps_read_off_states_equal_stepping_every_class(expr, walk):
+    """Where an open chain's step is read off the stacks' top states (a state takes all of
+    its one-byte characters to one state, or none), it is the configuration the class
+    segments of the step name; and the masks along the way are the oracle's."""
+    compiled = compile_grammar(Grammar({"root": expr}), VOCAB, use_cache=False)
+    walk_against_oracle(Matcher(compiled), regex.compile(oracle(expr), flags=regex.DOTALL), walk, long_every=2)
+    chains = compiled._chains_of("json-char")
+    told = 0
+    for cid in range(1, len(compiled.configs)):
+        for aid in range(len(chains._alive_sets)):
+            found = chains._follow_by_states(cid, aid)
+            if found is not _UNASKED:
+                told += 1
+                assert found == chains._follow_stepped(cid, aid), compiled.configs[cid]
+    assert told
+
+
+def test_a_part_that_may_end_after_any_character_is_decided_one_frame_deeper(monkeypatch):
+    """An e-mail's local part: `part ("." part)*`, with the repeated `"." part` a rule of
+    its own whose part may return after any character, so above the usual split no chain
+    of the part's characters is free of returns. One frame deeper (the '.' or '@' that
+    follows is inside) the open chain takes the part's tokens by length, as it does in
+    the first part; without the deeper split it does not."""
+    part = Repeat(WORD_CLASS, 1, 12)
+    # (this vocabulary has no '.' nor '@': a space and 'é' stand for them; the address is
+    # a string of an item of something, deep enough for a base below the split)
+    email = Seq((part, Repeat(Seq((Literal(" "), part)), 0, 4), Literal("é"), part))
+    root = Seq((Literal('"'), RuleRef("item"), Literal('"')))
+    grammar = Grammar({"root": root, "item": Seq((RuleRef("email"), Literal("x"))), "email": email})
+    pattern = regex.compile(b'"' + oracle(email) + b'x"', flags=regex.DOTALL)
+    compiled = compile_grammar(grammar, VOCAB, use_cache=False)
+    m = Matcher(compiled)
+    for piece in (b'"', b"a", b"b", b" "):
+        m.advance(TOKENS.index(piece))
+    assert_mask_is_oracles(m.mask(), pattern, b'"ab ')
+    members, _ = compiled._slice_for(compiled._slice_split(compiled.mask_key(m.state))[1])
+    assert members is not None
+    members, _ = compiled._slice_for(compiled._split(compiled.mask_key(m.state))[1])
+    assert members is None
+
+
+def test_the_letters_rest_trie_comes_with_the_index(monkeypatch):
+    """The trie of the tokens not made of ASCII letters alone is built with the
+    vocabulary's index and saved with it: an open chain over letters and more walks it from
+    its first step, with nothing built or rented in the process."""
+    from collections import OrderedDict
+
+    from ministruct.engine import slices
+    from ministruct.engine.slices import INDEXED_OUTSIDE, _from_arrays, _to_arrays, rest_outside
+
+    letters = INDEXED_OUTSIDE[0]
+    index = index_for(VOCAB)
+    loaded = _from_arrays(_to_arrays(index), VOCAB.n_logits)
+    assert loaded.outside[letters].keys() == index.outside[letters].keys()
+    monkeypatch.setattr(slices, "_OUTSIDE", OrderedDict())
+    monkeypatch.setattr(compile_module, "OPEN_BUILD_S_PER_TOKEN", 1.0)  # (no walk costs that much)
+    built = rest_outside(index.slices["json-char"], letters, index.trie)  # (the same, built here)
+    monkeypatch.setattr(slices, "_OUTSIDE", OrderedDict())
+    part = Repeat(WORD_CLASS, 1, 12)
+    expr = Seq((Literal('"'), part, Literal("."), part, Literal('"')))  # ('.' leaves the letters)
+    compiled = compile_grammar(Grammar({"root": expr}), VOCAB, use_cache=False)
+    cid = compiled._split(compiled.step_bytes(compiled.initial, b'"ab'))[1]
+    members, trie = compiled._slice_for(cid)
+    assert members is not None and compiled._renting is None
+    assert sorted(trie.sorted_ids.tolist()) == sorted(built.sorted_ids.tolist())
+    assert trie.sorted_ids.tolist() == loaded.outside[letters]["sorted_ids"].tolist()
 
 
 def test_a_string_character_step_is_read_off_states():

@@ -37,8 +37,10 @@ from ministruct.engine.prune import build_pruner, choose_slice
 from ministruct.engine.slices import (
     CHAIN_SLICES,
     FULL,
+    INDEXED_OUTSIDE,
     INFINITE,
     NOT_IN,
+    OPEN_SLICE,
     SliceChains,
     index_for,
     lengths_within,
@@ -65,7 +67,6 @@ ROOT = -1  # a walk that starts at the trie's root
 KEEP_FRAMES = 2
 PRUNE_MIN_TOKENS = 2048  # a node with fewer tokens below is walked, not analysed
 WORD_PRUNE_MIN_TOKENS = 1  # the word slice's check is a set lookup: every node is asked
-OPEN_SLICE = "json-char"  # the slice open chains take tokens from (SliceChains.open_limit)
 # an open chain whose characters make fewer tokens than this is walked: its rest trie
 # (built once per character set) would save little
 OPEN_MIN_TOKENS = 2048
@@ -119,6 +120,7 @@ class CompiledGrammar:
         self.vocab = vocab
         self.automaton = automaton or Automaton(grammar)
         index = index_for(vocab)
+        self._index = index
         self.trie: TokenTrie = index.trie
         self._slices = index.slices
         cuts = self.automaton.byte_boundaries()
@@ -463,14 +465,20 @@ class CompiledGrammar:
         name = next((n for n in CHAIN_SLICES if n in self._slices), None)  # (the slice _slice_for takes)
         chains = self._chains_of(name) if name is not None else None
         for _ in range(KEEP_FRAMES):
-            if chains is None or not base or chains.limit(rel) is not None or chains.char_step(rel) is None:
+            if chains is None or not base or chains.limit(rel) is not None:
+                break
+            closed = chains.char_step(rel) is not None
+            # (the same for an open chain: `"." part` repeated, part ::= [a-z]{1,64}, of an
+            # e-mail's local part, may return after any character of the part)
+            opened = name == OPEN_SLICE and chains.open_limit(rel) is None and not chains.weak(rel)
+            if not closed and not opened:
                 break
             frame, config = base[-1:], self.configs[rel]
             stacks = {frame + st for st in config if st != ACCEPT}
             if ACCEPT in config:
                 stacks |= self.automaton.closure(frame)
             deeper = self.transitions.intern(frozenset(stacks))
-            if chains.limit(deeper) is None:
+            if not (closed and chains.limit(deeper) is not None or opened and chains.open_limit(deeper) is not None):
                 break
             base, rel = base[:-1], deeper
         self._slice_splits[cid] = (base, rel)
@@ -572,9 +580,10 @@ class CompiledGrammar:
         # chains over the ASCII letters (or the small ones) and more share the trie of the
         # tokens not made of those alone: it holds every token not a member (and some that
         # are, walked to the same answer), and is built once per process instead of per
-        # set (e-mail local parts, host names, their labels)
+        # set (e-mail local parts, host names, their labels); the ASCII letters' comes with
+        # the vocabulary's index (slices.INDEXED_OUTSIDE)
         walked = next((w for w in _SHARED_WALKED if _covers(ranges, w)), ranges)
-        rest = rest_outside_kept(walked, self.trie)
+        rest = rest_outside_kept(walked, self._index)
         if rest is None:
             if self._rent.get(walked, 0.0) < OPEN_BUILD_S_PER_TOKEN * self.vocab.n_logits:
                 self._renting = walked
@@ -651,7 +660,7 @@ class CompiledGrammar:
 
 # the character sets whose rest tries open chains share, when their set holds one (the
 # first such): the ASCII letters, the small ones
-_SHARED_WALKED = (((0x41, 0x5A), (0x61, 0x7A)), ((0x61, 0x7A),))
+_SHARED_WALKED = (*INDEXED_OUTSIDE, ((0x61, 0x7A),))
 
 
 def _covers(ranges: tuple[tuple[int, int], ...], inner: tuple[tuple[int, int], ...]) -> bool:

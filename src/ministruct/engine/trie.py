@@ -209,7 +209,7 @@ class TokenTrie:
             raise ValueError("trie arrays of different lengths")
         if len(t.dup_src) != len(t.dup_dst) or len(t.sorted_ids) != len(t.sorted_len):
             raise ValueError("trie arrays of different lengths")
-        if n and ((t.child_start.astype(np.int64) + t.child_count > n).any() or t.child_start.min() < 0):
+        if n and ((t.child_count > n - t.child_start).any() or t.child_start.min() < 0):  # (no int64 copy)
             raise ValueError("trie children out of range")
         return t
 
