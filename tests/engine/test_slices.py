@@ -508,6 +508,27 @@ def test_the_letters_rest_trie_comes_with_the_index(monkeypatch):
     assert trie.sorted_ids.tolist() == loaded.outside[letters]["sorted_ids"].tolist()
 
 
+def test_configurations_whose_masks_hold_the_same_tokens_share_one_mask():
+    """Each character of a string bounded past the longest token is a configuration of its
+    own (short of the end, where no representative copy of the repeat stands for it), with
+    the same tokens legal: one mask array serves them (a new mask of a 262k vocabulary is
+    64 fresh pages), and it is the oracle's at each of them."""
+    body = Repeat(char_class(['"', "\\"], negated=True), 0, 60)
+    expr = Seq((Literal('"'), body, Literal('"')))
+    compiled = compile_grammar(Grammar({"root": expr}), VOCAB, use_cache=False)
+    pattern = regex.compile(oracle(expr), flags=regex.DOTALL)
+    m, out, masks, states = Matcher(compiled), b'"' + b"a" * 40, [], set()
+    for t in out:
+        m.advance(TOKENS.index(bytes([t])))
+    for _ in range(6):  # (20 to 15 characters left, more than any token has: 7)
+        masks.append(m.mask())
+        states.add(compiled.mask_key(m.state))
+        assert_mask_is_oracles(masks[-1], pattern, out)
+        m.advance(TOKENS.index(b"a"))
+        out += b"a"
+    assert len(states) > 1 and all(mask is masks[0] for mask in masks)
+
+
 def test_a_string_character_step_is_read_off_states():
     """In a JSON string, every character leads each position to the next one: the slice
     step is told by the states alone, for the unbounded and the bounded string."""

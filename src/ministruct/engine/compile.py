@@ -75,6 +75,7 @@ OPEN_TOKENS_PER_LEAVER = 8  # ... and at least this many per token that starts i
 # for 49k tokens, 15-30 ms for 262k): an open chain's set gets its trie once whole-trie
 # walks from its configurations have cost as much (a chain met in a few steps never pays)
 OPEN_BUILD_S_PER_TOKEN = 1e-7
+CONTENT_KEY_IDS = 4096  # a mask's walks that found more tokens key it by the walks (_content_key)
 MAX_UNION_DEPTH = 32  # masks made of the masks of parts, nested at most this deep (then walked)
 
 _ROOT_NODES = np.zeros(1, dtype=np.int64)  # (walks copy their entries)
@@ -144,6 +145,7 @@ class CompiledGrammar:
         self._returns: dict[Stack, int] = {}
         self._chains: dict[str, SliceChains] = {}
         self._members: dict[tuple, np.ndarray] = {}  # (slice, character set) -> its tokens
+        self._members_held: dict[int, tuple[int, np.ndarray]] = {}  # id -> (serial, slice tokens) (_content_key)
         # per open chain's character set: (tokens made of them, tokens starting with one)
         self._open_sizes: dict[tuple, tuple[int, int]] = {}
         self._rent: dict[tuple, float] = {}  # per rest trie not built: seconds walked without it
@@ -223,6 +225,7 @@ class CompiledGrammar:
             self._returns,
             self._chains,
             self._members,
+            self._members_held,
             self._composed,
         ):
             cache.clear()
@@ -370,9 +373,7 @@ class CompiledGrammar:
             parent, at = part, self._return_to(base)
         config = self.configs[cid]
         accepting = Automaton.is_accepting(config)
-        # configurations that differ only below where any token reaches (a deeper nesting,
-        # another caller) walk the same parts: they share one mask
-        key = None if self.automaton.has_token_edges else (accepting, *(p.key for p in parts))
+        key = None if self.automaton.has_token_edges else self._content_key(accepting, parts)
         if key is not None:
             hit = self._composed.get(key)
             if hit is not None:
@@ -397,6 +398,26 @@ class CompiledGrammar:
             if len(self._composed) > self._composed_max:
                 self._composed.popitem(last=False)
         return legal
+
+    def _content_key(self, accepting: bool, parts: list[_Part]) -> tuple:
+        """What a mask is made of, as a key of `_composed`: masks made of the same tokens
+        are one array. Configurations that differ only below where any token reaches (a
+        deeper nesting, another caller) walk the same parts; other configurations may find
+        the same tokens: each character of an e-mail's local part, or of a string bounded
+        past the longest slice token, is a configuration of its own, with the same mask
+        (a new 262k mask is 64 fresh pages to fault in). Parts that found many tokens are
+        named by their walks instead."""
+        if sum(len(p.found.ids) for p in parts) > CONTENT_KEY_IDS:
+            return (accepting, *(p.key for p in parts))
+        first = parts[0].members
+        held: tuple | None = None
+        if first is not None:
+            lengths, limit = first if isinstance(first, tuple) else (first, None)
+            # (the array is kept here: its id is not reused for another while this grammar lives)
+            serial = self._members_held.setdefault(id(lengths), (len(self._members_held), lengths))[0]
+            held = (serial, limit)
+        ids = parts[0].found.ids if len(parts) == 1 else np.concatenate([p.found.ids for p in parts])
+        return (accepting, held, np.sort(ids).tobytes())  # (walks find tokens in the order they meet them)
 
     def _union_mask(self, union_of: tuple[int, ...]) -> np.ndarray:
         """The mask of a configuration kept as the union of smaller ones (Transitions.parts):
