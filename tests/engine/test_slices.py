@@ -155,6 +155,18 @@ def test_masks_with_slices_equal_partial_matching(expr, walk):
         out += TOKENS[t]
 
 
+def assert_cells_are_steps(compiled) -> None:
+    """Every known cell of the table (chain steps write some: SliceChains._write_cells)
+    is the automaton's own step of its configuration on a byte of its class."""
+    tr, step = compiled.transitions, compiled.automaton.step
+    known = np.argwhere(tr.table[1 : len(tr)] != -1)
+    assert len(known)
+    for row, cls in known.tolist():
+        cid = row + 1
+        want = step(tr.configs[cid], int(tr.class_rep[cls]))
+        assert tr.configs[int(tr.table[cid, cls])] == want, (tr.configs[cid], cls)
+
+
 def walk_against_oracle(m: Matcher, pattern: regex.Pattern, walk: list[int], long_every: int) -> None:
     """Each mask along the walk is the oracle's; the walk takes one of the three longest
     legal tokens, but for every `long_every`-th choice any legal token."""
@@ -403,8 +415,9 @@ def test_masks_in_long_repeats_equal_partial_matching(expr, walk):
         b'"' + one_char + b"{%d,%d}" % (rep.min, rep.max) + oracle(tail),
         flags=regex.DOTALL,
     )
-    m = Matcher(compile_grammar(Grammar({"root": expr}), VOCAB, use_cache=False))
-    walk_against_oracle(m, pattern, walk, long_every=4)
+    compiled = compile_grammar(Grammar({"root": expr}), VOCAB, use_cache=False)
+    walk_against_oracle(Matcher(compiled), pattern, walk, long_every=4)
+    assert_cells_are_steps(compiled)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -446,6 +459,7 @@ def test_open_chain_steps_read_off_states_equal_stepping_every_class(expr, walk)
     segments of the step name; and the masks along the way are the oracle's."""
     compiled = compile_grammar(Grammar({"root": expr}), VOCAB, use_cache=False)
     walk_against_oracle(Matcher(compiled), regex.compile(oracle(expr), flags=regex.DOTALL), walk, long_every=2)
+    assert_cells_are_steps(compiled)
     chains = compiled._chains_of("json-char")
     told = 0
     for cid in range(1, len(compiled.configs)):

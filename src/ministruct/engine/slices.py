@@ -27,6 +27,7 @@ from typing import Any, Callable, Iterator, TypeVar
 import numpy as np
 
 from ministruct.engine.automaton import ACCEPT, MAX_STACKS
+from ministruct.engine.table import CELLS_MIN_STACKS
 from ministruct.engine.trie import TokenTrie, expand_children
 from ministruct.engine.utf8 import utf8_sequences
 from ministruct.engine.vocab import Vocabulary
@@ -293,6 +294,7 @@ class SliceChains:
                 for c in seq[0]:
                     self._one_byte_shapes_of.setdefault(c, []).append(i)
         self._bc = bc
+        self._one_byte_classes = sorted(self._one_byte_shapes_of)  # (every one of them leads where S does)
         # a first byte of a character weighs the characters it starts (roughly: 1 or 64);
         # below[c] is the weight of the first bytes in classes before c
         weight = [0] * (bc[-1] + 2)
@@ -610,6 +612,7 @@ class SliceChains:
             return self._next[cid]
         out: tuple[int, tuple] | None = self._uniform_by_states(cid)
         if out is not None:  # (no class segments of `cid` needed)
+            self._write_cells(cid, self._one_byte_classes, out[0])
             self._next[cid] = out
             return out
         weight = self._weight(cid)
@@ -789,8 +792,17 @@ class SliceChains:
         found = _UNASKED if self._alive_sets[aid][1] else self._follow_by_states(cid, aid)
         if found is _UNASKED:
             found = self._follow_stepped(cid, aid)
+        if found is not None:
+            self._write_cells(cid, self._alive_sets[aid][0], found)
         self._followed[key] = found
         return found
+
+    def _write_cells(self, cid: int, classes: list[int], target: int) -> None:
+        """Write what a chain step found into the table: a walk down a long token of the
+        chain's characters (a run of 80 dashes in an e-mail's local part) then needs no
+        row filled per character."""
+        if classes and len(self.tr.configs[cid]) < CELLS_MIN_STACKS:
+            self.tr.table[cid, classes] = target
 
     def _follow_stepped(self, cid: int, aid: int) -> int | None:
         """`_follow`, from the class segments of `cid`'s step."""
