@@ -461,6 +461,11 @@ def test_open_chain_steps_read_off_states_equal_stepping_every_class(expr, walk)
     walk_against_oracle(Matcher(compiled), regex.compile(oracle(expr), flags=regex.DOTALL), walk, long_every=2)
     assert_cells_are_steps(compiled)
     chains = compiled._chains_of("json-char")
+    for cid, answer in list(chains._open.items()):  # (some answered along another's chain)
+        hint = chains._open_hint.get(cid)
+        got = None if hint is None else chains._open_chain(cid, hint)
+        if got is not None:  # (open_limit takes the chain it was reached along first)
+            assert got == answer, compiled.configs[cid]
     told = 0
     for cid in range(1, len(compiled.configs)):
         for aid in range(len(chains._alive_sets)):

@@ -294,7 +294,8 @@ class SliceChains:
                 for c in seq[0]:
                     self._one_byte_shapes_of.setdefault(c, []).append(i)
         self._bc = bc
-        self._one_byte_classes = sorted(self._one_byte_shapes_of)  # (every one of them leads where S does)
+        # (every one of them leads where S does: _write_cells)
+        self._one_byte_classes = np.asarray(sorted(self._one_byte_shapes_of), dtype=np.int64)
         # a first byte of a character weighs the characters it starts (roughly: 1 or 64);
         # below[c] is the weight of the first bytes in classes before c
         weight = [0] * (bc[-1] + 2)
@@ -329,6 +330,7 @@ class SliceChains:
         self._alive_ids: dict[tuple, int] = {}  # open chains' class paths, numbered
         self._alive_paths_of: list[tuple] = []
         self._alive_sets: list[tuple[list[int], list[tuple[int, ...]]]] = []  # (one-byte classes, longer paths)
+        self._alive_classes: list[np.ndarray] = []  # the one-byte classes, as an array (_write_cells)
         self._open_hint: dict[int, int] = {}  # configuration -> the paths a chain reached it by
 
     def forever(self, cid: int) -> bool:
@@ -685,6 +687,7 @@ class SliceChains:
                     aid = self._alive_ids[first[1]] = len(self._alive_sets)
                     one = sorted({p[0] for _, p in first[1] if len(p) == 1})
                     self._alive_sets.append((one, [p for _, p in first[1] if len(p) > 1]))
+                    self._alive_classes.append(np.asarray(one, dtype=np.int64))
                     self._alive_paths_of.append(first[1])
                 if aid != hint:
                     out = self._open_chain(cid, aid)
@@ -705,21 +708,34 @@ class SliceChains:
         ranges = self.ranges(self._alive_paths_of[aid])
         if ranges is None or sum(b - a + 1 for a, b in ranges) < MIN_ALIVE:
             return None
-        seen = {cid}
+        path, seen = [cid], {cid}
         x, r = cid, 0
         while True:
             y = self._follow(x, aid)
             if y == DEAD_ID:
+                self._answer_along(path, aid, lambda i: (r - i, ranges))
                 return r, ranges
             if y is None or self.tr.accept[y]:
                 return None
             y = int(self.tr.canon[y])  # (as in `limit`)
             self._open_hint.setdefault(y, aid)
             r += 1
-            if y in seen or r > self.max_chars:
+            if y in seen:  # (a cycle: every configuration on the way leads into it)
+                self._answer_along(path, aid, lambda i: (INFINITE, ranges))
+                return INFINITE, ranges
+            if r > self.max_chars:
                 return INFINITE, ranges
             seen.add(y)
+            path.append(y)
             x = y
+
+    def _answer_along(self, path: list[int], aid: int, answer: Callable[[int], tuple]) -> None:
+        """`open_limit` of the configurations a chain went through (the i-th's is
+        `answer(i)`), where that chain is the one they would follow: the next token's
+        configuration is one of them, and need not follow it again."""
+        for i, z in enumerate(path[1:], 1):
+            if z not in self._open and self._open_hint.get(z) == aid and not self.tr.accept[z]:
+                self._open[z] = answer(i)
 
     def _main_paths(self, cid: int) -> tuple[int, tuple] | None:
         """(the configuration the most one-byte characters of S lead `cid` to, their class
@@ -793,15 +809,15 @@ class SliceChains:
         if found is _UNASKED:
             found = self._follow_stepped(cid, aid)
         if found is not None:
-            self._write_cells(cid, self._alive_sets[aid][0], found)
+            self._write_cells(cid, self._alive_classes[aid], found)
         self._followed[key] = found
         return found
 
-    def _write_cells(self, cid: int, classes: list[int], target: int) -> None:
+    def _write_cells(self, cid: int, classes: np.ndarray, target: int) -> None:
         """Write what a chain step found into the table: a walk down a long token of the
         chain's characters (a run of 80 dashes in an e-mail's local part) then needs no
         row filled per character."""
-        if classes and len(self.tr.configs[cid]) < CELLS_MIN_STACKS:
+        if len(classes) and len(self.tr.configs[cid]) < CELLS_MIN_STACKS:
             self.tr.table[cid, classes] = target
 
     def _follow_stepped(self, cid: int, aid: int) -> int | None:
