@@ -74,8 +74,8 @@ KNOWN_FALSE_REJECTS = {
 }
 
 
-def _run(stem: str):
-    cases = json.loads((SUITE / f"{stem}.json").read_text())
+def _run(stem: str, folder: Path = SUITE):
+    cases = json.loads((folder / f"{stem}.json").read_text())
     compiled = refused = 0
     false_accepts, false_rejects = [], []
     for case in cases:
@@ -112,3 +112,29 @@ def test_overall_compile_rate():
         for s in ("type", "properties", "required", "enum", "const", "ref", "allOf", "anyOf", "items", "prefixItems")
     )
     assert total >= 383 and compiled >= 100
+
+
+FORMATS = SUITE / "optional" / "format"
+# (case description, test description) -> why the grammar rejects a valid address
+EMAIL_FALSE_REJECTS = {
+    ("validation of e-mail addresses", d): "a quoted local part or an address literal is valid and not generated"
+    for d in (
+        "a quoted string with a space in the local part is valid",
+        "a quoted string with a double dot in the local part is valid",
+        "a quoted string with a @ in the local part is valid",
+        "an IPv4-address-literal after the @ is valid",
+        "an IPv6-address-literal after the @ is valid",
+    )
+}
+
+
+@pytest.mark.skipif(not (FORMATS / "email.json").exists(), reason="the suite's optional/format files not found")
+def test_the_suites_email_addresses():
+    """`format: email` is RFC 5321's dot-string at a host name: every address of the suite's
+    optional/format/email.json that is one is accepted (a tilde, an apostrophe and the rest
+    of atext included), no invalid one is, and the quoted local parts and address literals
+    it also calls valid are listed with the reason."""
+    compiled, refused, false_accepts, false_rejects = _run("email", FORMATS)
+    assert compiled and not refused
+    assert false_accepts == []
+    assert set(false_rejects) == set(EMAIL_FALSE_REJECTS)

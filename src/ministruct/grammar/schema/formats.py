@@ -449,7 +449,10 @@ def _uri_reference() -> Expr:
 
 
 def _email() -> Expr:
-    local = seq(rep(C("a-zA-Z0-9_%+-"), 1, 64), rep(seq(L("."), rep(C("a-zA-Z0-9_%+-"), 1, 64)), 0, 4))
+    # RFC 5321's dot-string (atoms of atext joined by single dots) at a host name; a quoted
+    # local part and an address literal (`[127.0.0.1]`) are valid too, and not generated
+    atext = C("a-zA-Z0-9!#$%&'*+/=?^_`{|}~-")
+    local = seq(rep(atext, 1, 64), rep(seq(L("."), rep(atext, 1, 64)), 0, 4))
     return seq(local, L("@"), _hostname())
 
 
