@@ -22,7 +22,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import accumulate, product
-from typing import Any, Callable, Iterator, TypeVar
+from typing import Any, Callable, Iterable, Iterator, TypeVar
 
 import numpy as np
 
@@ -181,7 +181,7 @@ def build_index(vocab: Vocabulary) -> VocabIndex:
     tokens = list(vocab.tokens)
     full = TokenTrie.build(tokens, vocab.text_ids)
     slices = {name: _slice(vocab, tokens, name, ranges, full) for name, ranges in SLICES.items()}
-    outside = {r: full.subset(_lengths_within(slices[OPEN_SLICE], r) == NOT_IN).to_arrays("") for r in INDEXED_OUTSIDE}
+    outside = {r: _outside(slices[OPEN_SLICE], r, full).to_arrays("") for r in INDEXED_OUTSIDE}
     return VocabIndex(full, slices, outside)
 
 
@@ -386,17 +386,23 @@ class SliceChains:
         """`char_step` when each stack's top state tells where every character of S leads
         it (`_state_uniform`): (the configuration they all lead to, FULL), or (DEAD_ID,
         FULL) when none takes any; None when some top state cannot tell."""
+        target = self._join_tops(cid, self._state_uniform)
+        return None if target is None else (target, FULL)
+
+    def _join_tops(self, cid: int, step_of: Callable[[int], int | None]) -> int | None:
+        """The configuration `cid` goes to when each stack's top state q tells where it
+        goes (`step_of(q)`: one state, or _NO_EDGE for nowhere); None when some top state
+        cannot tell (`step_of` is None) or the result holds more than MAX_STACKS stacks."""
         reached: list[tuple] = []
         for st in self.tr.configs[cid]:
             if not st:
                 continue  # (ACCEPT takes no input)
-            t = self._state_uniform(st[-1])
+            t = step_of(st[-1])
             if t is None:
                 return None
             if t != _NO_EDGE:
                 reached.append(st[:-1] + (t,))
-        target = self._join(reached)
-        return None if target is None else (target, FULL)
+        return self._join(reached)
 
     def _uniform(self, cid: int) -> int | None:
         """The one configuration every character of S leads `cid` to, None when they differ."""
@@ -679,7 +685,7 @@ class SliceChains:
         hint = None if self.tr.accept[cid] else self._open_hint.get(cid)  # (a frame could return first)
         if hint is not None:
             out = self._open_chain(cid, hint)
-        if out is None and not self.tr.accept[cid] and self._weight(cid) >= MIN_ALIVE:
+        if out is None and not self.tr.accept[cid] and not self.weak(cid):
             first = self._main_paths(cid)
             if first is not None:
                 aid = self._alive_ids.get(first[1])
@@ -766,16 +772,7 @@ class SliceChains:
     def _follow_by_states(self, cid: int, aid: int) -> Any:
         """`_follow` for one-byte characters, when each stack's top state takes all of them
         to one state or none of them; _UNASKED when some top state cannot tell."""
-        reached: list[tuple] = []
-        for st in self.tr.configs[cid]:
-            if not st:
-                continue  # (ACCEPT takes no input)
-            t = self._state_follow(st[-1], aid)
-            if t is None:
-                return _UNASKED
-            if t != _NO_EDGE:
-                reached.append(st[:-1] + (t,))
-        target = self._join(reached)
+        target = self._join_tops(cid, lambda q: self._state_follow(q, aid))
         return _UNASKED if target is None else target
 
     def _state_follow(self, q: int, aid: int) -> int | None:
@@ -784,17 +781,10 @@ class SliceChains:
         key = (q, aid)
         hit = self._state_followed.get(key, _UNASKED)
         if hit is _UNASKED:
-            one = self._alive_sets[aid][0]
-            hit, taken = _NO_EDGE, 0
-            for lo, hi, ts in self.tr.segments(q):
-                n = bisect_left(one, hi) - bisect_left(one, lo)
-                if n:
-                    if len(ts) > 1 or (hit != _NO_EDGE and ts[0] != hit):
-                        hit = None
-                        break
-                    hit, taken = ts[0], taken + n
-            if hit is not None and hit != _NO_EDGE and taken < len(one):
-                hit = None  # (some of them lead nowhere)
+            spans = ((lo, hi, ts[0] if len(ts) == 1 else _MANY) for lo, hi, ts in self.tr.segments(q))
+            hit = _one_target(self._alive_sets[aid][0], spans)
+            if hit is _MANY:
+                hit = None
             self._state_followed[key] = hit
         return hit
 
@@ -824,18 +814,10 @@ class SliceChains:
         """`_follow`, from the class segments of `cid`'s step."""
         one, wide = self._alive_sets[aid]
         config = self.tr.configs[cid]
-        target: frozenset | None = None
-        taken = 0
-        for lo, hi, t in self._segments(config)[1]:
-            n = bisect_left(one, hi) - bisect_left(one, lo)
-            if n:
-                if target is not None and t != target:
-                    return None
-                target, taken = t, taken + n
-        if taken < len(one):
-            if target is not None:  # (some of them lead nowhere)
-                return None
-            target = _NOWHERE
+        found = _one_target(one, self._segments(config)[1])
+        if found is None:
+            return None
+        target: frozenset | None = found if found != _NO_EDGE else (_NOWHERE if one else None)
         after = self._after
         for path in wide:
             s = config
@@ -852,6 +834,20 @@ class SliceChains:
         return None if target is None else (DEAD_ID if not target else self.tr.intern(target))
 
 
+def _one_target(one: list[int], spans: Iterable[tuple[int, int, Any]]) -> Any:
+    """The target every class of `one` (sorted) has in `spans`, disjoint class segments
+    (lo, hi, target): _NO_EDGE when no segment holds any of them, None when they part or
+    some of them are in no segment (lead nowhere)."""
+    target, taken = _NO_EDGE, 0
+    for lo, hi, t in spans:
+        n = bisect_left(one, hi) - bisect_left(one, lo)
+        if n:
+            if taken and t != target:
+                return None
+            target, taken = t, taken + n
+    return None if 0 < taken < len(one) else target
+
+
 DEAD_ID = 0
 _NOWHERE: frozenset = frozenset()
 MAX_RANGES = 4096  # code point ranges of one alive set (more: not a chain)
@@ -860,6 +856,7 @@ FULL = ("all",)
 _NO_EDGE = -1
 _UNASKED: Any = object()
 _TOO_MANY: Any = object()
+_MANY: Any = object()  # (a segment leading to several states: `_state_follow`)
 _GOES_NOWHERE = ((), False)  # Automaton.local of a state that neither consumes nor ends
 
 
@@ -1010,12 +1007,17 @@ def rest_outside(sl: Slice, ranges: tuple[tuple[int, int], ...], full: TokenTrie
     ones an open chain (`SliceChains.open_limit`) does not decide by length (kept per process)."""
 
     def build() -> TokenTrie:
-        out = full.subset(lengths_within(sl, ranges) == NOT_IN)
+        out = _outside(sl, ranges, full)
         for a in out.to_arrays("").values():  # (read-only as the cached tries: the same compiled walk)
             a.setflags(write=False)
         return out
 
     return _kept(_OUTSIDE, _OUTSIDE_KEPT, full, ranges, build)
+
+
+def _outside(sl: Slice, ranges: tuple[tuple[int, int], ...], full: TokenTrie) -> TokenTrie:
+    """The trie of the tokens of `full` that `lengths_within(sl, ranges)` does not hold."""
+    return full.subset(lengths_within(sl, ranges) == NOT_IN)
 
 
 def rest_outside_kept(ranges: tuple[tuple[int, int], ...], index: VocabIndex) -> TokenTrie | None:
