@@ -138,3 +138,20 @@ def test_the_suites_email_addresses():
     assert compiled and not refused
     assert false_accepts == []
     assert set(false_rejects) == set(EMAIL_FALSE_REJECTS)
+
+
+def test_email_local_parts_are_rfc_5321_dot_strings_of_any_length():
+    """A local part is Atom *("." Atom) as RFC 5321 writes it: no count of atoms or of
+    characters (its 64-octet figure is a size limit, not syntax). Six atoms, 70 characters
+    of atext: accepted; a leading, trailing or doubled dot: refused."""
+    grammar = schema_to_grammar({"type": "string", "format": "email"})
+    long_local = ".".join(["a1!#$%&'*+/=?^_`{|}~-"[:11]] * 6)
+    assert len(long_local) > 64
+    for text, ok in [
+        (long_local + "@example.com", True),
+        ("x" * 200 + "@example.com", True),
+        ("." + long_local + "@example.com", False),
+        (long_local + ".@example.com", False),
+        ("a..b@example.com", False),
+    ]:
+        assert accepts(grammar, json.dumps(text).encode()) is ok, text
