@@ -24,8 +24,8 @@ rounds, the median of each side: on these shared machines one fresh process in a
 at about half speed throughout, an idle machine too), and each schema of masks.py's
 jsonschemabench sample (`--pool N`, one round; `--pool-rounds` more), whose median first
 mask and pooled mean mask time (every step of every walk) are reported; and the 200-tool
-file (`--tools ... --tool-choice required`) at seeds 0-5: all steps pooled, the median
-walk, the worst p99.
+file (`--tools ... --tool-choice required`) and benchmarks/grammars/sql_select.lark
+(`--lark`), each at seeds 0-5: all steps pooled, the median walk, the worst p99.
 
     .venv/bin/python benchmarks/startup.py [--rounds 5] [--models smollm2,gemma3] [--pool 50]
                                            [--pool-rounds 1] [--json out.json]
@@ -59,7 +59,7 @@ TARGET_HELP_S = 0.5
 TARGET_FIRST_MASK_MS = 50.0
 TARGET_POOL_RATIO = 2.0
 WALK_STEPS = 200
-TOOL_SEEDS = 6  # walks of the 200-tool file (seeds 0-5): issue 24's mask target, p99 under 1 ms in each
+SEEDS = 6  # walks of the 200-tool file and of sql_select.lark (seeds 0-5): issues 24 and 25's mask target, p99 under 1 ms in each
 
 # llguidance on one constraint in a fresh process of its own: argv: model, kind (schema or
 # grammar), its file, seed, benchmarks folder, steps. The walk is the one `bench --seed` takes (drawn from our masks
@@ -260,6 +260,7 @@ def fresh_walk(path: str, spec, seed: int) -> dict:
         "schema": ["--schema", str(spec.path)],
         "grammar": ["--grammar", str(spec.path)],
         "tools": ["--tools", str(spec.path), "--tool-choice", "required", "--tool-format", "json"],  # (as masks.py)
+        "lark": ["--lark", str(spec.path)],
     }[spec.kind]
     argv = ministruct("bench", *flags, "--model", path, "--no-generate", "--json")
     ours = json.loads(timed([*argv, "--steps", str(WALK_STEPS), "--seed", str(seed)])[1])
@@ -303,15 +304,15 @@ def pooled(rows: list[dict]) -> tuple[float, float]:
     )
 
 
-def tool_walks(path: str, spec) -> dict:
-    """The 200-tool file's walks at seeds 0 to TOOL_SEEDS - 1 (one walk says little: one
-    spends its steps in names, another in e-mail addresses): all steps pooled, the median
-    walk's ratio, the worst p99 and the walks whose p99 is over 1 ms."""
-    rows = [fresh_walk(path, spec, seed) for seed in range(TOOL_SEEDS)]
+def seeded_walks(path: str, spec) -> dict:
+    """A constraint's walks at seeds 0 to SEEDS - 1 (one walk says little: in the 200-tool
+    file one spends its steps in names, another in e-mail addresses): all steps pooled, the
+    median walk's ratio, the worst p99 and the walks whose p99 is over 1 ms."""
+    rows = [fresh_walk(path, spec, seed) for seed in range(SEEDS)]
     ours, theirs = pooled(rows)
     p99 = max(r["mask_p99_us"] for r in rows)
     return {
-        "constraint": f"200 tools, {TOOL_SEEDS} walks",
+        "constraint": f"{spec.name}, {SEEDS} walks",
         "mask_mean_us": round(ours, 2),
         "llg_mask_mean_us": round(theirs, 2),
         "ratio": round(ours / theirs, 3),
@@ -342,7 +343,9 @@ def walks(model: str, n: int, rounds: int = 1, pool_rounds: int = 1) -> list[dic
         r = median_walk(path, spec, 0, rounds)
         ratio = r["mask_mean_us"] / r["llg_mask_mean_us"]
         out.append({"model": model, **r, "ratio": round(ratio, 3), "met": ratio <= TARGET_POOL_RATIO})
-    out.append({"model": model, **tool_walks(path, next(s for s in mb.named_specs([]) if s.name == "200 tools"))})
+    for spec in mb.named_specs([]):
+        if spec.name in ("200 tools", "sql_select.lark"):
+            out.append({"model": model, **seeded_walks(path, spec)})
     rows = [median_walk(path, spec, i, pool_rounds) for i, spec in enumerate(specs)]
     ours, theirs = pooled(rows)
     first = statistics.median(r["first_mask_ms"] for r in rows)

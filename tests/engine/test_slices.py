@@ -500,6 +500,35 @@ def test_a_part_that_may_end_after_any_character_is_decided_one_frame_deeper(mon
     assert members is None
 
 
+def test_a_string_called_from_each_copy_of_a_repeat_is_walked_above_the_callers_frame(monkeypatch):
+    """An array's string items: `item (" " item){0,4}` with the item a rule, called from each
+    copy of the repeat, one return point per copy. Above that frame the slice decides the
+    string, so the split leaves the caller's frame in the base and the second, third and
+    fourth items' characters walk from one relative configuration; with the usual split
+    each copy has its own. Masks against the oracle."""
+    item = Seq((Literal('"'), Repeat(char_class(['"', "\\"], negated=True), 0, 12), Literal('"')))
+    root = Seq((Literal("-"), RuleRef("item"), Repeat(Seq((Literal(" "), RuleRef("item"))), 0, 4), Literal("-")))
+    grammar = Grammar({"root": root, "item": item})
+    pattern = regex.compile(b"-" + oracle(item) + b"(?: " + oracle(item) + b"){0,4}-", flags=regex.DOTALL)
+
+    def relative_configurations(split) -> set[int]:
+        compiled = compile_grammar(grammar, VOCAB, use_cache=False)
+        m, out, rels = Matcher(compiled), b"-", set()
+        m.advance(TOKENS.index(b"-"))
+        for k in range(4):
+            for piece in ([b'"'] if k == 0 else [b'"', b" ", b'"']) + [b"a", b"b"]:
+                m.advance(TOKENS.index(piece))
+                out += piece
+            assert_mask_is_oracles(m.mask(), pattern, out)
+            if k:
+                rels.add(split(compiled)(compiled.mask_key(m.state))[1])
+        return rels
+
+    assert len(relative_configurations(lambda c: c._slice_split)) == 1
+    monkeypatch.setattr(compile_module.CompiledGrammar, "_shallower", lambda self, base, rel, chains: (base, rel))
+    assert len(relative_configurations(lambda c: c._slice_split)) == 3
+
+
 def test_the_letters_rest_trie_comes_with_the_index(monkeypatch):
     """The trie of the tokens not made of ASCII letters alone is built with the
     vocabulary's index and saved with it: an open chain over letters and more walks it from

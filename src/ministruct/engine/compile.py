@@ -485,6 +485,8 @@ class CompiledGrammar:
         base, rel = self._split(cid)
         name = next((n for n in CHAIN_SLICES if n in self._slices), None)  # (the slice _slice_for takes)
         chains = self._chains_of(name) if name is not None else None
+        if chains is not None and chains.limit(rel) is not None:
+            base, rel = self._shallower(base, rel, chains)
         for _ in range(KEEP_FRAMES):
             if chains is None or not base or chains.limit(rel) is not None:
                 break
@@ -503,6 +505,25 @@ class CompiledGrammar:
                 break
             base, rel = base[:-1], deeper
         self._slice_splits[cid] = (base, rel)
+        return base, rel
+
+    def _shallower(self, base: Stack, rel: int, chains: SliceChains) -> tuple[Stack, int]:
+        """Frames every stack of `rel` holds at its bottom moved into the base while the
+        slice still decides what is above them: a bounded string item of an array with
+        `maxItems` is called from each copy of the repeat, one return point per copy, and
+        above that frame its walks are the same for every item."""
+        while True:
+            config = self.configs[rel]
+            if ACCEPT in config:
+                break
+            stacks = list(config)
+            frame = stacks[0][:1]
+            if any(len(st) < 2 or st[:1] != frame for st in stacks):
+                break
+            up = self.transitions.intern(frozenset(st[1:] for st in stacks))
+            if chains.limit(up) is None:
+                break
+            base, rel = base + frame, up
         return base, rel
 
     def _return_to(self, base: Stack) -> int:

@@ -298,3 +298,24 @@ def test_const_with_enum_keeps_both_checks():
     assert accepts(g, '"a"') and not accepts(g, '"b"')
     with pytest.raises(SchemaError, match="accepts no value"):
         schema_to_grammar({"const": "c", "enum": ["a", "b"]})
+
+
+def test_strings_with_the_same_bounds_share_one_rule():
+    """Every string of a schema with the same minLength and maxLength is one rule (a tool
+    file repeats `maxLength: 30` in each tool, and array items are called from each copy of
+    the repeat): its parser states, and so its masks, are shared by all of them."""
+    schema = {
+        "type": "object",
+        "properties": {
+            "a": {"type": "string", "maxLength": 30},
+            "b": {"type": "array", "items": {"type": "string", "maxLength": 30}, "maxItems": 3},
+            "c": {"type": "string", "minLength": 1, "maxLength": 30},
+            "d": {"type": "object", "properties": {"e": {"type": "string", "maxLength": 30}}},
+        },
+        "required": ["a", "b", "c", "d"],
+    }
+    grammar = schema_to_grammar(schema)
+    assert sorted(n for n in grammar.rules if n.startswith("string-")) == ["string-0-30", "string-1-30"]
+    text = '{"a":"x","b":["","yy"],"c":"z","d":{"e":"w"}}'
+    assert accepts(grammar, text.encode())
+    assert not accepts(grammar, text.replace('"c":"z"', '"c":""').encode())

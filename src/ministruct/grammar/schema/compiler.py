@@ -576,7 +576,10 @@ class _Compiler:
         if decoded is None:
             if lo == 0 and hi is None:
                 return self.shared("string", ANY_STRING)
-            return seq(Literal('"'), Repeat(self.shared("char", COUNTED_CHAR), lo, hi), Literal('"'))
+            # (one rule per bound: every string of the schema with these bounds shares its
+            # parser states, and so its masks)
+            counted = seq(Literal('"'), Repeat(self.shared("char", COUNTED_CHAR), lo, hi), Literal('"'))
+            return self.shared(f"string-{lo}-{hi if hi is not None else 'inf'}", counted)
         try:
             r = restrict_length(decoded, lo, hi)
         except LookupError:
