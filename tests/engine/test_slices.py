@@ -621,6 +621,31 @@ def test_slice_lengths_within_a_set_equal_the_definition(ranges):
     assert (got != NOT_IN).any()
 
 
+def test_lengths_within_a_set_are_kept_on_disk(monkeypatch, tmp_path):
+    """A set's lengths are found once per vocabulary and kept in the cache folder: a later
+    process loads them (here: the process's own store emptied, finding them forbidden), and
+    a damaged file is found again."""
+    from collections import OrderedDict
+
+    from ministruct.engine import slices
+
+    monkeypatch.setenv("MINISTRUCT_CACHE_DIR", str(tmp_path))
+    sl = index_for(VOCAB).slices["json-char"]
+    digits = ((0x30, 0x39),)
+    monkeypatch.setattr(slices, "_LENGTHS", OrderedDict())
+    found = slices.lengths_within(sl, digits)
+    (saved,) = (tmp_path / "engine" / "lengths").iterdir()
+    monkeypatch.setattr(slices, "_LENGTHS", OrderedDict())
+    real = slices._lengths_within
+    monkeypatch.setattr(slices, "_lengths_within", lambda *a: pytest.fail("found again"))
+    loaded = slices.lengths_within(sl, digits)
+    assert loaded is not found and (loaded == found).all() and not loaded.flags.writeable
+    saved.write_bytes(saved.read_bytes()[:-10] + b"0123456789")
+    monkeypatch.setattr(slices, "_LENGTHS", OrderedDict())
+    monkeypatch.setattr(slices, "_lengths_within", real)
+    assert (slices.lengths_within(sl, digits) == found).all()
+
+
 @pytest.mark.parametrize(
     "ranges",
     [((0x30, 0x39),), ((0x61, 0x7A), (0x3B1, 0x3C9), (0x4E2D, 0x4E2D)), ((0x20, 0x21), (0x23, 0x5B), (0x5D, 0x10FFFF))],

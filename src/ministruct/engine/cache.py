@@ -95,6 +95,11 @@ def trie_key(vocab_fingerprint: str) -> str:
     return hashlib.sha256(f"{engine_version()}|trie|{vocab_fingerprint}".encode()).hexdigest()[:32]
 
 
+def lengths_key(vocab_fingerprint: str, slice_name: str, ranges: tuple[tuple[int, int], ...]) -> str:
+    text = f"{engine_version()}|lengths|{vocab_fingerprint}|{slice_name}|{ranges}"
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
 def entry_path(kind: str, key: str) -> Path | None:
     d = cache_dir()
     return None if d is None else d / kind / f"{key}{SUFFIX}"
