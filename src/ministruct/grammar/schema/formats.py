@@ -359,35 +359,45 @@ def _time() -> Expr:
     hh = alt(seq(C("01"), D), seq(L("2"), C("0-3")))
     m60 = seq(C("0-5"), D)
     offset = alt(C("zZ"), seq(C("+-"), hh, L(":"), m60))
-    return seq(hh, L(":"), m60, L(":"), m60, opt(seq(L("."), rep(D, 1, 9))), offset)
+    frac = opt(seq(L("."), rep(D, 1)))
+    # a leap second (:60) is valid only at 23:59 UTC; generated where the offset is zero
+    # (each other offset pairs with one local hh:mm: 1,440 branches for a second that
+    # happens once in years)
+    leap = seq(L("23:59:60"), frac, alt(C("zZ"), L("+00:00"), L("-00:00")))
+    return alt(seq(hh, L(":"), m60, L(":"), m60, frac, offset), leap)
 
 
 def _duration() -> Expr:
-    n = rep(D, 1, 9)
-    t = seq(
-        L("T"),
-        alt(
-            seq(n, L("H"), opt(seq(n, L("M"))), opt(seq(n, L("S")))),
-            seq(n, L("M"), opt(seq(n, L("S")))),
-            seq(n, L("S")),
-        ),
-    )
-    date = alt(
-        seq(n, L("Y"), opt(seq(n, L("M"))), opt(seq(n, L("D")))), seq(n, L("M"), opt(seq(n, L("D")))), seq(n, L("D"))
-    )
+    # RFC 3339 appendix A: each unit may be followed only by the next one down (a year by
+    # months, not by days without them), and a number is 1*DIGIT
+    n = rep(D, 1)
+
+    def units(names: str) -> Expr:  # n X [n Y [n Z]], from the first unit named
+        out: Expr = seq(n, L(names[-1]))
+        for u in reversed(names[:-1]):
+            out = seq(n, L(u), opt(out))
+        return out
+
+    date = alt(units("YMD"), units("MD"), units("D"))
+    t = seq(L("T"), alt(units("HMS"), units("MS"), units("S")))
     return seq(L("P"), alt(seq(date, opt(t)), t, seq(n, L("W"))))
 
 
-def _label(first: CharClass, inner_max: int) -> Expr:
-    an = C("a-zA-Z0-9")
-    return seq(first, opt(seq(rep(C("a-zA-Z0-9-"), 0, inner_max), an)))
+def _label(first: CharClass, most: int) -> Expr:
+    """1 to `most` letters, digits and inner hyphens from `first` on, with no `--` in the
+    third and fourth places: RFC 5890 reserves those labels, and its A-labels (`xn--`) must
+    be valid Punycode of permitted code points, which a grammar cannot check."""
+    an, ldh = C("a-zA-Z0-9"), C("a-zA-Z0-9-")
+    rest = most - 2  # characters from the third on
+    tail = alt(seq(an, opt(seq(rep(ldh, 0, rest - 2), an))), seq(L("-"), an, opt(seq(rep(ldh, 0, rest - 3), an))))
+    return seq(first, opt(alt(an, seq(ldh, tail))))
 
 
 def _hostname() -> Expr:
-    # at most 4 labels of at most 62 characters: 251 characters, under the 253 limit
-    lab = _label(C("a-zA-Z0-9"), 60)
-    last = seq(C("a-zA-Z"), rep(C("a-zA-Z0-9-"), 0, 60), C("a-zA-Z0-9"))
-    return seq(rep(seq(lab, L(".")), 0, 3), last)
+    # at most 4 labels of at most 62 characters: 251 characters, under the 253 limit; the
+    # last starts with a letter (RFC 1123 2.1: never all digits, or it could read as IPv4)
+    lab = _label(C("a-zA-Z0-9"), 62)
+    return seq(rep(seq(lab, L(".")), 0, 3), _label(C("a-zA-Z"), 62))
 
 
 def _ipv4() -> Expr:
@@ -398,7 +408,7 @@ def _ipv4() -> Expr:
 def _ipv6() -> Expr:
     h16 = rep(HEX, 1, 4)
     h16c = seq(h16, L(":"))
-    ls32 = seq(h16, L(":"), h16)
+    ls32 = alt(seq(h16, L(":"), h16), _ipv4())  # (RFC 3986: the last 32 bits may be written as IPv4)
 
     def head(n: int) -> Expr:  # [ *n( h16 ":" ) h16 ]
         return opt(seq(rep(h16c, 0, n), h16)) if n >= 0 else EMPTY
@@ -424,7 +434,9 @@ def _uri_parts():
     segment = rep(pchar, 0)
     segment_nz = rep(pchar, 1)
     userinfo = rep(alt(unreserved, pct, sub, L(":")), 0)
-    host = rep(alt(unreserved, pct, sub), 0)
+    future = seq(L("v"), rep(HEX, 1), L("."), rep(alt(unreserved, sub, L(":")), 1))
+    # IP-literal, or reg-name (which holds IPv4address)
+    host = alt(seq(L("["), alt(_ipv6(), future), L("]")), rep(alt(unreserved, pct, sub), 0))
     authority = seq(opt(seq(userinfo, L("@"))), host, opt(seq(L(":"), rep(D, 0, 5))))
     abempty = rep(seq(L("/"), segment), 0)
     absolute = seq(L("/"), opt(seq(segment_nz, abempty)))
@@ -449,15 +461,17 @@ def _uri_reference() -> Expr:
 
 
 def _email() -> Expr:
-    # RFC 5321's Dot-string (atoms of atext joined by single dots) at a host name; a quoted
-    # local part and an address literal (`[127.0.0.1]`) are valid too, and not generated.
-    # The local part is as long as its syntax allows: RFC 5321's 64 octets (4.5.3.1.1) is a
-    # size servers must at least take, not syntax (five atoms of up to 64 never held to it
-    # either), and a loop is one parser configuration where counts made one per character.
-    # The domain keeps DNS's limits (_hostname).
+    # RFC 5321's Mailbox: a Dot-string (atoms of atext joined by single dots) or a
+    # Quoted-string, at a host name or an address literal (`[127.0.0.1]`, `[IPv6:::1]`; a
+    # General-address-literal needs a tag IANA registers, and only IPv6 is). The local part
+    # is as long as its syntax allows: RFC 5321's 64 octets (4.5.3.1.1) is a size servers
+    # must at least take, not syntax, and a loop is one parser configuration where counts
+    # made one per character. The host name keeps DNS's limits (_hostname).
     atext = C("a-zA-Z0-9!#$%&'*+/=?^_`{|}~-")
-    local = seq(rep(atext, 1), rep(seq(L("."), rep(atext, 1)), 0))
-    return seq(local, L("@"), _hostname())
+    dot_string = seq(rep(atext, 1), rep(seq(L("."), rep(atext, 1)), 0))
+    quoted = seq(L('"'), rep(alt(C(" !#-[]-~"), seq(L("\\"), C(" -~"))), 0), L('"'))
+    literal = seq(L("["), alt(_ipv4(), seq(L("IPv6:"), _ipv6())), L("]"))
+    return seq(alt(dot_string, quoted), L("@"), alt(_hostname(), literal))
 
 
 def _uuid() -> Expr:
