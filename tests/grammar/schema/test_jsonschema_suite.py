@@ -141,6 +141,20 @@ FORMAT_FALSE_REJECTS = {
         )
     },
     ("date-time", "validation of date-time strings", "a valid date-time with a leap second, with minus offset"): LEAP,
+    **{
+        (
+            "email",
+            "validation of e-mail addresses",
+            t,
+        ): "a quoted local part or an address literal is valid and not generated"
+        for t in (
+            "a quoted string with a space in the local part is valid",
+            "a quoted string with a double dot in the local part is valid",
+            "a quoted string with a @ in the local part is valid",
+            "an IPv4-address-literal after the @ is valid",
+            "an IPv6-address-literal after the @ is valid",
+        )
+    },
     ("hostname", "validation of host names", "single label starting with digit"): (
         "the last label starts with a letter (RFC 1123 2.1: it is never all digits)"
     ),
