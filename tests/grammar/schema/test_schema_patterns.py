@@ -79,3 +79,59 @@ def test_a_pattern_syntax_error_gives_the_column_in_the_pattern():
         str(e.value)
         == '<schema>: at /pattern: pattern "abc)" cannot be enforced: invalid regex: unbalanced parenthesis at column 4'
     )
+
+
+# strings near each format: valid ones of several lengths, and near misses
+FORMAT_TEXTS = {
+    "date": ["2026-01-05", "2025-12-31", "2026-02-29", "1999-01-01", "2026-1-05", "", "2026-01-05\n"],
+    "time": ["12:30:00Z", "12:30:00.5+01:00", "23:59:60Z", "12:30:00.123456789Z", "12:30Z", "02:00:00z"],
+    "date-time": ["2026-01-05T12:30:00Z", "2026-01-05t12:30:00.25-05:00", "2026-01-05 12:30:00Z"],
+    "ipv4": ["10.0.0.1", "192.168.0.1", "1.2.3.4", "256.1.1.1", "10.0.0", "127.0.0.1"],
+    "uuid": ["0a2b3c4d-1111-2222-3333-444455556666", "fa2b3c4d-1111-2222-3333-444455556666", "0a2b"],
+    "duration": ["P1D", "PT1H", "P12Y3M", "P1W", "PT36H", "P1Y2D", "P"],
+}
+FORMAT_RESTRICTIONS = [
+    {"maxLength": 10},
+    {"minLength": 11},
+    {"maxLength": 3},
+    {"pattern": "^1"},
+    {"pattern": "0"},
+    {"pattern": "5$", "maxLength": 20},
+    {"not": {"pattern": "^10\\."}},
+    {"not": {"pattern": "Z$"}, "minLength": 9},
+]
+
+
+@pytest.mark.parametrize("fmt", sorted(FORMAT_TEXTS))
+@pytest.mark.parametrize("extra", FORMAT_RESTRICTIONS, ids=lambda e: json.dumps(e, sort_keys=True))
+def test_a_format_with_a_pattern_or_length_is_both_at_once(fmt, extra):
+    # oracle: the format alone (our grammar, held to the suite's format files elsewhere),
+    # Python's len and re.search; the product must be exactly their conjunction
+    import re
+
+    alone = schema_to_grammar({"type": "string", "format": fmt})
+    schema = {"type": "string", "format": fmt, **extra}
+    try:
+        g = schema_to_grammar(schema)
+    except SchemaError as e:
+        assert "accepts no value" in str(e), e
+        g = None
+    for t in FORMAT_TEXTS[fmt]:
+        want = (
+            accepts(alone, json.dumps(t))
+            and extra.get("minLength", 0) <= len(t) <= extra.get("maxLength", len(t))
+            and ("pattern" not in extra or re.search(extra["pattern"], t) is not None)
+            and ("not" not in extra or re.search(extra["not"]["pattern"], t) is None)
+        )
+        assert (g is not None and accepts(g, json.dumps(t))) == want, (schema, t)
+
+
+def test_a_format_whose_product_is_too_large_is_refused_by_name():
+    # an e-mail's host name counts up to 62 characters in each of four labels: some 1,700
+    # DFA states, times every length up to maxLength
+    with pytest.raises(
+        SchemaError, match="at /maxLength: keyword 'maxLength' together with format 'email' is too large"
+    ):
+        schema_to_grammar({"type": "string", "format": "email", "maxLength": 64})
+    g = schema_to_grammar({"type": "string", "format": "email", "maxLength": 64}, lenient=True)
+    assert accepts(g, json.dumps("a" * 80 + "@example.com"))  # the format alone, as the warning says

@@ -563,16 +563,12 @@ class _Compiler:
         avoided = negated_pattern(node)
         if avoided is not None:
             if decoded is not None:
-                self.unsupported("not", ptr, "(a pattern to avoid) together with format is not enforced")
-            else:
-                return _seq(
-                    Literal('"'), self.pattern_avoiding(node.get("pattern"), avoided, ptr, lo, hi), Literal('"')
-                )
+                return _seq(Literal('"'), self.format_within(fmt, decoded, node, avoided, ptr, lo, hi), Literal('"'))
+            return _seq(Literal('"'), self.pattern_avoiding(node.get("pattern"), avoided, ptr, lo, hi), Literal('"'))
         if "pattern" in node:
             if decoded is not None:
-                self.unsupported("pattern", ptr, "together with format is not enforced")
-            else:
-                return _seq(Literal('"'), self.pattern(node["pattern"], f"{ptr}/pattern", lo, hi), Literal('"'))
+                return _seq(Literal('"'), self.format_within(fmt, decoded, node, None, ptr, lo, hi), Literal('"'))
+            return _seq(Literal('"'), self.pattern(node["pattern"], f"{ptr}/pattern", lo, hi), Literal('"'))
         if decoded is None:
             if lo == 0 and hi is None:
                 return self.shared("string", ANY_STRING)
@@ -587,11 +583,34 @@ class _Compiler:
         if r is decoded:
             return self.shared(f"format-{fmt}", seq(Literal('"'), encode_chars(r), Literal('"')))
         if r is None:
-            self.unsupported(
-                "maxLength" if hi is not None else "minLength", ptr, f"together with format '{fmt}' is not enforced"
-            )
-            r = decoded
+            return seq(Literal('"'), self.format_within(fmt, decoded, node, None, ptr, lo, hi), Literal('"'))
         return seq(Literal('"'), encode_chars(r), Literal('"'))
+
+    def format_within(
+        self, fmt: str, decoded: Expr, node: dict, avoided: Optional[str], ptr: str, lo: int, hi: Optional[int]
+    ) -> Expr:
+        """JSON string content in format `fmt` (its language `decoded`) that also matches the
+        node's `pattern`, avoids `avoided` and has `lo` to `hi` characters: one DFA x length
+        product (schema_patterns), or the format alone when that is too large."""
+        langs = [decoded]
+        if "pattern" in node:
+            langs.append(self.searched_language(node["pattern"], f"{ptr}/pattern"))
+        need = frozenset(range(len(langs)))
+        if avoided is not None:
+            langs.append(self.searched_language(avoided, f"{ptr}/not/pattern"))
+        try:
+            r = pattern_with_length(langs, lo, hi, self.fresh, self.define, accept=lambda label: label == need)
+        except PatternTooLarge as e:
+            keyword = (
+                "pattern"
+                if "pattern" in node
+                else "not"
+                if avoided is not None
+                else ("maxLength" if hi is not None else "minLength")
+            )
+            self.unsupported(keyword, ptr, f"together with format '{fmt}' is too large to enforce ({e})")
+            return encode_chars(decoded)
+        return NOTHING if r is None else r
 
     def regex_language(self, pattern: Any, text: str, ptr: str) -> Expr:
         """The IR of `text`, a regex made from the schema's `pattern` at `ptr`."""
