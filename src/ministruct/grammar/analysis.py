@@ -92,6 +92,13 @@ def _left_refs(e: Expr, nullable: set[str], out: dict[str, None]) -> None:
         _left_refs(e.item, nullable, out)  # type: ignore[union-attr]
 
 
+def left_refs(e: Expr, nullable: set[str]) -> list[str]:
+    """The rules `e` can start with (after a nullable prefix), in order of appearance."""
+    out: dict[str, None] = {}
+    _left_refs(e, nullable, out)
+    return list(out)
+
+
 def left_corner_graph(grammar: Grammar, refs: "dict[str, list[str]] | None" = None) -> dict[str, list[str]]:
     """For each rule, the rules that can be expanded first without consuming input."""
     nullable = nullable_rules(grammar, refs)

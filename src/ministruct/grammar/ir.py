@@ -12,7 +12,7 @@ from __future__ import annotations
 import gc
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Iterator, Union
+from typing import Callable, Iterator, Union
 
 from ministruct.errors import UsageError
 
@@ -150,6 +150,7 @@ class TokenRef:
 Expr = Union[Literal, CharClass, Seq, Alt, Repeat, RuleRef, TokenRef]
 
 EMPTY = Literal("")
+NOTHING = CharClass(())  # the empty language
 
 
 @dataclass(frozen=True)
@@ -299,6 +300,17 @@ def seq(*items: Expr) -> Expr:
     return flat[0] if len(flat) == 1 else Seq(tuple(flat))
 
 
+def seq_all(*items: Expr) -> Expr:
+    """seq(), or NOTHING when an item matches nothing."""
+    return NOTHING if any(x == NOTHING for x in items) else seq(*items)
+
+
+def alt_some(*options: Expr) -> Expr:
+    """alt() of the options that match something (NOTHING when none does)."""
+    kept = [o for o in options if o != NOTHING]
+    return alt(*kept) if kept else NOTHING
+
+
 def alt(*options: Expr) -> Expr:
     """An alternation with nested alternations flattened and duplicates removed."""
     flat: dict[Expr, None] = {}  # ordered and O(1) to test: alternations may have 100k options
@@ -313,17 +325,27 @@ def alt(*options: Expr) -> Expr:
 def rename_refs(e: Expr, names: dict[str, str], memo: dict[int, Expr]) -> Expr:
     """`e` with every RuleRef renamed through `names` (shared parts stay shared: `memo`
     maps each visited node to its renamed copy)."""
+    return _replace_refs(e, lambda r: RuleRef(names[r.name]), memo)
+
+
+def substitute_refs(e: Expr, exprs: dict[str, Expr], memo: dict[int, Expr]) -> Expr:
+    """`e` with each RuleRef to a name of `exprs` replaced by its expression (others kept;
+    `memo` as for rename_refs)."""
+    return _replace_refs(e, lambda r: exprs.get(r.name, r), memo)
+
+
+def _replace_refs(e: Expr, by: "Callable[[RuleRef], Expr]", memo: dict[int, Expr]) -> Expr:
     got = memo.get(id(e))
     if got is not None:
         return got
     if isinstance(e, RuleRef):
-        out: Expr = RuleRef(names[e.name])
+        out: Expr = by(e)
     elif isinstance(e, Seq):
-        out = Seq(tuple(rename_refs(x, names, memo) for x in e.items))
+        out = Seq(tuple(_replace_refs(x, by, memo) for x in e.items))
     elif isinstance(e, Alt):
-        out = Alt(tuple(rename_refs(x, names, memo) for x in e.options))
+        out = Alt(tuple(_replace_refs(x, by, memo) for x in e.options))
     elif isinstance(e, Repeat):
-        out = Repeat(rename_refs(e.item, names, memo), e.min, e.max)
+        out = Repeat(_replace_refs(e.item, by, memo), e.min, e.max)
     else:
         out = e
     memo[id(e)] = out

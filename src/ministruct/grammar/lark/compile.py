@@ -41,6 +41,7 @@ from ministruct.grammar.lark.lazy import LAZY_ATTRIBUTES, check_lazy_attributes,
 from ministruct.grammar.lark.special import special_token
 from ministruct.grammar.lark.substring import regex_ext
 from ministruct.grammar.lark.syntax import Definition, LarkProblem, Node, parse_items
+from ministruct.grammar.left_recursion import remove_left_recursion
 from ministruct.grammar.regex import parse_regex
 from ministruct.grammar.regex.printer import inline_root
 from ministruct.grammar.schema import SchemaOptions, schema_to_grammar
@@ -452,6 +453,7 @@ class Scope:
                 self.c.rules[self.rule_names[name]] = self.lexeme(self._lazy_body(name))
             else:
                 self.c.rules[self.rule_names[name]] = self.rule_expr(d.body)  # type: ignore[arg-type]
+        remove_left_recursion(self.c.rules, set(self.rule_names.values()), self.c.source, self.c.fresh)
         start = self.rule_names["start"]
         if plain:
             return start

@@ -12,6 +12,7 @@ from __future__ import annotations
 from ministruct.grammar.analysis import is_nullable, nullable_rules
 from ministruct.grammar.ir import (
     EMPTY,
+    NOTHING,
     Alt,
     CharClass,
     Expr,
@@ -22,12 +23,11 @@ from ministruct.grammar.ir import (
     Seq,
     TokenRef,
     alt,
+    alt_some,
     seq,
     walk,
 )
 from ministruct.grammar.regex.anchors import nonempty
-
-NOTHING = CharClass(())
 
 
 class LeadingGaps:
@@ -67,14 +67,16 @@ class LeadingGaps:
         if isinstance(e, TokenRef):
             return e
         if isinstance(e, Alt):
-            return alt(*(self.f(x) for x in e.options))
+            return alt_some(*(self.f(x) for x in e.options))
         if isinstance(e, Seq):
             opts = []
             for i, x in enumerate(e.items):
-                opts.append(seq(self.f(x), *e.items[i + 1 :]))
+                first = self.f(x)
+                if first != NOTHING:  # (a gap: the first lexeme is further on)
+                    opts.append(seq(first, *e.items[i + 1 :]))
                 if not is_nullable(x, self.nullable):
                     break
-            return alt(*opts)
+            return alt_some(*opts)
         assert isinstance(e, Repeat)
         if e.max == 0:
             return NOTHING

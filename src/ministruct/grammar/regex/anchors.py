@@ -19,9 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ministruct.errors import GrammarSyntaxError
-from ministruct.grammar.ir import Alt, CharClass, Expr, Literal, Repeat, Seq, alt, seq, walk
+from ministruct.grammar.ir import NOTHING, Alt, CharClass, Expr, Literal, Repeat, Seq, alt_some, seq_all, walk
 
-NOTHING = CharClass(())  # the empty language
 EPS = Literal("")
 
 _FORWARD = {"A", "start", "bol"}
@@ -64,15 +63,6 @@ def has_assertions(e: Expr) -> bool:
 # ---------------------------------------------------------------- language helpers
 
 
-def _seq(*xs: Expr) -> Expr:
-    return NOTHING if any(x == NOTHING for x in xs) else seq(*xs)
-
-
-def _alt(*xs: Expr) -> Expr:
-    keep = [x for x in xs if x != NOTHING]
-    return alt(*keep) if keep else NOTHING
-
-
 def _rep(x: Expr, m: int, n: int | None) -> Expr:
     if n == 0 or x == EPS:
         return EPS
@@ -94,14 +84,14 @@ def eps_part(e: Expr) -> Expr:
     if isinstance(e, Assert):
         return e
     if isinstance(e, Seq):
-        return _seq(*[eps_part(x) for x in e.items])
+        return seq_all(*[eps_part(x) for x in e.items])
     if isinstance(e, Alt):
-        return _alt(*[eps_part(x) for x in e.options])
+        return alt_some(*[eps_part(x) for x in e.options])
     if isinstance(e, Repeat):
         if e.max == 0:
             return EPS
         ep = eps_part(e.item)
-        return _alt(EPS, ep) if e.min == 0 else ep
+        return alt_some(EPS, ep) if e.min == 0 else ep
     return NOTHING  # CharClass
 
 
@@ -112,20 +102,20 @@ def nonempty(e: Expr) -> Expr:
     if isinstance(e, Assert):
         return NOTHING
     if isinstance(e, Seq):
-        a, rest = e.items[0], _seq(*e.items[1:])
-        return _alt(_seq(nonempty(a), rest), _seq(eps_part(a), nonempty(rest)))
+        a, rest = e.items[0], seq_all(*e.items[1:])
+        return alt_some(seq_all(nonempty(a), rest), seq_all(eps_part(a), nonempty(rest)))
     if isinstance(e, Alt):
-        return _alt(*[nonempty(x) for x in e.options])
+        return alt_some(*[nonempty(x) for x in e.options])
     if isinstance(e, Repeat):
         if e.max == 0:
             return NOTHING
         x, ep, nx = e.item, eps_part(e.item), nonempty(e.item)
         if ep == EPS:
-            return _seq(nx, _rep(x, 0, _dec(e.max)))
-        first = _seq(nx, _rep(x, max(e.min - 1, 0), _dec(e.max)))
+            return seq_all(nx, _rep(x, 0, _dec(e.max)))
+        first = seq_all(nx, _rep(x, max(e.min - 1, 0), _dec(e.max)))
         if ep == NOTHING or (e.max is not None and e.max < 2):
             return first
-        return _alt(first, _seq(ep, nx, _rep(x, 0, _dec(e.max, 2))))
+        return alt_some(first, seq_all(ep, nx, _rep(x, 0, _dec(e.max, 2))))
     return e  # CharClass
 
 
@@ -137,7 +127,7 @@ def _contains(e: Expr, ch: str) -> bool:
         cp = ord(ch)
         return any(a <= cp <= b for a, b in e.code_point_ranges())
     if isinstance(e, Seq):
-        a, rest = e.items[0], _seq(*e.items[1:])
+        a, rest = e.items[0], seq_all(*e.items[1:])
         return (eps_part(a) == EPS and _contains(rest, ch)) or (_contains(a, ch) and eps_part(rest) == EPS)
     if isinstance(e, Alt):
         return any(_contains(x, ch) for x in e.options)
@@ -163,17 +153,17 @@ def _without(e: Expr, ch: str) -> Expr:
                 out.append((a, b))
         return CharClass(tuple(out)) if out else NOTHING
     if isinstance(e, Alt):
-        return _alt(*[_without(x, ch) for x in e.options])
+        return alt_some(*[_without(x, ch) for x in e.options])
     if isinstance(e, Seq):
-        a, rest = e.items[0], _seq(*e.items[1:])
-        parts = [_seq(_without(nonempty(a), ch), rest)]
+        a, rest = e.items[0], seq_all(*e.items[1:])
+        parts = [seq_all(_without(nonempty(a), ch), rest)]
         if eps_part(a) == EPS:
             parts.append(_without(rest, ch))
         if _contains(a, ch):
-            parts.append(_seq(Literal(ch), nonempty(rest)))
-        return _alt(*parts)
+            parts.append(seq_all(Literal(ch), nonempty(rest)))
+        return alt_some(*parts)
     assert isinstance(e, Repeat)
-    return _alt(eps_part(e), _without(nonempty(e), ch))
+    return alt_some(eps_part(e), _without(nonempty(e), ch))
 
 
 def reverse(e: Expr) -> Expr:
@@ -230,7 +220,7 @@ class _Pass:
             out: dict[str, Expr] = {}
             for o in e.options:
                 for q, x in self.run(o, s).items():
-                    out[q] = _alt(out.get(q, NOTHING), x)
+                    out[q] = alt_some(out.get(q, NOTHING), x)
             return out
         if isinstance(e, Seq):
             cur: dict[str, Expr] = {s: EPS}
@@ -238,7 +228,7 @@ class _Pass:
                 nxt: dict[str, Expr] = {}
                 for q, x in cur.items():
                     for q2, y in self.run(item, q).items():
-                        nxt[q2] = _alt(nxt.get(q2, NOTHING), _seq(x, y))
+                        nxt[q2] = alt_some(nxt.get(q2, NOTHING), seq_all(x, y))
                 cur = {q: x for q, x in nxt.items() if x != NOTHING}
             return cur
         assert isinstance(e, Repeat)
@@ -252,7 +242,7 @@ class _Pass:
         if s in ("U", "O"):
             return {s: _rep(tx.get(s, NOTHING), m, n)}
         stay = tx.get(s, NOTHING)
-        out: dict[str, Expr] = {s: _alt(EPS, stay) if m == 0 else stay}
+        out: dict[str, Expr] = {s: alt_some(EPS, stay) if m == 0 else stay}
         for q, move in tx.items():
             if q == s:
                 continue
@@ -265,7 +255,7 @@ class _Pass:
             for pre, lo, hi in tails:
                 rest = self.repeat(x, lo, hi, q) if hi != 0 else {q: EPS}
                 for q2, y in rest.items():
-                    out[q2] = _alt(out.get(q2, NOTHING), _seq(pre, move, y))
+                    out[q2] = alt_some(out.get(q2, NOTHING), seq_all(pre, move, y))
         return {q: v for q, v in out.items() if v != NOTHING}
 
     def refuse(self, a: Assert) -> None:
@@ -283,8 +273,8 @@ def eliminate_assertions(e: Expr, *, source: str = "<regex>", text: str | None =
     """An anchor-free expression with the same full-match language as `e`."""
     fwd = _Pass(_FORWARD, source, text or "")
     if fwd.relevant(e):
-        e = _alt(*fwd.run(e, "F").values())
+        e = alt_some(*fwd.run(e, "F").values())
     bwd = _Pass(_BACKWARD, source, text or "")
     if bwd.relevant(e):
-        e = reverse(_alt(*bwd.run(reverse(e), "E").values()))
+        e = reverse(alt_some(*bwd.run(reverse(e), "E").values()))
     return e
