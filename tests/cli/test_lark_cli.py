@@ -74,3 +74,26 @@ def test_check_with_a_lazy_trigger(run_cli, tmp_path):
     assert run_cli("check", "--lark", str(path), "so: <t>42</t>").returncode == 0
     bad = run_cli("check", "--lark", str(path), "a <t> b <t>42</t>")  # the free text ends at the first <t>
     assert bad.returncode == 1 and "line 1, column 6" in bad.stdout + bad.stderr
+
+
+def test_a_json_block_has_llguidances_flexible_whitespace_unless_told(run_cli, tmp_path):
+    # llguidance's own example of a %json block (docs/syntax.md) accepts `{"name":"get_weather", "parameters": ...}`
+    path = _write(
+        tmp_path / "call.lark",
+        'start: TEXT | call\nTEXT: /[^{](.|\\n)*/\ncall: %json {"type": "object", "properties": {"name": {"const": "w"}, '
+        '"parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}, '
+        '"required": ["name", "parameters"]}\n',
+    )
+    spaced = '{"name":"w", "parameters": {"city":"Seattle"}}'
+    assert run_cli("check", "--lark", str(path), spaced).returncode == 0
+    assert run_cli("check", "--lark", str(path), "--whitespace", "compact", spaced).returncode == 1
+    assert (
+        run_cli(
+            "check", "--lark", str(path), "--whitespace", "compact", spaced.replace(", ", ",").replace(": ", ":")
+        ).returncode
+        == 0
+    )
+    # (a schema's own default stays compact)
+    schema = tmp_path / "s.json"
+    schema.write_text('{"type": "object", "properties": {"a": {"type": "integer"}}}')
+    assert run_cli("check", "--schema", str(schema), "--as-generated", '{"a": 1}').returncode == 1

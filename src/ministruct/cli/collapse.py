@@ -183,7 +183,7 @@ def _study(
     explicit = ctx.get_parameter_source("seeds")
     override = None if explicit is None or explicit.name == "DEFAULT" else _seeds(seeds, run.params.seed)
     options = SchemaOptions(
-        whitespace=constraint.whitespace,
+        whitespace=constraint.whitespace or "compact",
         lenient=constraint.lenient,
         oneof_as_anyof=constraint.oneof_as_anyof,
         extra_properties=constraint.extra_properties or "explicit",

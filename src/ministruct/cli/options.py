@@ -93,9 +93,12 @@ ToolFormatOpt = Annotated[
 ]
 Root = Annotated[Optional[str], typer.Option("--root", help="Start rule of a --grammar.", rich_help_panel="Constraint")]
 Whitespace = Annotated[
-    str,
+    Optional[str],
     typer.Option(
-        "--whitespace", help="JSON whitespace for --schema: compact, flexible or pretty.", rich_help_panel="Constraint"
+        "--whitespace",
+        help="JSON whitespace: compact, flexible or pretty (default compact for --schema and --tools, "
+        "flexible for a --lark grammar's %json, as llguidance).",
+        rich_help_panel="Constraint",
     ),
 ]
 Lenient = Annotated[
@@ -268,7 +271,7 @@ class ConstraintFlags:
     choice: list[str] | None
     lark: str | None
     root: str | None
-    whitespace: str
+    whitespace: str | None  # None: compact, flexible for a Lark grammar's %json (llguidance's default)
     lenient: bool
     oneof_as_anyof: bool
     extra_properties: str | None = None  # None: the command's default
@@ -327,7 +330,7 @@ class ConstraintFlags:
             self.choice,
             self.lark,
             self.root,
-            self.whitespace,
+            self.whitespace or ("flexible" if self.lark is not None else "compact"),
             self.lenient,
             self.oneof_as_anyof,
             self.extra_properties or extra_default,
@@ -374,7 +377,7 @@ _CONSTRAINT_PARAMS = (
     ("choice", Choice, None),
     ("lark", LarkOpt, None),
     ("root", Root, None),
-    ("whitespace", Whitespace, "compact"),
+    ("whitespace", Whitespace, None),
     ("lenient", Lenient, False),
     ("oneof_as_anyof", OneOfAsAnyOf, False),
     ("extra_properties", ExtraProperties, None),

@@ -100,10 +100,11 @@ class Constraint:
         cls, text: str, options: SchemaOptions | None = None, *, source: str = "<lark>", **option_values: Any
     ) -> "Constraint":
         """A Lark grammar (llguidance's dialect), starting at rule `start`. `options` (or its
-        fields as keywords) are the SchemaOptions of its `%json {...}` schemas."""
+        fields as keywords) are the SchemaOptions of its `%json {...}` schemas; their
+        whitespace is flexible unless given (llguidance's default)."""
         from ministruct.grammar.lark.parse import parse_lark
 
-        opts = options or SchemaOptions(**option_values)
+        opts = options or SchemaOptions(**{"whitespace": "flexible", **option_values})
         g = parse_lark(text, source=source, schema_options=opts)
         return cls("lark", g, source, text, warnings=list(g.warnings))
 
@@ -240,7 +241,8 @@ def load_constraint(
     `tool_choice`, `parallel_tool_calls` and `tool_format`, whose `auto` reads
     `chat_template`).
 
-    `schema_options` (or its fields as keywords) are SchemaOptions."""
+    `schema_options` (or its fields as keywords) are SchemaOptions (a Lark grammar's `%json`
+    whitespace is flexible unless given, as llguidance's)."""
     given = [
         n
         for n, v in (
@@ -272,6 +274,8 @@ def load_constraint(
         ):
             if given:
                 raise UsageError(f"`{which}` only applies to `tools`", parameter=which)
+    if lark is not None:
+        option_values.setdefault("whitespace", "flexible")  # (a %json's, as llguidance)
     options = schema_options or SchemaOptions(**option_values)
     if tools is not None:
         if isinstance(tools, str):

@@ -169,3 +169,10 @@ def test_a_real_grammar_reads_without_warnings():
         assert check_text(g, good).accepted, good
     for bad in ("SELECT FROM t", "SELECT a FROM t ", " SELECT a FROM t", "SELECT a FROM t LIMIT x"):
         assert not check_text(g, bad).accepted, bad
+
+
+def test_a_json_block_is_flexible_unless_the_options_say_otherwise():
+    text = 'start: %json {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}'
+    assert accepts(text, '{ "a" : 1 }') and accepts(text, '{"a":1}')
+    compact = Constraint.from_lark(text, whitespace="compact").grammar
+    assert not check_text(compact, '{ "a" : 1 }').accepted and check_text(compact, '{"a":1}').accepted
