@@ -247,6 +247,8 @@ def named_specs(notes: list[str]) -> list[Spec]:
             notes.append(f"grammar {name}: no bundled or llama.cpp file: skipped")
     sql = Path(__file__).resolve().parent / "grammars" / "sql_select.lark"
     specs.append(Spec("sql_select.lark", "lark", sql.read_text(encoding="utf-8"), str(sql)))
+    py = sql.with_name("python_expr.lark")
+    specs.append(Spec("python_expr.lark", "lark", py.read_text(encoding="utf-8"), str(py)))
     tools = REPO / "samples" / "tools" / "many_200.json"
     specs.append(Spec("200 tools", "tools", tools.read_text(), str(tools)))
     return specs

@@ -218,18 +218,20 @@ def test_single_character_alternatives_leave_one_parse_per_character():
 
 # ------------------------------------------------------------------ the real vocabulary, against llama.cpp
 
-SQL_LARK = Path(__file__).resolve().parents[2] / "benchmarks" / "grammars" / "sql_select.lark"
+LARK_GRAMMARS = Path(__file__).resolve().parents[2] / "benchmarks" / "grammars"
 
 
 @pytest.mark.model
-def test_sql_lark_grammar_masks_equal_llamacpp_along_random_walks(llama_side):  # noqa: F811 (the fixture)
-    """benchmarks/grammars/sql_select.lark (keywords and names overlap, gaps may be empty:
-    30-50 parses alive inside a name) on SmolLM2: every mask equals llama.cpp's grammar
-    sampler's on the same grammar (our GBNF export of it), step for step."""
+@pytest.mark.parametrize("name", ["sql_select.lark", "python_expr.lark"])
+def test_lark_grammar_masks_equal_llamacpp_along_random_walks(llama_side, name):  # noqa: F811 (the fixture)
+    """benchmarks/grammars' SQL and Python expressions (keywords and names overlap, gaps may
+    be empty: 30-150 parses alive inside a name; the Python one written left-recursive) on
+    SmolLM2: every mask equals llama.cpp's grammar sampler's on the same grammar (our GBNF
+    export of it, left recursion rewritten away), step for step."""
     from ministruct.grammar.constraint import load_constraint
 
     vocab_p, n, vocab = llama_side
-    grammar = load_constraint(lark=str(SQL_LARK)).grammar
+    grammar = load_constraint(lark=str(LARK_GRAMMARS / name)).grammar
     text = grammar.to_gbnf()
     assert LlamaGrammarOracle.accepts_grammar(vocab_p, text, grammar.root)
     keep = comparable_ids(vocab, n)
