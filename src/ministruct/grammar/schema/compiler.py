@@ -52,7 +52,7 @@ from ministruct.grammar.schema.keywords import ANNOTATIONS
 from ministruct.grammar.schema.merge import MergeError, Resolver, merge_all, schema_types
 from ministruct.grammar.schema.objects import required_dependencies
 from ministruct.grammar.schema.options import SchemaOptions
-from ministruct.grammar.schema.patterns import PatternTooLarge, pattern_with_length
+from ministruct.grammar.schema.patterns import MAX_FORMAT_PRODUCT_STATES, PatternTooLarge, pattern_with_length
 
 __all__ = ["schema_to_grammar", "canonical_order", "SchemaError"]
 
@@ -599,7 +599,15 @@ class _Compiler:
         if avoided is not None:
             langs.append(self.searched_language(avoided, f"{ptr}/not/pattern"))
         try:
-            r = pattern_with_length(langs, lo, hi, self.fresh, self.define, accept=lambda label: label == need)
+            r = pattern_with_length(
+                langs,
+                lo,
+                hi,
+                self.fresh,
+                self.define,
+                accept=lambda label: label == need,
+                max_states=MAX_FORMAT_PRODUCT_STATES,
+            )
         except PatternTooLarge as e:
             keyword = (
                 "pattern"
