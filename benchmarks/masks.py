@@ -403,7 +403,11 @@ def measure(model: Model, tokenizer, special: np.ndarray, spec: Spec, steps: int
         if xgr is not None:
             our_masks.append(np.array(mask, dtype=bool))
 
-    walk = random_walk(compiled, steps, seed=seed, companion=llg, on_step=on_step)
+    try:  # (a grammar whose parses multiply may pass the engine's limit mid-walk: python_expr.lark)
+        walk = random_walk(compiled, steps, seed=seed, companion=llg, on_step=on_step)
+    except MinistructError as e:
+        res.error = f"{type(e).__name__} during the walk: {e}"
+        return res
     res.steps = walk.steps
     res.ours_us, res.llg_us = walk.mask_us, llg.mask_us
     res.ours, res.llg = walk.stats(), TimeStats.of(llg.mask_us)
