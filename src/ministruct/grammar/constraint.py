@@ -274,8 +274,6 @@ def load_constraint(
         ):
             if given:
                 raise UsageError(f"`{which}` only applies to `tools`", parameter=which)
-    if lark is not None:
-        option_values.setdefault("whitespace", "flexible")  # (a %json's, as llguidance)
     options = schema_options or SchemaOptions(**option_values)
     if tools is not None:
         if isinstance(tools, str):
@@ -310,5 +308,5 @@ def load_constraint(
         return Constraint.from_json_schema(text, options, source=source)
     if lark is not None:
         text, source = read_text(lark, "Lark grammar")
-        return Constraint.from_lark(text, options, source=source)
+        return Constraint.from_lark(text, schema_options, source=source, **option_values)  # (its own default)
     return Constraint.from_choices(choice or [])

@@ -71,6 +71,8 @@ def remove_left_recursion(
         nullable = nullable_rules(Grammar(rules))
     for group in groups:
         _Group(rules, group, nullable, source).rewrite()
+    for group in _groups(rules, own):  # (none: a member that still comes first is a bug)
+        _refuse(group, group[0], "it is still left-recursive after the rewrite", source)
 
 
 def _groups(rules: dict[str, Expr], own: set[str]) -> list[list[str]]:
@@ -195,9 +197,6 @@ class _Group:
                 base = [(*b, loop) for b in base]
             self.done[name] = base
             self.rules[name] = alt(*(seq(*b) for b in base)) if base else NOTHING
-        left = left_corner_graph(Grammar(self.rules))
-        if _cycles({n: [r for r in left[n] if r in self.member_set] for n in self.members}):
-            self._refuse(self.members[0], "it runs through a part that may match the empty string")
 
     def _spread(self, alts: list[Items], name: str, seen: set[Items]) -> list[Items]:
         """The same alternatives (their union), each starting with a rule of the group or
@@ -207,11 +206,13 @@ class _Group:
         todo = list(reversed(alts))
         while todo:
             if len(out) + len(todo) > MAX_ALTERNATIVES:
-                self._refuse(name, f"rewriting it takes more than {MAX_ALTERNATIVES:,} alternatives")
+                _refuse(
+                    self.members, name, f"rewriting it takes more than {MAX_ALTERNATIVES:,} alternatives", self.source
+                )
             a = todo.pop()
             self.steps += 1
             if self.steps > MAX_STEPS:
-                self._refuse(name, "it runs through a part that may match the empty string")
+                _refuse(self.members, name, f"rewriting it takes more than {MAX_STEPS:,} steps", self.source)
             if a in seen:
                 continue
             seen.add(a)
@@ -241,9 +242,10 @@ class _Group:
         """Can these items start with a rule of the group (after parts that match the empty string)?"""
         return any(r in self.member_set for r in left_refs(seq(*a), self.nullable))
 
-    def _refuse(self, name: str, why: str) -> None:
-        cycle = " -> ".join([*self.members, self.members[0]])
-        raise GrammarError(f"left recursion: {cycle} cannot be rewritten: {why}", source=self.source, rule=name)
+
+def _refuse(members: list[str], name: str, why: str, source: str) -> None:
+    cycle = " -> ".join([*members, members[0]])
+    raise GrammarError(f"left recursion: {cycle} cannot be rewritten: {why}", source=source, rule=name)
 
 
 def _options(e: Expr) -> tuple[Expr, ...]:

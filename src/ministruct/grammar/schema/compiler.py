@@ -30,7 +30,21 @@ from typing import Any, Optional
 
 from ministruct.errors import GrammarSyntaxError, SchemaError, UsageError
 from ministruct.grammar.analysis import find_left_recursion, productive_rules, prune_unproductive
-from ministruct.grammar.ir import EMPTY, CharClass, Expr, Grammar, Literal, Mark, Repeat, RuleRef, alt, seq
+from ministruct.grammar.ir import (
+    EMPTY,
+    NOTHING,
+    CharClass,
+    Expr,
+    Grammar,
+    Literal,
+    Mark,
+    Repeat,
+    RuleRef,
+    alt,
+    alt_some,
+    seq,
+    seq_all,
+)
 from ministruct.grammar.json_text import non_json_number
 from ministruct.grammar.limits import MAX_JSON_NESTING, MAX_REPEAT, nesting_error, reshape, short_pointer
 from ministruct.grammar.schema import numbers as num
@@ -56,7 +70,6 @@ from ministruct.grammar.schema.patterns import MAX_FORMAT_PRODUCT_STATES, Patter
 
 __all__ = ["schema_to_grammar", "canonical_order", "SchemaError"]
 
-NOTHING = CharClass(())
 WS_BOUND = 20
 MAX_PRETTY_DEPTH = 24
 MAX_OBJECT_STATES = 4000
@@ -107,14 +120,11 @@ def _dead(e: Optional[Expr]) -> bool:
 
 
 def _alt(*opts: Optional[Expr]) -> Expr:
-    live = [o for o in opts if not _dead(o)]
-    return alt(*live) if live else NOTHING  # type: ignore[arg-type]
+    return alt_some(*(o for o in opts if o is not None))
 
 
 def _seq(*items: Optional[Expr]) -> Expr:
-    if any(_dead(i) for i in items):
-        return NOTHING
-    return seq(*items)  # type: ignore[arg-type]
+    return NOTHING if any(i is None for i in items) else seq_all(*items)  # type: ignore[arg-type]
 
 
 def _json_text(value: Any, ws: str, depth: int) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any, Optional
 
-from ministruct.grammar.ir import KEY_SEGMENT, CharClass, Expr, Literal, Mark, Repeat, RuleRef, alt, seq
+from ministruct.grammar.ir import KEY_SEGMENT, NOTHING, CharClass, Expr, Literal, Mark, Repeat, RuleRef, alt, seq
 from ministruct.grammar.limits import pointer_token
 from ministruct.grammar.schema.context import SchemaContext
 from ministruct.grammar.schema.formats import (
@@ -25,7 +25,6 @@ from ministruct.grammar.schema.formats import (
 from ministruct.grammar.schema.keywords import ANNOTATIONS
 from ministruct.grammar.schema.merge import Resolver, merge_all
 
-NOTHING = CharClass(())
 MAX_OBJECT_STATES = 4000
 _HEXNZ = CharClass(((49, 57), (65, 70), (97, 102)))
 # `\uXXXX` for any value >= 0x80 (lone surrogates included): never an ASCII character
