@@ -694,3 +694,69 @@ def test_merged_interval_sequences_spell_the_same_byte_strings(seqs):
     merged = _merged(list(seqs))
     assert spelled(merged) == spelled(seqs)
     assert len(merged) <= len(set(seqs))
+
+
+# ---------------------------------------------------------------- warming (CompiledGrammar.warm)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(expr=strings | long_strings, walk=st.lists(st.integers(0, 10_000), max_size=8))
+def test_warming_changes_no_mask(expr, walk):
+    """compile_grammar follows the repeats' chains before the first mask; a grammar bound
+    without it (CompiledGrammar alone) gives the same masks along the same walk, and every
+    cell the warming wrote is the automaton's own step."""
+    warmed = compile_grammar(Grammar({"root": expr}), VOCAB, use_cache=False)
+    cold = compile_module.CompiledGrammar(Grammar({"root": expr}), VOCAB)
+    a, b = Matcher(warmed), Matcher(cold)
+    for choice in walk + [None]:
+        mask = a.mask()
+        assert (mask == b.mask()).all()
+        legal = [t for t in np.flatnonzero(mask).tolist() if t != EOG]
+        if choice is None or not legal:
+            break
+        a.advance(legal[choice % len(legal)])
+        b.advance(legal[choice % len(legal)])
+    if len(warmed.transitions) > 1:
+        assert_cells_are_steps(warmed)
+
+
+def test_warming_follows_a_bounded_string_before_the_first_mask():
+    """A string of at most 60 characters, over tokens as long as 80 (no copy of the repeat
+    stands for another): compile_grammar follows its chain to the end, so the masks inside
+    the string follow it no more."""
+    toks = [b'"', b"x"] + [b"-" * k for k in (1, 2, 3, 23, 24, 25, 29, 30, 31, 40, 59, 61, 80)] + [b'-"', b""]
+    vocab = Vocabulary.from_bytes(toks, eog_ids=[len(toks) - 1])
+    body = Repeat(char_class(['"', "\\"], negated=True), 0, 60)
+    compiled = compile_grammar(Grammar({"root": Seq((Literal('"'), body, Literal('"')))}), vocab, use_cache=False)
+    chains = compiled._chains["json-char"]
+    followed = len(chains._next)
+    assert followed >= 59
+    m = Matcher(compiled)
+    for t in (0, 1, 1, 4):
+        m.advance(t)
+        m.mask()
+    assert len(chains._next) <= followed + 1  # (the quote's configuration, before the chain)
+
+
+def test_a_short_chain_is_walked_without_finding_its_token_set(monkeypatch):
+    """Two digits left of a four-digit string: walking the few tokens they allow costs
+    less than finding the slice tokens made of digits (262k of them on a big vocabulary).
+    The masks are the oracle's, and the set is never asked for."""
+    from collections import OrderedDict
+
+    from ministruct.engine import slices
+
+    monkeypatch.setattr(slices, "_LENGTHS", OrderedDict())  # (no set this process found before)
+    asked = []
+    real = compile_module.lengths_within
+    monkeypatch.setattr(compile_module, "lengths_within", lambda sl, r: asked.append(r) or real(sl, r))
+    digits = CharClass(((0x30, 0x39),))
+    expr = Seq((Literal('"'), Repeat(digits, 4, 4), Literal('"')))
+    compiled = compile_module.CompiledGrammar(Grammar({"root": expr}), VOCAB)  # (unwarmed: no set asked before)
+    pattern = regex.compile(oracle(expr), flags=regex.DOTALL)
+    m, out = Matcher(compiled), b""
+    for piece in (b'"', b"1", b"5"):
+        m.advance(TOKENS.index(piece))
+        out += piece
+    assert_mask_is_oracles(m.mask(), pattern, out)
+    assert ((0x30, 0x39),) not in asked

@@ -132,6 +132,7 @@ class Automaton:
         self._shared: dict[Expr, str] = {}
         # per bounded repeat: (first state of each copy's block, end, min, max, item nullable)
         self.repeat_blocks: list[tuple[list[int], int, int, int | None, bool]] = []
+        self.loop_entries: list[int] = []  # where each unbounded repeat's loop starts (an item's next copy)
         from ministruct.grammar.analysis import is_nullable, nullable_rules
 
         self._nullable_rules = nullable_rules(grammar)
@@ -278,6 +279,7 @@ class Automaton:
         if e.max is None:
             loop_in, loop_out = self._new(), self._new()
             self._register_blocks(blocks, e, item_rule)
+            self.loop_entries.append(loop_in)
             self.eps[cur].append(loop_in)
             build_item(loop_in, loop_out)
             self.eps[loop_out].append(loop_in)

@@ -19,7 +19,9 @@ relative configuration on one chain, the slice's tokens are taken by length and 
 the rest of the vocabulary is walked. A configuration kept as a union of smaller ones
 (table.py's parts) gets the union of their masks: inside a name of an ambiguous grammar,
 each character's configuration is the same big one plus a few keyword prefixes, and those
-masks are shared by every position instead of walked again.
+masks are shared by every position instead of walked again. Before the first mask,
+`compile_grammar` follows the chains that start in the grammar's repeats once (`warm`: a
+bounded string's counts, an e-mail's local part), so the first mask inside each does not.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from ministruct.engine.slices import (
     OPEN_SLICE,
     SliceChains,
     index_for,
+    lengths_known,
     lengths_within,
     rest_outside,
     rest_outside_kept,
@@ -53,7 +56,7 @@ from ministruct.engine.token_edges import TokenEdges
 from ministruct.engine.trie import TokenTrie, copy_duplicates
 from ministruct.engine.vocab import Vocabulary
 from ministruct.engine.walk import Pruner, WalkResult, walk
-from ministruct.errors import UsageError
+from ministruct.errors import CompileLimitError, GrammarError, UsageError
 from ministruct.grammar.ir import Grammar
 
 if TYPE_CHECKING:
@@ -75,6 +78,9 @@ OPEN_TOKENS_PER_LEAVER = 8  # ... and at least this many per token that starts i
 # for 49k tokens, 15-30 ms for 262k): an open chain's set gets its trie once whole-trie
 # walks from its configurations have cost as much (a chain met in a few steps never pays)
 OPEN_BUILD_S_PER_TOKEN = 1e-7
+WARM_S = 0.02  # compile time spent following the chains of repeats, at most (warm) ...
+WARM_MIN_COPIES = 8  # ... of bounded repeats of at least this many copies, and of loops
+SHORT_CHAIN = 4  # a closed chain this short is walked unless its token set is known already (_slice_for)
 CONTENT_KEY_IDS = 4096  # a mask's walks that found more tokens key it by the walks (_content_key)
 MAX_UNION_DEPTH = 32  # masks made of the masks of parts, nested at most this deep (then walked)
 
@@ -485,7 +491,7 @@ class CompiledGrammar:
         base, rel = self._split(cid)
         name = next((n for n in CHAIN_SLICES if n in self._slices), None)  # (the slice _slice_for takes)
         chains = self._chains_of(name) if name is not None else None
-        if chains is not None and chains.limit(rel) is not None:
+        if chains is not None:  # (first: the chain above a caller's frame is the one below it, followed once)
             base, rel = self._shallower(base, rel, chains)
         for _ in range(KEEP_FRAMES):
             if chains is None or not base or chains.limit(rel) is not None:
@@ -580,6 +586,8 @@ class CompiledGrammar:
             if found is None:
                 continue
             limit, alive = found
+            if limit != INFINITE and limit <= SHORT_CHAIN and alive != FULL and not lengths_known(sl, alive):
+                return None, self.trie  # (a day's last digit: walking its few tokens costs less than finding the set)
             length = sl.length if alive == FULL else lengths_within(sl, alive)
             if limit != INFINITE:
                 return (length, limit), sl.rest
@@ -677,6 +685,28 @@ class CompiledGrammar:
             )
         return self._prune
 
+    def warm(self, budget_s: float = WARM_S) -> None:
+        """Follow, within about `budget_s`, the chains that start in the grammar's repeats (a
+        string's `maxLength`, a host name's labels, an e-mail's local part) and load the
+        token sets they take: the first mask inside each would do it in the middle of
+        generation (a chain of 80 characters is 80 configurations made in Python, a set on
+        262k tokens 0.5-1.5 ms). Only caches are filled: no mask changes. A grammar past the
+        engine's limits there is left to fail where generation meets it, if it does."""
+        if not self._slices:
+            return
+        auto = self.automaton
+        counted = [b[0] for b, _, _, _, nullable in auto.repeat_blocks if not nullable and len(b) >= WARM_MIN_COPIES]
+        end = time.perf_counter() + budget_s
+        with self._lock:
+            try:
+                for q in counted + auto.loop_entries:
+                    self._slice_for(self.transitions.intern(auto.closure((q,))))
+                    self._renting = None
+                    if time.perf_counter() > end:
+                        break
+            except (CompileLimitError, GrammarError):
+                self._renting = None
+
     def token_targets(self, cid: int) -> np.ndarray:
         """int32 per logits row: the configuration each ordinary (byte-spelled) token leads
         to from `cid`, DEAD where it is not legal. End-of-generation and `<[N]>` token edges
@@ -736,6 +766,7 @@ def compile_grammar(grammar: "Grammar | Constraint", vocab: Vocabulary, *, use_c
     compiled = CompiledGrammar(grammar, vocab)
     if use_cache:
         compiled.restore()
+    compiled.warm()
     return compiled
 
 

@@ -956,6 +956,11 @@ def lengths_within(sl: Slice, ranges: tuple[tuple[int, int], ...]) -> np.ndarray
     return _kept(_LENGTHS, _LENGTHS_KEPT, sl, ranges, lambda: _lengths_on_disk(sl, ranges))
 
 
+def lengths_known(sl: Slice, ranges: tuple[tuple[int, int], ...]) -> bool:
+    """Does this process hold `lengths_within(sl, ranges)` already?"""
+    return _kept_already(_LENGTHS, sl, ranges) is not None
+
+
 def _lengths_on_disk(sl: Slice, ranges: tuple[tuple[int, int], ...]) -> np.ndarray:
     from ministruct.engine import cache
 
