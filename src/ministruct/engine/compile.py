@@ -57,7 +57,7 @@ from ministruct.engine.trie import TokenTrie, copy_duplicates
 from ministruct.engine.vocab import Vocabulary
 from ministruct.engine.walk import Pruner, WalkResult, walk
 from ministruct.errors import CompileLimitError, GrammarError, UsageError
-from ministruct.grammar.ir import Grammar
+from ministruct.grammar.ir import Grammar, gc_paused
 
 if TYPE_CHECKING:
     from ministruct.grammar.constraint import Constraint
@@ -80,6 +80,7 @@ OPEN_TOKENS_PER_LEAVER = 8  # ... and at least this many per token that starts i
 OPEN_BUILD_S_PER_TOKEN = 1e-7
 WARM_S = 0.02  # compile time spent following the chains of repeats, at most (warm) ...
 WARM_MIN_COPIES = 8  # ... of bounded repeats of at least this many copies, and of loops
+FEW_STACKS = 4  # a relative configuration this small loses its callers' frames before its chain is followed
 SHORT_CHAIN = 4  # a closed chain this short is walked unless its token set is known already (_slice_for)
 CONTENT_KEY_IDS = 4096  # a mask's walks that found more tokens key it by the walks (_content_key)
 MAX_UNION_DEPTH = 32  # masks made of the masks of parts, nested at most this deep (then walked)
@@ -491,7 +492,10 @@ class CompiledGrammar:
         base, rel = self._split(cid)
         name = next((n for n in CHAIN_SLICES if n in self._slices), None)  # (the slice _slice_for takes)
         chains = self._chains_of(name) if name is not None else None
-        if chains is not None:  # (first: the chain above a caller's frame is the one below it, followed once)
+        # a chain above a caller's frame is the chain without that frame: tried first, it is
+        # followed once for every caller (a bounded string's one or two stacks); for many stacks
+        # (a tool's name among 200) only when a chain starts there at all
+        if chains is not None and (len(self.configs[rel]) <= FEW_STACKS or chains.limit(rel) is not None):
             base, rel = self._shallower(base, rel, chains)
         for _ in range(KEEP_FRAMES):
             if chains is None or not base or chains.limit(rel) is not None:
@@ -687,23 +691,29 @@ class CompiledGrammar:
 
     def warm(self, budget_s: float = WARM_S) -> None:
         """Follow, within about `budget_s`, the chains that start in the grammar's repeats (a
-        string's `maxLength`, a host name's labels, an e-mail's local part) and load the
-        token sets they take: the first mask inside each would do it in the middle of
-        generation (a chain of 80 characters is 80 configurations made in Python, a set on
-        262k tokens 0.5-1.5 ms). Only caches are filled: no mask changes. A grammar past the
+        string's `maxLength`, a host name's labels, an e-mail's local part), load the token
+        sets they take and fill the rows of the bounded ones' counts: the first mask inside
+        each would do it in the middle of generation (a chain of 80 characters is 80
+        configurations made in Python, a set on 262k tokens 0.5-1.5 ms, the rows a token
+        crosses 0.5-1 ms). Only caches are filled: no mask changes. A grammar past the
         engine's limits there is left to fail where generation meets it, if it does."""
         if not self._slices:
             return
-        auto = self.automaton
-        counted = [b[0] for b, _, _, _, nullable in auto.repeat_blocks if not nullable and len(b) >= WARM_MIN_COPIES]
+        auto, tr = self.automaton, self.transitions
+        counted = [b for b, _, _, _, nullable in auto.repeat_blocks if not nullable and len(b) >= WARM_MIN_COPIES]
         end = time.perf_counter() + budget_s
         with self._lock:
             try:
-                for q in counted + auto.loop_entries:
-                    self._slice_for(self.transitions.intern(auto.closure((q,))))
+                for q in [b[0] for b in counted] + auto.loop_entries:
+                    self._slice_for(tr.intern(auto.closure((q,))))
                     self._renting = None
                     if time.perf_counter() > end:
-                        break
+                        return
+                for blocks in counted:
+                    for q in blocks:
+                        tr.fill_rows([tr.intern(auto.closure((q,)))])
+                    if time.perf_counter() > end:
+                        return
             except (CompileLimitError, GrammarError):
                 self._renting = None
 
@@ -763,10 +773,13 @@ def compile_grammar(grammar: "Grammar | Constraint", vocab: Vocabulary, *, use_c
         raise UsageError(
             f"vocab must be a Vocabulary (model.vocabulary), not {type(vocab).__name__}", parameter="vocab"
         )
-    compiled = CompiledGrammar(grammar, vocab)
-    if use_cache:
-        compiled.restore()
-    compiled.warm()
+    # (what it makes lives as long as the grammar: left in the young generations, it would
+    # be traversed by the collections of the first masks, a millisecond or more each)
+    with gc_paused():
+        compiled = CompiledGrammar(grammar, vocab)
+        if use_cache:
+            compiled.restore()
+        compiled.warm()
     return compiled
 
 
