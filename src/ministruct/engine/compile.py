@@ -710,8 +710,7 @@ class CompiledGrammar:
                     if time.perf_counter() > end:
                         return
                 for blocks in counted:
-                    for q in blocks:
-                        tr.fill_rows([tr.intern(auto.closure((q,)))])
+                    tr.fill_rows([tr.intern(auto.closure((q,))) for q in blocks])
                     if time.perf_counter() > end:
                         return
             except (CompileLimitError, GrammarError):
