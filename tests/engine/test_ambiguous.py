@@ -262,3 +262,80 @@ def test_lark_grammar_masks_equal_llamacpp_along_random_walks(llama_side, name):
         finally:
             oracle.close()
     assert widest >= CELLS_MIN_STACKS
+
+
+# ------------------------------------------------------------------ optionals beside a sibling that begins the same way
+
+# Python's brackets: a list display beside a comprehension, a subscript beside a slice; each
+# alternative that begins with an optional `test` has a sibling that begins with `test`
+BRACKETS = r"""
+root ::= test
+test ::= atom ("[" sub "]")*
+sub ::= test | test? ":" test?
+atom ::= name | "(" test? ")" | "[" (test ("," test)*)? "]" | "[" test " for " name " in " test "]"
+name ::= [a-z]+
+"""
+
+
+@pytest.mark.parametrize("opening", ["[", "x["], ids=["display", "subscript"])
+def test_nested_brackets_keep_the_parses_alive_constant(opening):
+    """An optional opened into its two cases shares its sibling's call: the parses alive do
+    not double with each nesting (with both calls kept, 8 nestings held 2**8 times as many)."""
+    a = Automaton(parse_gbnf(BRACKETS))
+    widths = [len(a.step_bytes(a.initial, (opening * depth + "x").encode())) for depth in (1, 2, 4, 8)]
+    assert all(widths), widths
+    assert widths == [widths[0]] * 4, widths
+
+
+def test_opened_optionals_keep_the_language():
+    """Each case of an opened optional, and nothing else: whole strings and prefixes of the
+    bracket grammar against a recursive `regex` pattern of the same language."""
+    pat = regex.compile(
+        rb"(?P<test>(?P<atom>[a-z]+|\((?&test)?\)|\[(?:(?&test)(?:,(?&test))*)?\]|\[(?&test) for [a-z]+ in (?&test)\])"
+        rb"(?:\[(?:(?&test)|(?&test)?:(?&test)?)\])*)"
+    )
+    a = Automaton(parse_gbnf(BRACKETS))
+    for s in _strings("x[]:,(", 5):
+        config = a.step_bytes(a.initial, s)
+        assert a.is_accepting(config) == (pat.fullmatch(s) is not None), s
+    for s in (b"[x for y in [z]]", b"[x for y in z", b"x[:]", b"x[a:b][c]", b"[[x for y in z]]", b"[ for"):
+        config = a.step_bytes(a.initial, s)
+        assert bool(config) == (pat.fullmatch(s, partial=True) is not None), s
+        assert a.is_accepting(config) == (pat.fullmatch(s) is not None), s
+
+
+@pytest.mark.model
+def test_opened_optionals_masks_equal_llamacpp(llama_side):  # noqa: F811 (the fixture)
+    """The bracket grammar on SmolLM2, walked into nested brackets: every mask equals
+    llama.cpp's grammar sampler's."""
+    vocab_p, n, vocab = llama_side
+    keep = comparable_ids(vocab, n)
+    compiled = compile_grammar(parse_gbnf(BRACKETS), vocab, use_cache=False)
+    opening = [i for i in range(vocab.n_tokens) if vocab.tokens[i] in (b"[", b"x[", b"[[", b"(")]
+    deepest = 0
+    for walk in range(3):
+        rng = np.random.default_rng(walk)
+        matcher = Matcher(compiled)
+        oracle = LlamaGrammarOracle(vocab_p, n, BRACKETS)
+        out = b""
+        try:
+            for step in range(20):
+                ours = np.asarray(matcher.mask())
+                theirs = oracle.legal()
+                diff = (ours != theirs) & keep
+                assert not diff.any(), (walk, step, out[-60:], describe(vocab, np.flatnonzero(diff)))
+                both = np.flatnonzero(ours & theirs & keep)
+                nesting = [t for t in opening if ours[t] and theirs[t]]
+                pool = (
+                    nesting if nesting and step < 5 else both.tolist()
+                )  # (into the brackets first: llama.cpp's own parses double)
+                token = int(pool[rng.integers(len(pool))])
+                if token in vocab.eog_ids:
+                    break
+                oracle.accept(token)
+                matcher.advance(token)
+                out += vocab.tokens[token]
+                deepest = max(deepest, sum(out.count(c) for c in b"[(") - sum(out.count(c) for c in b"])"))
+        finally:
+            oracle.close()
+    assert deepest >= 4  # the walks went into nested brackets

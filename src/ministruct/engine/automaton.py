@@ -18,6 +18,7 @@ from typing import Iterable
 from ministruct.engine.utf8 import utf8_sequences
 from ministruct.errors import CompileLimitError, GrammarError
 from ministruct.grammar.ir import (
+    EMPTY,
     Alt,
     CharClass,
     Expr,
@@ -27,6 +28,7 @@ from ministruct.grammar.ir import (
     RuleRef,
     Seq,
     TokenRef,
+    alt,
     gc_paused,
     normalize_ranges,
 )
@@ -36,6 +38,7 @@ MAX_STACKS = 4_096
 MAX_LOCAL_DEPTH = 512
 MAX_LOCAL_STACKS = 100_000
 SHARE_ITEM_STATES = 6  # a repeated item this big is built once, as a rule, and called per copy
+MAX_OPENED_OPTIONALS = 64  # optionals opened per alternation (see _open_optionals)
 
 Stack = tuple[int, ...]
 Config = frozenset  # frozenset[Stack]
@@ -219,9 +222,9 @@ class Automaton:
         # options share the path of their common leading items (literal bytes, equal
         # sub-expressions): 20,000 alternative words leave one parse alive, not 20,000
         shared: dict[tuple[int, object], int] = {}
-        for o in _merge_single_chars(e.options):
+        for atoms in _open_optionals([_leading_atoms(o) for o in _merge_single_chars(e.options)]):
             cur = s
-            for atom in _leading_atoms(o):
+            for atom in atoms:
                 nxt = shared.get((cur, atom))
                 if nxt is None:
                     nxt = self._new()
@@ -614,6 +617,53 @@ def _merge_single_chars(options: tuple[Expr, ...]) -> tuple[Expr, ...]:
     merged = CharClass(normalize_ranges(ranges))
     dropped = set(picked[1:])
     return tuple(merged if i == picked[0] else o for i, o in enumerate(options) if i not in dropped)
+
+
+def _optional_body(x: object) -> Expr | None:
+    """What `x` matches besides the empty string, when `x` is an optional (`x?`, `x | ""`)."""
+    if isinstance(x, Repeat) and x.min == 0 and x.max == 1:
+        return x.item
+    if isinstance(x, Alt) and EMPTY in x.options:
+        rest = [o for o in x.options if o != EMPTY]
+        return alt(*rest) if rest else None
+    return None
+
+
+def _open_optionals(options: list[list]) -> list[list]:
+    """Options as atom lists, where an optional item that a sibling option begins with at
+    the same place (after the same atoms) is opened into both of its cases: `"[" test? "]"`
+    beside `"[" test "for" ...` is `"[" test "]"` and `"[" "]"`, so the two share one call
+    of `test` (else each nesting of `[` keeps both calls alive, doubling the parses)."""
+    if len(options) < 2 or not any(
+        not isinstance(x, int) and _optional_body(x) is not None for a in options for x in a
+    ):
+        return options
+    out = [list(a) for a in options]
+    child: dict[tuple[int, object], int] = {}  # (node, atom) -> node: the options as a trie of atoms
+
+    def add(atoms: list) -> None:
+        node = 0
+        for x in atoms:
+            node = child.setdefault((node, x), len(child) + 1)
+
+    for a in out:
+        add(a)
+    opened = i = 0
+    while i < len(out) and opened < MAX_OPENED_OPTIONALS:
+        a, node = out[i], 0
+        for k, x in enumerate(a):
+            body = None if isinstance(x, int) else _optional_body(x)
+            inner = _leading_atoms(body) if body is not None else None
+            if inner and (node, inner[0]) in child:
+                out[i : i + 1] = [a[:k] + inner + a[k + 1 :], a[:k] + a[k + 1 :]]
+                add(out[i])
+                add(out[i + 1])
+                opened += 1
+                break
+            node = child[(node, x)]
+        else:
+            i += 1
+    return out
 
 
 def token_matches(edge: TokenEdge, token_id: int, resolve) -> bool:
