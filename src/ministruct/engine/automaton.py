@@ -663,7 +663,7 @@ def _open_optionals(options: list[list]) -> list[list]:
             node = child[(node, x)]
         else:
             i += 1
-    return out
+    return [list(a) for a in dict.fromkeys(map(tuple, out))]  # (a case may be a sibling already)
 
 
 def token_matches(edge: TokenEdge, token_id: int, resolve) -> bool:
