@@ -22,6 +22,10 @@ from ministruct.grammar.ir import Alt, CharClass, Grammar, Literal, Repeat, Seq
 
 WORD = CharClass(((0x30, 0x39), (0x41, 0x5A), (0x5F, 0x5F), (0x61, 0x7A)))
 LETTER = CharClass(((0x41, 0x5A), (0x5F, 0x5F), (0x61, 0x7A)))
+JSON_BODY = CharClass(((0x22, 0x22), (0x5C, 0x5C)), negated=True)  # a string character
+ESCAPED_BODY = Alt(
+    (JSON_BODY, Seq((Literal("\\"), CharClass(((0x22, 0x22), (0x5C, 0x5C), (0x6E, 0x6E))))))
+)  # or an escape
 IDENT = Seq((LETTER, Repeat(WORD, 0, None)))
 CHARS = "abcSELxyz_09 ,.()'"
 
@@ -101,11 +105,23 @@ def test_an_identifier_grammar_chooses_word_and_cuts(compiled):
 
 
 def test_json_strings_keep_the_json_slice():
-    """A grammar with a JSON-string-like loop keeps json-char (word must not be chosen)."""
-    body = CharClass(((0x22, 0x22), (0x5C, 0x5C)), negated=True)
-    g = Grammar({"root": Seq((IDENT, Literal('"'), Repeat(body, 0, None), Literal('"')))})
+    """A grammar with a JSON string body (any string character, or a backslash's escape)
+    keeps json-char (word must not be chosen)."""
+    g = Grammar({"root": Seq((IDENT, Literal('"'), Repeat(ESCAPED_BODY, 0, None), Literal('"')))})
     c = compile_grammar(g, VOCABS[0], use_cache=False)
     assert choose_slice(c.automaton) == "json-char"
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_quoted_strings_without_escapes_beside_names_choose_word(compiled):
+    """A Lark grammar's `/"[^"\\\n]*"/` beside identifiers (Python expressions) is a lexeme
+    among names, not a JSON string body: word is chosen, and its cuts keep masks exact."""
+    body = CharClass(((0x0A, 0x0A), (0x22, 0x22), (0x5C, 0x5C)), negated=True)
+    term = Alt((IDENT, Seq((Literal('"'), Repeat(body, 0, None), Literal('"')))))
+    g = Grammar({"root": Seq((term, Repeat(Seq((Literal(" + "), term)), 0, None)))})
+    c = compile_grammar(g, VOCABS[0], use_cache=False)
+    assert choose_slice(c.automaton) == "word"
+    assert sum(check(g, VOCABS[0], seed, compiled) for seed in range(4)) > 0
 
 
 def loop_states_by_byte(auto, alphabet) -> np.ndarray:
@@ -130,10 +146,10 @@ def loop_states_by_byte(auto, alphabet) -> np.ndarray:
     return out
 
 
-JSON_BODY = CharClass(((0x22, 0x22), (0x5C, 0x5C)), negated=True)
 string_atoms = st.one_of(
     atoms,
     st.just(Seq((Literal('"'), Repeat(JSON_BODY, 0, None), Literal('"')))),
+    st.just(Seq((Literal('"'), Repeat(ESCAPED_BODY, 0, None), Literal('"')))),
     st.just(Repeat(CharClass(((0x20, 0x7E),)), 0, None)),
     st.just(Repeat(Alt((WORD, CharClass(((0x2D, 0x2E),)))), 0, None)),
 )
@@ -152,5 +168,9 @@ def test_loop_states_match_their_definition(expr):
     strings = loop_states(auto, _JSON_ASCII)
     assert np.array_equal(words, loop_states_by_byte(auto, WORD_BYTES))
     assert np.array_equal(strings, loop_states_by_byte(auto, _JSON_ASCII))
-    body = any(not any(lo <= 0x22 <= hi for lo, hi, _ in auto.byte_edges[q]) for q in np.flatnonzero(strings))
+    body = any(
+        not any(lo <= 0x22 <= hi for lo, hi, _ in auto.byte_edges[q])
+        and any(lo <= 0x5C <= hi for lo, hi, _ in auto.byte_edges[q])
+        for q in np.flatnonzero(strings)
+    )
     assert choose_slice(auto) == ("word" if words.any() and not body else "json-char")
