@@ -4,7 +4,7 @@ and which configurations it decides for good.
 Two slices serve: `json-char`, for grammars whose strings loop on JSON string
 characters (a configuration is stable when every such character keeps it on one chain
 for ever: SliceChains.forever), and `word` ([0-9A-Z_a-z]), for grammars whose
-identifiers loop on word characters and that have no JSON string body (`choose_slice`). A configuration is
+identifiers loop on word characters outside quotes (`choose_slice`). A configuration is
 word-stable when one of its stacks has its top in a *word loop*: a set of automaton
 states each of which takes every word byte into the set. Such a stack survives any run
 of word bytes (a consuming top stays in its own closure), so from a node in that
@@ -76,22 +76,43 @@ def loop_states(auto: Automaton, alphabet: tuple[int, ...]) -> np.ndarray:
 
 
 def choose_slice(auto: Automaton) -> str:
-    """`word` for grammars with a word loop and no JSON string body (a loop on the JSON
-    string characters from a state that '"' does not continue and a backslash does, to an
-    escape), else `json-char`. A quoted string without escapes beside identifiers (a
-    Lark grammar's `/"[^"\\\n]*"/`) is a lexeme among names: the names' cuts pay there."""
-    strings = loop_states(auto, _JSON_ASCII)  # (a JSON string loop is a word loop too: asked first)
-    for q in np.flatnonzero(strings).tolist():
-        if is_string_body(auto, q):
-            return "json-char"
-    return "word" if loop_states(auto, WORD_BYTES).any() else "json-char"
+    """`word` for grammars with a word loop outside quotes, else `json-char`. A grammar
+    with a JSON string body (a loop on the JSON string characters from a state that '"'
+    does not continue) takes `word` only when some word loop is reached from its start
+    without a '"': names among a language's lexemes (a Lark grammar's CNAME beside its
+    ESCAPED_STRING), not a JSON value's strings (an e-mail's local part, a pattern)."""
+    words = loop_states(auto, WORD_BYTES)
+    if not words.any():
+        return "json-char"
+    strings = loop_states(auto, _JSON_ASCII)  # (a JSON string loop is a word loop too)
+    if not any(not _continues(auto, q, 0x22) for q in np.flatnonzero(strings).tolist()):
+        return "word"
+    return "word" if _reached_unquoted(auto, words) else "json-char"
 
 
-def is_string_body(auto: Automaton, q: int) -> bool:
-    """Does state q (looping on the JSON string characters) sit in a JSON string's body:
-    '"' does not continue it, a backslash does?"""
-    edges = auto.byte_edges[q]
-    return not any(lo <= 0x22 <= hi for lo, hi, _ in edges) and any(lo <= 0x5C <= hi for lo, hi, _ in edges)
+def _continues(auto: Automaton, q: int, byte: int) -> bool:
+    return any(lo <= byte <= hi for lo, hi, _ in auto.byte_edges[q])
+
+
+def _reached_unquoted(auto: Automaton, targets: np.ndarray) -> bool:
+    """Is a state of `targets` reached from the grammar's start without reading a '"'?
+    Calls are entered and also stepped over (as if the callee could return without a
+    quote), so a word loop after a quoted string counts only when the quotes are inline."""
+    todo = [auto.start[auto.grammar.root]]
+    seen = {todo[0]}
+    while todo:
+        q = todo.pop()
+        if targets[q]:
+            return True
+        nxt = [t for lo, hi, t in auto.byte_edges[q] if not lo == hi == 0x22]
+        nxt += auto.eps[q]
+        for name, ret in auto.calls[q]:
+            nxt += (auto.start[name], ret)
+        for t in nxt:
+            if t not in seen:
+                seen.add(t)
+                todo.append(t)
+    return False
 
 
 def build_pruner(
