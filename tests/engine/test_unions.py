@@ -7,6 +7,7 @@ and without either, in both walks."""
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -92,3 +93,29 @@ def test_union_masks_and_forks_keep_masks_exact(compiled, forks, unions, monkeyp
             total[k] += v
     assert (total["unions"] > 0) == unions  # the paths under test were taken
     assert (total["forks"] > 0) == (forks and compiled)
+
+
+def test_nested_unions_make_no_masks_of_their_own():
+    """A union whose parts are unions adds their parts' masks: the only masks made are the
+    ones asked for and those of parts that are no union (each new mask is fresh pages),
+    and every mask is still the exact legal set."""
+    text = (Path(__file__).resolve().parents[2] / "benchmarks" / "grammars" / "sql_select.lark").read_text()
+    nested = 0
+    for seed in range(3):
+        vocab = vocabulary(seed)
+        c = compile_grammar(Constraint.from_lark(text).grammar, vocab, use_cache=False)
+        rng = random.Random(seed)
+        cid, asked = c.initial, set()
+        for _ in range(40):
+            m = c.mask(cid)
+            asked.add(int(c.transitions.canon[cid]))
+            assert np.array_equal(m, brute_force_mask(c, cid))
+            legal = [t for t in np.flatnonzero(m).tolist() if t not in c.vocab.eog_ids]
+            if not legal:
+                break
+            cid = c.step_token(cid, rng.choice(legal))
+        parts = c.transitions.parts
+        nested += sum(1 for u in asked if u in parts for p in parts[u] if p in parts)
+        made = set(c._masks) | set(c._packed)
+        assert all(k in asked or k not in parts for k in made), sorted(k for k in made if k not in asked and k in parts)
+    assert nested > 0  # (the walks met unions of unions)

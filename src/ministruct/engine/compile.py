@@ -432,15 +432,31 @@ class CompiledGrammar:
         Inside a name, the configuration after each character is the same big one (the
         name goes on, or ends) with a few short keyword prefixes beside it: their masks
         are computed once and shared by every position, not walked again per position."""
+        legal = self._blank_mask()
+        self._or_parts(legal, union_of)
+        return legal
+
+    def _or_parts(self, legal: np.ndarray, union_of: tuple[int, ...]) -> None:
+        """Add the masks of these configurations to `legal`; a part that is a union itself
+        adds its own parts' unless its mask is known (no mask of its own is made: on
+        262k tokens each is 64 fresh pages, and nested unions made most of a Lark
+        grammar's masks)."""
         self._union_depth += 1
         try:
-            legal = self._blank_mask()
-            np.copyto(legal, self.mask(union_of[0]))
-            for p in union_of[1:]:
-                np.logical_or(legal, self.mask(p), out=legal)
+            for p in union_of:
+                key = int(self.transitions.canon[p])
+                sub = self.transitions.parts.get(p)
+                if (
+                    sub is not None
+                    and self._union_depth < MAX_UNION_DEPTH
+                    and key not in self._masks
+                    and key not in self._packed
+                ):
+                    self._or_parts(legal, sub)
+                else:
+                    np.logical_or(legal, self.mask(p), out=legal)
         finally:
             self._union_depth -= 1
-        return legal
 
     def _blank_mask(self) -> np.ndarray:
         """A new all-False bool array of n_logits, for a mask (see MASK_CHUNK_BYTES)."""
