@@ -444,14 +444,8 @@ class CompiledGrammar:
         self._union_depth += 1
         try:
             for p in union_of:
-                key = int(self.transitions.canon[p])
                 sub = self.transitions.parts.get(p)
-                if (
-                    sub is not None
-                    and self._union_depth < MAX_UNION_DEPTH
-                    and key not in self._masks
-                    and key not in self._packed
-                ):
+                if sub is not None and self._union_depth < MAX_UNION_DEPTH and not self.has_mask(p):
                     self._or_parts(legal, sub)
                 else:
                     np.logical_or(legal, self.mask(p), out=legal)
