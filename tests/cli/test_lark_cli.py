@@ -97,3 +97,28 @@ def test_a_json_block_has_llguidances_flexible_whitespace_unless_told(run_cli, t
     schema = tmp_path / "s.json"
     schema.write_text('{"type": "object", "properties": {"a": {"type": "integer"}}}')
     assert run_cli("check", "--schema", str(schema), "--as-generated", '{"a": 1}').returncode == 1
+
+
+SQL = 'start: "SELECT" NAME [NAME] "FROM" NAME\nNAME: /[a-z]+/i\n%import common.WS\n%ignore WS\n'
+
+
+def test_lark_lexer_picks_the_reading(run_cli, tmp_path):
+    path = _write(tmp_path / "sql.lark", SQL)
+    glued = "SELECT aFROMb"  # greedy (the default): one name after SELECT, and no FROM
+    assert run_cli("check", "--lark", str(path), glued).returncode == 1
+    assert run_cli("check", "--lark", str(path), "--lark-lexer", "greedy", glued).returncode == 1
+    assert run_cli("check", "--lark", str(path), "--lark-lexer", "cfl", glued).returncode == 0
+    assert_one_line_error(run_cli("check", "--lark", str(path), "--lark-lexer", "lalr", "x"), "--lark-lexer")
+    assert_one_line_error(run_cli("check", "--regex", "a", "--lark-lexer", "cfl", "a"), "--lark-lexer")
+
+
+def test_convert_of_a_greedy_grammar_to_gbnf_says_why_not(run_cli, tmp_path):
+    path = _write(tmp_path / "sql.lark", SQL)
+    assert_one_line_error(run_cli("convert", "--lark", str(path), "--to", "gbnf"), "--lark-lexer cfl")
+    p = run_cli("convert", "--lark", str(path), "--lark-lexer", "cfl", "--to", "gbnf")
+    assert p.returncode == 0 and "root ::=" in p.stdout
+    back = run_cli("convert", "--lark", str(path), "--to", "lark")  # greedy, printed as it reads
+    assert back.returncode == 0 and "%ignore" in back.stdout
+    again = _write(tmp_path / "again.lark", back.stdout)
+    for text, code in (("SELECT a FROM b", 0), ("SELECT aFROMb", 1), ("SELECT a b FROM c", 0)):
+        assert run_cli("check", "--lark", str(again), text).returncode == code, text

@@ -24,7 +24,7 @@ def bfs_cost(automaton: Automaton, config, pieces: list[bytes], limit: int = 40)
     """Fewest tokens among `pieces` that complete `config`: breadth-first over the automaton."""
     frontier, seen = [config], {config}
     for depth in range(limit + 1):
-        if any(Automaton.is_accepting(c) for c in frontier):
+        if any(automaton.is_accepting(c) for c in frontier):
             return depth
         nxt = []
         for c in frontier:

@@ -46,7 +46,7 @@ def vocabulary(seed: int) -> Vocabulary:
 def walk_masks(vocab: Vocabulary, seed: int, steps: int = 30) -> dict[str, int]:
     """Masks along a random path against brute force; counts of union masks and forks."""
     counts = {"unions": 0, "forks": 0}
-    c = compile_grammar(Constraint.from_lark(SQL).grammar, vocab, use_cache=False)
+    c = compile_grammar(Constraint.from_lark(SQL, lexer="cfl").grammar, vocab, use_cache=False)
     union_mask = c._union_mask
 
     def counted_union(union_of):
@@ -103,7 +103,7 @@ def test_nested_unions_make_no_masks_of_their_own():
     nested = 0
     for seed in range(3):
         vocab = vocabulary(seed)
-        c = compile_grammar(Constraint.from_lark(text).grammar, vocab, use_cache=False)
+        c = compile_grammar(Constraint.from_lark(text, lexer="cfl").grammar, vocab, use_cache=False)
         rng = random.Random(seed)
         cid, asked = c.initial, set()
         for _ in range(40):

@@ -286,4 +286,4 @@ def test_left_recursive_lark_is_printed_as_llama_cpp_takes_it(llama, t, indirect
     # sampler keeps every parse alive and runs for minutes on some of them
     low = f"r0: r0 {t[0]} r1 | r1" if not indirect else f"r0: r3 {t[0]} r1 | r1\nr3: r0 | r3 {t[5]}"
     text = f'start: r0\n{low}\nr1: r1 {t[1]} r2 | r2 {t[2]}?\nr2: {t[3]} | "(" r0 ")" | {t[4]} r2\n'
-    agree(llama, Constraint.from_lark(text), seed)
+    agree(llama, Constraint.from_lark(text, lexer="cfl"), seed)  # (GBNF has no lexer)

@@ -36,6 +36,12 @@ def convert(
     from ministruct.engine.automaton import Automaton
 
     Automaton(c.grammar)  # a grammar that matches nothing is refused here as by check and gen (GrammarError)
+    if to != "lark" and c.grammar.lexer is not None:
+        raise UsageError(
+            f"--to {to}: a Lark grammar read with greedy lexemes (--lark-lexer greedy, the default) has no "
+            f"{to.upper() if to == 'gbnf' else to} text: {to} has no lexer. Give --lark-lexer cfl to print "
+            "the language over its terminals (it may hold strings the greedy reading refuses)"
+        )
     if to == "gbnf":
         from ministruct.grammar.export import llama_gbnf
 

@@ -20,6 +20,8 @@ FLAGS = {
     "schema": "--schema",
     "choice": "--choice",
     "lark": "--lark",
+    "lark_lexer": "--lark-lexer",
+    "lexer": "--lark-lexer",
     "root": "--root",
     "lenient": "--lenient",
     "whitespace": "--whitespace",

@@ -59,6 +59,15 @@ LarkOpt = Annotated[
         rich_help_panel="Constraint",
     ),
 ]
+LarkLexerOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--lark-lexer",
+        help="How a --lark grammar's lexemes split the text: greedy (the default; each lexeme the longest "
+        "match, as llguidance and Lark's own lexers) or cfl (any split into terminals, as XGrammar).",
+        rich_help_panel="Constraint",
+    ),
+]
 ToolsOpt = Annotated[
     Optional[str],
     typer.Option(
@@ -236,13 +245,16 @@ def constraint_from_flags(
     oneof_as_anyof: bool = False,
     extra_properties: str = "explicit",
     tools: ToolFlags | None = None,
+    lark_lexer: str | None = None,
 ) -> Constraint:
     """The one constraint the flags name (UsageError when none or several)."""
     from ministruct.grammar.constraint import load_constraint
     from ministruct.grammar.schema.options import SchemaOptions
 
     options = SchemaOptions(whitespace, lenient, oneof_as_anyof, extra_properties)
-    given = dict(regex=regex, grammar=grammar, schema=schema, choice=choice, lark=lark, root=root)
+    given = dict(
+        regex=regex, grammar=grammar, schema=schema, choice=choice, lark=lark, root=root, lark_lexer=lark_lexer
+    )
     return load_constraint(**given, schema_options=options, **asdict(tools or ToolFlags()))
 
 
@@ -280,6 +292,7 @@ class ConstraintFlags:
     parallel_tool_calls: bool = False
     tool_format: str = "auto"
     chat_template: str | None = None  # the model's, read for --tool-format auto (with_model)
+    lark_lexer: str | None = None  # None: greedy
 
     def refuse_stdin_twice(self, input: str | None) -> None:
         """UsageError when --input and a constraint flag would both read stdin ('-')."""
@@ -335,6 +348,7 @@ class ConstraintFlags:
             self.oneof_as_anyof,
             self.extra_properties or extra_default,
             ToolFlags(self.tools, self.tool_choice, self.parallel_tool_calls, self.tool_format, self.chat_template),
+            self.lark_lexer,
         )
 
 
@@ -376,6 +390,7 @@ _CONSTRAINT_PARAMS = (
     ("schema", Schema, None),
     ("choice", Choice, None),
     ("lark", LarkOpt, None),
+    ("lark_lexer", LarkLexerOpt, None),
     ("root", Root, None),
     ("whitespace", Whitespace, None),
     ("lenient", Lenient, False),

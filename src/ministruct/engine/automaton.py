@@ -143,9 +143,10 @@ class Automaton:
         for i, name in enumerate(grammar.rules):
             self._building = i
             self.start[name] = self._new()
+        ends: dict[str, int] = {}
         for i, (name, body) in enumerate(grammar.rules.items()):
             self._building = i
-            end = self._new()
+            end = ends[name] = self._new()
             self.final.add(end)
             self._build(body, self.start[name], end)
         for name, body in grammar.rules.items():
@@ -156,6 +157,8 @@ class Automaton:
                     )
         self._trim()
         marked = {self.rule_names.index(n) for n in grammar.marks if n in grammar.rules}
+        self._set_lexer(grammar, ends)
+        marked |= self._lexeme_rules
         self.kept_frame = [r in marked for r in self.rule_of] if marked else None
         self._local: dict[int, tuple[tuple[Stack, ...], bool]] = {}
         self._tail_call: dict[int, bool] = {}  # return state -> does a call returning there drop its caller's frame
@@ -167,8 +170,33 @@ class Automaton:
             for q in range(len(self.eps))
             if self.consumes(q) and not self.eps[q] and not self.calls[q] and q not in self.final
         }
-        self.initial: Config = self.closure((self.start[grammar.root],))
+        self._resolved: OrderedDict[Config, Config] = OrderedDict()
+        initial = self.closure((self.start[grammar.root],))
+        if self.greedy and grammar.lexer is not None and grammar.lexer.initial_skip:
+            initial = self._with_skips(initial)
+        self.initial: Config = initial
         self.has_token_edges = any(self.token_edges)
+
+    def _set_lexer(self, grammar: Grammar, ends: dict[str, int]) -> None:
+        """Greedy lexemes (Grammar.lexer): the end state of each lexeme rule (lexeme_end:
+        end state -> lazy?), the skip lexeme's start per lexeme rule."""
+        lex = grammar.lexer
+        self.greedy = lex is not None
+        self.lexeme_end: dict[int, bool] = {}
+        self._lexeme_rules: set[int] = set()
+        self._skip_start: dict[int, int] = {}  # lexeme rule index -> its skip's start state
+        self._top_skip: int | None = None
+        if lex is None:
+            return
+        for name in lex.lexemes:
+            if name in ends:
+                self.lexeme_end[ends[name]] = name in lex.lazy
+                self._lexeme_rules.add(self.rule_names.index(name))
+        for name, skip in lex.skip:
+            if name in ends and skip in self.start:
+                self._skip_start[self.rule_names.index(name)] = self.start[skip]
+        if lex.top_skip is not None and lex.top_skip in self.start:
+            self._top_skip = self.start[lex.top_skip]
 
     # ------------------------------------------------------------ building
 
@@ -485,7 +513,9 @@ class Automaton:
                 else:
                     todo.append(rel[:-1] + (ret, self.start[name]))
             if top in self.final:
-                if len(rel) == 1:
+                if top in self.lexeme_end:  # a lexeme may end here: its end marker stays
+                    results.add(rel)
+                elif len(rel) == 1:
                     can_end = True
                 else:
                     todo.append(rel[:-1])
@@ -529,7 +559,89 @@ class Automaton:
         return hit
 
     def step(self, config: Config, byte: int) -> Config:
-        """The configuration after one more byte (empty when the byte is not allowed)."""
+        """The configuration after one more byte (empty when the byte is not allowed).
+
+        With greedy lexemes: the stacks that go on with the byte, when any does (every
+        lexeme that might end here dies); else the byte starts the next lexeme, after
+        the lexemes that end here (`resolve`)."""
+        cont = self._step_stacks(config, byte)
+        if not self.greedy:
+            return cont
+        if cont:
+            return self.settle(cont)
+        if self.has_markers(config):
+            return self.settle(self._step_stacks(self.resolve(config), byte))
+        return cont
+
+    # ------------------------------------------------------------ greedy lexemes
+
+    def is_marker(self, st: Stack) -> bool:
+        """Is this stack a lexeme's end marker (the lexeme may end here)?"""
+        return bool(st) and st[-1] in self.lexeme_end
+
+    def has_markers(self, config: Config) -> bool:
+        lexeme_end = self.lexeme_end
+        return bool(lexeme_end) and any(st and st[-1] in lexeme_end for st in config)
+
+    def resolve(self, config: Config) -> Config:
+        """The configuration after the lexemes that may end here have ended: every end
+        marker returned (its caller goes on to its next lexemes, or the text is complete),
+        with the skips allowed there. Stacks inside a lexeme are dropped."""
+        hit = self._resolved.get(config)
+        if hit is not None:
+            return hit
+        out: set[Stack] = set()
+        for st in config:
+            if st and st[-1] in self.lexeme_end:
+                out |= self.closure(st[:-1])
+        res = self._with_skips(frozenset(out))
+        if len(self._resolved) > 100_000:
+            self._resolved.popitem(last=False)
+        self._resolved[config] = res
+        return res
+
+    def settle(self, config: Config) -> Config:
+        """A lazy lexeme ends at its first match: where one may end, it does, and the
+        other candidates die."""
+        lazy = [st for st in config if st and self.lexeme_end.get(st[-1])]
+        return self.resolve(frozenset(lazy)) if lazy else config
+
+    def _skip_of(self, st: Stack) -> int | None:
+        """The start of the skip lexeme allowed before the lexeme `st` is about to read."""
+        if not st:
+            return self._top_skip
+        rule_of, lexemes = self.rule_of, self._lexeme_rules
+        for q in reversed(st):
+            r = rule_of[q]
+            if r in lexemes:
+                return self._skip_start.get(r)
+        return self._top_skip
+
+    def _with_skips(self, boundary: Config) -> Config:
+        """A boundary between lexemes with its skip candidates: a skip may come before
+        each lexeme (and at the end, while some lexeme may still follow); when it ends,
+        the parse is where it was."""
+        if not self._skip_start and self._top_skip is None:
+            return boundary
+        if not any(st and self.consumes(st[-1]) or (st and self.token_edges[st[-1]]) for st in boundary):
+            return boundary
+        out = set(boundary)
+        for st in boundary:
+            skip = self._skip_of(st)
+            if skip is not None:
+                out |= self.closure(st + (skip,))
+        return frozenset(out)
+
+    def is_terminated(self, config: Config) -> bool:
+        """Complete, and nothing but the end can follow."""
+        if config == frozenset({ACCEPT}):
+            return True
+        if not self.greedy or not self.has_markers(config):
+            return False
+        return all(self.is_marker(st) for st in config) and self.resolve(config) == frozenset({ACCEPT})
+
+    def _step_stacks(self, config: Config, byte: int) -> Config:
+        """Every stack stepped on its own."""
         first: frozenset | None = None
         out: set[Stack] | None = None
         for st in config:
@@ -565,20 +677,26 @@ class Automaton:
         `resolve(edge)` gives the token id a named edge stands for (or None).
         """
         out: set[Stack] = set()
+        if self.greedy and self.has_markers(config):
+            config = config | self.resolve(config)  # (a token is no byte: the lexemes here end)
         for st in config:
             if not st:
                 continue
             for edge in self.token_edges[st[-1]]:
                 if token_matches(edge, token_id, resolve):
                     out |= self.closure(st[:-1] + (edge.target,))
-        return frozenset(out)
+        return self.settle(frozenset(out)) if self.greedy else frozenset(out)
 
-    @staticmethod
-    def is_accepting(config: Config) -> bool:
-        return ACCEPT in config
+    def is_accepting(self, config: Config) -> bool:
+        """Is the text complete here (with greedy lexemes: once the lexemes here end)?"""
+        if ACCEPT in config:
+            return True
+        return self.greedy and self.has_markers(config) and ACCEPT in self.resolve(config)
 
     def allowed_bytes(self, config: Config) -> list[tuple[int, int]]:
         """Byte ranges that can come next (merged), for error messages."""
+        if self.greedy and self.has_markers(config):
+            config = config | self.resolve(config)
         return list(normalize_ranges({(lo, hi) for st in config if st for lo, hi, _ in self.byte_edges[st[-1]]}))
 
     def byte_boundaries(self) -> list[int]:
@@ -688,7 +806,12 @@ _AUTOMATA: OrderedDict[tuple, Automaton] = OrderedDict()
 
 def automaton_for(grammar: Grammar) -> Automaton:
     """A cached Automaton for a grammar (keyed by its canonical text)."""
-    key = (grammar.to_gbnf(), grammar.root, tuple(sorted(grammar.marks.items(), key=lambda kv: kv[0])))
+    key = (
+        grammar.to_gbnf(),
+        grammar.root,
+        tuple(sorted(grammar.marks.items(), key=lambda kv: kv[0])),
+        grammar.lexer.key() if grammar.lexer is not None else None,
+    )
     hit = _AUTOMATA.get(key)
     if hit is None:
         hit = Automaton(grammar)

@@ -85,6 +85,7 @@ def grammar_key(grammar: Grammar, vocab_fingerprint: str) -> str:
         "\x00".join(grammar.rules),
         grammar.to_gbnf(),
         marks,
+        grammar.lexer.key() if grammar.lexer is not None else "cfl",
     ):
         h.update(part.encode("utf-8", "surrogatepass"))
         h.update(b"\x01")

@@ -130,7 +130,9 @@ class CompiledGrammar:
         index = index_for(vocab)
         self._index = index
         self.trie: TokenTrie = index.trie
-        self._slices = index.slices
+        # greedy lexemes: a step is no union of its stacks' steps, so the slices (which
+        # follow chains stack by stack), the parts and the base/relative split are off
+        self._slices = {} if self.automaton.greedy else index.slices
         cuts = self.automaton.byte_boundaries()
         self.byte_class = (np.searchsorted(np.asarray(cuts), np.arange(256), side="right") - 1).astype(np.int64)
         self.n_classes = len(cuts) - 1
@@ -322,11 +324,11 @@ class CompiledGrammar:
             return nxt
 
     def is_accepting(self, cid: int) -> bool:
-        return Automaton.is_accepting(self.configs[cid])
+        return self.automaton.is_accepting(self.configs[cid])
 
     def is_terminated(self, cid: int) -> bool:
         """Complete, and no token but end-of-generation can follow."""
-        return self.configs[cid] == frozenset({()})
+        return self.automaton.is_terminated(self.configs[cid])
 
     # ------------------------------------------------------------ masks
 
@@ -379,7 +381,7 @@ class CompiledGrammar:
                 break
             parent, at = part, self._return_to(base)
         config = self.configs[cid]
-        accepting = Automaton.is_accepting(config)
+        accepting = self.automaton.is_accepting(config)
         key = None if self.automaton.has_token_edges else self._content_key(accepting, parts)
         if key is not None:
             hit = self._composed.get(key)
@@ -468,7 +470,7 @@ class CompiledGrammar:
         if hit is not None:
             return hit
         config = self.configs[cid]
-        if ACCEPT in config or len(config) < 1:
+        if ACCEPT in config or len(config) < 1 or self.automaton.greedy:
             hit = ((), cid)
         else:
             stacks = list(config)

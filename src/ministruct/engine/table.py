@@ -79,6 +79,7 @@ class Transitions:
 
     def __init__(self, automaton: Automaton, byte_class: np.ndarray, class_rep: np.ndarray, source: str) -> None:
         self.automaton = automaton
+        self.greedy = bool(getattr(automaton, "greedy", False))  # (greedy lexemes: Automaton.step)
         self.byte_class = byte_class
         self._class_of: list[int] = [int(c) for c in byte_class]
         self.class_rep = class_rep
@@ -133,7 +134,7 @@ class Transitions:
                 self._grow_part_arrays(size)
         self.configs.append(config)
         self.ids[config] = cid
-        self.accept[cid] = ACCEPT in config
+        self.accept[cid] = self.automaton.is_accepting(config) if self.greedy else ACCEPT in config
         self.canon[cid] = self._image(cid)
         return cid
 
@@ -197,7 +198,9 @@ class Transitions:
         else from its stacks' (for a configuration of many stacks, the distinct configurations
         its stacks reach on that class become the parts of the target)."""
         parts = self.parts.get(state)
-        if parts is not None:
+        if self.greedy:  # (a step is not the union of the stacks' steps)
+            nxt = self.intern(self.automaton.step(self.configs[state], int(self.class_rep[cls])))
+        elif parts is not None:
             reached = []
             for p in parts:
                 t = int(self.table[p, cls])
@@ -235,7 +238,7 @@ class Transitions:
         target = frozenset().union(*(configs[i] for i in key))
         self._check_stacks(target)
         cid = self.intern(target)
-        if len(key) <= MAX_PARTS and cid not in key and cid not in self.parts:
+        if len(key) <= MAX_PARTS and cid not in key and cid not in self.parts and not self.greedy:
             self._set_parts(cid, key)
         if len(self._unions) >= UNIONS_KEPT:
             self._unions.clear()
@@ -369,6 +372,9 @@ class Transitions:
         if parts is not None:
             self._fill_row_from(state, parts)
             return
+        if self.greedy:
+            self._fill_row_greedy(state)
+            return
         config = self.configs[state]
         if len(config) == 1:
             st = next(iter(config))
@@ -391,6 +397,22 @@ class Transitions:
             for (lo, hi, _), cid in zip(pieces, ids):
                 cells[lo:hi] = [cid] * (hi - lo)
             self.table[state] = cells
+        self.complete[state] = 1
+
+    def _fill_row_greedy(self, state: int) -> None:
+        """A row with greedy lexemes: where some stack goes on with a byte, the stacks that
+        do (lazy lexemes settled); elsewhere, when lexemes may end here, the row of the
+        configuration after they end."""
+        automaton = self.automaton
+        config = self.configs[state]
+        cells = [DEAD] * self.n_classes
+        for lo, hi, target in self.pieces_of(state):
+            cid = self.intern(automaton.settle(target))
+            cells[lo:hi] = [cid] * (hi - lo)
+        if automaton.has_markers(config):
+            after = self.row(self.intern(automaton.resolve(config))).tolist()
+            cells = [c if c != DEAD else a for c, a in zip(cells, after)]
+        self.table[state] = cells  # (intern may have grown the table)
         self.complete[state] = 1
 
     def _fill_chain(self, state: int, st: tuple) -> None:
@@ -532,7 +554,7 @@ class Transitions:
         self.table = np.full((size, self.n_classes), UNKNOWN, dtype=np.int32)
         self.table[:n] = table
         self.accept = np.zeros(size, dtype=bool)
-        self.accept[:n] = [ACCEPT in c for c in configs]
+        self.accept[:n] = [self.automaton.is_accepting(c) if self.greedy else ACCEPT in c for c in configs]
         self.complete = np.zeros(size, dtype=np.int8)
         self.canon = np.zeros(size, dtype=np.int32)
         if len(self.part_count):  # (the parts were just forgotten)

@@ -199,12 +199,14 @@ def prune_unproductive(rules: dict[str, Expr], productive: set[str] | None = Non
     return {name: prune(body) for name, body in rules.items() if name in good}
 
 
-def reachable_rules(grammar: Grammar, refs: dict[str, list[str]] | None = None) -> set[str]:
-    """Rules reachable from the root (the root included when defined)."""
+def reachable_rules(
+    grammar: Grammar, refs: dict[str, list[str]] | None = None, roots: "list[str] | None" = None
+) -> set[str]:
+    """Rules reachable from the root, or from each of `roots` (those included when defined)."""
     if refs is None:
         refs = {n: _ordered_refs(e) for n, e in grammar.rules.items()}
     seen: set[str] = set()
-    todo = [grammar.root] if grammar.root in grammar.rules else []
+    todo = [r for r in (roots if roots is not None else [grammar.root]) if r in grammar.rules]
     while todo:
         n = todo.pop()
         if n in seen:
@@ -239,6 +241,10 @@ def check_grammar(grammar: Grammar, refs: "dict[str, list[str]] | None" = None) 
                 rule=cycle[0],
             )
         reach = reachable_rules(grammar, refs)
+        if grammar.lexer is not None:  # (skip lexemes are the lexer's: no rule refers to them)
+            lex = grammar.lexer
+            skips = {skip for name, skip in lex.skip if name in reach}
+            reach |= reachable_rules(grammar, refs, roots=sorted(skips | {lex.top_skip} - {None}))
     except RecursionError:
         raise GrammarError("grammar nested too deeply to analyse", source=src) from None
     known = set(grammar.warnings)

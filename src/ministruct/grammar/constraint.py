@@ -97,15 +97,23 @@ class Constraint:
 
     @classmethod
     def from_lark(
-        cls, text: str, options: SchemaOptions | None = None, *, source: str = "<lark>", **option_values: Any
+        cls,
+        text: str,
+        options: SchemaOptions | None = None,
+        *,
+        source: str = "<lark>",
+        lexer: str = "greedy",
+        **option_values: Any,
     ) -> "Constraint":
-        """A Lark grammar (llguidance's dialect), starting at rule `start`. `options` (or its
-        fields as keywords) are the SchemaOptions of its `%json {...}` schemas; their
-        whitespace is flexible unless given (llguidance's default)."""
+        """A Lark grammar (llguidance's dialect), starting at rule `start`. `lexer`: "greedy"
+        (each lexeme the longest match, as llguidance and Lark's own lexers: `SELECT aFROMb`
+        is SELECT and one name) or "cfl" (any split of the text into terminals, as XGrammar).
+        `options` (or its fields as keywords) are the SchemaOptions of its `%json {...}`
+        schemas; their whitespace is flexible unless given (llguidance's default)."""
         from ministruct.grammar.lark.parse import parse_lark
 
         opts = options or SchemaOptions(**{"whitespace": "flexible", **option_values})
-        g = parse_lark(text, source=source, schema_options=opts)
+        g = parse_lark(text, source=source, schema_options=opts, lexer=lexer)
         return cls("lark", g, source, text, warnings=list(g.warnings))
 
     @classmethod
@@ -227,6 +235,7 @@ def load_constraint(
     choice: list[str] | None = None,
     lark: str | None = None,
     root: str | None = None,
+    lark_lexer: str | None = None,
     schema_options: SchemaOptions | None = None,
     tools: str | list | None = None,
     tool_choice: Any = None,
@@ -266,6 +275,8 @@ def load_constraint(
         )
     if root is not None and grammar is None:
         raise UsageError("`root` only applies to `grammar`", parameter="root")
+    if lark_lexer is not None and lark is None:
+        raise UsageError("`lark_lexer` only applies to `lark`", parameter="lark_lexer")
     if tools is None:
         for which, given in (
             ("tool_choice", tool_choice is not None),
@@ -308,5 +319,7 @@ def load_constraint(
         return Constraint.from_json_schema(text, options, source=source)
     if lark is not None:
         text, source = read_text(lark, "Lark grammar")
-        return Constraint.from_lark(text, schema_options, source=source, **option_values)  # (its own default)
+        return Constraint.from_lark(  # (its own default options)
+            text, schema_options, source=source, lexer=lark_lexer or "greedy", **option_values
+        )
     return Constraint.from_choices(choice or [])

@@ -190,6 +190,37 @@ class Mark:
     part: str | None = None
 
 
+@dataclass(frozen=True)
+class Lexer:
+    """Greedy lexemes (Lark's reading, as llguidance's): which rules are lexemes.
+
+    Each rule in `lexemes` is one lexeme: it never matches the empty string, and a parse
+    ends it only where the next byte continues no lexeme of any parse alive (or at the
+    end of the text); a rule in `lazy` ends at its first match instead. `skip` names, per
+    lexeme rule, the skip lexeme (`%ignore`) allowed before it, which leaves the parse
+    where it was; `top_skip` is the one allowed at the end of the text (while some lexeme
+    may still follow); `initial_skip`: skips before the first lexeme too. Without a Lexer
+    a grammar is the context-free language over its characters."""
+
+    lexemes: frozenset[str]
+    lazy: frozenset[str] = frozenset()
+    skip: tuple[tuple[str, str], ...] = ()
+    top_skip: str | None = None
+    initial_skip: bool = False
+
+    def key(self) -> str:
+        """Canonical text of the lexer, for cache keys."""
+        return (
+            "lexer greedy: "
+            + " ".join(sorted(self.lexemes))
+            + " | lazy: "
+            + " ".join(sorted(self.lazy))
+            + " | skip: "
+            + " ".join(f"{a}>{b}" for a, b in sorted(self.skip))
+            + f" | top {self.top_skip} | initial {self.initial_skip}"
+        )
+
+
 KEY_SEGMENT = "~k"  # no escaped pointer segment is this ("~" is only ever "~0" or "~1")
 
 
@@ -206,6 +237,7 @@ class Grammar:
     warnings: list[str] = field(default_factory=list)
     boundary: Boundary | None = None  # free text first, then the rest (grammar/think.py)
     marks: dict[str, Mark] = field(default_factory=dict)
+    lexer: Lexer | None = None  # greedy lexemes (a Lark grammar's default reading)
 
     def to_gbnf(self) -> str:
         """Canonical GBNF text: root first, then the other rules in definition order."""
@@ -228,7 +260,7 @@ class Grammar:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Grammar):
             return NotImplemented
-        return self.rules == other.rules and self.root == other.root
+        return self.rules == other.rules and self.root == other.root and self.lexer == other.lexer
 
 
 # ---------------------------------------------------------------- helpers

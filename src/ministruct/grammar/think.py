@@ -106,6 +106,7 @@ def free_text_then(
         source=answer.source,
         warnings=list(answer.warnings) + (list(free.warnings) if free else []),
         boundary=boundary,
+        lexer=answer.lexer,  # (a Lark answer's lexemes stay greedy; the free text is no lexeme)
     )
 
 

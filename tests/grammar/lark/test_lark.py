@@ -45,12 +45,49 @@ def test_allow_initial_skip_option():
     assert accepts(g, " a") and accepts(g, "a") and not accepts(g, "a ")
 
 
+def accepts_cfl(text: str, s: str) -> bool:
+    return check_text(Constraint.from_lark(text, lexer="cfl").grammar, s).accepted
+
+
 def test_greedy_lexer_difference_is_the_cfg_language():
-    # llguidance's greedy lexer takes "ab" as one WORD and then finds no second WORD, so it
-    # rejects "ab"; the context-free language over the terminals holds it (a|b).
+    # the greedy lexer (the default, llguidance's) takes "ab" as one WORD and then finds no
+    # second WORD, so it rejects "ab"; the context-free language over the terminals holds it (a|b).
     g = "start: WORD WORD\nWORD: /[a-z]+/"
-    assert accepts(g, "ab") and accepts(g, "abc")
-    assert not accepts(g, "a")
+    assert accepts_cfl(g, "ab") and accepts_cfl(g, "abc")
+    assert not accepts_cfl(g, "a")
+    assert not accepts(g, "ab") and not accepts(g, "abc") and not accepts(g, "a")
+    assert check_text(Constraint.from_lark(g).grammar, "ab", prefix=True).accepted  # (a WORD goes on for ever)
+
+
+SQL = 'start: "SELECT" NAME [NAME] "FROM" NAME\nNAME: /[a-z]+/i\n%import common.WS\n%ignore WS\n'
+
+
+@pytest.mark.parametrize(
+    "grammar, text, greedy, cfl",
+    [
+        (SQL, "SELECT aFROMb", False, True),  # a keyword inside a name: one name to a lexer
+        (SQL, "SELECTa FROM b", True, True),  # only SELECT may stand there: it ends where a name starts
+        (SQL, "SELECT a FROMb", False, True),  # FROMb is the alias: FROM is still to come
+        (SQL, "SELECT a FROM b", True, True),
+        (SQL, "SELECT a FROM b ", False, False),  # no skip after the last lexeme
+        (SQL, "SELECT a c FROM b", True, True),
+        (SQL, "SELECT a FROMx", False, True),  # FROM dies: the alias NAME goes on
+        (SQL, " SELECT a FROM b", False, False),
+        ('start: ("list" | "listen") "ed"', "listed", False, True),  # "list" goes on as "listen"
+        ('start: ("list" | "listen") "ed"', "listened", True, True),
+        ('start: ("a" | "ab") "bc"', "abc", False, True),
+        ('start: "a" "b"?\n%ignore " "', "a ", True, False),  # trailing skip: "b" may follow
+        ('start: "a"\n%ignore " "', "a ", False, False),
+        ('start: "a" B "c"\nB: /b*/', "ac", True, True),  # a lexeme that may be empty is optional
+        ('start: "a" B "c"\nB: /b*/', "abbc", True, True),
+        ("start: A B\nA: /a+/\nB: /a/", "aa", False, True),
+        # llguidance issue 57: the greedy lexer needs more than one byte of lookahead here
+        ("start: A B | C\nA: /aaa/\nB: /b+x/\nC: /a+b+z/", "aaabbx", False, True),
+    ],
+)
+def test_greedy_and_cfl_readings(grammar, text, greedy, cfl):
+    assert accepts(grammar, text) == greedy
+    assert accepts_cfl(grammar, text) == cfl
 
 
 @pytest.mark.parametrize(
@@ -98,7 +135,7 @@ def test_json_and_substrings_and_nested():
 
 def test_special_tokens_are_token_atoms():
     g = parse_lark("start: <|im_end|> | <[5-6]> | <[^7]>")
-    refs = {x for x in walk(g.rules["root"]) if isinstance(x, TokenRef)}
+    refs = {x for body in g.rules.values() for x in walk(body) if isinstance(x, TokenRef)}
     assert refs == {TokenRef(name="<|im_end|>"), TokenRef(5), TokenRef(6), TokenRef(7, negated=True)}
 
 
@@ -167,8 +204,11 @@ def test_a_real_grammar_reads_without_warnings():
         "select * from t join u on t.id = u.id",
     ):
         assert check_text(g, good).accepted, good
-    for bad in ("SELECT FROM t", "SELECT a FROM t ", " SELECT a FROM t", "SELECT a FROM t LIMIT x"):
+    for bad in ("SELECT FROM t", " SELECT a FROM t", "SELECT a FROM t LIMIT x", "SELECT aFROM t"):
         assert not check_text(g, bad).accepted, bad
+    # a skip at the end while a lexeme (here the optional ";") may still follow, as llguidance
+    assert check_text(g, "SELECT a FROM t ").accepted
+    assert not check_text(parse_lark(text, lexer="cfl"), "SELECT a FROM t ").accepted
 
 
 def test_a_json_block_is_flexible_unless_the_options_say_otherwise():

@@ -40,15 +40,26 @@ def strings(alphabet: str, n: int) -> list[str]:
         ("stop", "/(a|b)*/", "END"),
     ],
 )
-def test_a_lazy_lexeme_is_the_shortest_match(attribute, body, marker):
+@pytest.mark.parametrize("lexer", ["greedy", "cfl"])
+def test_a_lazy_lexeme_is_the_shortest_match(attribute, body, marker, lexer):
     setting = attribute if marker is None else f"{attribute}={marker}"
     text = f'start: "<" r ">"\nr[{setting}]: {body}\nEND: "ba" | "bb"\n'
-    g = parse_lark(text)
+    g = parse_lark(text, lexer=lexer)
     body_re = {'"aa" | "ab" | "a"': "aa|ab|a"}.get(body, body.strip("/"))
     marker_re = {None: "", '"b"': "b", '"ab"': "ab", "/b+a/": "b+a", "END": "ba|bb"}[marker]
     pattern = f"(?:{body_re})(?:{marker_re})"
     for s in strings("ab", 6):
-        assert check_text(g, f"<{s}>").accepted == shortest(pattern, s), (setting, s)
+        # greedy (llguidance's reading): a lexeme that may be empty is an optional non-empty
+        # one, so a lazy one ends at its first non-empty match
+        want = shortest(pattern, s) if lexer == "cfl" or not s else shortest_nonempty(pattern, s)
+        assert check_text(g, f"<{s}>").accepted == want, (setting, s)
+
+
+def shortest_nonempty(pattern: str, s: str) -> bool:
+    """`s` fully matches `pattern`, and no proper non-empty prefix of it does."""
+    return re.fullmatch(pattern, s, re.S) is not None and not any(
+        re.fullmatch(pattern, s[:k], re.S) for k in range(1, len(s))
+    )
 
 
 def test_lazy_any_text_then_a_trigger_is_think_s_text_up_to_close():
@@ -72,10 +83,21 @@ def test_a_lazy_lexeme_has_no_gaps_inside_and_one_before():
     assert not check_text(g, "<a a>b").accepted
 
 
+TOOL_CALLS = 'start: (call)* tail\ntail: TEXT\nhead[lazy]: TEXT "<fn>"\ncall: head /[0-9]+/ "</fn>"\nTEXT: /(\\n|.)*/\n'
+
+
+def test_the_tool_calling_idiom_commits_at_the_trigger():
+    # greedy lexemes (the default, llguidance's): the lazy head ends at the first "<fn>" and drops
+    # the other candidates (TEXT of the tail), so a call must follow (the suite's LAZY_COMMIT case)
+    g = parse_lark(TOOL_CALLS)
+    assert check_text(g, "free text").accepted
+    assert check_text(g, "a<fn>12</fn>b<fn>3</fn>").accepted
+    assert not check_text(g, "a<fn>x</fn>b").accepted
+    assert not check_text(g, "a<fn>x", prefix=True).accepted
+
+
 def test_the_tool_calling_idiom():
-    g = parse_lark(
-        'start: (call)* tail\ntail: TEXT\nhead[lazy]: TEXT "<fn>"\ncall: head /[0-9]+/ "</fn>"\nTEXT: /(\\n|.)*/\n'
-    )
+    g = parse_lark(TOOL_CALLS, lexer="cfl")
     assert check_text(g, "free text").accepted
     assert check_text(g, "a<fn>12</fn>b<fn>3</fn>").accepted
     # the context-free reading: `tail` is any text, the trigger included (llguidance's lexer would commit at
@@ -83,7 +105,8 @@ def test_the_tool_calling_idiom():
     assert check_text(g, "a<fn>x</fn>b").accepted
     exact = parse_lark(
         'start: (call)* tail\ntail: TAIL\nhead[lazy]: TEXT "<fn>"\ncall: head /[0-9]+/ "</fn>"\n'
-        "TEXT: /(\\n|.)*/\nTAIL: /(\\n|.)*/ & ~/(?s:.*)<fn>(?s:.*)/\n"
+        "TEXT: /(\\n|.)*/\nTAIL: /(\\n|.)*/ & ~/(?s:.*)<fn>(?s:.*)/\n",
+        lexer="cfl",
     )
     assert check_text(exact, "a<fn>12</fn>b").accepted and not check_text(exact, "a<fn>x</fn>b").accepted
     assert check_text(exact, "a<fn>", prefix=True).accepted  # a call may still follow

@@ -25,15 +25,20 @@ from ministruct.errors import GrammarError, GrammarSyntaxError, SchemaError
 from ministruct.grammar.analysis import reachable_rules
 from ministruct.grammar.ir import (
     EMPTY,
+    Alt,
     CharClass,
     Expr,
     Grammar,
+    Lexer,
     Literal,
     Repeat,
     RuleRef,
+    Seq,
     alt,
+    alt_some,
     rename_refs,
     seq,
+    seq_all,
     walk,
 )
 from ministruct.grammar.lark.gaps import NOTHING, LeadingGaps
@@ -104,8 +109,13 @@ class Namer:
 class Compiler:
     """One Lark text (and the grammars nested in it) -> IR rules."""
 
-    def __init__(self, text: str, source: str, options: SchemaOptions) -> None:
+    def __init__(self, text: str, source: str, options: SchemaOptions, lexer: str = "greedy") -> None:
         self.text, self.source, self.options = text, source, options
+        self.greedy = lexer == "greedy"
+        self.lexemes: dict[str, str | None] = {}  # lexeme rule -> its skip rule (greedy)
+        self.lazy: set[str] = set()
+        self.top_skip: str | None = None
+        self.initial_skip = False
         self.rules: dict[str, Expr] = {}
         self.fresh = Namer()
         self.warnings: list[str] = []
@@ -142,6 +152,9 @@ class Scope:
         self.lazy_rules: dict[str, dict[str, tuple[Token, Token | None]]] = {}
         self.initial_skip = False
         self.ign: Expr = EMPTY
+        self.skip_rule: str | None = None  # the skip lexeme (greedy)
+        self.lexeme_rules: dict[tuple[Expr, bool], str] = {}
+        self.lexeme_nullable: dict[tuple[Expr, bool], bool] = {}
         for d in items:
             self._declare(d)
 
@@ -206,8 +219,9 @@ class Scope:
             terminal_body(d.body, next(iter(lazy.values()))[0])  # type: ignore[arg-type]
             self.lazy_rules[d.name.lstrip("?!")] = lazy
 
-    def _lazy_body(self, name: str) -> Expr:
-        """The lexeme of a rule with `lazy`, `suffix` or `stop` (grammar/lark/lazy.py)."""
+    def _lazy_body(self, name: str) -> tuple[Expr, bool, bool]:
+        """The lexeme of a rule with `lazy`, `suffix` or `stop` (grammar/lark/lazy.py),
+        whether it ends at its first match (not for `stop=""`), and whether it may be empty."""
         d, found = self.rule_defs[name], self.lazy_rules[name]
         body = self.term(d.body, ())  # type: ignore[arg-type]
         key = next(iter(found.values()))[0]
@@ -216,10 +230,14 @@ class Scope:
             value = marker[1]
             assert value is not None
             if value.type == "STRING" and str(value) in ('""', "''"):
-                return body  # stop="": the body as it is, ended by end-of-generation
+                return body, False, False  # stop="": the body as it is, ended by end-of-generation
             kind = {"STRING": "str", "REGEXP": "re", "TOKEN": "ref"}[value.type]
             body = seq(body, self.term(Node(kind, value, data=str(value)), ()))
-        return shortest_matches(body, self.c.rules, self.c.fresh, name, key)
+        nullable = False
+        if self.c.greedy:  # (an empty match is the lexeme left out: its first non-empty match ends it)
+            nullable = _nullable_expr(body, self.c.rules)
+            body = nonempty_of(body, self.c.rules, self.c.fresh)
+        return shortest_matches(body, self.c.rules, self.c.fresh, name, key), True, nullable
 
     def _import(self, d: Definition) -> None:
         global _COMMON
@@ -363,8 +381,24 @@ class Scope:
 
     # ------------------------------------------------------------ rules
 
-    def lexeme(self, e: Expr) -> Expr:
-        return seq(self.ign, e)
+    def lexeme(self, e: Expr, lazy: bool = False) -> Expr:
+        """One lexeme: after a gap (the language over the terminals), or a rule of its own
+        that the engine ends greedily (Grammar.lexer). A lexeme that may be empty is an
+        optional non-empty one (as llguidance's `wrap | ε`)."""
+        if not self.c.greedy:
+            return seq(self.ign, e)
+        key = (e, lazy)
+        name = self.lexeme_rules.get(key)
+        if name is None:
+            name = self.lexeme_rules[key] = self.c.fresh("lex")
+            body = nonempty_of(e, self.c.rules, self.c.fresh)
+            self.c.rules[name] = body
+            self.c.lexemes[name] = self.skip_rule
+            if lazy:
+                self.c.lazy.add(name)
+        if self.lexeme_nullable.setdefault(key, _nullable_expr(e, self.c.rules)):
+            return Repeat(RuleRef(name), 0, 1)
+        return RuleRef(name)
 
     def token_rule(self, name: str, at: Node) -> str:
         if name not in self.token_rules:
@@ -399,8 +433,8 @@ class Scope:
             return self.lexeme(special_token(n.tok))
         if k == "json":
             return self.lexeme(self._json(n))
-        if k == "nested":
-            return self.lexeme(self._nested(n))
+        if k == "nested":  # (greedy: its lexemes are lexemes of their own, with its skip)
+            return self._nested(n) if self.c.greedy else self.lexeme(self._nested(n))
         raise LarkProblem(f"grammar references ({n.tok}) are not supported: there is only one grammar", n.tok)
 
     def _json(self, n: Node) -> Expr:
@@ -439,18 +473,30 @@ class Scope:
         start rule without a gap before the first lexeme)."""
         if "start" not in self.rule_defs:
             raise LarkProblem("no start rule: a Lark grammar starts at the rule named `start`", None, pos=0)
-        plain = self.top and not self.ignores
+        plain = self.top and (not self.ignores or self.c.greedy)
         for name in self.rule_defs:
             want = f"{prefix}-{name}" if prefix else name
             self.rule_names[name] = "root" if plain and name == "start" else self.c.fresh(want)
-        if self.ignores:
+        if self.ignores and self.c.greedy:  # one skip lexeme, ended greedily as the others
+            self.skip_rule = self.c.fresh(f"{prefix}-skip" if prefix else "skip")
+            skips = alt(*(self.term(x, ()) for x in self.ignores))
+            self.c.rules[self.skip_rule] = nonempty_of(skips, self.c.rules, self.c.fresh)
+            self.c.lexemes[self.skip_rule] = None
+            if self.top:
+                self.c.top_skip = self.skip_rule
+                self.c.initial_skip = self.initial_skip
+        elif self.ignores:
             ign = self.c.fresh(f"{prefix}-ignore" if prefix else "ignore")
             gaps = alt(*(_unrepeated(self.term(x, ())) for x in self.ignores))
             self.c.rules[ign] = Repeat(gaps, 0, None)
             self.ign = RuleRef(ign)
         for name, d in self.rule_defs.items():
             if name in self.lazy_rules:
-                self.c.rules[self.rule_names[name]] = self.lexeme(self._lazy_body(name))
+                body, lazy, nullable = self._lazy_body(name)
+                lexeme = self.lexeme(body, lazy=lazy)
+                if self.c.greedy and nullable and lazy:
+                    lexeme = Repeat(lexeme, 0, 1)
+                self.c.rules[self.rule_names[name]] = lexeme
             else:
                 self.c.rules[self.rule_names[name]] = self.rule_expr(d.body)  # type: ignore[arg-type]
         remove_left_recursion(self.c.rules, set(self.rule_names.values()), self.c.source, self.c.fresh)
@@ -458,7 +504,7 @@ class Scope:
         if plain:
             return start
         root = "root" if self.top else self.c.fresh(f"{prefix}-root")
-        if self.initial_skip or not self.ignores:
+        if self.initial_skip or not self.ignores or self.c.greedy:
             self.c.rules[root] = RuleRef(start)
         else:
             own = set(self.rule_names.values())
@@ -519,13 +565,71 @@ def _guidance_options(x: Any, options: SchemaOptions, tok: Token) -> SchemaOptio
     return SchemaOptions(**values)
 
 
-def compile_items(text: str, source: str, options: SchemaOptions) -> Grammar:
-    """The Grammar of a whole Lark text (root rule `root`)."""
-    c = Compiler(text, source, options)
+def compile_items(text: str, source: str, options: SchemaOptions, lexer: str = "greedy") -> Grammar:
+    """The Grammar of a whole Lark text (root rule `root`), read with greedy lexemes
+    (`lexer="greedy"`, as llguidance) or as the language over its terminals ("cfl")."""
+    c = Compiler(text, source, options, lexer)
     items = parse_items(text)
     Scope(c, items, top=True).build()
     order = {"root": c.rules["root"]} | {n: b for n, b in c.rules.items() if n != "root"}
-    return Grammar(order, root="root", source=source, warnings=c.warnings)
+    spec = None
+    if c.greedy:
+        spec = Lexer(
+            lexemes=frozenset(c.lexemes),
+            lazy=frozenset(c.lazy),
+            skip=tuple(sorted((n, k) for n, k in c.lexemes.items() if k is not None)),
+            top_skip=c.top_skip,
+            initial_skip=c.initial_skip,
+        )
+    return Grammar(order, root="root", source=source, warnings=c.warnings, lexer=spec)
+
+
+def _nullable_expr(e: Expr, rules: dict[str, Expr]) -> bool:
+    from ministruct.grammar.analysis import is_nullable, nullable_rules
+
+    refs = any(isinstance(x, RuleRef) for x in walk(e))
+    return is_nullable(e, nullable_rules(Grammar(dict(rules), root="")) if refs else set())
+
+
+def nonempty_of(e: Expr, rules: dict[str, Expr], fresh: Callable[[str], str]) -> Expr:
+    """The non-empty strings of `e` (rules it refers to that may be empty get a non-empty
+    variant of their own, added to `rules`)."""
+    from ministruct.grammar.analysis import nullable_rules
+
+    if not _nullable_expr(e, rules):
+        return e
+    nullable = nullable_rules(Grammar(dict(rules), root="")) if any(isinstance(x, RuleRef) for x in walk(e)) else set()
+    made: dict[str, str] = {}
+
+    def eps(x: Expr) -> bool:
+        from ministruct.grammar.analysis import is_nullable
+
+        return is_nullable(x, nullable)
+
+    def ne(x: Expr) -> Expr:
+        if isinstance(x, Literal):
+            return NOTHING if x.text == "" else x
+        if isinstance(x, RuleRef):
+            if x.name not in nullable:
+                return x
+            if x.name not in made:
+                made[x.name] = fresh(f"{x.name}-nonempty")
+                rules[made[x.name]] = NOTHING
+                rules[made[x.name]] = ne(rules[x.name])
+            return RuleRef(made[x.name])
+        if isinstance(x, Seq):
+            a, rest = x.items[0], seq(*x.items[1:])
+            first = seq_all(ne(a), rest)
+            return alt_some(first, ne(rest)) if eps(a) else first
+        if isinstance(x, Alt):
+            return alt_some(*(ne(o) for o in x.options))
+        if isinstance(x, Repeat):
+            if x.max == 0:
+                return NOTHING
+            return seq_all(ne(x.item), Repeat(x.item, max(x.min - 1, 0), None if x.max is None else x.max - 1))
+        return x  # CharClass, TokenRef
+
+    return ne(e)
 
 
 __all__ = ["compile_items", "decode_string", "regexp", "GrammarError"]

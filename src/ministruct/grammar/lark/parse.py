@@ -7,7 +7,7 @@ error is a GrammarSyntaxError at a line and column, naming the feature and why.
 
 from __future__ import annotations
 
-from ministruct.errors import GrammarSyntaxError
+from ministruct.errors import GrammarSyntaxError, UsageError
 from ministruct.grammar.analysis import check_grammar
 from ministruct.grammar.ir import Grammar, gc_paused
 from ministruct.grammar.lark.compile import compile_items
@@ -15,16 +15,26 @@ from ministruct.grammar.lark.lexer import Positions
 from ministruct.grammar.lark.syntax import LarkProblem
 from ministruct.grammar.schema import SchemaOptions
 
+LEXERS = ("greedy", "cfl")
 
-def parse_lark(text: str, *, source: str = "<lark>", schema_options: SchemaOptions | None = None) -> Grammar:
+
+def parse_lark(
+    text: str, *, source: str = "<lark>", schema_options: SchemaOptions | None = None, lexer: str = "greedy"
+) -> Grammar:
     """The Grammar of a Lark grammar, starting at its rule `start` (the IR's `root`).
 
-    `schema_options` apply to its `%json {...}` schemas (their `x-guidance` may override)."""
+    `lexer`: "greedy" (the default) reads lexemes as llguidance and Lark's own lexers do,
+    each the longest match (`SELECT aFROMb` has one name after SELECT); "cfl" reads the
+    grammar as the context-free language over its terminals (any split of the text into
+    terminals, as XGrammar). `schema_options` apply to its `%json {...}` schemas (their
+    `x-guidance` may override)."""
+    if lexer not in LEXERS:
+        raise UsageError(f"lexer must be 'greedy' or 'cfl', got {lexer!r}", parameter="lexer")
     if not isinstance(text, str):
         raise GrammarSyntaxError("a Lark grammar must be text (str)", source=source)
     try:
         with gc_paused():
-            g = compile_items(text, source, schema_options or SchemaOptions())
+            g = compile_items(text, source, schema_options or SchemaOptions(), lexer)
     except LarkProblem as p:
         if p.tok is not None:
             line, col = p.tok.line, p.tok.column

@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 
 from ministruct.errors import GrammarError
+from ministruct.grammar.analysis import reachable_rules
 from ministruct.grammar.ir import EMPTY, Alt, CharClass, Expr, Grammar, Literal, Repeat, RuleRef, Seq, TokenRef, walk
 from ministruct.grammar.regex.printer import _class as regex_class
 
@@ -138,17 +139,43 @@ def _fmt(e: Expr, names: dict[str, str], rule: str, source: str, atom: bool = Fa
     raise TypeError(f"not an expression: {e!r}")
 
 
+def _lexeme_terminals(g: Grammar) -> set[str]:
+    """With greedy lexemes (Grammar.lexer): the lexeme rules and the rules inside them, each
+    regular (a lexeme that is not, such as a %json value, cannot be printed as one)."""
+    assert g.lexer is not None
+    regular = regular_rules(g)
+    inside = reachable_rules(g, roots=sorted(g.lexer.lexemes - g.lexer.lazy))
+    lazy_inside = reachable_rules(g, roots=sorted(g.lexer.lazy)) - set(g.lexer.lazy)
+    for n in sorted((inside | lazy_inside) - regular):
+        raise GrammarError(
+            f"rule {n} is inside a lexeme and is not regular as written (a %json value, `&` or `~`, a lazy "
+            "lexeme): Lark cannot print it as a terminal",
+            source=g.source,
+            rule=n,
+        )
+    return inside | lazy_inside
+
+
 def grammar_to_lark(grammar: Grammar) -> str:
-    """Lark text for `grammar`: its root as `start`, then the other rules in order."""
-    terminals = regular_rules(grammar)
+    """Lark text for `grammar`: its root as `start`, then the other rules in order. A
+    grammar with greedy lexemes (read from Lark) prints its lexemes as terminals and its
+    skip as `%ignore`, so that Lark text reads back the same."""
+    lex = grammar.lexer
+    terminals = regular_rules(grammar) if lex is None else _lexeme_terminals(grammar)
     names = _names(grammar, terminals)
     order = [grammar.root] + [n for n in grammar.rules if n != grammar.root]
     lines = []
+    if lex is not None and lex.initial_skip:
+        lines.append('%llguidance {"allow_initial_skip": true}\n')
     for n in order:
         body = _fmt(grammar.rules[n], names, n, grammar.source)
-        if n == grammar.root and n in terminals:
+        if lex is not None and n in lex.lazy:
+            lines.append(f"{names[n]}[lazy]: {body}\n")
+        elif n == grammar.root and n in terminals:
             lines.append(f"start: {names[TERMINAL_ROOT]}\n")
             lines.append(f"{names[TERMINAL_ROOT]}: {body}\n")
         else:
             lines.append(f"{names[n]}: {body}\n")
+    if lex is not None and lex.top_skip is not None:
+        lines.append(f"%ignore {names[lex.top_skip]}\n")
     return "".join(lines)
