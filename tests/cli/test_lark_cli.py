@@ -122,3 +122,19 @@ def test_convert_of_a_greedy_grammar_to_gbnf_says_why_not(run_cli, tmp_path):
     again = _write(tmp_path / "again.lark", back.stdout)
     for text, code in (("SELECT a FROM b", 0), ("SELECT aFROMb", 1), ("SELECT a b FROM c", 0)):
         assert run_cli("check", "--lark", str(again), text).returncode == code, text
+
+
+def test_gen_on_a_greedy_grammar_closes_within_max_tokens(run_cli, tmp_path):
+    """The budget on greedy lexemes: output that can close within --max-tokens does, and
+    reads back through `check` (a completion may need a separator byte now)."""
+    from pathlib import Path
+
+    sql = Path(__file__).resolve().parents[2] / "benchmarks" / "grammars" / "sql_select.lark"
+    for seed, n in (("1", "12"), ("2", "13"), ("3", "16")):  # (12: the least the bound says, as --lark-lexer cfl)
+        p = run_cli(
+            "gen", "--lark", str(sql), "Write a SQL query:", "--max-tokens", n, "--seed", seed,
+            "--temperature", "1.0", "--format", "jsonl", "--raw", "--quiet",
+        )  # fmt: skip
+        rec = json.loads(p.stdout)
+        assert p.returncode == 0 and rec["complete"] and rec["n_tokens"] <= int(n), rec
+        assert run_cli("check", "--lark", str(sql), rec["output"]).returncode == 0, rec["output"]

@@ -17,6 +17,7 @@ from oracles import brute_force_mask, small_vocabulary  # tests/ is on sys.path 
 from ministruct.engine import cache
 from ministruct.engine import kernel as kernel_module
 from ministruct.engine import walk as walk_module
+from ministruct.engine.budget import INF
 from ministruct.engine.compile import CompiledGrammar, compile_grammar
 from ministruct.engine.table import DEAD
 from ministruct.engine.vocab import Vocabulary
@@ -33,6 +34,7 @@ SMALL = {
     "trailing": 'start: ITEM ("," ITEM)* [";"]\nITEM: /[a-z]+/ | /[0-9]+/\n%ignore " "\n',
     "nullable": 'start: "a" B "c" B\nB: /b*/\n%llguidance {"allow_initial_skip": true}\n%ignore /[ ]+/\n',
     "words": "start: WORD (WORD)*\nWORD: /[a-z]+/\n",
+    "glued": "start: WORD WORD\nWORD: /[a-z]+/\n",  # no separator: a WORD never ends (as llguidance)
 }
 CHARS = "aeslctfrmobnxiwhdp_019 ,.()'*=<>;/"
 
@@ -152,3 +154,81 @@ def test_bundled_vocabularies_masks_equal_stepping(vocab, which, text):
     v = vocab if which == "smollm2" else _gemma_vocabulary()
     c = compile_grammar(Constraint.from_lark(text).grammar, v, use_cache=False)
     assert _walk(c, 0, 12, stepped_mask) >= 5
+
+
+# ------------------------------------------------------------------ the token budget
+
+
+def bfs_cost(automaton, config, pieces: list[bytes], limit: int = 60) -> int:
+    """Fewest tokens among `pieces` that complete `config`: breadth-first over the automaton."""
+    frontier, seen = [config], {config}
+    for depth in range(limit + 1):
+        if any(automaton.is_accepting(c) for c in frontier):
+            return depth
+        nxt = []
+        for c in frontier:
+            for piece in pieces:
+                d = automaton.step_bytes(c, piece)
+                if d and d not in seen:
+                    seen.add(d)
+                    nxt.append(d)
+        if not nxt:
+            return INF
+        frontier = nxt
+    return INF
+
+
+@pytest.mark.parametrize("name", sorted(SMALL))
+def test_the_budget_is_the_shortest_greedy_completion(name):
+    """The bound is the fewest tokens (one-byte ones, and those that spell the grammar's
+    literals) that complete the output greedily, by breadth-first search over
+    Automaton.step: never less (a completion always fits), never more (no output is cut
+    short of what fits), INF exactly where none exists (`WORD WORD` after letters: a WORD
+    goes on for ever without a separator)."""
+    from ministruct.engine.budget import _literal_shortcuts, budget_for
+    from ministruct.engine.matcher import Matcher
+
+    grammar = Constraint.from_lark(SMALL[name]).grammar
+    for seed in range(3):
+        vocab = vocabulary(seed)
+        c = compile_grammar(grammar, vocab, use_cache=False)
+        words = {vocab.tokens[t] for _, _, t in _literal_shortcuts(c)}
+        one_byte = sorted({t for t in vocab.tokens if len(t) == 1} | words)
+        budget = budget_for(c)
+        rng = random.Random(seed)
+        m = Matcher(c)
+        for _ in range(12):
+            want = bfs_cost(c.automaton, c.configs[m.state], one_byte)
+            got = budget.config_cost(m.state)
+            assert got == want or (want == INF and got >= INF), (got, want, sorted(c.configs[m.state]))
+            legal = [t for t in np.flatnonzero(m.mask()).tolist() if t not in vocab.eog_ids]
+            if not legal:
+                break
+            m.advance(rng.choice(legal))
+
+
+@pytest.mark.parametrize("name", ["sql", "python", "trailing", "lazy"])
+def test_generation_within_the_budget_always_completes(name):
+    """Narrowed to the budget, every path through the masks ends complete within it."""
+    from ministruct.engine.matcher import Matcher
+
+    grammar = Constraint.from_lark(SMALL[name]).grammar
+    for seed in range(4):
+        vocab = vocabulary(seed)
+        c = compile_grammar(grammar, vocab, use_cache=False)
+        m = Matcher(c)
+        least = m.min_tokens_to_complete()
+        assert least is not None
+        total = least + seed * 3
+        rng = random.Random(seed)
+        for step in range(total):
+            remaining = total - step
+            mask = m.mask(remaining)
+            assert mask.any(), (step, remaining)
+            legal = np.flatnonzero(mask).tolist()
+            tid = rng.choice(legal)
+            if tid in vocab.eog_ids:
+                break
+            m.advance(tid)
+            assert m.min_tokens_to_complete() is not None and m.min_tokens_to_complete() <= remaining - 1
+        assert m.is_accepting()

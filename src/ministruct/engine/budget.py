@@ -31,6 +31,7 @@ from ministruct.errors import BudgetTooSmall, UsageError
 
 INF = np.iinfo(np.int32).max // 4
 NEED_CACHE_BYTES = 64 * 1024 * 1024
+GREEDY_SEARCH_NODES = 20_000  # configurations a greedy completion search expands at most (then: INF)
 
 
 def _one_byte_tokens(compiled: CompiledGrammar) -> np.ndarray:
@@ -44,8 +45,8 @@ def _one_byte_tokens(compiled: CompiledGrammar) -> np.ndarray:
     return have
 
 
-def _literal_shortcuts(compiled: CompiledGrammar) -> list[tuple[int, int]]:
-    """(q, p): one ordinary token spells the bytes of a literal stretch from q to p.
+def _literal_shortcuts(compiled: CompiledGrammar) -> list[tuple[int, int, int]]:
+    """(q, p, token): one ordinary token spells the bytes of a literal stretch from q to p.
 
     A literal stretch is a chain of states with one single-byte edge each (how the
     automaton builds a literal, e.g. `","unit":"`); the longest token that spells a prefix
@@ -60,9 +61,9 @@ def _literal_shortcuts(compiled: CompiledGrammar) -> list[tuple[int, int]]:
         trie.node_byte,
         trie.node_token,
     )
-    out: list[tuple[int, int]] = []
+    out: list[tuple[int, int, int]] = []
     for q in range(len(a.eps)):
-        x, node, depth, best = q, 0, 0, None
+        x, node, depth, best, token = q, 0, 0, None, -1
         while True:
             edges = a.byte_edges[x]
             if len(edges) != 1 or edges[0][0] != edges[0][1] or a.eps[x] or a.calls[x] or a.token_edges[x]:
@@ -76,9 +77,9 @@ def _literal_shortcuts(compiled: CompiledGrammar) -> list[tuple[int, int]]:
                 break
             node, x, depth = lo + i, edges[0][2], depth + 1
             if depth >= 2 and node_token[node] >= 0:
-                best = x
+                best, token = x, int(node_token[node])
         if best is not None:
-            out.append((q, best))
+            out.append((q, best, token))
     return out
 
 
@@ -103,7 +104,7 @@ def state_costs(compiled: CompiledGrammar) -> list[int]:
         for name, ret in a.calls[q]:
             by_ret[ret].append((q, name))
             by_start.setdefault(a.start[name], []).append((q, ret))
-    for q, t in _literal_shortcuts(compiled):
+    for q, t, _ in _literal_shortcuts(compiled):
         rev[t].append((q, 1))
     fin = [INF] * n
     heap = [(0, q) for q in a.final]
@@ -156,6 +157,17 @@ class Budget:
             n = len(compiled.configs)
             self._worst = {c: w for c, w in zip(saved["worst_ids"].tolist(), saved["worst"].tolist()) if 0 <= c < n}
         self._lock = threading.RLock()
+        # greedy lexemes: `fin` is a lower bound only (a completion may need a separator, and
+        # some configurations never complete), so a configuration's cost is searched for
+        self._greedy_classes: list[int] | None = None
+        self._greedy_words: list[bytes] = []
+        if compiled.automaton.greedy:
+            have = _one_byte_tokens(compiled)
+            classes = compiled.byte_class
+            self._greedy_classes = sorted({int(classes[b]) for b in range(256) if have[b]})
+            # the tokens that spell the grammar's literals (keywords, punctuation): a step each
+            tokens = compiled.vocab.tokens
+            self._greedy_words = sorted({tokens[t] for _, _, t in _literal_shortcuts(compiled)})
 
     def to_arrays(self) -> dict[str, np.ndarray]:
         """What persist() saves: the largest finite need of every configuration seen."""
@@ -174,9 +186,59 @@ class Budget:
         """Fewest tokens that complete the output from configuration `cid` (INF: none)."""
         hit = self._config_cost.get(cid)
         if hit is None:
-            hit = self._cost_of(self.compiled.configs[cid]) if cid != DEAD else INF
+            if cid == DEAD:
+                hit = INF
+            elif self._greedy_classes is not None:
+                with self.compiled._lock:  # (the search fills the table)
+                    hit = self._greedy_cost(cid)
+            else:
+                hit = self._cost_of(self.compiled.configs[cid])
             self._config_cost[cid] = hit
         return hit
+
+    def _greedy_cost(self, cid: int) -> int:
+        """With greedy lexemes: the fewest tokens after which the output is complete, a token
+        being a one-byte token or one that spells a literal stretch of the grammar (as `fin`
+        counts them), found by an A* search over the transition table with `fin` as its
+        estimate (every greedy completion is one of the grammar's). The result is the length
+        of a completion the search found (an upper bound: sound); one that finds none within
+        GREEDY_SEARCH_NODES configurations says INF (the budget then only narrows more)."""
+        tr, configs = self.compiled.transitions, self.compiled.configs
+        classes = self._greedy_classes
+        assert classes is not None
+        estimate: dict[int, int] = {}
+
+        def h(c: int) -> int:
+            e = estimate.get(c)
+            if e is None:
+                e = estimate[c] = self._cost_of(configs[c])
+            return e
+
+        if h(cid) >= INF:
+            return INF
+        best = {cid: 0}
+        heap = [(h(cid), 0, cid)]
+        expanded = 0
+        while heap:
+            _, g, c = heapq.heappop(heap)
+            if g > best[c]:
+                continue
+            if tr.accept[c]:
+                return g
+            expanded += 1
+            if expanded > GREEDY_SEARCH_NODES:
+                return INF
+            nexts = [tr.get(c, cls) for cls in classes]
+            nexts += [tr.step_bytes(c, w) for w in self._greedy_words]
+            for n in nexts:
+                if n == DEAD or g + 1 >= best.get(n, INF):
+                    continue
+                e = h(n)
+                if e >= INF:
+                    continue
+                best[n] = g + 1
+                heapq.heappush(heap, (g + 1 + e, g + 1, n))
+        return INF
 
     def _cost_of(self, config: Config) -> int:
         fin = self.fin
