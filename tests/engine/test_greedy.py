@@ -232,3 +232,34 @@ def test_generation_within_the_budget_always_completes(name):
             m.advance(tid)
             assert m.min_tokens_to_complete() is not None and m.min_tokens_to_complete() <= remaining - 1
         assert m.is_accepting()
+
+
+# ------------------------------------------------------------------ forced bytes, positions
+
+
+@pytest.mark.parametrize("name", sorted(SMALL))
+def test_forced_bytes_and_positions_follow_the_greedy_steps(name):
+    """Forced bytes: the one byte the automaton allows, while the output cannot end (probed
+    over all 256 bytes with Automaton.step). Positions: every byte of a walked output lies
+    on a parse of it."""
+    from ministruct.engine.forced import forced_bytes
+    from ministruct.engine.positions import PositionReader
+
+    c = compile_grammar(Constraint.from_lark(SMALL[name]).grammar, vocabulary(0), use_cache=False)
+    a = c.automaton
+    reader = PositionReader(a)
+    rng = random.Random(name)
+    cid, out = c.initial, b""
+    for _ in range(25):
+        config = c.configs[cid]
+        allowed = [b for b in range(256) if a.step(config, b)]
+        want = bytes(allowed) if len(allowed) == 1 and not a.is_accepting(config) else b""
+        assert forced_bytes(c, cid)[:1] == want, (out, allowed)
+        legal = [t for t in np.flatnonzero(c.mask(cid)).tolist() if t not in c.vocab.eog_ids]
+        if not legal:
+            break
+        tok = rng.choice(legal)
+        out += c.vocab.tokens[tok]
+        cid = c.step_token(cid, tok)
+    positions = reader.of_bytes(out)
+    assert len(positions) == len(out) and all(positions), (out, positions)

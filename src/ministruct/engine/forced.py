@@ -34,8 +34,10 @@ class ForcedBytes:
         config = self.compiled.configs[cid]
         if a.is_accepting(config):
             return None
-        if a.has_token_edges and any(st and a.token_edges[st[-1]] for st in config):
-            return None
+        if a.has_token_edges:
+            stacks = config | a.resolve(config) if a.greedy and a.has_markers(config) else config
+            if any(st and a.token_edges[st[-1]] for st in stacks):
+                return None
         ranges = a.allowed_bytes(config)
         if len(ranges) != 1 or ranges[0][0] != ranges[0][1]:
             return None

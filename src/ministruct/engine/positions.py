@@ -98,15 +98,25 @@ class PositionReader:
         alive: frozenset | set = configs[n]
         for k in range(n - 1, -1, -1):
             b = data[k]
+            source, resolved = configs[k], False
+            if a.greedy and not a._step_stacks(source, b) and a.has_markers(source):
+                source, resolved = a.resolve(source), True  # (the byte started the next lexeme)
             now = set()
-            for st in configs[k]:
+            for st in source:
                 if not st:
                     continue
                 for t in a._targets(st[-1], b):
-                    if not a.closure(st[:-1] + (t,)).isdisjoint(alive):
+                    reached = a.closure(st[:-1] + (t,))
+                    if a.greedy:
+                        reached = reached | a.settle(reached)
+                    if not reached.isdisjoint(alive):
                         now.add(st)
                         break
             out[k] = tuple(sorted({self.of_stack(st) for st in now}))
+            if resolved:  # the lexemes that ended before byte k, on a parse of the rest
+                markers = [st for st in configs[k] if a.is_marker(st)]
+                ended = {st for st in markers if not a.resolve(frozenset((st,))).isdisjoint(now)}
+                now = ended or set(markers)
             alive = now
         return _named_keys(data, out) if self.marks else out
 
