@@ -216,3 +216,25 @@ def test_a_json_block_is_flexible_unless_the_options_say_otherwise():
     assert accepts(text, '{ "a" : 1 }') and accepts(text, '{"a":1}')
     compact = Constraint.from_lark(text, whitespace="compact").grammar
     assert not check_text(compact, '{ "a" : 1 }').accepted and check_text(compact, '{"a":1}').accepted
+
+
+@pytest.mark.parametrize(
+    "pattern, good, bad",
+    [
+        (r"\u{43}\x{44}\U{1F600}", "CD\U0001f600", "CD"),  # llguidance's (Rust's) braced escapes
+        (r"[\u{41}-\u{43}]+", "ABCA", "D"),
+        (r"\cA\cz", "\x01\x1a", "cA"),  # a control character (ECMAScript's, XGrammar's)
+        (r"(?<year>[0-9]{2})-(?P<m>[0-9])", "26-1", "2-1"),  # named groups, both spellings
+        (r"[(?<n>]+", "(?<n", "x"),  # inside a class: characters
+        (r"\\u{2}", "\\uu", "\\u{2}"),  # an escaped backslash, then `u` twice
+    ],
+)
+def test_the_peers_regex_escapes_and_named_groups(pattern, good, bad):
+    g = f"start: /{pattern}/"
+    assert accepts(g, good) and not accepts(g, bad)
+
+
+def test_a_braced_escape_past_unicode_is_refused_at_its_place():
+    with pytest.raises(GrammarSyntaxError, match="no character") as info:
+        parse_lark("start: /a\\u{110000}/")
+    assert info.value.line == 1

@@ -80,11 +80,63 @@ def _regex_expr(pattern: str, tok: Token, what: str) -> Expr:
     return inline_root(g)
 
 
+_BRACED_HEX = re.compile(r"[0-9a-fA-F]{1,8}\}")
+_GROUP_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*>")
+
+
+def peer_regex_syntax(pattern: str, tok: Token) -> str:
+    """`pattern` with the peers' regex syntax that Python's `re` lacks written its way:
+    `\\u{HEX}`, `\\x{HEX}`, `\\U{HEX}` (llguidance's Rust regexes), `\\cX` (a control
+    character, as ECMAScript and XGrammar), named groups `(?<name>...)`."""
+    out: list[str] = []
+    i, n, in_class = 0, len(pattern), False
+    while i < n:
+        ch = pattern[i]
+        if ch == "\\" and i + 1 < n:
+            nxt = pattern[i + 1]
+            m = _BRACED_HEX.match(pattern, i + 3) if nxt in "uxU" and pattern[i + 2 : i + 3] == "{" else None
+            if m is not None:
+                cp = int(m.group()[:-1], 16)
+                if cp > 0x10FFFF or 0xD800 <= cp <= 0xDFFF:
+                    raise LarkProblem(
+                        f"failed to compile regular expression: \\{nxt}{{{m.group()} is no character", tok
+                    )
+                out.append(f"\\U{cp:08X}")
+                i = m.end()
+                continue
+            if nxt == "c" and i + 2 < n and pattern[i + 2].isascii() and pattern[i + 2].isalpha():
+                out.append(f"\\x{ord(pattern[i + 2]) % 32:02X}")
+                i += 3
+                continue
+            out.append(pattern[i : i + 2])
+            i += 2
+            continue
+        if in_class:
+            in_class = ch != "]"
+        elif ch == "[":
+            in_class = True
+            out.append(ch)
+            i += 1
+            for lead in ("^", "]"):  # (a `]` first in a class is literal)
+                if pattern[i : i + 1] == lead:
+                    out.append(lead)
+                    i += 1
+            continue
+        elif pattern.startswith("(?<", i) and _GROUP_NAME.match(pattern, i + 3):
+            out.append("(?P<")
+            i += 3
+            continue
+        out.append(ch)
+        i += 1
+    return "".join(out)
+
+
 def regexp(tok: Token) -> Expr:
-    """The language of a `/pattern/flags` token (Python `re` syntax and flags)."""
+    """The language of a `/pattern/flags` token (Python `re` syntax and flags, with the
+    peers' escapes and named groups: peer_regex_syntax)."""
     raw = str(tok)
     cut = raw.rfind("/")
-    body, flags = raw[1:cut], raw[cut + 1 :]
+    body, flags = peer_regex_syntax(raw[1:cut], tok), raw[cut + 1 :]
     if "l" in flags:
         raise LarkProblem("regular-expression flag 'l' (locale) is not supported: patterns are Unicode text", tok)
     scoped = "".join(sorted(set(flags) - {"u"}))  # u: Python's str patterns are Unicode already
