@@ -28,8 +28,41 @@ from ministruct.grammar.ir import (
 
 
 def llama_gbnf(grammar: Grammar) -> str:
-    """`grammar` as GBNF text llama.cpp accepts (see the module docstring)."""
-    return llama_compatible(grammar).to_gbnf()
+    """`grammar` as GBNF text llama.cpp accepts (see the module docstring). A grammar with
+    greedy lexemes (Grammar.lexer) has no GBNF text: its superset with a skip allowed
+    before every lexeme and at the end (`with_gaps`) is printed instead (for servers,
+    whose outputs are then checked against the grammar itself)."""
+    return llama_compatible(with_gaps(grammar)).to_gbnf()
+
+
+def with_gaps(grammar: Grammar) -> Grammar:
+    """A grammar without a lexer whose language holds the greedy one's: each lexeme may be
+    preceded by its skips, and the text followed by the last ones (the language over the
+    terminals, with gaps wherever a skip could stand). Grammars without a lexer: themselves."""
+    lex = grammar.lexer
+    if lex is None:
+        return grammar
+    skip_of = dict(lex.skip)
+    lexemes = set(lex.lexemes) - set(skip_of.values()) - {lex.top_skip}
+
+    def gapped(e: Expr) -> Expr:
+        if isinstance(e, RuleRef):
+            if e.name in lexemes and skip_of.get(e.name):
+                return seq(Repeat(RuleRef(skip_of[e.name]), 0, None), e)
+            return e
+        if isinstance(e, Seq):
+            return seq(*(gapped(x) for x in e.items))
+        if isinstance(e, Alt):
+            return alt(*(gapped(x) for x in e.options))
+        if isinstance(e, Repeat):
+            return Repeat(gapped(e.item), e.min, e.max)
+        return e
+
+    rules = {n: (b if n in lex.lexemes else gapped(b)) for n, b in grammar.rules.items()}
+    root = grammar.root
+    if lex.top_skip is not None:
+        rules[root] = seq(rules[root], Repeat(RuleRef(lex.top_skip), 0, None))
+    return Grammar(rules, root=root, source=grammar.source, warnings=list(grammar.warnings))
 
 
 def llama_compatible(grammar: Grammar) -> Grammar:

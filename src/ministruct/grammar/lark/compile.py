@@ -1,14 +1,16 @@
 """The dialect's syntax tree -> Grammar IR: what a Lark grammar means here.
 
-The language is the context-free language over the terminals' languages: a terminal
-(an UPPERCASE definition, a string, a regex, a range) used in a rule is one lexeme,
-and `%ignore`'s terminals may fill the gaps between lexemes (llguidance's reading: not
-before the first one unless `%llguidance {"allow_initial_skip": true}`, never after
-the last; a lexeme matching the empty string leaves no gap of its own; gaps.py). Terminals are
-regular: their references are inlined, `&` (intersection) and `~` (complement) are
-computed as one DFA (grammar/schema/complement.py). llguidance's lexer is greedy (each
-lexeme is the longest match), so it rejects some strings this language holds; see
-README "Lark grammars".
+Each terminal (an UPPERCASE definition, a string, a regex, a range), lazy rule, special
+token and `%json` value used in a rule is one lexeme. Read greedily (the default, as
+llguidance reads it), each lexeme is a rule of its own named in Grammar.lexer, which the
+engine ends where the next byte continues no lexeme allowed there; `%ignore`'s terminals
+make the skip lexeme, allowed before each lexeme and at the end (engine/automaton.py).
+Read as the context-free language over the terminals (`lexer="cfl"`), `%ignore`'s
+terminals may fill the gaps between lexemes (not before the first one unless
+`%llguidance {"allow_initial_skip": true}`, never after the last; a lexeme matching the
+empty string leaves no gap of its own; gaps.py). Terminals are regular: their references
+are inlined, `&` (intersection) and `~` (complement) are computed as one DFA
+(grammar/schema/complement.py). docs/constraints.md "Two readings" compares them.
 """
 
 from __future__ import annotations

@@ -6,7 +6,9 @@ exactly its language; the other rules stay rules (lowercase, `start` for the roo
 literal is a JSON string, a character class a one-character `/regex/`, token atoms
 `<[N]>`, `<[^N]>` and `<|name|>`. There is no `%ignore`, so the context-free language
 is exactly the IR's; a greedy lexer can still reject some of its strings where one
-lexeme of a rule may run into the next (README "Lark grammars").
+lexeme of a rule may run into the next (docs/constraints.md "Two readings"). A grammar
+read from Lark with greedy lexemes prints its lexemes as terminals and its skip as
+`%ignore`: it reads back the same.
 """
 
 from __future__ import annotations
