@@ -185,6 +185,7 @@ class Automaton:
         self.lexeme_end: dict[int, bool] = {}
         self._lexeme_rules: set[int] = set()
         self._skip_start: dict[int, int] = {}  # lexeme rule index -> its skip's start state
+        self._skip_cache: dict[Stack, int] = {}  # stack -> _skip_of (-1: none)
         self._top_skip: int | None = None
         if lex is None:
             return
@@ -610,12 +611,21 @@ class Automaton:
         """The start of the skip lexeme allowed before the lexeme `st` is about to read."""
         if not st:
             return self._top_skip
-        rule_of, lexemes = self.rule_of, self._lexeme_rules
-        for q in reversed(st):
-            r = rule_of[q]
-            if r in lexemes:
-                return self._skip_start.get(r)
-        return self._top_skip
+        r = self.rule_of[st[-1]]
+        if r in self._lexeme_rules:  # (most stacks: the top is in the lexeme rule itself)
+            return self._skip_start.get(r)
+        hit = self._skip_cache.get(st)
+        if hit is None:
+            hit = self._top_skip
+            for q in reversed(st):
+                r = self.rule_of[q]
+                if r in self._lexeme_rules:
+                    hit = self._skip_start.get(r)
+                    break
+            if len(self._skip_cache) > 100_000:
+                self._skip_cache.clear()
+            self._skip_cache[st] = -1 if hit is None else hit
+        return None if hit == -1 else hit
 
     def _with_skips(self, boundary: Config) -> Config:
         """A boundary between lexemes with its skip candidates: a skip may come before
@@ -626,10 +636,11 @@ class Automaton:
         if not any(st and self.consumes(st[-1]) or (st and self.token_edges[st[-1]]) for st in boundary):
             return boundary
         out = set(boundary)
+        skip_of = self._skip_of
         for st in boundary:
-            skip = self._skip_of(st)
-            if skip is not None:
-                out |= self.closure(st + (skip,))
+            skip = skip_of(st)
+            if skip is not None:  # (a skip is a lexeme: its closure never returns past its marker)
+                out.update([st + rel for rel in self.local(skip)[0]])
         return frozenset(out)
 
     def is_terminated(self, config: Config) -> bool:
