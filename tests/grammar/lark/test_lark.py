@@ -238,3 +238,14 @@ def test_a_braced_escape_past_unicode_is_refused_at_its_place():
     with pytest.raises(GrammarSyntaxError, match="no character") as info:
         parse_lark("start: /a\\u{110000}/")
     assert info.value.line == 1
+
+
+def test_free_text_then_a_greedy_lark_answer_keeps_its_lexer():
+    from ministruct.grammar.think import free_text_then
+
+    answer = parse_lark(SQL)
+    g = free_text_then(answer, close="</think>")
+    assert g.lexer == answer.lexer
+    assert check_text(g, "hmm SELECT x</think>SELECT a FROM b").accepted
+    assert not check_text(g, "hmm</think>SELECT aFROMb").accepted
+    assert check_text(free_text_then(parse_lark(SQL, lexer="cfl"), close="</think>"), "</think>SELECT aFROMb").accepted
