@@ -702,7 +702,15 @@ class Automaton:
         """Is the text complete here (with greedy lexemes: once the lexemes here end)?"""
         if ACCEPT in config:
             return True
-        return self.greedy and self.has_markers(config) and ACCEPT in self.resolve(config)
+        if not self.greedy:
+            return False
+        hit = self._resolved.get(config)
+        if hit is not None:
+            return ACCEPT in hit
+        # (skips add no ACCEPT: a lexeme that ends here completes the text when every frame
+        # below it can end its rule, which is when its closure holds ACCEPT)
+        lexeme_end, local = self.lexeme_end, self.local
+        return any(st and st[-1] in lexeme_end and all(local(q)[1] for q in st[:-1]) for st in config)
 
     def allowed_bytes(self, config: Config) -> list[tuple[int, int]]:
         """Byte ranges that can come next (merged), for error messages."""
