@@ -83,3 +83,58 @@ def test_agrees_with_llguidance(llg_accepts, grammar, text, verdict):
 def test_printed_grammars_run_in_llguidance(llg_accepts, kind, value, good, bad):
     text = grammar_to_lark(load_constraint(**{kind: value}).grammar)
     assert llg_accepts(text, good) and not llg_accepts(text, bad)
+
+
+@pytest.fixture(scope="module")
+def llg_side():
+    import llguidance.llamacpp
+
+    from ministruct.decode.model import Model, bundled_model_path
+
+    model = Model.load(bundled_model_path(), vocab_only=True)
+    vocab = model.vocabulary
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "llama_token_get_attr is deprecated", DeprecationWarning)
+        tok = llguidance.llamacpp.lltokenizer_from_vocab(
+            model._vocab_p, n_vocab=vocab.n_logits, eos_token=sorted(vocab.eog_ids)
+        )
+    yield model, vocab, tok
+
+
+@pytest.mark.parametrize("name", ["sql_select.lark", "python_expr.lark"])
+def test_masks_equal_llguidance_s_along_walks(llg_side, name):
+    """The benchmark grammars on SmolLM2, read greedily (the default): at every step of a
+    random walk the legal text tokens are llguidance's (its special tokens aside)."""
+    from pathlib import Path
+
+    import llguidance.numpy as lnp
+    import numpy as np
+
+    from ministruct.engine.compile import compile_grammar
+
+    model, vocab, tok = llg_side
+    text = (Path(__file__).resolve().parents[3] / "benchmarks" / "grammars" / name).read_text()
+    compiled = compile_grammar(parse_lark(text), vocab, use_cache=False)
+    special = np.zeros(vocab.n_logits, dtype=bool)
+    special[[i for i in range(min(tok.vocab_size, vocab.n_logits)) if tok.is_special_token(i)]] = True
+    special[sorted(vocab.eog_ids)] = True
+    bitmask = lnp.allocate_token_bitmask(1, tok.vocab_size)
+    steps = 0
+    for seed in range(3):
+        rng = np.random.default_rng(seed)
+        m = llguidance.LLMatcher(tok, llguidance.grammar_from("lark", text), log_level=0)
+        cid = compiled.initial
+        for _ in range(40):
+            ours = np.asarray(compiled.mask(cid))
+            lnp.fill_next_token_bitmask(m, bitmask)
+            bits = np.unpackbits(bitmask[0].view(np.uint8), bitorder="little")[: vocab.n_logits].astype(bool)
+            diff = np.flatnonzero((ours != bits) & ~special)
+            assert not len(diff), (name, seed, [(int(t), vocab.tokens[t], bool(ours[t])) for t in diff[:8]])
+            steps += 1
+            text_ids = np.flatnonzero(ours & ~special)
+            if not len(text_ids) or (compiled.is_accepting(cid) and rng.random() < 0.1):
+                break
+            t = int(text_ids[rng.integers(len(text_ids))])
+            assert m.consume_token(t)
+            cid = compiled.step_token(cid, t)
+    assert steps >= 30
