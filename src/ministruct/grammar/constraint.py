@@ -17,7 +17,8 @@ from ministruct.grammar.json_text import parse_json
 from ministruct.grammar.limits import MAX_JSON_NESTING, bounded, short_pointer, text_nesting_pointer
 from ministruct.grammar.schema import SchemaOptions, schema_to_grammar
 from ministruct.grammar.think import free_text_then
-from ministruct.grammar.tools import ToolSpec, load_tools_text, parse_tools, read_choice, read_format, tools_grammar
+from ministruct.grammar.tool_grammar import tools_grammar
+from ministruct.grammar.tools import ToolSpec, load_tools_text, parse_tools, read_choice, read_format
 
 BUNDLED_GRAMMARS = Path(__file__).resolve().parent / "bundled"
 

@@ -1,0 +1,554 @@
+"""A family's call markup (grammar/tool_families.py) as grammar, and read back.
+
+`markup_pieces` splits a family's text into literals and placeholders. `param_values` is
+the grammar of one parameter's value in the family's own encoding, constrained by that
+parameter's schema: a string raw (or quoted), read up to the markup that follows it; any
+other value as JSON through the schema front end. `params_expr` is the parameters of one
+tool: declared ones only, each at most once, in the schema's order (sorted, for a family
+that sorts), the required ones present. `MarkupReader` reads calls back from a text
+whose markup is written out (control tokens as their text).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from ministruct.errors import SchemaError
+from ministruct.grammar.ir import EMPTY, CharClass, Expr, Literal, Repeat, TokenRef, alt, seq
+from ministruct.grammar.json_text import parse_json_prefix
+from ministruct.grammar.think import ANY_TEXT, text_without
+from ministruct.grammar.tool_families import ToolFamily
+
+_PIECE = re.compile(r"«(\??)([^»]*)»")
+ANY_CHAR = CharClass((), negated=True)
+DIGITS = Repeat(CharClass(((48, 57),)), 1, 6)
+_META = {"description", "title", "examples", "default", "$comment", "deprecated", "readOnly", "writeOnly"}
+_RAW_KEYWORDS = _META | {"type", "enum", "const", "minLength", "maxLength", "pattern", "format"}
+JSON_TYPES = ("string", "number", "integer", "boolean", "null", "object", "array")
+
+
+@dataclass(frozen=True)
+class Piece:
+    kind: str  # lit | opt | name | args | index | id | key | value | type | string
+    text: str = ""
+
+
+def markup_pieces(text: str) -> list[Piece]:
+    """The literals and «placeholders» of a family text, in order."""
+    out: list[Piece] = []
+    at = 0
+    for m in _PIECE.finditer(text):
+        if m.start() > at:
+            out.append(Piece("lit", text[at : m.start()]))
+        out.append(Piece("opt", m.group(2)) if m.group(1) else Piece(m.group(2)))
+        at = m.end()
+    if at < len(text):
+        out.append(Piece("lit", text[at:]))
+    return out
+
+
+def markup(text: str, control: frozenset[str]) -> Expr:
+    """`text` with each of the `control` texts in it as that control token."""
+    if not control or not text:
+        return Literal(text)
+    pattern = "(" + "|".join(re.escape(c) for c in sorted(control, key=len, reverse=True)) + ")"
+    parts = [p for p in re.split(pattern, text) if p]
+    return seq(*(TokenRef(name=p) if p in control else Literal(p) for p in parts))
+
+
+def value_end(family: ToolFamily) -> str:
+    """The markup that ends a string value: the quote, or the literal after «value» up to
+    and including its first closing `>` (`</parameter>`, `<|close|>`)."""
+    if family.values in ("quoted", "python"):
+        return family.quote
+    pieces = markup_pieces(family.param or "")
+    i = next(k for k, p in enumerate(pieces) if p.kind == "value")
+    after = pieces[i + 1].text if i + 1 < len(pieces) and pieces[i + 1].kind == "lit" else ""
+    cut = after.find(">")
+    return after if cut < 0 else after[: cut + 1]
+
+
+def schema_types(schema: Any) -> list[str]:
+    """The JSON types a (sub)schema's values may have, as far as `type`, `enum` and `const` say."""
+    if schema is False:
+        return []
+    if not isinstance(schema, dict):
+        return list(JSON_TYPES)
+    t = schema.get("type")
+    if isinstance(t, str):
+        t = [t]
+    if isinstance(t, list):
+        out = [x for x in JSON_TYPES if x in t]
+        return out + (["integer"] if "number" in out and "integer" not in out else [])
+    values = (
+        schema["enum"] if isinstance(schema.get("enum"), list) else [schema["const"]] if "const" in schema else None
+    )
+    if values is not None:
+        return sorted(
+            {json_type(v) for v in values} | ({"integer"} if any(json_type(v) == "number" for v in values) else set())
+        )
+    return list(JSON_TYPES)
+
+
+def json_type(v: Any) -> str:
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "boolean"
+    if isinstance(v, (int, float)):
+        return "number"
+    if isinstance(v, str):
+        return "string"
+    return "array" if isinstance(v, list) else "object"
+
+
+def restricted(schema: Any, types: list[str]) -> Any:
+    """`schema` with its values limited to `types`."""
+    if isinstance(schema, dict) and ("type" in schema or "enum" in schema or "const" in schema):
+        out = dict(schema)
+        if "type" in out:
+            out["type"] = [t for t in schema_types(schema) if t in types]
+        for k in ("enum",):
+            if isinstance(out.get(k), list):
+                out[k] = [
+                    v for v in out[k] if json_type(v) in types or (json_type(v) == "number" and "integer" in types)
+                ]
+        return out
+    return {"allOf": [schema if schema is not True else {}, {"type": types}]}
+
+
+def raw_string(schema: Any, where: str, end: str = "") -> Expr | None:
+    """The raw (unquoted, unescaped) strings of a string schema, or None for any text
+    (the caller bounds it by the markup that follows, `end`: a length-bounded string leaves
+    out `end`'s first character). SchemaError for keywords a raw string cannot be held to
+    here."""
+    from ministruct.grammar.schema.formats import SUPPORTED_FORMATS, format_expr, restrict_length
+
+    if not isinstance(schema, dict):
+        return None
+    extra = set(schema) - _RAW_KEYWORDS
+    if extra:
+        raise SchemaError(
+            f"a string written raw in the tool markup cannot be held to {', '.join(sorted(extra))}",
+            pointer=where,
+            keyword=sorted(extra)[0],
+        )
+    if "const" in schema or "enum" in schema:
+        values = [schema["const"]] if "const" in schema else schema["enum"]
+        return alt(*(Literal(v) for v in values if isinstance(v, str)))
+    lo, hi = int(schema.get("minLength", 0)), schema.get("maxLength")
+    hi = None if hi is None else int(hi)
+    fmt, pattern = schema.get("format"), schema.get("pattern")
+    if fmt is not None and pattern is not None:
+        raise SchemaError("format and pattern together are not written raw", pointer=where, keyword="pattern")
+    if fmt is not None and fmt in SUPPORTED_FORMATS:
+        r = restrict_length(format_expr(fmt), lo, hi)
+        if r is None:
+            raise SchemaError(f"format {fmt} with length bounds is not written raw", pointer=where, keyword="format")
+        return r
+    if pattern is not None:
+        if lo or hi is not None:
+            raise SchemaError("pattern with length bounds is not written raw", pointer=where, keyword="pattern")
+        from ministruct.grammar.regex.parse import parse_regex
+
+        flags = re.match(r"(\(\?[aiLmsux]+\))*", pattern).group(0)  # type: ignore[union-attr]
+        g = parse_regex(f"{flags}[\\s\\S]*(?:{pattern[len(flags) :]})[\\s\\S]*", source=where)
+        return g.rules[g.root]
+    if lo or hi is not None:
+        char = CharClass(((ord(end[0]), ord(end[0])),), negated=True) if end else ANY_CHAR
+        return Repeat(char, lo, hi)
+    return None
+
+
+@dataclass
+class ValueOption:
+    """One way a parameter's value is written: the JSON type label (Kimi K3's type, DeepSeek
+    V3.2's string="..."), and the value's expression followed by the markup after it."""
+
+    label: str
+    expr: Expr
+
+
+def param_values(
+    family: ToolFamily,
+    schema: Any,
+    after: str,
+    control: frozenset[str],
+    compile_json: Callable[[Any], Expr],
+    where: str,
+) -> list[ValueOption]:
+    """The ways a value of `schema` is written in `family`, each followed by `after` (the
+    literal text after «value» in the parameter markup)."""
+    types = schema_types(schema)
+    if not types:
+        raise SchemaError("this parameter can take no value", pointer=where)
+    out: list[ValueOption] = []
+    if "string" in types:
+        s_schema = restricted(schema, ["string"]) if types != ["string"] else schema
+        out.append(ValueOption("string", _string_then(family, s_schema, after, control, where)))
+    rest = [t for t in types if t != "string"]
+    if family.python_scalars:
+        rest = _python_values(family, schema, rest, out, after, control, where)
+    if family.values == "quoted" and ({"object", "array", "null"} & set(rest)):
+        if isinstance(schema, dict) and "type" in schema or set(rest) == {"object", "array", "null"}:
+            raise SchemaError(
+                f"{family.name} writes objects, arrays and null in a markup of its own, not read here",
+                pointer=where,
+                keyword="type",
+            )
+        rest = [t for t in rest if t not in ("object", "array", "null")]
+    if not rest:
+        return out
+    if "«type»" in (family.param or ""):  # one option per type name
+        groups: dict[str, list[str]] = {}
+        for t in rest:
+            groups.setdefault("number" if t == "integer" else t, []).append(t)
+        for label, ts in groups.items():
+            expr = compile_json(restricted(schema, ts if "number" not in ts else ts + ["integer"]))
+            out.append(ValueOption(label, seq(expr, markup(after, control))))
+        return out
+    expr = compile_json(restricted(schema, rest) if rest != types else schema)
+    out.append(ValueOption("json", seq(expr, markup(after, control))))
+    return out
+
+
+def _string_then(family: ToolFamily, schema: Any, after: str, control: frozenset[str], where: str) -> Expr:
+    end = value_end(family)
+    raw = raw_string(schema, where, "" if any(end.startswith(c) for c in control) else end)
+    if family.values in ("quoted", "python"):
+        q = markup(family.quote, control)
+        inner = raw if raw is not None else (ANY_TEXT if family.quote in control else text_without(family.quote)[1])
+        return seq(q, inner, q, markup(after, control))
+    rest = after[len(end) :]
+    if raw is not None:
+        return seq(raw, markup(after, control))
+    if any(end.startswith(c) for c in control):
+        return seq(ANY_TEXT, markup(after, control))
+    return seq(text_without(end)[0], markup(rest, control))
+
+
+def _python_values(family, schema, rest, out, after, control, where) -> list[str]:
+    """Values that Python writes its own way (True/False/None): options added to `out`;
+    the types left for JSON (LFM2.5 writes arrays as Python lists: refused)."""
+    tail = markup(after, control)
+    if "boolean" in rest:
+        enum = schema.get("enum") if isinstance(schema, dict) else None
+        words = [w for v, w in ((True, "True"), (False, "False")) if enum is None or v in enum]
+        out.append(ValueOption("boolean", seq(alt(*(Literal(w) for w in words)), tail)))
+    if "null" in rest:
+        out.append(ValueOption("null", seq(Literal("None"), tail)))
+    if family.values == "python" and "array" in rest and isinstance(schema, dict) and "type" in schema:
+        raise SchemaError("LFM2.5 writes arrays as Python lists, not read here", pointer=where, keyword="type")
+    return [t for t in rest if t not in ("boolean", "null") and (t != "array" or family.values != "python")]
+
+
+def params_expr(family: ToolFamily, schema: Any, param_expr: Callable[[str, Any], Expr], where: str) -> Expr:
+    """The parameters of one tool in `family`'s markup: the declared ones, each at most
+    once, in order, the required ones present, `param_sep` between two."""
+    if schema is True or schema == {}:
+        schema = {"type": "object", "properties": {}}
+    if not isinstance(schema, dict) or not isinstance(schema.get("properties", {}), dict):
+        raise SchemaError(f"{family.name} writes parameters one by one: they must be an object", pointer=where)
+    unread = set(schema) - _META - {"type", "properties", "required", "additionalProperties", "$defs", "definitions"}
+    if unread:
+        raise SchemaError(
+            f"{family.name} writes parameters one by one: {', '.join(sorted(unread))} on the parameters "
+            "object cannot be enforced there (use --tool-format json)",
+            pointer=where,
+            keyword=sorted(unread)[0],
+        )
+    props = dict(schema.get("properties", {}))
+    required = set(schema.get("required", []))
+    missing = required - set(props)
+    if missing:
+        raise SchemaError(f"required parameter {sorted(missing)[0]} is not declared", pointer=where, keyword="required")
+    keys = sorted(props, key=lambda k: (k.lower(), k)) if family.sorted_keys else list(props)
+    items = [(param_expr(k, props[k]), k in required) for k in keys]
+    sep = Literal(family.param_sep) if family.param_sep else None
+    if sep is None:
+        return seq(*(e if req else Repeat(e, 0, 1) for e, req in items))
+
+    def tail(j: int) -> Expr:
+        return seq(*(seq(sep, e) if req else Repeat(seq(sep, e), 0, 1) for e, req in items[j:]))
+
+    options: list[Expr] = []
+    for i, (e, req) in enumerate(items):
+        options.append(seq(e, tail(i + 1)))
+        if req:
+            break
+    else:
+        options.append(EMPTY)
+    return alt(*options) if options else EMPTY
+
+
+def write_calls(family: ToolFamily, calls: list[tuple[str, Any]], *, parallel: bool | None = None) -> str:
+    """Calls written in the family's markup, as its templates write them (a «?text» written,
+    indexes from 0, Kimi K3's from 1; no ids): for examples and tests."""
+    several = len(calls) > 1 if parallel is None else parallel
+    open_, close = family.open, family.close
+    if family.array_when_parallel:
+        open_, close = ("[", "]") if several else ("", "")
+    texts = [_write_call(family, name, args, i) for i, (name, args) in enumerate(calls)]
+    return _fill(open_) + _fill(family.sep).join(texts) + _fill(close)
+
+
+def _fill(text: str, **values: str) -> str:
+    return _PIECE.sub(lambda m: m.group(2) if m.group(1) else values.get(m.group(2), ""), text)
+
+
+def _write_call(family: ToolFamily, name: str, args: Any, i: int) -> str:
+    index = str(i + 1 if family.name == "kimi_k3" else i)
+    if family.json_args:
+        sep = (", ", ": ") if family.layout else (",", ":")
+        body = json.dumps(args, ensure_ascii=False, separators=sep)
+    else:
+        keys = sorted(args, key=lambda k: (k.lower(), k)) if family.sorted_keys else list(args)
+        body = family.param_sep.join(_write_param(family, k, args[k]) for k in keys)
+    return _fill(family.call, name=name, index=index, args=body)
+
+
+def _write_param(family: ToolFamily, key: str, value: Any) -> str:
+    words = {True: "True", False: "False", None: "None"} if family.python_scalars else {}
+    if isinstance(value, str):
+        text = family.quote + value + family.quote if family.values in ("quoted", "python") else value
+    elif (value is None or isinstance(value, bool)) and words:
+        text = words[value]
+    else:
+        text = json.dumps(value, ensure_ascii=False)
+    kind = json_type(value)
+    return _fill(family.param or "", key=key, value=text, type=kind, string="true" if kind == "string" else "false")
+
+
+# ---------------------------------------------------------------- reading back
+
+
+class MarkupError(ValueError):
+    pass
+
+
+class MarkupReader:
+    """Reads a family's markup from a text (control tokens written as their text)."""
+
+    def __init__(self, family: ToolFamily, text: str, pos: int, tools: dict[str, Any]) -> None:
+        self.family, self.text, self.pos, self.tools = family, text, pos, tools  # tools: name -> parameters
+        self.names = sorted(tools, key=len, reverse=True)
+
+    def take(self, s: str) -> bool:
+        if self.text.startswith(s, self.pos):
+            self.pos += len(s)
+            return True
+        return False
+
+    def expect(self, s: str) -> None:
+        if not self.take(s):
+            raise MarkupError(f"expected {s!r} at character {self.pos}")
+
+    def pieces(self, text: str) -> None:
+        for p in markup_pieces(text):
+            if p.kind == "lit":
+                self.expect(p.text)
+            elif p.kind == "opt":
+                self.take(p.text)
+            else:
+                raise MarkupError(f"unexpected placeholder {p.kind}")
+
+    def take_pieces(self, text: str) -> bool:
+        """Read a family text of literals and «?optional» parts, if it is there."""
+        mark = self.pos
+        try:
+            self.pieces(text)
+        except MarkupError:
+            self.pos = mark
+            return False
+        return True
+
+    def starts_call(self, call_text: str) -> bool:
+        """Whether a call's markup begins here (its text up to the first placeholder)."""
+        head = markup_pieces(call_text)[0]
+        return head.kind != "lit" or self.text.startswith(head.text, self.pos)
+
+    def call(self, call_text: str) -> tuple[str, Any, int]:
+        """(name, arguments, offset of the name) of one call written as `call_text`."""
+        start = self.pos
+        errors = []
+        for name in [*self.names, None]:  # None: a name no tool has (read, for the checker to refuse)
+            self.pos = start
+            try:
+                return self._call_named(call_text, name)
+            except MarkupError as e:
+                errors.append(e)
+        self.pos = start
+        raise max(errors, key=_at)
+
+    def _call_named(self, call_text: str, name: str | None) -> tuple[str, Any, int]:
+        args: Any = None
+        name_at = -1
+        pieces = markup_pieces(call_text)
+        for i, p in enumerate(pieces):
+            if p.kind == "lit":
+                self.expect(p.text)
+            elif p.kind == "opt":
+                self.take(p.text)
+            elif p.kind == "name":
+                name_at = self.pos
+                if name is None:
+                    name = self._regex(r"[A-Za-z0-9_.-]+", "a function name")
+                else:
+                    self.expect(name)
+                nxt = pieces[i + 1] if i + 1 < len(pieces) else None
+                if nxt is not None and nxt.kind == "lit" and not self.text.startswith(nxt.text[:1], self.pos):
+                    raise MarkupError(f"expected {nxt.text[:1]!r} after the name at character {self.pos}")
+            elif p.kind == "index":
+                self._regex(r"[0-9]+", "a call index")
+            elif p.kind == "id":
+                self._regex(r', "id": "[^"\\]*"', "", optional=True)
+            elif p.kind == "args":
+                if self.family.json_args:
+                    args = self._json()
+                else:
+                    args = self._params(self.tools.get(name, {}))  # type: ignore[arg-type]
+        return name, args, name_at  # type: ignore[return-value]
+
+    def _regex(self, pattern: str, what: str, optional: bool = False) -> str:
+        m = re.compile(pattern).match(self.text, self.pos)
+        if m is None:
+            if optional:
+                return ""
+            raise MarkupError(f"expected {what} at character {self.pos}")
+        self.pos = m.end()
+        return m.group(0)
+
+    def _json(self) -> Any:
+        try:
+            value, end = parse_json_prefix(self.text, self.pos)
+        except json.JSONDecodeError as e:
+            raise MarkupError(f"the arguments at character {self.pos} are not JSON: {e.msg}") from None
+        self.pos = end
+        return value
+
+    def _params(self, schema: Any) -> dict:
+        props = schema.get("properties", {}) if isinstance(schema, dict) else {}
+        keys = sorted(props, key=len, reverse=True)
+        pieces = markup_pieces(self.family.param or "")
+        first = pieces[0].text if pieces and pieces[0].kind == "lit" else ""
+        out: dict = {}
+        while True:
+            mark = self.pos
+            if out and self.family.param_sep and not self.take(self.family.param_sep):
+                break
+            if first and not self.text.startswith(first, self.pos):
+                self.pos = mark
+                break
+            try:
+                key, value = self._param(pieces, keys, props)
+            except MarkupError:
+                if not first:  # no opening markup: the parameters ended here
+                    self.pos = mark
+                    break
+                raise
+            if key in out:
+                raise MarkupError(f"parameter {key} is given twice (at character {mark})")
+            out[key] = value
+        return out
+
+    def _param(self, pieces: list[Piece], keys: list[str], props: dict) -> tuple[str, Any]:
+        key: str | None = None
+        label = None
+        for i, p in enumerate(pieces):
+            if p.kind == "lit":
+                self.expect(p.text)
+            elif p.kind == "opt":
+                self.take(p.text)
+            elif p.kind == "key":
+                key = next(
+                    (k for k in keys if self.text.startswith(k, self.pos) and self._key_ends(k, pieces, i)), None
+                )
+                if key is None:
+                    raise MarkupError(f"no declared parameter at character {self.pos}")
+                self.pos += len(key)
+            elif p.kind in ("type", "string"):
+                label = self._regex(r"[a-z]+", f"a {p.kind} attribute")
+            elif p.kind == "value":
+                after = pieces[i + 1].text if i + 1 < len(pieces) and pieces[i + 1].kind == "lit" else ""
+                value = self._value(props.get(key, {}), label, after)
+                return key, self._finish(value, pieces[i + 1 :])  # type: ignore[return-value]
+        raise MarkupError("a parameter without a value")
+
+    def _key_ends(self, k: str, pieces: list[Piece], i: int) -> bool:
+        nxt = pieces[i + 1].text if i + 1 < len(pieces) and pieces[i + 1].kind == "lit" else ""
+        return self.text.startswith(nxt[:1], self.pos + len(k)) if nxt else True
+
+    def _finish(self, value: Any, rest: list[Piece]) -> Any:
+        for p in rest:
+            if p.kind == "lit":
+                self.expect(p.text)
+            elif p.kind == "opt":
+                self.take(p.text)
+        return value
+
+    def _value(self, schema: Any, label: str | None, after: str) -> Any:
+        fam = self.family
+        types = schema_types(schema)
+        if fam.values in ("quoted", "python"):
+            q = fam.quote
+            if self.take(q):
+                end = self.text.find(q, self.pos)
+                if end < 0:
+                    raise MarkupError(f"an unclosed string at character {self.pos}")
+                s, self.pos = self.text[self.pos : end], end + len(q)
+                return s
+            if fam.python_scalars:
+                for word, v in (("True", True), ("False", False), ("None", None)):
+                    if self.take(word):
+                        return v
+            return self._json()
+        string_only = types == ["string"] or label in ("string", "true")
+        json_only = "string" not in types or label in ("false", "number", "boolean", "null", "object", "array")
+        if json_only:
+            if fam.python_scalars:
+                for word, v in (("True", True), ("False", False), ("None", None)):
+                    if json_type(v) in types and self.take(word):
+                        return v
+            return self._json()
+        end_mark = value_end(fam)
+        end = self.text.find(end_mark, self.pos)
+        if end < 0:
+            raise MarkupError(f"no {end_mark!r} after the value at character {self.pos}")
+        raw = self.text[self.pos : end]
+        words = {"True": True, "False": False, "None": None} if fam.python_scalars else {}
+        if not string_only and raw in words and json_type(words[raw]) in types:
+            self.pos = end
+            return words[raw]
+        if not string_only:
+            try:
+                v = json.loads(raw)
+                if json_type(v) != "string" and json_type(v) in types:
+                    self.pos = end
+                    return v
+            except ValueError:
+                pass
+        self.pos = end
+        return raw
+
+
+def _at(e: MarkupError) -> int:
+    m = re.search(r"character (\d+)", str(e))
+    return int(m.group(1)) if m else -1
+
+
+__all__ = [
+    "MarkupError",
+    "MarkupReader",
+    "Piece",
+    "markup",
+    "markup_pieces",
+    "param_values",
+    "params_expr",
+    "raw_string",
+    "schema_types",
+    "value_end",
+    "write_calls",
+]
