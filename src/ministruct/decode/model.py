@@ -9,6 +9,7 @@ Sampling is never delegated to llama.cpp.
 from __future__ import annotations
 
 import ctypes
+import datetime
 import importlib.util
 import os
 import threading
@@ -308,7 +309,15 @@ class Model:
 
     @property
     def chat_template(self) -> str | None:
-        return self.metadata.get("tokenizer.chat_template")
+        """The chat template: one given with `use_chat_template`, else the GGUF's
+        (`tokenizer.chat_template`)."""
+        override = getattr(self, "_template_override", None)
+        return override if override is not None else self.metadata.get("tokenizer.chat_template")
+
+    def use_chat_template(self, template: str) -> None:
+        """Format prompts (and read tool and think markup) with `template` instead of the GGUF's."""
+        self._template_override = template
+        self._template = None
 
     def format_prompt(self, prompt: str, *, chat: bool, system: str | None = None) -> str:
         """The prompt text: as is (raw), or wrapped in the model's chat template."""
@@ -377,10 +386,22 @@ class Model:
             def raise_exception(message: str) -> None:
                 raise jinja2.TemplateError(message)
 
+            class Generation(jinja2.ext.Extension):  # transformers' {% generation %}: renders its body
+                tags = {"generation"}
+
+                def parse(self, parser):
+                    lineno = next(parser.stream).lineno
+                    body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
+                    return jinja2.nodes.CallBlock(self.call_method("_body", []), [], [], body).set_lineno(lineno)
+
+                def _body(self, caller):
+                    return caller()
+
             env = ImmutableSandboxedEnvironment(
-                trim_blocks=True, lstrip_blocks=True, extensions=[jinja2.ext.loopcontrols]
+                trim_blocks=True, lstrip_blocks=True, extensions=[jinja2.ext.loopcontrols, Generation]
             )
             env.globals["raise_exception"] = raise_exception
+            env.globals["strftime_now"] = lambda fmt: datetime.datetime.now().strftime(fmt)
             self._template = env.from_string(template)
         return self._template
 

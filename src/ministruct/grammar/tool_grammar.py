@@ -143,7 +143,13 @@ class _Builder:
         rest = pieces[v + 2 :] if after else pieces[v + 1 :]
         try:
             options = param_values(
-                self.fam, sub, after, self.control, lambda s: self.schema_expr(s, where), "/properties/" + key
+                self.fam,
+                sub,
+                after,
+                self.control,
+                lambda s: self.schema_expr(s, where),
+                "/properties/" + key,
+                self.rules.__setitem__,
             )
         except SchemaError as e:
             raise SchemaError(e.reason, pointer=e.pointer, keyword=e.keyword, source=where) from None

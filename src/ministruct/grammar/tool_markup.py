@@ -11,15 +11,16 @@ whose markup is written out (control tokens as their text).
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from ministruct.errors import SchemaError
-from ministruct.grammar.ir import EMPTY, CharClass, Expr, Literal, Repeat, TokenRef, alt, seq
+from ministruct.grammar.ir import EMPTY, CharClass, Expr, Literal, Repeat, RuleRef, TokenRef, alt, seq
 from ministruct.grammar.json_text import parse_json_prefix
-from ministruct.grammar.think import ANY_TEXT, text_without
+from ministruct.grammar.think import ANY_TEXT, kmp_table, text_without
 from ministruct.grammar.tool_families import ToolFamily
 
 _PIECE = re.compile(r"«(\??)([^»]*)»")
@@ -179,6 +180,7 @@ def param_values(
     control: frozenset[str],
     compile_json: Callable[[Any], Expr],
     where: str,
+    define: Callable[[str, Expr], None] | None = None,
 ) -> list[ValueOption]:
     """The ways a value of `schema` is written in `family`, each followed by `after` (the
     literal text after «value» in the parameter markup)."""
@@ -188,7 +190,9 @@ def param_values(
     out: list[ValueOption] = []
     if "string" in types:
         s_schema = restricted(schema, ["string"]) if types != ["string"] else schema
-        out.append(ValueOption("string", _string_then(family, s_schema, after, control, where)))
+        if define is None:
+            raise ValueError("param_values needs `define` to add rules")
+        out.append(ValueOption("string", _string_then(family, s_schema, after, control, where, define)))
     rest = [t for t in types if t != "string"]
     if family.python_scalars:
         rest = _python_values(family, schema, rest, out, after, control, where)
@@ -215,9 +219,80 @@ def param_values(
     return out
 
 
-def _string_then(family: ToolFamily, schema: Any, after: str, control: frozenset[str], where: str) -> Expr:
+_SERIALS = itertools.count()
+MAX_BOUNDED_RULES = 1000  # a length-bounded raw string: rules of its exact (matched end, length) product
+
+
+def bounded_then_end(end: str, lo: int, hi: int | None, define: Callable[[str, Expr], None]) -> Expr | None:
+    """Texts of `lo` to `hi` code points that do not contain `end`, then `end` (the first
+    `end` of the whole is the one after the text): one rule per (length of `end` matched,
+    code points so far; capped at `lo` without `hi`), as the matching automaton runs. None
+    when that takes more than MAX_BOUNDED_RULES rules."""
+    size = len(end)
+    top = hi if hi is not None else lo
+    if size * (top + 1) > MAX_BOUNDED_RULES:
+        return None
+    table = kmp_table(end)
+    ends_at_last = []
+    for j in range(size):  # does writing `end` from state j find `end` first at its own end?
+        k, ok = j, True
+        for i, ch in enumerate(end):
+            k = table[k].get(ord(ch), 0)
+            if k == size and i < size - 1:
+                ok = False
+                break
+        ends_at_last.append(ok and k == size)
+    names: dict[tuple[int, int], str] = {}
+    pending: list[tuple[int, int]] = []
+    serial = next(_SERIALS)
+
+    def ref(j: int, c: int) -> Expr:
+        if (j, c) not in names:
+            names[(j, c)] = f"raw{serial}-{j}-{c}"
+            pending.append((j, c))
+        return RuleRef(names[(j, c)])
+
+    root = ref(0, 0)
+    bodies: dict[str, Expr] = {}
+    while pending:
+        j, c = pending.pop()
+        options: list[Expr] = []
+        nxt = c + 1 if hi is not None else min(c + 1, lo)
+        if hi is None or c < hi:
+            by_target: dict[int, list[int]] = {}
+            for ch, t in table[j].items():
+                if t < size:
+                    by_target.setdefault(t, []).append(ch)
+            for t, chs in sorted(by_target.items()):
+                options.append(seq(CharClass(tuple((x, x) for x in sorted(chs))), ref(t, nxt)))
+            options.append(seq(CharClass(tuple((x, x) for x in sorted(table[j])), negated=True), ref(0, nxt)))
+        if c >= lo and ends_at_last[j]:
+            options.append(Literal(end))
+        bodies[names[(j, c)]] = alt(*options)
+    for n, b in bodies.items():
+        define(n, b)
+    return root
+
+
+def _string_then(
+    family: ToolFamily,
+    schema: Any,
+    after: str,
+    control: frozenset[str],
+    where: str,
+    define: Callable[[str, Expr], None],
+) -> Expr:
     end = value_end(family)
-    raw = raw_string(schema, where, "" if any(end.startswith(c) for c in control) else end)
+    text_end = "" if any(end.startswith(c) for c in control) else (family.quote or end)
+    if text_end and _only_lengths(schema):
+        lo, hi = int(schema.get("minLength", 0)), schema.get("maxLength")
+        exact = bounded_then_end(text_end, lo, None if hi is None else int(hi), define)
+        if exact is not None:
+            if family.values in ("quoted", "python"):
+                q = markup(family.quote, control)
+                return seq(q, exact, markup(after, control))
+            return seq(exact, markup(after[len(end) :], control))
+    raw = raw_string(schema, where, text_end)
     if family.values in ("quoted", "python"):
         q = markup(family.quote, control)
         inner = raw if raw is not None else (ANY_TEXT if family.quote in control else text_without(family.quote)[1])
@@ -228,6 +303,11 @@ def _string_then(family: ToolFamily, schema: Any, after: str, control: frozenset
     if any(end.startswith(c) for c in control):
         return seq(ANY_TEXT, markup(after, control))
     return seq(text_without(end)[0], markup(rest, control))
+
+
+def _only_lengths(schema: Any) -> bool:
+    """Whether a string schema says no more than minLength/maxLength."""
+    return isinstance(schema, dict) and not (set(schema) - _META - {"type", "minLength", "maxLength"})
 
 
 def _python_values(family, schema, rest, out, after, control, where) -> list[str]:
@@ -466,9 +546,12 @@ class MarkupReader:
                 key = next(
                     (k for k in keys if self.text.startswith(k, self.pos) and self._key_ends(k, pieces, i)), None
                 )
-                if key is None:
-                    raise MarkupError(f"no declared parameter at character {self.pos}")
-                self.pos += len(key)
+                if key is None:  # an undeclared name: read it, for the checker to name
+                    nxt = pieces[i + 1].text[:1] if i + 1 < len(pieces) and pieces[i + 1].kind == "lit" else ""
+                    stop = re.escape(nxt) if nxt else r"\s"
+                    key = self._regex(f"[^{stop}<>\n]+", "a parameter name")
+                else:
+                    self.pos += len(key)
             elif p.kind in ("type", "string"):
                 label = self._regex(r"[a-z]+", f"a {p.kind} attribute")
             elif p.kind == "value":

@@ -36,6 +36,21 @@ FORMATS: dict[str, ToolFamily] = FAMILIES
 FORMAT_NAMES = FAMILY_NAMES
 
 
+def detection_note(template: str | None) -> tuple[str, str | None]:
+    """(what `--tool-format auto` found in a chat template, a warning when it falls back to json)."""
+    d = detect_family(template)
+    if d.family is not None:
+        return f"{d.family.name} ({d.family.models}): {d.note}", None
+    if d.writes_calls:
+        return d.note, None
+    if not template:
+        return "json: no chat template", None
+    return "json: the chat template writes no tool calls", (
+        "the chat template writes no tool calls: calls are written as plain JSON (--tool-format json); "
+        "give --tool-format or a --chat-template that writes the model's calls"
+    )
+
+
 def format_for_template(template: str | None) -> str:
     """The tool format a chat template writes (by its call markup), else `json`; UsageError
     when it renders calls in a markup no family reads."""
@@ -72,6 +87,7 @@ class ToolSpec:
     format: ToolFormat = field(default_factory=lambda: FORMATS["json"])
     control: frozenset[str] = frozenset()  # the format's tags the vocabulary has as control tokens
     options: SchemaOptions | None = field(default=None, compare=False)  # for the tools' parameters
+    detected: str | None = field(default=None, compare=False)  # how `auto` chose the format
 
     @property
     def allowed(self) -> list[Tool]:
@@ -156,7 +172,8 @@ def read_choice(value: Any, tools: list[Tool]) -> str:
 
 
 def read_format(name: str, template: str | None = None) -> ToolFormat:
-    """A format by name; `auto` reads it from the chat template (json when it declares none)."""
+    """A format by name; `auto` reads it from the chat template (json when it writes no
+    calls; UsageError when it writes them in a markup no family reads)."""
     if name == "auto":
         name = format_for_template(template)
     if name not in FORMATS:
