@@ -192,3 +192,12 @@ def test_the_think_preset_is_the_templates_reasoning_pair(name):
 
 def test_every_family_in_the_suite_is_covered():
     assert {EXPECTED[n] for n in RENDERING} == set(FAMILIES) - {"json"}
+
+
+def test_docs_tools_md_holds_the_family_table():
+    from pathlib import Path
+
+    from ministruct.grammar.tool_markup import families_table
+
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "tools.md").read_text(encoding="utf-8")
+    assert families_table() in docs  # regenerate: python -c "from ministruct.grammar.tool_markup import families_table"

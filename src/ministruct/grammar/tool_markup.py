@@ -402,6 +402,31 @@ def _write_param(family: ToolFamily, key: str, value: Any) -> str:
     return _fill(family.param or "", key=key, value=text, type=kind, string="true" if kind == "string" else "false")
 
 
+def families_table() -> str:
+    """The markdown table of every family's markup (docs/tools.md holds it; a test keeps them equal)."""
+    from ministruct.grammar.tool_families import FAMILIES
+
+    def code(s: str | None) -> str:
+        return "`" + s.replace("\n", "\\n").replace("|", "\\|") + "`" if s else "none"
+
+    rows = [
+        '| `--tool-format` | models | one call: `get_weather(city="Paris")` | between calls | `auto` trigger '
+        "| think: open ... close |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, f in FAMILIES.items():
+        one = write_calls(f, [("get_weather", {"city": "Paris"})])
+        sep = "one call per message" if not f.parallel else (code(f.sep) if f.sep else "nothing")
+        if f.array_when_parallel:
+            sep = "a JSON array of calls"
+        think = "none"
+        if f.think:
+            think = f"{code(f.think[0]) if f.think[0] else '(none)'} ... {code(f.think[1])}"
+            think += " (opened by the prompt)" if f.think_in_prompt else ""
+        rows.append(f"| `{name}` | {f.models} | {code(one)} | {sep} | {code(f.trigger)} | {think} |")
+    return "\n".join(rows) + "\n"
+
+
 # ---------------------------------------------------------------- reading back
 
 
