@@ -9,7 +9,6 @@ Sampling is never delegated to llama.cpp.
 from __future__ import annotations
 
 import ctypes
-import datetime
 import importlib.util
 import os
 import threading
@@ -379,30 +378,9 @@ class Model:
 
     def _compiled_template(self, template: str):
         if self._template is None:
-            import jinja2
-            import jinja2.ext
-            from jinja2.sandbox import ImmutableSandboxedEnvironment
+            from ministruct.grammar.chat_template import compiled
 
-            def raise_exception(message: str) -> None:
-                raise jinja2.TemplateError(message)
-
-            class Generation(jinja2.ext.Extension):  # transformers' {% generation %}: renders its body
-                tags = {"generation"}
-
-                def parse(self, parser):
-                    lineno = next(parser.stream).lineno
-                    body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
-                    return jinja2.nodes.CallBlock(self.call_method("_body", []), [], [], body).set_lineno(lineno)
-
-                def _body(self, caller):
-                    return caller()
-
-            env = ImmutableSandboxedEnvironment(
-                trim_blocks=True, lstrip_blocks=True, extensions=[jinja2.ext.loopcontrols, Generation]
-            )
-            env.globals["raise_exception"] = raise_exception
-            env.globals["strftime_now"] = lambda fmt: datetime.datetime.now().strftime(fmt)
-            self._template = env.from_string(template)
+            self._template = compiled(template)
         return self._template
 
     # -- evaluation ----------------------------------------------------------

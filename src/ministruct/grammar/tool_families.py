@@ -366,17 +366,26 @@ class Detection:
 
 
 def detect_family(template: str | None) -> Detection:
-    """The family whose markup a chat template writes (by the markers each family's
-    templates hold). A template that renders calls in a markup of no known family has
-    `family` None and `writes_calls` True: the caller refuses it."""
+    """The family whose markup a chat template writes. Whether it writes tool calls at all is
+    rendered (a call and no call, diffed, as llama.cpp does); which markup, by the markers
+    each family's templates hold. A template that renders calls in a markup of no known
+    family has `family` None and `writes_calls` True: the caller refuses it."""
+    from ministruct.grammar.chat_template import TemplateError, writes_tool_calls
+
     if not template:
         return Detection(None, "no chat template", False)
+    try:
+        writes = writes_tool_calls(template)
+    except TemplateError:
+        writes = None
+    if writes is False:
+        return Detection(None, "the template writes no tool calls (rendered with and without one)", False)
     for name in _DETECT_ORDER:
         fam = FAMILIES[name]
         found = all(m in template for m in fam.markers) or (name == "llama3" and _LLAMA3_JSON <= set(_words(template)))
-        if fam.markers and found and _renders_calls(template, fam):
+        if fam.markers and found:
             return Detection(fam, f"the template writes {fam.name}'s markup ({', '.join(fam.markers)})", True)
-    if _WRITES_CALLS.search(template) and "tool_calls" in template:
+    if writes or (writes is None and _WRITES_CALLS.search(template) and "tool_calls" in template):
         return Detection(None, "the template renders tool calls in a markup ministruct cannot read", True)
     return Detection(None, "the template has no tool-call markup", False)
 
@@ -385,12 +394,14 @@ def _words(template: str) -> list[str]:
     return [w for w in _LLAMA3_JSON if w in template]
 
 
-def _renders_calls(template: str, fam: ToolFamily) -> bool:
-    """Whether the template renders assistant calls at all (an early Kimi K2 template only
-    declares the tools)."""
-    if fam.name == "kimi_k2":
-        return "tool_call_begin" in template and "tool_calls" in template.replace("tool_calls_section", "")
-    return True
+def think_opens_in_prompt(template: str | None, open_: str | None) -> bool:
+    """Whether the template's generation prompt opens the thinking (ends with `open_`)."""
+    from ministruct.grammar.chat_template import generation_prompt
+
+    if not template or not open_:
+        return False
+    prompt = generation_prompt(template)
+    return prompt is not None and prompt.rstrip().endswith(open_.strip())
 
 
 def think_of_template(template: str | None) -> tuple[ToolFamily | None, tuple[str | None, str] | None]:
@@ -407,4 +418,13 @@ def think_of_template(template: str | None) -> tuple[ToolFamily | None, tuple[st
     return None, None
 
 
-__all__ = ["FAMILIES", "FAMILY_NAMES", "SPACED", "Detection", "ToolFamily", "detect_family", "think_of_template"]
+__all__ = [
+    "FAMILIES",
+    "FAMILY_NAMES",
+    "SPACED",
+    "Detection",
+    "ToolFamily",
+    "detect_family",
+    "think_of_template",
+    "think_opens_in_prompt",
+]
