@@ -201,3 +201,24 @@ def test_docs_tools_md_holds_the_family_table():
 
     docs = (Path(__file__).resolve().parents[2] / "docs" / "tools.md").read_text(encoding="utf-8")
     assert families_table() in docs  # regenerate: python -c "from ministruct.grammar.tool_markup import families_table"
+
+
+OPENS_IN_PROMPT = {
+    "Qwen3.5-4B.jinja",
+    "DeepSeek-V3.2.jinja",
+    "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja",
+    "Kimi-K3.jinja",
+    "unsloth-MiniMax-M2.jinja",
+    "NVIDIA-Nemotron-Nano-v2.jinja",
+}
+
+
+@pytest.mark.parametrize("name", template_names())
+def test_templates_that_open_the_thinking_in_the_prompt(name):
+    from ministruct.grammar.tool_families import think_opens_in_prompt
+
+    text = template_text(name)
+    _, pair = think_of_template(text)
+    assert think_opens_in_prompt(text, pair[0] if pair else None) == (name in OPENS_IN_PROMPT)
+    if formats()[name]["reasoning"] is None:
+        assert pair is None  # Qwen3-Coder shares Qwen3.5's call markup, not its thinking

@@ -102,12 +102,16 @@ def gen(
     raise typer.Exit(status)
 
 
-def _say_template(c: Constraint, settings) -> None:
+def _say_template(c: Constraint, settings, template: str | None) -> None:
     """--verbose: the tool-call family and think tags in use, and where they came from."""
+    from ministruct.grammar.tool_families import think_opens_in_prompt
+
     if c.tools is not None:
         print(f"ministruct: tool format: {c.tools.detected or c.tools.format.name + ' (given)'}", file=sys.stderr)
     if settings is not None:
         how = "announced in the prompt" if settings.announce else "the model's own"
+        if not settings.announce and think_opens_in_prompt(template, settings.open):
+            how += "; the template's prompt opens it"
         print(f"ministruct: think: {settings.open!r} ... {settings.close!r} ({how})", file=sys.stderr)
 
 
@@ -130,7 +134,7 @@ def _gen_local(
         warn(w)
     settings = think.settings(llm)
     if verbose:
-        _say_template(c, settings)
+        _say_template(c, settings, llm.chat_template)
     job = run.job(llm, c, budget_aware=not g.hard_cut, fast_forward=not g.no_fast_forward, think=settings)
     tracer = None
     if g.trace is not None:

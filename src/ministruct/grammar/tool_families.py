@@ -56,6 +56,7 @@ class ToolFamily:
     tags: tuple[str, ...] = ()  # markup a vocabulary may hold as control tokens
     think: tuple[str | None, str] | None = None
     think_in_prompt: bool = False
+    think_marker: str | None = None  # what shows a template writes reasoning (default: the close)
     markers: tuple[str, ...] = field(default=(), compare=False)  # all must be in a template that writes this
 
     @property
@@ -199,6 +200,7 @@ FAMILIES: dict[str, ToolFamily] = {
             tags=("<|open|>", "<|close|>", "<|sep|>"),
             think=("<|open|>think<|sep|>", "<|close|>think<|sep|>"),
             think_in_prompt=True,
+            think_marker="close_tag('think')",
             markers=("open_tag('call'",),
         ),
         ToolFamily(
@@ -405,15 +407,20 @@ def think_opens_in_prompt(template: str | None, open_: str | None) -> bool:
 
 
 def think_of_template(template: str | None) -> tuple[ToolFamily | None, tuple[str | None, str] | None]:
-    """The reasoning pair of the family a template writes (None when it has none), by the
-    family's call markup or, for templates without tools, its think tags."""
-    fam = detect_family(template).family
-    if fam is not None and fam.think is not None:
-        return fam, fam.think
+    """The reasoning pair a template writes: its tool family's, when the template writes
+    that family's think tags (Qwen3-Coder shares Qwen3.5's call markup, not its thinking),
+    or, for templates without tools, the first family whose think tags it writes."""
     if not template:
         return None, None
-    for f in FAMILIES.values():  # a template without tool markup may still write its think tags
-        if f.think is not None and f.think[0] and f.think[0].strip() in template and f.think[1] in template:
+
+    def writes_think(f: ToolFamily) -> bool:
+        return f.think is not None and (f.think_marker or f.think[1].strip()) in template
+
+    fam = detect_family(template).family
+    if fam is not None and writes_think(fam):
+        return fam, fam.think
+    for f in FAMILIES.values():
+        if writes_think(f) and (f.think[0] is None or f.think[0].strip() in template or f.think_marker):  # type: ignore[index]
             return f, f.think
     return None, None
 
