@@ -187,12 +187,16 @@ def test_a_function_without_parameters_takes_an_empty_object():
 
 
 def test_format_from_the_chat_template():
+    calls = "{% for m in messages %}{% for tc in m.tool_calls or [] %}OPEN{{ tc.function | tojson }}{% endfor %}{% endfor %}"
     assert format_for_template(None) == "json"
     assert format_for_template("{% for m in messages %}<|im_start|>{{ m.content }}{% endfor %}") == "json"
-    assert format_for_template("{{- '<tool_call>\\n' }}{{ tool_call | tojson }}") == "hermes"
-    assert format_for_template("{{ '[TOOL_CALLS][' }}") == "mistral"
-    assert format_for_template("<|python_tag|>") == "llama3"
-    c = Constraint.from_tools(TOOLS, format="auto", chat_template="x <tool_call> y")
+    assert format_for_template(calls.replace("OPEN", "<tool_call>\\n")) == "hermes"
+    assert format_for_template(calls.replace("OPEN", "[TOOL_CALLS][")) == "mistral"
+    assert format_for_template(calls.replace("OPEN", "<|python_tag|>")) == "llama3"
+    assert format_for_template("{{ '<tool_call>' }}") == "json"  # it names the markup, but writes no call
+    with pytest.raises(UsageError, match="cannot be read"):
+        format_for_template(calls.replace("OPEN", "CALL:"))
+    c = Constraint.from_tools(TOOLS, format="auto", chat_template=calls.replace("OPEN", "<tool_call>"))
     assert c.tools.format.name == "hermes"
 
 

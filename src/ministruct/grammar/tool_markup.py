@@ -220,7 +220,7 @@ def param_values(
 
 
 _SERIALS = itertools.count()
-MAX_BOUNDED_RULES = 1000  # a length-bounded raw string: rules of its exact (matched end, length) product
+MAX_BOUNDED_RULES = 300  # a length-bounded raw string: rules of its exact (matched end, length) product
 
 
 def bounded_then_end(end: str, lo: int, hi: int | None, define: Callable[[str, Expr], None]) -> Expr | None:
