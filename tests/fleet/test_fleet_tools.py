@@ -101,7 +101,7 @@ FAMILY_SAMPLES = ["qwen3_coder", "glm", "deepseek_v3_1", "deepseek_v3_2", "harmo
 def test_llama_gets_each_familys_grammar_and_calls_are_verified_by_its_markup(family):
     from ministruct.grammar.export import llama_gbnf
     from ministruct.grammar.tool_families import FAMILIES
-    from ministruct.grammar.tool_markup import write_calls
+    from ministruct.grammar.tool_text import write_calls
 
     c = load_constraint(tools=EVERYDAY, tool_choice="required", tool_format=family)
     body = Dialect("llama", c, Settings(SamplingParams())).body("Weather?", seed=1)

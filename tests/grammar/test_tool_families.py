@@ -197,10 +197,10 @@ def test_every_family_in_the_suite_is_covered():
 def test_docs_tools_md_holds_the_family_table():
     from pathlib import Path
 
-    from ministruct.grammar.tool_markup import families_table
+    from ministruct.grammar.tool_text import families_table
 
     docs = (Path(__file__).resolve().parents[2] / "docs" / "tools.md").read_text(encoding="utf-8")
-    assert families_table() in docs  # regenerate: python -c "from ministruct.grammar.tool_markup import families_table"
+    assert families_table() in docs  # regenerate: python -c "from ministruct.grammar.tool_text import families_table"
 
 
 OPENS_IN_PROMPT = {

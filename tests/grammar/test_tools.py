@@ -19,7 +19,7 @@ from ministruct.engine.matcher import Matcher
 from ministruct.engine.vocab import Vocabulary
 from ministruct.errors import SchemaError, UsageError
 from ministruct.grammar.constraint import Constraint, load_constraint
-from ministruct.grammar.tool_markup import write_calls
+from ministruct.grammar.tool_text import write_calls
 from ministruct.grammar.tools import FORMAT_NAMES, format_for_template, read_calls
 
 REPO = Path(__file__).resolve().parents[2]

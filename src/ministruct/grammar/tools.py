@@ -24,7 +24,7 @@ from ministruct.errors import InputError, SchemaError, UsageError
 from ministruct.grammar.json_text import parse_json
 from ministruct.grammar.schema import SchemaOptions
 from ministruct.grammar.tool_families import FAMILIES, FAMILY_NAMES, ToolFamily, detect_family
-from ministruct.grammar.tool_markup import MarkupError, MarkupReader
+from ministruct.grammar.tool_text import MarkupError, MarkupReader
 
 CHOICES = ("auto", "required", "none")
 NAME_PATTERN = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")  # OpenAI's rule for function names
