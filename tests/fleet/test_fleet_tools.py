@@ -132,8 +132,14 @@ def test_llama_servers_answer_in_a_familys_markup_verified(fleet_servers, run_cl
         fleet_servers[0].url,
         input=text,
     )
-    assert p.returncode == 0, p.stderr + p.stdout
-    for r in records(p.stdout):
+    assert p.returncode in (0, 1), p.stderr  # 1: some record unverified
+    recs = records(p.stdout)
+    # a server cuts plainly at max_tokens: a call cut short is reported unverified, naming the markup
+    for r in recs:
+        if r["stop_reason"] == "max_tokens":
+            assert r["verified"] is False and "/tool_calls" in r["check_error"], r
+            continue
         assert r["verified"] is True and len(r["tool_calls"]) == 1, r
         assert "<arg_key>" in r["output"] or "<parameter=" in r["output"]
         validate(r["tool_calls"])
+    assert sum(r["verified"] is True for r in recs) >= 2, p.stdout
