@@ -222,3 +222,39 @@ def test_templates_that_open_the_thinking_in_the_prompt(name):
     assert think_opens_in_prompt(text, pair[0] if pair else None) == (name in OPENS_IN_PROMPT)
     if formats()[name]["reasoning"] is None:
         assert pair is None  # Qwen3-Coder shares Qwen3.5's call markup, not its thinking
+
+
+@pytest.mark.parametrize("name", [n for n in RENDERING if formats()[n]["reasoning"]] if RENDERING else [])
+def test_thinking_then_calls_as_the_template_renders_them(name):
+    """The template's rendering of a turn with reasoning and a call, from the reasoning on,
+    is in the language of the family's think preset followed by its calls."""
+    import json
+
+    from grammar.chat_templates import _environment
+
+    meta = formats()[name]
+    text = template_text(name)
+    fam, pair = family_of(name), think_of_template(text)[1]
+    as_string = meta["tool_call"]["name_and_args"]["arguments_as"] == "JSON string"
+    args = {"city": "Paris"}
+    call = {"type": "function", "id": "functions.get_weather:0", "function": {"name": "get_weather"}}
+    call["function"]["arguments"] = json.dumps(args) if as_string else args
+    thought = "I should call it."
+    messages = [
+        {"role": "user", "content": "What is the weather?"},
+        {"role": "assistant", "content": "", "reasoning_content": thought, "thinking": thought, "tool_calls": [call]},
+    ]
+    full = (
+        _environment()
+        .from_string(text)
+        .render(messages=messages, tools=[WEATHER], add_generation_prompt=False, bos_token="<s>", eos_token="</s>")
+    )
+    tail = full[full.rindex("What is the weather?") :]
+    if thought not in tail:
+        pytest.skip(f"{name} drops the reasoning of a turn with calls from what it renders")
+    start = tail.index(thought)
+    close = meta["tool_call"]["close"].replace("get_weather", "")
+    span = tail[start : tail.index(close, start) + len(close)].removesuffix("<|eot_id|>").removesuffix("</s>")
+    c = Constraint.from_tools([WEATHER], choice="required", format=fam.name).think_first(close=pair[1], open=pair[0])
+    res = check_text(c.grammar, span)
+    assert res.accepted, f"{span!r}: {res.message()}"

@@ -57,6 +57,7 @@ class ToolFamily:
     think: tuple[str | None, str] | None = None
     think_in_prompt: bool = False
     think_marker: str | None = None  # what shows a template writes reasoning (default: the close)
+    think_gap: str = ""  # what the template writes between the think close and the calls (optional)
     markers: tuple[str, ...] = field(default=(), compare=False)  # all must be in a template that writes this
 
     @property
@@ -90,6 +91,7 @@ FAMILIES: dict[str, ToolFamily] = {
             trigger="<tool_call>",
             tags=("<tool_call>", "</tool_call>"),
             think=("<think>", "</think>"),
+            think_gap="\n\n",
             markers=("<tool_call>",),
         ),
         ToolFamily(
@@ -102,6 +104,7 @@ FAMILIES: dict[str, ToolFamily] = {
             trigger="<tool_call>",
             tags=("<tool_call>", "</tool_call>"),
             think=("<think>", "</think>"),
+            think_gap="\n\n",
             markers=("<function=", "<parameter="),
         ),
         ToolFamily(
@@ -127,6 +130,7 @@ FAMILIES: dict[str, ToolFamily] = {
             "harmony",
             "gpt-oss",
             " to=functions.«name»<|channel|>commentary json<|message|>«args»<|call|>",
+            open="«?<|start|>assistant»",  # a new message after thinking; the generation prompt writes it first
             parallel=False,
             trigger=" to=functions.",
             prompt_header="<|start|>assistant",
@@ -169,6 +173,7 @@ FAMILIES: dict[str, ToolFamily] = {
             param_sep="\n",
             trigger="<｜DSML｜function_calls>",
             think=("<think>", "</think>"),
+            think_gap="\n\n",
             think_in_prompt=True,
             markers=("DSML",),
         ),
@@ -199,6 +204,7 @@ FAMILIES: dict[str, ToolFamily] = {
             trigger="<|open|>tools<|sep|>",
             tags=("<|open|>", "<|close|>", "<|sep|>"),
             think=("<|open|>think<|sep|>", "<|close|>think<|sep|>"),
+            think_gap="<|open|>response<|sep|><|close|>response<|sep|>",
             think_in_prompt=True,
             think_marker="close_tag('think')",
             markers=("open_tag('call'",),
@@ -212,6 +218,7 @@ FAMILIES: dict[str, ToolFamily] = {
             trigger="<tool_call>",
             tags=("<tool_call>", "</tool_call>", "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>"),
             think=("<think>", "</think>"),
+            think_gap="\n",
             markers=("<arg_key>",),
         ),
         ToolFamily(
@@ -224,6 +231,7 @@ FAMILIES: dict[str, ToolFamily] = {
             trigger="<minimax:tool_call>",
             tags=("<minimax:tool_call>", "</minimax:tool_call>"),
             think=("<think>", "</think>"),
+            think_gap="\n\n\n",
             think_in_prompt=True,
             markers=("<minimax:tool_call>",),
         ),
@@ -237,6 +245,7 @@ FAMILIES: dict[str, ToolFamily] = {
             trigger="<seed:tool_call>",
             tags=("<seed:tool_call>", "</seed:tool_call>"),
             think=("<seed:think>", "</seed:think>"),
+            think_gap="\n",
             markers=("<seed:tool_call>",),
         ),
         ToolFamily(

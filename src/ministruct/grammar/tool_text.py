@@ -71,6 +71,7 @@ def families_table() -> str:
         think = "none"
         if f.think:
             think = f"{code(f.think[0]) if f.think[0] else '(none)'} ... {code(f.think[1])}"
+            think += f", then {code(f.think_gap)}" if f.think_gap else ""
             think += " (opened by the prompt)" if f.think_in_prompt else ""
         rows.append(f"| `{name}` | {f.models} | {code(one)} | {sep} | {code(f.trigger)} | {think} |")
     return "\n".join(rows) + "\n"

@@ -24,6 +24,7 @@ from ministruct.errors import InputError, SchemaError, UsageError
 from ministruct.grammar.json_text import parse_json
 from ministruct.grammar.schema import SchemaOptions
 from ministruct.grammar.tool_families import FAMILIES, FAMILY_NAMES, ToolFamily, detect_family
+from ministruct.grammar.tool_markup import markup_pieces
 from ministruct.grammar.tool_text import MarkupError, MarkupReader
 
 CHOICES = ("auto", "required", "none")
@@ -227,7 +228,12 @@ def calls_layout(spec: ToolSpec, *, after_trigger: bool = False) -> CallsLayout:
     open_, close, first = fam.open, fam.close, fam.call
     if fam.array_when_parallel:
         open_, close = ("[", "]") if spec.parallel else ("", "")
+    if fam.think_gap and not after_trigger:  # (after a trigger, free text holds it)
+        open_ = f"«?{fam.think_gap}»" + open_ if open_ else open_
+        first = first if open_ else f"«?{fam.think_gap}»" + first
     if after_trigger and fam.trigger:
+        if open_ and all(p.kind == "opt" for p in markup_pieces(open_)):
+            open_ = ""  # an optional header before the trigger: free text does not write it
         if open_.startswith(fam.trigger):
             open_ = open_[len(fam.trigger) :]
         elif not open_ and first.startswith(fam.trigger):
@@ -241,7 +247,7 @@ def call_start(spec: ToolSpec) -> str:
     """The first character of every answer of calls (a text beginning otherwise is free text,
     under `auto` for a format without a trigger)."""
     lay = calls_layout(spec)
-    return (lay.open + lay.first)[0]
+    return re.sub(r"«\?[^»]*»", "", lay.open + lay.first)[0]
 
 
 def name_target(spec: ToolSpec, name: str) -> bytes:
