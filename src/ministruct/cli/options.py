@@ -333,9 +333,8 @@ class ConstraintFlags:
 
     def apply_template(self, model: "LoadedModel") -> "LoadedModel":
         """`model` formatting prompts with --chat-template's template, when given."""
-        text = self.chat_template if self.chat_template_file is not None else None
-        if text is not None:
-            model.use_chat_template(text)
+        if self.chat_template_file is not None:
+            model.use_chat_template(self.chat_template or self.template_text() or "")
         return model
 
     def load_each(self) -> list[Constraint]:
