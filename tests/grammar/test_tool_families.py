@@ -13,7 +13,6 @@ import pytest
 
 from grammar.chat_templates import WEATHER, calls_span, formats, render, template_names, template_text
 from ministruct.check.grammar import check_text
-from ministruct.errors import SchemaError
 from ministruct.grammar.constraint import Constraint
 from ministruct.grammar.tool_families import FAMILIES, detect_family, think_of_template
 from ministruct.grammar.tools import format_for_template, read_calls
@@ -156,12 +155,8 @@ def test_values_of_every_type_in_the_familys_encoding(name):
     fam = family_of(name)
     args = {"hour": 7, "label": "wake up", "repeat": True, "ratio": 1.5, "extra": {"a": 1}}
     tools = [WEATHER, ALARM]
-    if fam.name == "gemma4" or (fam.name in PYTHON_REPR_OBJECTS and name != "Qwen3.5-4B.jinja"):
+    if fam.name in PYTHON_REPR_OBJECTS and name != "Qwen3.5-4B.jinja":
         args.pop("extra")
-    if fam.name == "gemma4":
-        with pytest.raises(SchemaError, match="gemma4 writes objects"):
-            Constraint.from_tools(tools, choice="required", format=fam.name)
-        tools = [WEATHER, {**ALARM, "function": {**ALARM["function"], "parameters": _without_extra()}}]
     try:
         text = render(name, [("set_alarm", args)], tools)
     except jinja2.TemplateError as e:
@@ -176,10 +171,42 @@ def test_values_of_every_type_in_the_familys_encoding(name):
     assert not accepted(c, wrong)
 
 
-def _without_extra() -> dict:
-    params = dict(ALARM["function"]["parameters"])
-    params["properties"] = {k: v for k, v in params["properties"].items() if k != "extra"}
-    return params
+def test_gemma_4_nested_values_in_its_own_encoding():
+    """Objects, arrays and null inside Gemma 4's calls, written by its template."""
+    name = "gemma4.jinja"
+    if name not in RENDERING:
+        pytest.skip("no gemma4 template")
+    trip = {
+        "type": "function",
+        "function": {
+            "name": "plan_trip",
+            "description": "Plan.",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "stops": {"type": "array", "items": {"type": "string"}, "maxItems": 3, "description": "S."},
+                    "Budget": {
+                        "type": "object",
+                        "properties": {"max": {"type": "integer"}, "cur": {"type": "string", "enum": ["EUR", "USD"]}},
+                        "required": ["max"],
+                        "description": "B.",
+                    },
+                    "note": {"type": ["string", "null"], "description": "N."},
+                },
+                "required": ["stops"],
+            },
+        },
+    }
+    args = {"stops": ["Rome", "Pisa"], "Budget": {"max": 900, "cur": "EUR"}, "note": None}
+    span = calls_span(name, render(name, [("plan_trip", args)], [trip]))
+    c = Constraint.from_tools([trip], choice="required", format="gemma4")
+    assert accepted(c, span), span
+    assert [(x.name, x.arguments) for x in read_calls(c.tools, span).calls] == [("plan_trip", args)]
+    for wrong in (
+        span.replace("Pisa", 'Pisa<|"|>,<|"|>Nice<|"|>,<|"|>Bari', 1),
+        span.replace("max:900", 'cur:<|"|>EUR<|"|>'),
+    ):
+        assert not accepted(c, wrong), wrong  # four stops; Budget without its required max
 
 
 @pytest.mark.parametrize("name", [n for n in template_names() if formats()[n]["reasoning"]] if template_names() else [])

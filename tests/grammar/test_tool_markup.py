@@ -43,6 +43,8 @@ def test_what_raw_markup_cannot_hold_is_refused_naming_the_parameter():
         )
     with pytest.raises(SchemaError, match="one by one.*anyOf"):
         Constraint.from_tools(tool({"anyOf": [{"type": "object"}]}), format="qwen3_coder")
-    with pytest.raises(SchemaError, match="gemma4 writes objects"):
-        Constraint.from_tools(tool({"type": "object", "properties": {"o": {"type": "object"}}}), format="gemma4")
+    with pytest.raises(SchemaError, match="gemma4 arrays cannot be held to uniqueItems"):
+        Constraint.from_tools(
+            tool({"type": "object", "properties": {"a": {"type": "array", "uniqueItems": True}}}), format="gemma4"
+        )
     assert Constraint.from_tools(tool({"type": "object", "properties": {"o": {"type": "object"}}}), format="glm")

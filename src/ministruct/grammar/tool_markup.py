@@ -193,14 +193,14 @@ def param_values(
     rest = [t for t in types if t != "string"]
     if family.python_scalars:
         rest = _python_values(family, schema, rest, out, after, control, where)
-    if family.values == "quoted" and ({"object", "array", "null"} & set(rest)):
-        if isinstance(schema, dict) and "type" in schema or set(rest) == {"object", "array", "null"}:
-            raise SchemaError(
-                f"{family.name} writes objects, arrays and null in a markup of its own, not read here",
-                pointer=where,
-                keyword="type",
-            )
-        rest = [t for t in rest if t not in ("object", "array", "null")]
+    nested = [t for t in rest if t in ("object", "array", "null")]
+    if family.values == "quoted" and nested:
+        if define is None:
+            raise ValueError("param_values needs `define` to add rules")
+        sub = restricted(schema, nested) if nested != types else schema
+        expr = _gemma_nested(family, sub, nested, control, compile_json, where, define)
+        out.append(ValueOption("json", seq(expr, markup(after, control))))
+        rest = [t for t in rest if t not in nested]
     if not rest:
         return out
     if "«type»" in (family.param or ""):  # one option per type name
@@ -302,6 +302,67 @@ def _string_then(
     return seq(text_without(end)[0], markup(rest, control))
 
 
+def gemma_value(
+    family: ToolFamily,
+    schema: Any,
+    control: frozenset[str],
+    compile_json: Callable[[Any], Expr],
+    where: str,
+    define: Callable[[str, Expr], None],
+) -> Expr:
+    """Any value of `schema` in Gemma 4's encoding: a string between quotes, numbers and
+    booleans as JSON, objects, arrays and null its own way (_gemma_nested)."""
+    types = schema_types(schema)
+    opts: list[Expr] = []
+    if "string" in types:
+        opts.append(_string_then(family, restricted(schema, ["string"]), "", control, where, define))
+    scalars = [t for t in types if t in ("number", "integer", "boolean")]
+    if scalars:
+        opts.append(compile_json(restricted(schema, scalars)))
+    nested = [t for t in types if t in ("object", "array", "null")]
+    if nested:
+        opts.append(_gemma_nested(family, restricted(schema, nested), nested, control, compile_json, where, define))
+    if not opts:
+        raise SchemaError("this value can take no value", pointer=where)
+    return alt(*opts)
+
+
+def _gemma_nested(family, schema, types, control, compile_json, where, define) -> Expr:
+    """Gemma 4's objects (`{key:value,...}`, keys bare and sorted), arrays (`[v,...]`) and
+    null (`None`), their values nested the same way."""
+    from dataclasses import replace
+
+    def value(sub: Any, at: str) -> Expr:
+        return gemma_value(family, sub, control, compile_json, at, define)
+
+    opts: list[Expr] = []
+    if "null" in types:
+        opts.append(Literal("None"))
+    if "object" in types:
+        obj = replace(family, param="«key»:«value»", param_sep=",")
+        body = params_expr(
+            obj, schema, lambda k, sub: seq(Literal(k + ":"), value(sub, f"{where}/properties/{k}")), where
+        )
+        opts.append(seq(Literal("{"), body, Literal("}")))
+    if "array" in types:
+        unread = set(schema) - _META - {"type", "items", "minItems", "maxItems"} if isinstance(schema, dict) else set()
+        if unread:
+            raise SchemaError(
+                f"gemma4 arrays cannot be held to {', '.join(sorted(unread))}", pointer=where, keyword=sorted(unread)[0]
+            )
+        items = schema.get("items", True) if isinstance(schema, dict) else True
+        lo = int(schema.get("minItems", 0)) if isinstance(schema, dict) else 0
+        hi = schema.get("maxItems") if isinstance(schema, dict) else None
+        if hi == 0:
+            opts.append(Literal("[]"))
+        else:
+            item = value(items, f"{where}/items")
+            more = Repeat(seq(Literal(","), item), max(lo - 1, 0), None if hi is None else int(hi) - 1)
+            body = seq(item, more)
+            opts.append(seq(Literal("["), body if lo > 0 else Repeat(body, 0, 1), Literal("]")))
+    return alt(*opts)
+
+
 def _only_lengths(schema: Any) -> bool:
     """Whether a string schema says no more than minLength/maxLength."""
     return isinstance(schema, dict) and not (set(schema) - _META - {"type", "minLength", "maxLength"})
@@ -370,6 +431,7 @@ __all__ = [
     "markup_pieces",
     "param_values",
     "params_expr",
+    "gemma_value",
     "raw_string",
     "schema_types",
     "value_end",

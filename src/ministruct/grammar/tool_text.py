@@ -41,7 +41,9 @@ def _write_call(family: ToolFamily, name: str, args: Any, i: int) -> str:
 
 def _write_param(family: ToolFamily, key: str, value: Any) -> str:
     words = {True: "True", False: "False", None: "None"} if family.python_scalars else {}
-    if isinstance(value, str):
+    if family.values == "quoted":
+        text = _gemma_text(family.quote, value)
+    elif isinstance(value, str):
         text = family.quote + value + family.quote if family.values in ("quoted", "python") else value
     elif (value is None or isinstance(value, bool)) and words:
         text = words[value]
@@ -49,6 +51,17 @@ def _write_param(family: ToolFamily, key: str, value: Any) -> str:
         text = json.dumps(value, ensure_ascii=False)
     kind = json_type(value)
     return _fill(family.param or "", key=key, value=text, type=kind, string="true" if kind == "string" else "false")
+
+
+def _gemma_text(q: str, v: Any) -> str:
+    """A value as Gemma 4's template writes it (format_argument, keys bare and sorted)."""
+    if isinstance(v, str):
+        return q + v + q
+    if isinstance(v, dict):
+        return "{" + ",".join(f"{k}:{_gemma_text(q, v[k])}" for k in sorted(v, key=lambda k: (k.lower(), k))) + "}"
+    if isinstance(v, list):
+        return "[" + ",".join(_gemma_text(q, x) for x in v) + "]"
+    return "None" if v is None else json.dumps(v)
 
 
 def families_table() -> str:
@@ -250,7 +263,9 @@ class MarkupReader:
     def _value(self, schema: Any, label: str | None, after: str) -> Any:
         fam = self.family
         types = schema_types(schema)
-        if fam.values in ("quoted", "python"):
+        if fam.values == "quoted":
+            return self._gemma()
+        if fam.values == "python":
             q = fam.quote
             if self.take(q):
                 end = self.text.find(q, self.pos)
@@ -290,6 +305,39 @@ class MarkupReader:
                 pass
         self.pos = end
         return raw
+
+
+def _gemma_reader(self: MarkupReader) -> Any:
+    """One value in Gemma 4's encoding (strings quoted, objects `{k:v,...}`, arrays, None)."""
+    q = self.family.quote
+    if self.take(q):
+        end = self.text.find(q, self.pos)
+        if end < 0:
+            raise MarkupError(f"an unclosed string at character {self.pos}")
+        s, self.pos = self.text[self.pos : end], end + len(q)
+        return s
+    if self.take("None"):
+        return None
+    if self.take("{"):
+        obj: dict = {}
+        while not self.take("}"):
+            if obj:
+                self.expect(",")
+            key = self._regex(r"[^:{}\[\],<>]+", "a key")
+            self.expect(":")
+            obj[key] = self._gemma()
+        return obj
+    if self.take("["):
+        arr: list = []
+        while not self.take("]"):
+            if arr:
+                self.expect(",")
+            arr.append(self._gemma())
+        return arr
+    return self._json()
+
+
+MarkupReader._gemma = _gemma_reader  # type: ignore[attr-defined]
 
 
 def _at(e: MarkupError) -> int:
