@@ -92,3 +92,54 @@ def test_openai_style_tool_choice_on_llama_cpp_python(fleet_servers, run_cli):
     (r,) = records(p.stdout)
     assert r["verified"] is False and r["tool_calls"] == []
     assert r["check_error"].startswith("/tool_calls") and r["check_position"]["pointer"] == "/tool_calls"
+
+
+FAMILY_SAMPLES = ["qwen3_coder", "glm", "deepseek_v3_1", "deepseek_v3_2", "harmony", "gemma4", "kimi_k3", "minimax"]
+
+
+@pytest.mark.parametrize("family", FAMILY_SAMPLES)
+def test_llama_gets_each_familys_grammar_and_calls_are_verified_by_its_markup(family):
+    from ministruct.grammar.export import llama_gbnf
+    from ministruct.grammar.tool_families import FAMILIES
+    from ministruct.grammar.tool_text import write_calls
+
+    c = load_constraint(tools=EVERYDAY, tool_choice="required", tool_format=family)
+    body = Dialect("llama", c, Settings(SamplingParams())).body("Weather?", seed=1)
+    assert body["grammar"] == llama_gbnf(c.grammar)
+    v = Verifier(c)
+    good = write_calls(FAMILIES[family], [("get_weather", {"city": "Oslo"})])
+    assert v(good).ok, good
+    undeclared = write_calls(FAMILIES[family], [("get_weather", {"city": "Oslo", "days": 3})])
+    verdict = v(undeclared)
+    assert not verdict.ok and verdict.position["pointer"] == "/tool_calls/0/function/arguments", verdict
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("template", ["Qwen3-Coder.jinja", "GLM-4.6.jinja"])
+def test_llama_servers_answer_in_a_familys_markup_verified(fleet_servers, run_cli, template):
+    suite = REPO.parent / "shared" / "suites" / "chat_templates"
+    if not suite.exists():
+        pytest.skip(f"the chat-template suite is not at {suite}")
+    text = "".join(json.dumps({"id": f"r{i}", "prompt": p}) + "\n" for i, p in enumerate(PROMPTS))
+    args = ["gen", "--input", "-", "--tools", EVERYDAY, "--tool-choice", "required", "--max-tokens", "200"]
+    p = run_cli(
+        *args,
+        "--chat-template",
+        str(suite / template),
+        "--server-kind",
+        "llama",
+        "--server",
+        fleet_servers[0].url,
+        input=text,
+    )
+    assert p.returncode in (0, 1), p.stderr  # 1: some record unverified
+    recs = records(p.stdout)
+    # a server cuts plainly at max_tokens: a call cut short is reported unverified, naming the markup
+    for r in recs:
+        if r["stop_reason"] == "max_tokens":
+            assert r["verified"] is False and "/tool_calls" in r["check_error"], r
+            continue
+        assert r["verified"] is True and len(r["tool_calls"]) == 1, r
+        assert "<arg_key>" in r["output"] or "<parameter=" in r["output"]
+        validate(r["tool_calls"])
+    assert sum(r["verified"] is True for r in recs) >= 2, p.stdout

@@ -19,6 +19,7 @@ from ministruct.engine.matcher import Matcher
 from ministruct.engine.vocab import Vocabulary
 from ministruct.errors import SchemaError, UsageError
 from ministruct.grammar.constraint import Constraint, load_constraint
+from ministruct.grammar.tool_text import write_calls
 from ministruct.grammar.tools import FORMAT_NAMES, format_for_template, read_calls
 
 REPO = Path(__file__).resolve().parents[2]
@@ -27,8 +28,8 @@ TOOLS = json.loads(EVERYDAY.read_text())
 SCHEMAS = {t["function"]["name"]: t["function"]["parameters"] for t in TOOLS}
 
 
-def call(name: str, args: dict, key: str = "arguments") -> str:
-    return '{"name": ' + json.dumps(name) + f', "{key}": ' + json.dumps(args, separators=(",", ":")) + "}"
+def call(name: str, args: dict, key: str = "arguments", sep: tuple[str, str] = (",", ":")) -> str:
+    return '{"name": ' + json.dumps(name) + f', "{key}": ' + json.dumps(args, separators=sep) + "}"
 
 
 def accepts(c: Constraint, text: str) -> bool:
@@ -64,7 +65,7 @@ def test_each_choice_mode():
 
 def test_auto_with_a_trigger_allows_text_then_calls():
     auto = Constraint.from_tools(TOOLS, choice="auto", format="hermes", parallel=True)
-    one = "<tool_call>\n" + call("calculator", {"expression": "1+2"}) + "\n</tool_call>"
+    one = "<tool_call>\n" + call("calculator", {"expression": "1+2"}, sep=(", ", ": ")) + "\n</tool_call>"
     assert accepts(auto, "Let me compute that.\n" + one)
     assert accepts(auto, one + "\n" + one)
     assert accepts(auto, "No tool needed: a < b and <tool_cal is fine.")
@@ -79,11 +80,12 @@ def test_parallel_calls_only_when_asked(fmt):
     single = Constraint.from_tools(TOOLS, choice="required", format=fmt)
     multi = Constraint.from_tools(TOOLS, choice="required", format=fmt, parallel=True)
     f = multi.tools.format
-    key = f.args_key
-    a = f.call_open + call("calculator", {"expression": "1"}, key) + f.call_close
-    b = f.call_open + call("web_search", {"query": "x"}, key) + f.call_close
-    one = f.open + ("[" + a + "]" if f.in_array(False) else a)
-    two = f.open + ("[" + a + ", " + b + "]" if f.in_array(True) else a + f.sep + b)
+    calls = [("calculator", {"expression": "1"}), ("web_search", {"query": "x"})]
+    one = write_calls(f, calls[:1])
+    two = write_calls(f, calls)
+    if not f.parallel:  # one call per message (gpt-oss)
+        assert accepts(multi, one) and not accepts(multi, one + one)
+        return
     assert accepts(single, one) and not accepts(single, two)
     assert accepts(multi, two)
     assert [c.name for c in read_calls(multi.tools, two).calls] == ["calculator", "web_search"]
@@ -105,7 +107,7 @@ def test_arguments_holding_the_envelope_text_read_back_whole():
     tools = [{"type": "function", "function": {"name": "note", "parameters": {"type": "object"}}}]
     c = Constraint.from_tools(tools, choice="required", format="hermes", options=None)
     inner = {"text": '\n</tool_call> {"name": "x"}', "who": {"name": "Bob"}}
-    text = "<tool_call>\n" + call("note", inner) + "\n</tool_call>"
+    text = "<tool_call>\n" + call("note", inner, sep=(", ", ": ")) + "\n</tool_call>"
     (got,) = read_calls(c.tools, text).calls
     assert got.arguments == inner and text[got.name_offset : got.name_offset + 4] == "note"
 
@@ -117,7 +119,8 @@ def byte_vocab() -> Vocabulary:
 def random_outputs(c: Constraint, n: int, seed: int) -> list[str]:
     """Texts a seeded random walk over single-byte tokens writes through the compiled grammar,
     ending (at EOG) where the grammar allows it with probability 1/4 per step, and closing a
-    string where it may with probability 1/5 (so the walks end)."""
+    string where it may with probability 1/5 (after 200 bytes, closing characters half the
+    time, so the walks end)."""
     compiled = compile_grammar(c.grammar, byte_vocab(), use_cache=False)
     rng = random.Random(seed)
     out = []
@@ -130,8 +133,11 @@ def random_outputs(c: Constraint, n: int, seed: int) -> list[str]:
             text_ids = [int(t) for t in legal if t != 256]
             if 34 in text_ids and len(text_ids) > 1 and rng.random() < 0.2:
                 text_ids = [34]
+            closing = [t for t in text_ids if t in b'"}]>@.']  # long walks head for an end
+            if len(data) > 200 and closing and rng.random() < 0.5:
+                text_ids = closing
             # prefer printable ASCII so strings stay short and readable
-            nice = [t for t in text_ids if 32 <= t < 127] or text_ids
+            nice = [t for t in text_ids if 32 <= t < 127 or t == 10] or text_ids
             t = rng.choice(nice)
             m.advance(t)
             data.append(t)
@@ -181,12 +187,16 @@ def test_a_function_without_parameters_takes_an_empty_object():
 
 
 def test_format_from_the_chat_template():
+    calls = "{% for m in messages %}{% for tc in m.tool_calls or [] %}OPEN{{ tc.function | tojson }}{% endfor %}{% endfor %}"
     assert format_for_template(None) == "json"
     assert format_for_template("{% for m in messages %}<|im_start|>{{ m.content }}{% endfor %}") == "json"
-    assert format_for_template("{{- '<tool_call>\\n' }}{{ tool_call | tojson }}") == "hermes"
-    assert format_for_template("{{ '[TOOL_CALLS][' }}") == "mistral"
-    assert format_for_template("<|python_tag|>") == "llama3"
-    c = Constraint.from_tools(TOOLS, format="auto", chat_template="x <tool_call> y")
+    assert format_for_template(calls.replace("OPEN", "<tool_call>\\n")) == "hermes"
+    assert format_for_template(calls.replace("OPEN", "[TOOL_CALLS][")) == "mistral"
+    assert format_for_template(calls.replace("OPEN", "<|python_tag|>")) == "llama3"
+    assert format_for_template("{{ '<tool_call>' }}") == "json"  # it names the markup, but writes no call
+    with pytest.raises(UsageError, match="cannot be read"):
+        format_for_template(calls.replace("OPEN", "CALL:"))
+    c = Constraint.from_tools(TOOLS, format="auto", chat_template=calls.replace("OPEN", "<tool_call>"))
     assert c.tools.format.name == "hermes"
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pytest
+import regex
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -50,34 +51,19 @@ PIECES = [
 ]  # fmt: skip
 
 
-def call_text(name: str, args: dict, key: str) -> str:
-    return '{"name": ' + json.dumps(name) + f', "{key}": ' + json.dumps(args, separators=(",", ":")) + "}"
+def call_text(name: str, args: dict, key: str, sep: tuple[str, str] = (",", ":")) -> str:
+    return '{"name": ' + json.dumps(name) + f', "{key}": ' + json.dumps(args, separators=sep) + "}"
 
 
 @dataclass
 class Oracle:
     """A format's `auto` language: free text up to the first trigger (or, without one, a text
-    not starting with `first`), else calls = one of `first_units`, then `more_units`, then `end`."""
+    not starting with `first`), else calls: `calls`, a regular expression (the `regex`
+    package's partial matching says whether a text can still become one)."""
 
     trigger: str | None
     first: str
-    first_units: list[str]
-    more_units: list[str]
-    end: str
-
-    def _calls(self, rest: str, started: bool, complete: bool) -> bool:
-        units = self.more_units if started else self.first_units
-        if started:
-            if complete and rest == self.end:
-                return True
-            if not complete and self.end.startswith(rest):
-                return True
-        for u in units:
-            if not complete and u.startswith(rest):
-                return True
-            if rest.startswith(u) and self._calls(rest[len(u) :], True, complete):
-                return True
-        return False
+    calls: str
 
     def split(self, s: str) -> int | None:
         """Where the calls start in `s` (None: all free text)."""
@@ -90,23 +76,27 @@ class Oracle:
         i = self.split(s)
         if i is None:
             return True  # free text: complete, and every continuation of it is a prefix of some text
-        return self._calls(s[i:], False, complete)
+        return regex.fullmatch(self.calls, s[i:], partial=not complete) is not None
 
 
 def oracle(fmt: str, parallel: bool, trigger_token: bool = False) -> Oracle:
     key = "parameters" if fmt == "llama3" else "arguments"
-    calls = [call_text(n, a, key) for n, a in ARGS]
+    sep = (",", ":") if fmt == "json" else (", ", ": ")  # json: SchemaOptions' compact; the others as templates
+    calls = [call_text(n, a, key, sep) for n, a in ARGS]
+    one = "(?:" + "|".join(regex.escape(c) for c in calls) + ")"
     if fmt == "hermes":
-        tag = CTRL if trigger_token else "<tool_call>"
-        first = [f"{tag}\n{c}\n</tool_call>" for c in calls]
-        more = [f"\n{tag}\n{c}\n</tool_call>" for c in calls] if parallel else []
-        return Oracle(tag, tag[0], first, more, "")
+        tag = regex.escape(CTRL if trigger_token else "<tool_call>")
+        block = f"{tag}\n{one}\n</tool_call>"
+        return Oracle(CTRL if trigger_token else "<tool_call>", "<", block + (f"(?:\n{block})*" if parallel else ""))
     if fmt == "mistral":
-        return Oracle("[TOOL_CALLS]", "[", [f"[TOOL_CALLS][{c}" for c in calls], [f", {c}" for c in calls] if parallel else [], "]")  # fmt: skip
+        with_id = "(?:" + "|".join(regex.escape(c[:-1]) + ', "id": "[a-zA-Z0-9]{9}"\\}' for c in calls) + ")"
+        item = f"(?:{one}|{with_id})"
+        return Oracle(
+            "[TOOL_CALLS]", "[", f"\\[TOOL_CALLS\\] ?\\[{item}" + (f"(?:, {item})*" if parallel else "") + "\\]"
+        )
     if fmt == "json" and parallel:
-        return Oracle(None, "[", [f"[{c}" for c in calls], [f", {c}" for c in calls], "]")
-    sep = "; " if fmt == "llama3" else ""
-    return Oracle(None, "{", calls, [sep + c for c in calls] if parallel and sep else [], "")
+        return Oracle(None, "[", f"\\[{one}(?:, {one})*\\]")
+    return Oracle(None, "{", one + (f"(?:; {one})*" if parallel and fmt == "llama3" else ""))
 
 
 def vocab(control: bool = False) -> Vocabulary:
@@ -155,8 +145,8 @@ def walk_and_compare(c: Constraint, o: Oracle, v: Vocabulary, choices: list[int]
 def check_reads_back(c: Constraint, o: Oracle, text: str) -> None:
     """read_calls gives the oracle's free text and calls, and check --tools accepts it."""
     at = o.split(text)
-    written = text.replace(CTRL, "")
-    calls_at = at if at is not None and CTRL in text else None
+    written = text.replace(CTRL, "<tool_call>")  # the record's text writes the control token out
+    calls_at = at + len("<tool_call>") if at is not None and CTRL in text else None
     read = read_calls(c.tools, written, calls_at=calls_at)
     assert read.error is None, (text, read.error)
     if at is None:
@@ -165,7 +155,8 @@ def check_reads_back(c: Constraint, o: Oracle, text: str) -> None:
     assert read.content == (text[:at] or None)
     rest = text[at:]
     names = [(call.name, call.arguments) for call in read.calls]
-    want = [(n, a) for n, a in ARGS for _ in range(rest.count(call_text(n, a, c.tools.format.args_key)))]
+    sep = (",", ":") if c.tools.format.name == "json" else (", ", ": ")
+    want = [(n, a) for n, a in ARGS for _ in range(rest.count(call_text(n, a, c.tools.format.args_key, sep)))]
     assert sorted(names, key=repr) == sorted(want, key=repr) and names
     if CTRL not in text:
         assert ToolCallChecker(c.tools).check(written).accepted
@@ -206,8 +197,9 @@ def test_the_text_trigger_in_free_text_does_not_start_calls_when_the_trigger_is_
     assert o.allows("say <tool_call> as text", complete=True)
     read = read_calls(c.tools, "say <tool_call> as text")
     assert read.content == "say <tool_call> as text" and read.calls == [] and read.error is None
-    text = "see <tool_call>\n" + call_text("g", {}, "arguments") + "\n</tool_call>"
-    read = read_calls(c.tools, text, calls_at=len("see <tool_call>"))
+    # the record's text writes the control token out: plain-text <tool_call>, then the token
+    text = "see <tool_call><tool_call>\n" + call_text("g", {}, "arguments", (", ", ": ")) + "\n</tool_call>"
+    read = read_calls(c.tools, text, calls_at=len("see <tool_call><tool_call>"))
     assert read.content == "see <tool_call>" and [x.name for x in read.calls] == ["g"]
 
 

@@ -12,7 +12,7 @@ from ministruct.engine.matcher import Matcher
 from ministruct.engine.vocab import Vocabulary
 from ministruct.grammar.constraint import Constraint
 from ministruct.grammar.tools import read_calls
-from ministruct.jobs.job import calls_at
+from ministruct.jobs.job import marked_answer
 
 TOOLS = [{"type": "function", "function": {"name": "g"}}]
 CALL = '\n{"name": "g", "arguments": {}}\n</tool_call>'
@@ -41,13 +41,17 @@ def test_the_calls_begin_after_the_trigger_token_not_its_text():
     )
     ctrl = v.id_of_control("<tool_call>")
     gen, m = generate(c, v, [0, 1, 2, ctrl, 3])  # "Hi <tool_call> as text. " then the token, then the call
-    at = calls_at(c.tools, gen, v)
-    assert at == len("Hi <tool_call> as text. ") and m.phase == "answer"
-    read = read_calls(c.tools, gen.text, calls_at=at)
+    marked = marked_answer(c.tools, gen, v)
+    assert marked.text == "Hi <tool_call> as text. <tool_call>" + CALL  # the token written out
+    assert marked.calls_at == len("Hi <tool_call> as text. <tool_call>") and m.phase == "answer"
+    read = read_calls(c.tools, marked.text, calls_at=marked.calls_at)
     assert read.error is None and read.content == "Hi <tool_call> as text. "
     assert [(x.name, x.arguments) for x in read.calls] == [("g", {})]
+    name_at = marked.output_offset(read.calls[0].name_offset)
+    assert gen.text[name_at : name_at + 1] == "g"  # the name's place in the output, without the token
     free, _ = generate(c, v, [0, 1, 2])  # the trigger's text alone is free text
-    assert calls_at(c.tools, free, v) is None and read_calls(c.tools, free.text).calls == []
+    free_marked = marked_answer(c.tools, free, v)
+    assert free_marked.calls_at is None and read_calls(c.tools, free_marked.text).calls == []
 
 
 def test_thinking_first_then_auto_the_calls_after_the_thinking():
@@ -60,7 +64,6 @@ def test_thinking_first_then_auto_the_calls_after_the_thinking():
     gen, m = generate(c, v, [5, 1, 4, 0, ctrl, 3])  # "hm <tool_call></think>Hi " then the call
     start = gen.phase_state.answer_start
     assert gen.output[:start] == b"hm <tool_call></think>"
-    at = calls_at(tools.tools, gen, v, start)
-    answer = gen.output[start:].decode()
-    read = read_calls(tools.tools, answer, calls_at=at)
+    marked = marked_answer(tools.tools, gen, v, start)
+    read = read_calls(tools.tools, marked.text, calls_at=marked.calls_at)
     assert read.content == "Hi " and json.loads(read.tool_calls()[0]["function"]["arguments"]) == {}

@@ -68,7 +68,7 @@ def bench(
     parse_ms = (time.perf_counter() - t0) * 1000
     for w in c.warnings:
         warn(w)
-    llm = Model.load(run.model, vocab_only=no_generate, **run.load_options())
+    llm = constraint.apply_template(Model.load(run.model, vocab_only=no_generate, **run.load_options()))
     vocab = llm.vocabulary
     setup = prepare_vocabulary(vocab)
     t1 = time.perf_counter()

@@ -58,7 +58,7 @@ def check(
     if fmt not in ("text", "jsonl"):
         raise UsageError(f"--format must be text or jsonl, got {fmt!r}")
     constraint.refuse_stdin_twice(input)
-    verdict = _thinking_first(_verdict(constraint, prefix, as_generated), think, prefix)
+    verdict = _thinking_first(_verdict(constraint, prefix, as_generated), think, prefix, constraint)
     if text is not None:
         if resume is not None or allow_extra_fields:
             raise UsageError("--resume and --allow-extra-fields apply to --input")
@@ -81,7 +81,7 @@ def check(
 
     cache = ConstraintCache(
         lambda kind, value: _thinking_first(
-            _verdict(with_constraint(constraint, kind, value), prefix, as_generated), think, prefix
+            _verdict(with_constraint(constraint, kind, value), prefix, as_generated), think, prefix, constraint
         )
     )
     with open_lines(input) as (lines, source):
@@ -132,9 +132,12 @@ def _checker(
     return process
 
 
-def _thinking_first(verdict: Callable[[str], Any], think: o.ThinkFlags, prefix: bool) -> Callable[[str], Any]:
-    """With the think flags: the verdict on the text after the closing tag."""
-    settings = think.settings()
+def _thinking_first(
+    verdict: Callable[[str], Any], think: o.ThinkFlags, prefix: bool, constraint: o.ConstraintFlags
+) -> Callable[[str], Any]:
+    """With the think flags: the verdict on the text after the closing tag (the preset's tags:
+    --chat-template's family's, else the plain pair)."""
+    settings = think.settings(template=constraint.template_text())
     if settings is None:
         return verdict
     from ministruct.check.think import after_close

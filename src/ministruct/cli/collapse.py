@@ -105,7 +105,8 @@ def collapse(
     )
     constraint.refuse_stdin_twice(input)
     prompts = _prompts(prompt, input)
-    constraints = constraint.with_model(run.model).load_each()
+    constraint = constraint.with_model(run.model)
+    constraints = constraint.load_each()
     for c in constraints:
         for w in c.warnings:
             warn(w if w.startswith(c.source) else f"{c.source}: {w}")  # (front ends place most of theirs)
@@ -116,7 +117,7 @@ def collapse(
     if out not in (None, "-"):
         _check_writable(out)
 
-    llm = Model.load(run.model, **run.load_options())
+    llm = constraint.apply_template(Model.load(run.model, **run.load_options()))
     arm = think.settings(llm)  # the think arm: every condition again, thinking first, on the same seeds
     if arm is not None and arm.think_tokens is None:
         arm = arm.with_tokens(run.max_tokens // 2)  # the study cuts plainly: leave room for the answer

@@ -23,7 +23,7 @@ def convert(
     """Print the constraint converted to another notation (with --think: free text, the
     closing tag, then the constraint, as one grammar)."""
     c = constraint.load()
-    settings = think.settings()
+    settings = think.settings(template=constraint.template_text())
     if settings is not None:
         from ministruct.engine.vocab import Vocabulary
         from ministruct.jobs.think import think_constraint

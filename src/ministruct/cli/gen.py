@@ -49,6 +49,12 @@ def gen(
     no_fast_forward: o.NoFastForward = False,
     parallel: o.Parallel = None,
     quiet: o.Quiet = False,
+    verbose: Annotated[
+        bool,
+        typer.Option(
+            "--verbose", help="Say on stderr what was read from the chat template (tool-call family, think tags)."
+        ),
+    ] = False,
     no_progress: o.NoProgress = False,
     allow_extra_fields: o.AllowExtraFields = False,
     resume: o.ResumeFile = None,
@@ -89,11 +95,24 @@ def gen(
     try:
         c = constraint.load()
         fleet.refuse_without_server()
-        status = _gen_local(g, c, constraint, run, think, loading)
+        status = _gen_local(g, c, constraint, run, think, loading, verbose)
     except BaseException:
         loading.wait()  # nothing may be written while the load keeps stdout and stderr quiet
         raise
     raise typer.Exit(status)
+
+
+def _say_template(c: Constraint, settings, template: str | None) -> None:
+    """--verbose: the tool-call family and think tags in use, and where they came from."""
+    from ministruct.grammar.tool_families import think_opens_in_prompt
+
+    if c.tools is not None:
+        print(f"ministruct: tool format: {c.tools.detected or c.tools.format.name + ' (given)'}", file=sys.stderr)
+    if settings is not None:
+        how = "announced in the prompt" if settings.announce else "the model's own"
+        if not settings.announce and think_opens_in_prompt(template, settings.open):
+            how += "; the template's prompt opens it"
+        print(f"ministruct: think: {settings.open!r} ... {settings.close!r} ({how})", file=sys.stderr)
 
 
 def _gen_local(
@@ -103,16 +122,19 @@ def _gen_local(
     run: o.RunFlags,
     think: o.ThinkFlags,
     loading: ModelLoading,
+    verbose: bool = False,
 ) -> int:
     """The prompt or the --input records on the local model; the exit status."""
     from ministruct.jobs.batch import GEN_SETTINGS, Resume, run_batch, stderr_report, validated
     from ministruct.jobs.gen_batch import GenBatch, JobPool
 
     resumed = Resume.load(g.resume) if g.input is not None else None
-    llm = loading.result()
+    llm = constraint.apply_template(loading.result())
     for w in c.warnings:
         warn(w)
     settings = think.settings(llm)
+    if verbose:
+        _say_template(c, settings, llm.chat_template)
     job = run.job(llm, c, budget_aware=not g.hard_cut, fast_forward=not g.no_fast_forward, think=settings)
     tracer = None
     if g.trace is not None:

@@ -47,10 +47,13 @@ def inspect(
     """Show what the constraint is, or how it shaped one generation token by token."""
     from rich.console import Console  # the library loads when the command runs, not for --help
 
-    c = constraint.with_model(run.model).load()
+    constraint = constraint.with_model(run.model)
+    c = constraint.load()
     console = Console(width=width) if width else Console()
     if prompt is None:
-        _grammar_report(c, run.model, run.params.seed, walks, walk_steps, console, as_json, no_progress, think)
+        _grammar_report(
+            c, run.model, run.params.seed, walks, walk_steps, console, as_json, no_progress, think, constraint
+        )
         return
     status = _generation_report(
         c,
@@ -66,12 +69,13 @@ def inspect(
         as_json=as_json,
         no_progress=no_progress,
         think=think,
+        flags=constraint,
         tsv=width is None and not os.environ.get("COLUMNS") and not sys.stdout.isatty(),
     )
     raise typer.Exit(status)
 
 
-def _grammar_report(c, model, seed, walks, walk_steps, console, as_json, no_progress, think) -> None:
+def _grammar_report(c, model, seed, walks, walk_steps, console, as_json, no_progress, think, flags) -> None:
     from ministruct.decode.model import Model
     from ministruct.diagnostics.grammar_info import grammar_info
     from ministruct.diagnostics.render import grammar_report, tokenizer_panel
@@ -79,7 +83,7 @@ def _grammar_report(c, model, seed, walks, walk_steps, console, as_json, no_prog
     from ministruct.engine.compile import compile_grammar
     from ministruct.jobs.think import think_constraint
 
-    llm = Model.load(model, vocab_only=True)
+    llm = flags.apply_template(Model.load(model, vocab_only=True))
     vocab = llm.vocabulary
     settings = think.settings(llm)
     if settings is not None:
@@ -119,6 +123,7 @@ def _generation_report(
     as_json,
     no_progress,
     think,
+    flags,
     tsv=False,
 ) -> int:
     from ministruct.decode.model import Model
@@ -127,7 +132,7 @@ def _generation_report(
     from ministruct.diagnostics.trace import TraceWriter
     from ministruct.jobs.job import GenerationJob
 
-    llm = Model.load(model, **load_options)
+    llm = flags.apply_template(Model.load(model, **load_options))
     job = GenerationJob(
         llm,
         c,

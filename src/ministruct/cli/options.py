@@ -95,8 +95,21 @@ ToolFormatOpt = Annotated[
     str,
     typer.Option(
         "--tool-format",
-        help="With --tools: json, hermes, mistral or llama3, or auto: the format the model's chat template "
-        "declares (json when it declares none, or without a model).",
+        help="With --tools: a model family's call markup (json, hermes, qwen3_coder, llama3, mistral, harmony, "
+        "deepseek_v3_1, deepseek_r1, deepseek_v3_2, kimi_k2, kimi_k3, glm, minimax, seed_oss, command_r7b, "
+        "phi4_mini, gemma4, nemotron, apriel, lfm2, lfm2_pythonic; docs/tools.md), or auto: the family the "
+        "chat template writes (json, with a warning, when it writes no tool calls, or without a template).",
+        rich_help_panel="Constraint",
+    ),
+]
+ChatTemplateOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--chat-template",
+        metavar="FILE",
+        help="A Jinja chat template to use instead of the model's (tokenizer.chat_template): it formats the "
+        "prompt and says the tool-call markup (--tool-format auto) and think tags (--think). For GGUFs "
+        "without one, and for check and convert, which load no model.",
         rich_help_panel="Constraint",
     ),
 ]
@@ -291,7 +304,8 @@ class ConstraintFlags:
     tool_choice: str | None = None
     parallel_tool_calls: bool = False
     tool_format: str = "auto"
-    chat_template: str | None = None  # the model's, read for --tool-format auto (with_model)
+    chat_template_file: str | None = None  # --chat-template
+    chat_template: str | None = None  # the template --tool-format auto reads (with_model, or the file)
     lark_lexer: str | None = None  # None: greedy
 
     def refuse_stdin_twice(self, input: str | None) -> None:
@@ -309,16 +323,32 @@ class ConstraintFlags:
             raise UsageError("give one --schema (this command does not take several)")
         return self._load(schemas[0] if schemas else None, extra_default)
 
+    def template_text(self) -> str | None:
+        """The text of --chat-template FILE (None without it)."""
+        if self.chat_template_file is None:
+            return None
+        from ministruct.grammar.constraint import read_text
+
+        return read_text(self.chat_template_file, "chat template")[0]
+
     def with_model(self, model: str | None) -> "ConstraintFlags":
-        """These flags with the chat template of `model` (a path; None: the default model) when
-        --tool-format auto has to read it."""
-        if self.tools is None or self.tool_format != "auto":
-            return self
+        """These flags with the chat template --tool-format auto reads: --chat-template's, else
+        the one of `model` (a path; None: the default model)."""
         from dataclasses import replace
 
+        if self.chat_template_file is not None:
+            return replace(self, chat_template=self.template_text())
+        if self.tools is None or self.tool_format != "auto":
+            return self
         from ministruct.decode.model import Model as _Model
 
         return replace(self, chat_template=_Model.load(model, vocab_only=True).chat_template)
+
+    def apply_template(self, model: "LoadedModel") -> "LoadedModel":
+        """`model` formatting prompts with --chat-template's template, when given."""
+        if self.chat_template_file is not None:
+            model.use_chat_template(self.chat_template or self.template_text() or "")
+        return model
 
     def load_each(self) -> list[Constraint]:
         """One Constraint per --schema when several are given, else the one the flags name."""
@@ -336,6 +366,8 @@ class ConstraintFlags:
         return [self.schema] if isinstance(self.schema, str) else list(self.schema)
 
     def _load(self, schema: str | None, extra_default: str = "explicit") -> Constraint:
+        if self.chat_template_file is not None and self.chat_template is None:
+            return dataclasses.replace(self, chat_template=self.template_text())._load(schema, extra_default)
         return constraint_from_flags(
             self.regex,
             self.grammar,
@@ -400,6 +432,7 @@ _CONSTRAINT_PARAMS = (
     ("tool_choice", ToolChoice, None),
     ("parallel_tool_calls", ParallelToolCalls, False),
     ("tool_format", ToolFormatOpt, "auto"),
+    ("chat_template_file", ChatTemplateOpt, None),
 )
 
 
@@ -580,14 +613,14 @@ class ThinkFlags:
             v is not None for v in (self.think_open, self.think_close, self.think_tokens, self.think_grammar)
         )
 
-    def settings(self, model: "LoadedModel | None" = None) -> "ThinkSettings | None":
-        """None without think flags; else the preset (the model's tags, or the plain pair) with
-        the flags given over it."""
-        from ministruct.jobs.think import ThinkSettings, preset
+    def settings(self, model: "LoadedModel | None" = None, template: str | None = None) -> "ThinkSettings | None":
+        """None without think flags; else the preset (the model's tags, or the family's of
+        `template` without a model, or the plain pair) with the flags given over it."""
+        from ministruct.jobs.think import preset, preset_of_template
 
         if not self.requested():
             return None
-        base = preset(model.vocabulary, model.chat_template) if model is not None else ThinkSettings()
+        base = preset(model.vocabulary, model.chat_template) if model is not None else preset_of_template(template)
         changes: dict[str, Any] = {}
         if self.think_open is not None:
             changes["open"] = None if self.think_open == "none" else self.think_open

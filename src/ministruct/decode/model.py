@@ -308,7 +308,15 @@ class Model:
 
     @property
     def chat_template(self) -> str | None:
-        return self.metadata.get("tokenizer.chat_template")
+        """The chat template: one given with `use_chat_template`, else the GGUF's
+        (`tokenizer.chat_template`)."""
+        override = getattr(self, "_template_override", None)
+        return override if override is not None else self.metadata.get("tokenizer.chat_template")
+
+    def use_chat_template(self, template: str) -> None:
+        """Format prompts (and read tool and think markup) with `template` instead of the GGUF's."""
+        self._template_override = template
+        self._template = None
 
     def format_prompt(self, prompt: str, *, chat: bool, system: str | None = None) -> str:
         """The prompt text: as is (raw), or wrapped in the model's chat template."""
@@ -370,18 +378,9 @@ class Model:
 
     def _compiled_template(self, template: str):
         if self._template is None:
-            import jinja2
-            import jinja2.ext
-            from jinja2.sandbox import ImmutableSandboxedEnvironment
+            from ministruct.grammar.chat_template import compiled
 
-            def raise_exception(message: str) -> None:
-                raise jinja2.TemplateError(message)
-
-            env = ImmutableSandboxedEnvironment(
-                trim_blocks=True, lstrip_blocks=True, extensions=[jinja2.ext.loopcontrols]
-            )
-            env.globals["raise_exception"] = raise_exception
-            self._template = env.from_string(template)
+            self._template = compiled(template)
         return self._template
 
     # -- evaluation ----------------------------------------------------------

@@ -235,6 +235,10 @@ def grammar_report(info: GrammarInfo) -> Group:
     head.add_column(style="bold")
     head.add_column()
     head.add_row("constraint", Text(f"{c.get('kind', '?')} ({c.get('source', '')})"))
+    if "tool_format" in c:
+        head.add_row("tool format", Text(c.get("tool_format_detected") or c["tool_format"]))
+    if "think" in c:
+        head.add_row("think", Text(f"{c['think'].get('open')!r} ... {c['think'].get('close')!r}"))
     head.add_row("rules", str(info.rules))
     st = info.stats
     head.add_row("automaton", f"{st.get('nfa_states', 0):,} NFA states, {st.get('byte_classes', 0)} byte classes")

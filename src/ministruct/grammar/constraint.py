@@ -17,7 +17,15 @@ from ministruct.grammar.json_text import parse_json
 from ministruct.grammar.limits import MAX_JSON_NESTING, bounded, short_pointer, text_nesting_pointer
 from ministruct.grammar.schema import SchemaOptions, schema_to_grammar
 from ministruct.grammar.think import free_text_then
-from ministruct.grammar.tools import ToolSpec, load_tools_text, parse_tools, read_choice, read_format, tools_grammar
+from ministruct.grammar.tool_grammar import tools_grammar
+from ministruct.grammar.tools import (
+    ToolSpec,
+    detection_note,
+    load_tools_text,
+    parse_tools,
+    read_choice,
+    read_format,
+)
 
 BUNDLED_GRAMMARS = Path(__file__).resolve().parent / "bundled"
 
@@ -151,18 +159,21 @@ class Constraint:
         """Calls of the tools of an OpenAI `tools` list (parsed, or its JSON text).
 
         `choice`: auto, required, none, a tool's name (or OpenAI's `{"type": "function",
-        "function": {"name": ...}}`); `parallel`: several calls in one answer; `format`:
-        json, hermes, mistral, llama3, or auto (read from `chat_template`; json when it
-        declares none). `options`: SchemaOptions for the tools' parameters.
+        "function": {"name": ...}}`); `parallel`: several calls in one answer; `format`: a
+        model family (grammar/tool_families.py FAMILY_NAMES), or auto (the family
+        `chat_template` writes; json, with a warning, when it writes no calls). `options`:
+        SchemaOptions for the tools' parameters.
         `control_tokens`: texts the vocabulary has as control tokens; the format's markup
         among them (Qwen's `<tool_call>`) is that token in the grammar."""
         parsed = load_tools_text(tools, source) if isinstance(tools, str) else parse_tools(tools, source)
         fmt = read_format(format, chat_template)
+        detected, warning = detection_note(chat_template) if format == "auto" else (None, None)
         control = frozenset(control_tokens) & frozenset(fmt.tags)
-        spec = ToolSpec(parsed, read_choice(choice, parsed), bool(parallel), fmt, control, options)
+        spec = ToolSpec(parsed, read_choice(choice, parsed), bool(parallel), fmt, control, options, detected)
         g = tools_grammar(spec, options, source=source)
         text = json.dumps([t.to_openai() for t in parsed], ensure_ascii=False)
-        return cls("tools", g, source, text, warnings=list(g.warnings), tools=spec)
+        warnings = ([warning] if warning and choice != "none" else []) + list(g.warnings)
+        return cls("tools", g, source, text, warnings=warnings, tools=spec)
 
     def with_control_tokens(self, has_control: Callable[[str], bool]) -> "Constraint":
         """This tools constraint with its format's markup as control tokens where
@@ -173,7 +184,7 @@ class Constraint:
         control = frozenset(t for t in spec.format.tags if has_control(t))
         if control == spec.control:
             return self
-        return Constraint.from_tools(
+        out = Constraint.from_tools(
             [t.to_openai() for t in spec.tools],
             choice=spec.choice,
             parallel=spec.parallel,
@@ -182,6 +193,9 @@ class Constraint:
             source=self.source,
             control_tokens=control,
         )
+        out.tools.detected = spec.detected  # type: ignore[union-attr]
+        out.warnings = list(self.warnings)
+        return out
 
     def describe(self) -> dict:
         """A JSON-ready summary for trace headers and reports."""
@@ -192,6 +206,8 @@ class Constraint:
         if self.tools is not None:
             spec = self.tools
             out.update(tool_choice=spec.choice, parallel_tool_calls=spec.parallel, tool_format=spec.format.name)
+            if spec.detected is not None:
+                out["tool_format_detected"] = spec.detected
         return out
 
 

@@ -308,7 +308,10 @@ class GenerationJob:
         spec = self.tools
         if spec is not None:
             answer_start = (st.answer_start or 0) if st is not None and self.think is not None else 0
-            read = read_calls(spec, output, calls_at=calls_at(spec, gen, self.model.vocabulary, answer_start))
+            marked = marked_answer(spec, gen, self.model.vocabulary, answer_start)
+            read = read_calls(spec, marked.text, calls_at=marked.calls_at)
+            for call in read.calls:  # the names' places in the output, which writes no control token
+                call.name_offset = marked.output_offset(call.name_offset)
             res.has_tools = True
             res.content = read.content
             res.tool_calls = read.tool_calls(salt=f"{rid}\0{prompt}")
@@ -322,21 +325,44 @@ class GenerationJob:
             self._compiled.persist()
 
 
-def calls_at(spec: ToolSpec, gen: Generation, vocab: Vocabulary, answer_start: int = 0) -> int | None:
-    """Where the calls begin in the answer (characters from byte `answer_start` of the
-    output) when the format's trigger is a control token, which writes no text: after the
-    first trigger token from there on. None for a text trigger (found in the text) or when
-    no trigger token was generated."""
+@dataclass
+class MarkedAnswer:
+    """An answer's text with the tool markup's control tokens written out (they write no
+    text in `output`), where the calls begin after a control-token trigger (None: no
+    trigger token, or a text trigger found in the text), and where text was written in."""
+
+    text: str
+    calls_at: int | None
+    written: list[tuple[int, int]]  # (character in `text`, length) of each control token written out
+
+    def output_offset(self, char: int) -> int:
+        """A character offset in `text` as one in the answer without the tokens' text."""
+        return char - sum(n for at, n in self.written if at < char)
+
+
+def marked_answer(spec: ToolSpec, gen: Generation, vocab: Vocabulary, answer_start: int = 0) -> MarkedAnswer:
+    """The answer (from byte `answer_start` of the output) with the control tokens of the
+    spec's markup written out as their text: the text `read_calls` reads. The trigger is
+    known by its token, not its text: the free text may hold the trigger's text as plain text."""
     trigger = spec.format.trigger
-    if trigger is None or trigger not in spec.control:
-        return None
-    tid = vocab.id_of_control(trigger)
-    written = 0
+    trigger_id = vocab.id_of_control(trigger) if trigger is not None and trigger in spec.control else None
+    ids = {vocab.id_of_control(t): t for t in spec.control}
+    buf, written, at_bytes = bytearray(), [], None
+    pos = 0
     for t in gen.tokens:
-        if t == tid and written >= answer_start:
-            return len(gen.output[answer_start:written].decode("utf-8", "replace"))
-        written += len(vocab.token_bytes(t))
-    return None
+        data = vocab.token_bytes(t)
+        if pos >= answer_start:
+            if t in ids:
+                written.append((len(buf), ids[t]))
+                buf += ids[t].encode()
+                if t == trigger_id and at_bytes is None:
+                    at_bytes = len(buf)
+            else:
+                buf += data
+        pos += len(data)
+    chars = [(len(buf[:b].decode("utf-8", "replace")), len(text)) for b, text in written]
+    at = len(buf[:at_bytes].decode("utf-8", "replace")) if at_bytes is not None else None
+    return MarkedAnswer(buf.decode("utf-8", "replace"), at, chars)
 
 
 def watcher(monitor: FightMonitor) -> Callable[[Step], None]:

@@ -1,8 +1,8 @@
 """Think first, then answer: the settings of a job's free text before its constraint, the
 preset's tags, the prompt's announcement and the reasoning/answer split of a result.
 
-The preset (`--think`) uses the model's own think tags where its vocabulary has them as
-control tokens (Qwen3's `<think>`/`</think>`) or its chat template writes them; else a
+The preset (`--think`) uses the think tags of the model family its chat template writes
+(grammar/tool_families.py), or its vocabulary's `</think>` control token; else a
 plain-text pair, `<think>` and `</think>`, that the user message announces (neither
 bundled model has think tags).
 """
@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from ministruct.errors import UsageError
 from ministruct.grammar.constraint import Constraint
 from ministruct.grammar.ir import Grammar, TokenRef
+from ministruct.grammar.tool_families import think_of_template
 
 if TYPE_CHECKING:
     from ministruct.engine.vocab import Vocabulary
@@ -58,11 +59,26 @@ class ThinkSettings:
 
 
 def preset(vocab: "Vocabulary", chat_template: str | None) -> ThinkSettings:
-    """The `--think` preset for a model: its own tags, or the announced plain-text pair."""
+    """The `--think` preset for a model: its family's tags (read from its chat template), or
+    its vocabulary's `</think>` control token, or the announced plain-text pair."""
+    own = preset_of_template(chat_template)
+    if own.announce is False:
+        return own
     for open_, close in NATIVE_PAIRS:
-        if vocab.id_of_control(close) is not None or (chat_template and close in chat_template):
+        if vocab.id_of_control(close) is not None:
             return ThinkSettings(open_, close, announce=False)
     return ThinkSettings()
+
+
+def preset_of_template(chat_template: str | None) -> ThinkSettings:
+    """The `--think` preset a chat template says: its family's reasoning pair (grammar/
+    tool_families.py: Qwen3's and DeepSeek's <think>, gpt-oss' analysis channel, Seed-OSS'
+    <seed:think>, ...; a template that opens the thinking in its generation prompt works the
+    same: OPEN is optional in the output), else the announced plain-text pair."""
+    _, pair = think_of_template(chat_template)
+    if pair is None:
+        return ThinkSettings()
+    return ThinkSettings(pair[0], pair[1], announce=False)
 
 
 def think_constraint(constraint: Constraint, think: ThinkSettings, vocab: "Vocabulary") -> Constraint:
@@ -121,6 +137,7 @@ __all__ = [
     "ThinkSettings",
     "announce",
     "preset",
+    "preset_of_template",
     "split_output",
     "think_constraint",
     "think_on_servers",

@@ -1,9 +1,10 @@
 """Which tool the model wanted: its mass on each tool name where the call picks the tool.
 
 For each call of an output, and each tool the call could have named (a name `n`, its
-target bytes `n"`: the name and its closing quote, so a name that is a prefix of another
-is told apart), over the steps of the generated path from the first one whose legal
-tokens reach into the name, to the one that finishes the generated name:
+target bytes `n"`: the name and the character the markup writes after it, its closing
+quote in JSON, so a name that is a prefix of another is told apart), over the steps of
+the generated path from the first one whose legal tokens reach into the name, to the one
+that finishes the generated name:
 
     m_s(n) = sum of p_s(t) over the legal tokens t of step s whose bytes, written after the
              output so far, stay consistent with `n"` (up to its end, or short of the name)
@@ -22,7 +23,6 @@ the grammar allows, so a name's mass counts all of its spellings at each step.
 
 from __future__ import annotations
 
-import json
 import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -31,7 +31,7 @@ import numpy as np
 
 from ministruct.decode.sampling import log_sum_exp
 from ministruct.engine.vocab import Vocabulary
-from ministruct.grammar.tools import ReadCalls, ToolSpec
+from ministruct.grammar.tools import ReadCalls, ToolSpec, name_target
 
 if TYPE_CHECKING:
     from ministruct.decode.loop import Step
@@ -82,7 +82,7 @@ class ToolScorer:
         return out
 
     def _one(self, chosen: str, start: int, names: list[str], output: bytes) -> dict[str, Any]:
-        targets = {n: json.dumps(n)[1:].encode("utf-8") for n in names}
+        targets = {n: name_target(self.spec, n) for n in names}
         chain = {n: 1.0 for n in names}
         alive = set(names)
         first: int | None = None

@@ -255,14 +255,15 @@ class _Compiler:
         return self.shared("ws", Repeat(CharClass(((9, 10), (13, 13), (32, 32))), 0, WS_BOUND))
 
     def colon(self) -> Expr:
-        return {"compact": Literal(":"), "pretty": Literal(": ")}.get(self.ws) or seq(
+        return {"compact": Literal(":"), "spaced": Literal(": "), "pretty": Literal(": ")}.get(self.ws) or seq(
             self._ws(), Literal(":"), self._ws()
         )
 
     def comma(self, depth: int) -> Expr:
         if self.ws == "pretty":
             return Literal(",\n" + "  " * (depth + 1))
-        return Literal(",") if self.ws == "compact" else seq(self._ws(), Literal(","), self._ws())
+        fixed = {"compact": Literal(","), "spaced": Literal(", ")}.get(self.ws)
+        return fixed or seq(self._ws(), Literal(","), self._ws())
 
     def open_(self, depth: int) -> Expr:
         return Literal("\n" + "  " * (depth + 1)) if self.ws == "pretty" else self._ws()

@@ -25,7 +25,7 @@ from typing import Any
 
 from ministruct.errors import UsageError
 
-WHITESPACE = ("compact", "flexible", "pretty")
+WHITESPACE = ("compact", "spaced", "flexible", "pretty")
 EXTRA_PROPERTIES = ("explicit", "spec")
 
 
@@ -42,7 +42,8 @@ class SchemaOptions:
     def __post_init__(self) -> None:
         if self.whitespace not in WHITESPACE:
             raise UsageError(
-                f"whitespace must be compact, flexible or pretty, not {self.whitespace!r}", parameter="whitespace"
+                f"whitespace must be compact, spaced, flexible or pretty, not {self.whitespace!r}",
+                parameter="whitespace",
             )
         if self.extra_properties not in EXTRA_PROPERTIES:
             raise UsageError(
