@@ -181,5 +181,5 @@ def test_count_lines_leaves_a_pipe_alone(tmp_path):
     # gen --input <(...) or a FIFO: counting for the progress total read the records away (0 results, exit 0)
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
-    with hang_guard(30, "count_lines on a FIFO"):
+    with hang_guard(30, "count_lines on a FIFO", waiting=True):
         assert count_lines(str(fifo)) is None
