@@ -306,3 +306,28 @@ def test_gen_reads_every_record_of_a_pipe_given_by_name(run_cli):
     # gen --input /dev/stdin (or <(...), a FIFO): the progress total's line count read the records away
     p = run_cli("gen", "--input", "/dev/stdin", "--choice", "yes", "--choice", "no", *RAW, input=f"{ASK}\n{ASK}\n")
     assert [r["id"] for r in _lines(p.stdout)] == [1, 2] and p.returncode == 0, p.stderr
+
+
+@pytest.mark.model
+def test_duplicate_ids_then_resume_lose_no_record(run_cli, tmp_path):
+    # issue 52: `gen --input in.jsonl | head -1 > out.jsonl; gen --input in.jsonl --resume
+    # out.jsonl` generated nothing: both records had the id "a"
+    inp = tmp_path / "in.jsonl"
+    inp.write_text(
+        '{"id":"a","prompt":"Pick a year"}\n{"id":"a","prompt":"Pick another"}\n"plain, line 3"\n{"id":3,"prompt":"x"}\n'
+    )
+    args = ("gen", "--regex", "[0-9]{4}", "--input", str(inp), "--quiet", "--no-progress")
+    whole = run_cli(*args)
+    recs = _lines(whole.stdout)
+    assert [(r["id"], r["error"]) for r in recs] == [
+        ("a", None),
+        ("a", f'{inp}:2: id "a" is already the id of line 1; ids must be unique'),
+        (3, None),
+        (3, f"{inp}:4: id 3 is already the id of line 3; ids must be unique"),
+    ]
+    assert whole.returncode == 1
+    out = tmp_path / "out.jsonl"
+    out.write_text(whole.stdout.splitlines(keepends=True)[0])  # `| head -1 > out.jsonl`
+    again = run_cli(*args, "--resume", str(out))
+    assert [r["error"] for r in _lines(again.stdout)] == [r["error"] for r in recs[1:]]
+    assert "1 skipped (already in the --resume file)" in again.stderr

@@ -250,7 +250,7 @@ class FleetBatch:
         early: dict[int, FleetResult] = {}
         skipped = 0
         for rec in records:
-            done = min(resume.finished(rec.id), n)
+            done = resume.take(rec.id, 1 if rec.error else n)
             plan, error = self._base, rec.error
             if error is None and rec.settings:
                 try:

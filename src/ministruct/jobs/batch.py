@@ -3,9 +3,10 @@
 The machinery both commands share: per-record settings (validated here), a constraint
 cache keyed by content (a batch of 10,000 records over 3 schemas loads 3 constraints),
 counts of ok / incomplete / failed results with the exit status they imply, `--resume`
-(ids already written are skipped; a line cut off at OUT's end is ended first when stdout
-appends to OUT), and SIGINT/SIGTERM handling (the record in flight
-finishes, every finished record is written, the exit status is 130/143).
+(the results already written are matched to the records in order, per id, and those
+records skipped; a line cut off at OUT's end is ended first when stdout appends to OUT),
+and SIGINT/SIGTERM handling (the record in flight finishes, every finished record is
+written, the exit status is 130/143).
 
     tally = run_batch(records, process, labels=GEN_LABELS, resume=Resume.load(path))
 """
@@ -234,7 +235,9 @@ class Tally:
 
 
 class Resume:
-    """The ids already present in an output file, with how many results each has."""
+    """The ids already present in an output file, with how many results each has; each
+    record takes its results in input order (`take`), so a record whose results are not
+    in the file runs, whatever other record has its id."""
 
     def __init__(self, done: Counter | None = None, *, path: str | None = None, cut_off: bool = False) -> None:
         self.done = done if done is not None else Counter()
@@ -277,9 +280,15 @@ class Resume:
         if (here.st_dev, here.st_ino) == (there.st_dev, there.st_ino):
             write_line("", out)
 
-    def finished(self, rid: Any) -> int:
-        """How many results for `rid` are already written."""
-        return self.done.get(_id_key(rid), 0)
+    def take(self, rid: Any, most: int) -> int:
+        """How many results of the record with id `rid` are already written (at most
+        `most`, its share); they are used up, so the next record with that id (a
+        duplicate's error line) gets the ones after them."""
+        key = _id_key(rid)
+        n = min(self.done.get(key, 0), most)
+        if n:
+            self.done[key] -= n
+        return n
 
 
 def _ends_inside_a_line(f: IO[bytes]) -> bool:
@@ -370,7 +379,8 @@ def run_batch(
     resume = resume or Resume()
     resume.end_cut_line()
     with Interrupts() as intr:
-        todo = ((rec, min(resume.finished(rec.id), per_record)) for rec in _until_stopped(records, intr))
+        # (a record in error writes one line, whatever --n)
+        todo = ((rec, resume.take(rec.id, 1 if rec.error else per_record)) for rec in _until_stopped(records, intr))
         many = getattr(process, "many", None) if getattr(process, "parallel", 1) > 1 else None
         results = many(todo) if many is not None else _one_by_one(process, todo, per_record)
         try:
