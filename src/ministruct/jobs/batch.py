@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Callable, Generic, Iterable, Iterator, Protocol, TypeVar
 
+from ministruct.decode.interrupt import Aborted, signal_bytes
 from ministruct.errors import InputError, MinistructError
 from ministruct.grammar.constraint import Constraint, load_constraint
 from ministruct.jobs.records import InputRecord, json_type, split_lines, write_line
@@ -323,11 +324,14 @@ class Interrupts:
         self.signum: int | None = None
         self.reading = False  # waiting for the next input line
         self._old: dict[int, Any] = {}
+        self._counted: Any = None
 
     def __enter__(self) -> Interrupts:
         if threading.current_thread() is threading.main_thread():
             for s in self.SIGNALS:
                 self._old[s] = signal.signal(s, self._handle)
+            self._counted = signal_bytes()  # (a second signal also stops a batched evaluation in progress)
+            self._counted.__enter__()
         return self
 
     def _handle(self, signum: int, frame: Any) -> None:
@@ -338,6 +342,8 @@ class Interrupts:
             raise _StopReading()
 
     def __exit__(self, *exc: Any) -> None:
+        if self._counted is not None:
+            self._counted.__exit__(None, None, None)
         for s, old in self._old.items():
             signal.signal(s, old)
 
@@ -395,7 +401,7 @@ def run_batch(
                     tally.skipped += 1
                 if progress is not None:
                     progress.advance()
-        except (Abandoned, _StopReading):  # _StopReading: the signal came as the wait for a line ended
+        except (Abandoned, Aborted, _StopReading):  # _StopReading: the signal came as the wait for a line ended
             pass
     if report is not None:
         stopped = f"; stopped by {intr.name()}" if intr.signum is not None else ""
