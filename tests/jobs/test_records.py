@@ -206,3 +206,10 @@ def test_a_duplicate_id_is_an_error_record_naming_the_earlier_line():
     )
     assert recs[4].error == "in.jsonl:5: id 4 is already the id of line 3; ids must be unique"
     assert recs[6].error.startswith("in.jsonl:7: not valid JSON")
+
+
+def test_a_null_field_is_as_if_absent():
+    # issue 52: "seed": null was refused where leaving "seed" out is fine
+    lines = [b'{"id": null, "prompt": "x", "seed": null, "schema": null, "think": null, "system": null}\n']
+    (rec,) = read_records(lines, "prompt", settings=("seed", "schema", "think", "system"))
+    assert rec.error is None and rec.id == 1 and rec.settings == {"system": None}

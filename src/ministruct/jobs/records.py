@@ -159,7 +159,7 @@ def _readable_id(text: str | None, n: int) -> Any:
         obj = json.loads(text) if text and text.lstrip().startswith("{") else None
     except (ValueError, RecursionError):
         return n
-    rid = obj.get("id", n) if isinstance(obj, dict) else n
+    rid = obj.get("id") if isinstance(obj, dict) and obj.get("id") is not None else n
     return n if "\ufffd" in json.dumps(rid, ensure_ascii=False) else rid
 
 
@@ -174,12 +174,13 @@ def _json_record(
         return InputRecord(n, n, None, f"{where}: not usable JSON: nested too deeply")
     if not isinstance(obj, dict):
         return InputRecord(n, n, None, f'{where}: a JSON line must be an object with "{field}", not an array')
-    rid = obj.get("id", n)
+    # a field given as null is as if absent (but `"system": null` is "no system message")
+    rid = obj["id"] if obj.get("id") is not None else n
     val = obj.get(field)
     value = val if isinstance(val, str) else None
-    known = {k: v for k, v in obj.items() if k in settings}
+    known = {k: v for k, v in obj.items() if k in settings and (v is not None or k == "system")}
     extra = {k: v for k, v in obj.items() if k not in settings and k not in (field, "id")}
-    rec = InputRecord(n, rid, value, settings=known, extra=extra if allow_extra else {}, id_given="id" in obj)
+    rec = InputRecord(n, rid, value, settings=known, extra=extra if allow_extra else {}, id_given=obj.get("id") is not None)
     if field not in obj:
         rec.error = f'{where}: no "{field}" field'
     elif value is None:
