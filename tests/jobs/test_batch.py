@@ -292,3 +292,17 @@ def test_a_run_cut_anywhere_then_resumed_writes_each_line_once_in_order(ids, per
     whole = _run(lines, per_record=per_record)
     head = whole[:cut]
     assert head + _run(lines, [rid for rid, _, _ in head], per_record) == whole
+
+
+@pytest.mark.parametrize("head", [0, 1, 70_000])
+def test_resume_drops_a_cut_line_when_stdout_appends_to_out(tmp_path, head):
+    out = tmp_path / "out.jsonl"
+    whole = "".join(json.dumps({"id": i, "pad": "x" * 50}) + "\n" for i in range(head // 60))
+    out.write_text(whole + '{"id": 99, "outp')
+    r = Resume.load(str(out))
+    assert r.cut_off == len(whole.encode())
+    with open(out, "a") as f:  # `>> out.jsonl`
+        r.drop_cut_line(f)
+        f.write('{"id": 99}\n')
+    assert out.read_text() == whole + '{"id": 99}\n'
+    assert Resume.load(str(out)).cut_off is None

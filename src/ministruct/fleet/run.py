@@ -211,7 +211,7 @@ class FleetBatch:
         if self._stop.is_set():
             raise RuntimeError("this FleetBatch has run its batch; make a new one")
         resume = resume or Resume()
-        resume.end_cut_line()
+        resume.drop_cut_line()
         jobs, early, skipped = self._jobs(records, n, resume)
         for j in jobs:
             if j.index not in early:

@@ -4,7 +4,7 @@ The machinery both commands share: per-record settings (validated here), a const
 cache keyed by content (a batch of 10,000 records over 3 schemas loads 3 constraints),
 counts of ok / incomplete / failed results with the exit status they imply, `--resume`
 (the results already written are matched to the records in order, per id, and those
-records skipped; a line cut off at OUT's end is ended first when stdout appends to OUT),
+records skipped; a line cut off at OUT's end is dropped first when stdout appends to OUT),
 and SIGINT/SIGTERM handling (the record in flight finishes, every finished record is
 written, the exit status is 130/143).
 
@@ -240,10 +240,12 @@ class Resume:
     record takes its results in input order (`take`), so a record whose results are not
     in the file runs, whatever other record has its id."""
 
-    def __init__(self, done: Counter | None = None, *, path: str | None = None, cut_off: bool = False) -> None:
+    def __init__(self, done: Counter | None = None, *, path: str | None = None, cut_off: int | None = None) -> None:
         self.done = done if done is not None else Counter()
         self.path = path
-        self.cut_off = cut_off  # OUT ends inside a line (the run that wrote it was killed mid-write)
+        # where OUT's last whole line ends, when a line is cut after it (the run that wrote
+        # it was killed, or the disk was full, mid-write); None when OUT ends with a newline
+        self.cut_off = cut_off
 
     @classmethod
     def load(cls, path: str | None) -> Resume:
@@ -265,20 +267,26 @@ class Resume:
                     continue
                 if isinstance(obj, dict) and "id" in obj:
                     done[_id_key(obj["id"])] += 1
-            return cls(done, path=path, cut_off=_ends_inside_a_line(f))
+            return cls(done, path=path, cut_off=_whole_lines_end(f))
 
-    def end_cut_line(self, stream: IO[str] | None = None) -> None:
-        """When OUT ends inside a line and `stream` (stdout) appends to OUT (`>> OUT`), end
-        that line first, so the next record starts a line of its own (the cut line's record
-        is not in `done`: it runs again)."""
+    def drop_cut_line(self, stream: IO[str] | None = None) -> None:
+        """When OUT ends inside a line and `stream` (stdout) appends to OUT (`>> OUT`), cut
+        that line off, so OUT holds whole records only (the cut line's record is not in
+        `done`: it runs again, in its place at the end); where OUT cannot be truncated,
+        end the line instead, so the next record starts a line of its own."""
         out = stream or sys.stdout
-        if not self.cut_off or self.path is None:
+        if self.cut_off is None or self.path is None:
             return
         try:
             here, there = os.fstat(out.fileno()), os.stat(self.path)
         except (OSError, ValueError, AttributeError):  # not a real file (tests' runners)
             return
-        if (here.st_dev, here.st_ino) == (there.st_dev, there.st_ino):
+        if (here.st_dev, here.st_ino) != (there.st_dev, there.st_ino):
+            return
+        try:
+            out.flush()
+            os.ftruncate(out.fileno(), self.cut_off)
+        except OSError:
             write_line("", out)
 
     def take(self, rid: Any, most: int) -> int:
@@ -292,12 +300,22 @@ class Resume:
         return n
 
 
-def _ends_inside_a_line(f: IO[bytes]) -> bool:
-    size = f.seek(0, os.SEEK_END)
+def _whole_lines_end(f: IO[bytes]) -> int | None:
+    """The offset just past the last newline of `f`, when bytes follow it (else None)."""
+    end = size = f.seek(0, os.SEEK_END)
     if size == 0:
-        return False
+        return None
     f.seek(size - 1)
-    return f.read(1) != b"\n"
+    if f.read(1) == b"\n":
+        return None
+    while end > 0:
+        start = max(0, end - (1 << 16))
+        f.seek(start)
+        at = f.read(end - start).rfind(b"\n")
+        if at >= 0:
+            return start + at + 1
+        end = start
+    return 0
 
 
 def _id_key(rid: Any) -> str:
@@ -383,7 +401,7 @@ def run_batch(
     Returns the exit status: 0 all ok, 1 any not, 130/143 after SIGINT/SIGTERM. `report` receives the summary line."""
     tally = Tally(labels)
     resume = resume or Resume()
-    resume.end_cut_line()
+    resume.drop_cut_line()
     with Interrupts() as intr:
         # (a record in error writes one line, whatever --n)
         todo = ((rec, resume.take(rec.id, 1 if rec.error else per_record)) for rec in _until_stopped(records, intr))

@@ -180,7 +180,9 @@ def _json_record(
     value = val if isinstance(val, str) else None
     known = {k: v for k, v in obj.items() if k in settings and (v is not None or k == "system")}
     extra = {k: v for k, v in obj.items() if k not in settings and k not in (field, "id")}
-    rec = InputRecord(n, rid, value, settings=known, extra=extra if allow_extra else {}, id_given=obj.get("id") is not None)
+    rec = InputRecord(
+        n, rid, value, settings=known, extra=extra if allow_extra else {}, id_given=obj.get("id") is not None
+    )
     if field not in obj:
         rec.error = f'{where}: no "{field}" field'
     elif value is None:
