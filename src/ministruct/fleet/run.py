@@ -13,8 +13,9 @@ server is, becomes an error record. An output our check rejects is resent up to
 Every record has exactly one attempt in flight at a time, and `emit` is called once per
 record, in input order, as soon as the record is next in line. SIGINT/SIGTERM are
 handled as in a local batch (jobs/batch.py's Interrupts): no new request starts, those
-in flight finish, and every finished record is emitted (those waiting behind an
-unfinished one too, in input order); `--resume` skips what an earlier run wrote. A
+in flight finish, and every finished record up to the first unfinished one (a record
+put back after a fault) is emitted, in input order: the output stays in input order,
+which `--resume` relies on (the records after it run again). A
 server given up (faults, or answers that show it ignored the constraint) is said
 through `warn`; the summary line counts the results and each server's share.
 """
@@ -237,10 +238,11 @@ class FleetBatch:
                 intr.signum = intr.signum or signal.SIGINT
             finally:
                 self._stop.set()
-            if intr.signum is not None:  # what finished, in input order, past the unfinished too
+            if intr.signum is not None:  # what finished, in input order, up to the first unfinished
                 self._drain(done)
-                for idx in sorted(done):
-                    self._emit(done[idx], emit)
+                while nxt in done:
+                    self._emit(done.pop(nxt), emit)
+                    nxt += 1
         for t in threads:
             t.join(timeout=1.0)
         if report is not None:
