@@ -255,6 +255,14 @@ def load_constraint(
         )
         if v is not None
     ]
+    if tools is None:  # (first: `tool_choice` alone says what it lacks, not "give a constraint")
+        for which, given_it in (
+            ("tool_choice", tool_choice is not None),
+            ("parallel_tool_calls", parallel_tool_calls),
+            ("tool_format", tool_format != "auto"),
+        ):
+            if given_it:
+                raise UsageError(f"`{which}` only applies to `tools`", parameter=which)
     if len(given) != 1:
         if not given:
             raise UsageError(
@@ -266,14 +274,6 @@ def load_constraint(
         )
     if root is not None and grammar is None:
         raise UsageError("`root` only applies to `grammar`", parameter="root")
-    if tools is None:
-        for which, given in (
-            ("tool_choice", tool_choice is not None),
-            ("parallel_tool_calls", parallel_tool_calls),
-            ("tool_format", tool_format != "auto"),
-        ):
-            if given:
-                raise UsageError(f"`{which}` only applies to `tools`", parameter=which)
     options = schema_options or SchemaOptions(**option_values)
     if tools is not None:
         if isinstance(tools, str):
