@@ -5,6 +5,13 @@ from __future__ import annotations
 import os
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+# A verdict never depends on the machine's speed (CI runs on busy machines): no example
+# deadline, and no health check that fails a test for being slow. Every test's own
+# settings() inherit this profile (tests/test_speed_independence.py holds the rule).
+settings.register_profile("any-speed", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("any-speed")
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -34,3 +41,12 @@ def model():
 def vocab(model):
     """The bundled model's Vocabulary."""
     return model.vocabulary
+
+
+@pytest.fixture
+def unbounded_warm(monkeypatch):
+    """compile_grammar's warming (engine/compile.py, WARM_S) runs to the end instead of
+    stopping at its time budget: what a compile leaves behind is then the same at any speed."""
+    from ministruct.engine import compile as compile_module
+
+    monkeypatch.setattr(compile_module, "WARM_S", float("inf"))

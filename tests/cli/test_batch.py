@@ -146,19 +146,34 @@ def test_head_one_ends_quietly(cli_env, tmp_path):
 @pytest.mark.model
 @pytest.mark.parametrize("signum, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_signal_then_resume_completes_without_duplicates(cli_env, run_cli, tmp_path, signum, code):
+    # the first run reads the batch from a pipe that holds 20 of its 40 records when the
+    # signal comes (more than --parallel's 16 live generations), so it stops short of the
+    # end at any speed
     big = _big(tmp_path)
-    args = ("gen", "--choice", "yes", "--choice", "no", "--input", str(big), *RAW)
-    p = _popen(cli_env, *args)
+    flags = ("gen", "--choice", "yes", "--choice", "no", *RAW)
+    args = (*flags, "--input", str(big))
+    p = subprocess.Popen(
+        [sys.executable, "-m", "ministruct", *flags, "--input", "-"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+        env=cli_env,
+    )
+    p.stdin.write("".join(big.read_text().splitlines(keepends=True)[:20]))
+    p.stdin.flush()
     got = [p.stdout.readline() for _ in range(3)]
     p.send_signal(signum)
-    with hang_guard(300, "the batch to stop after the signal"):
+    with hang_guard(300, "the batch to stop after the signal", waiting=True):
         rest = p.stdout.read()  # through the same buffer as readline: batched records come in bursts
         err = p.stderr.read()
     assert p.wait(timeout=300) == code, err
+    p.stdin.close()
     assert "Traceback" not in err and f"stopped by {signal.Signals(signum).name}" in err
     assert rest == "" or rest.endswith("\n")  # the last line is whole
     first = _lines("".join(got) + rest)
-    assert 3 <= len(first) < 40 and [r["id"] for r in first] == list(range(1, len(first) + 1))
+    assert 3 <= len(first) <= 20 and [r["id"] for r in first] == list(range(1, len(first) + 1))
     out = tmp_path / "out.jsonl"
     out.write_text("".join(got) + rest)
     again = run_cli(*args, "--resume", str(out))
@@ -291,3 +306,28 @@ def test_gen_reads_every_record_of_a_pipe_given_by_name(run_cli):
     # gen --input /dev/stdin (or <(...), a FIFO): the progress total's line count read the records away
     p = run_cli("gen", "--input", "/dev/stdin", "--choice", "yes", "--choice", "no", *RAW, input=f"{ASK}\n{ASK}\n")
     assert [r["id"] for r in _lines(p.stdout)] == [1, 2] and p.returncode == 0, p.stderr
+
+
+@pytest.mark.model
+def test_duplicate_ids_then_resume_lose_no_record(run_cli, tmp_path):
+    # issue 52: `gen --input in.jsonl | head -1 > out.jsonl; gen --input in.jsonl --resume
+    # out.jsonl` generated nothing: both records had the id "a"
+    inp = tmp_path / "in.jsonl"
+    inp.write_text(
+        '{"id":"a","prompt":"Pick a year"}\n{"id":"a","prompt":"Pick another"}\n"plain, line 3"\n{"id":3,"prompt":"x"}\n'
+    )
+    args = ("gen", "--regex", "[0-9]{4}", "--input", str(inp), "--quiet", "--no-progress")
+    whole = run_cli(*args)
+    recs = _lines(whole.stdout)
+    assert [(r["id"], r["error"]) for r in recs] == [
+        ("a", None),
+        ("a", f'{inp}:2: id "a" is already the id of line 1; ids must be unique'),
+        (3, None),
+        (3, f"{inp}:4: id 3 is already the id of line 3; ids must be unique"),
+    ]
+    assert whole.returncode == 1
+    out = tmp_path / "out.jsonl"
+    out.write_text(whole.stdout.splitlines(keepends=True)[0])  # `| head -1 > out.jsonl`
+    again = run_cli(*args, "--resume", str(out))
+    assert [r["error"] for r in _lines(again.stdout)] == [r["error"] for r in recs[1:]]
+    assert "1 skipped (already in the --resume file)" in again.stderr

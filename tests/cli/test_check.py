@@ -116,3 +116,22 @@ def test_main_called_in_process_raises_system_exit(monkeypatch, capsys):
     with pytest.raises(SystemExit) as e:
         main()
     assert e.value.code == 0 and capsys.readouterr().out == "ok\n"
+
+
+@pytest.mark.parametrize(
+    "regex, text, expected",
+    [
+        ("é+", "x", "'é'"),
+        ("[^a]+", "a", "any character but 'a'"),
+        ("[^a-z]", "a", "any character but [a-z]"),
+        ("[α-ω]+", "a", "[α-ω]"),
+        ("(x|é|中)", "a", "[xé中]"),
+        (".", "", "any character but '\\n'"),
+        ("'", "a", '"\'"'),
+        (r"\w", "!", "[0-9A-Z_a-z] or a non-ASCII character"),
+    ],
+)
+def test_what_was_expected_is_said_in_characters_not_byte_classes(run_cli, regex, text, expected):
+    # issue 52: `[^a]` said "expected [\x00-`b-\x7f] or a non-ASCII character", `é` "a non-ASCII character"
+    p = run_cli("check", "--regex", regex, text)
+    assert p.returncode == 1 and p.stdout.strip().endswith(f"; expected {expected}"), p.stdout

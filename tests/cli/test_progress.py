@@ -39,3 +39,21 @@ def test_rate_and_eta_columns():
         now[0] = t
         bar.advance(task_id, 2)
     assert str(RateColumn().render(bar.tasks[0])) == "2.0 records/s"
+
+
+def test_the_rate_names_what_is_counted():
+    # issue 52: inspect's progress counted tokens as "records/s"
+    rates = [c for c in Progress(total=10, label="generating", unit="tokens").columns() if isinstance(c, RateColumn)]
+    assert [c.unit for c in rates] == ["tokens"]
+    import ast
+    from pathlib import Path
+
+    cli = Path(__file__).resolve().parents[2] / "src" / "ministruct" / "cli"
+    for name, unit in (("inspect.py", "tokens"), ("collapse.py", "generations")):
+        calls = [
+            n
+            for n in ast.walk(ast.parse((cli / name).read_text()))
+            if isinstance(n, ast.Call) and getattr(n.func, "id", None) == "Progress"
+        ]
+        assert calls and all(any(k.arg == "unit" for k in c.keywords) for c in calls), name
+        assert any(any(k.arg == "unit" and k.value.value == unit for k in c.keywords) for c in calls), name

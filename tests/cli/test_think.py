@@ -138,3 +138,18 @@ def test_convert_think_prints_one_grammar(run_cli):
 def test_open_containing_close_is_bad_usage(run_cli):
     p = run_cli("convert", "--regex", "a", "--think-open", "<t>", "--think-close", "t>")
     assert p.returncode == 2 and "--think-open" in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("flag, what", [("--think-close", "closing"), ("--think-open", "opening")])
+def test_an_end_of_generation_token_as_open_or_close_is_refused_by_name(run_cli, flag, what):
+    # issue 52: --think-close '<|im_end|>' ended the generation, not the thinking: empty
+    # output, exit 1, nothing on stderr
+    p = run_cli("gen", "A number:", "--regex", "[0-9]{2}", "--think", flag, "<|im_end|>")
+    assert p.returncode == 2 and p.stdout == "", p.stderr
+    assert p.stderr.strip() == (
+        f"ministruct: error: the {what} text of the thinking, '<|im_end|>', is the model's end-of-generation "
+        f"token (id 2): writing it ends the generation, not the thinking; choose another text ({flag})"
+    )
+    i = run_cli("inspect", "A number:", "--regex", "[0-9]{2}", "--think", flag, "<|im_end|>", "--no-progress")
+    assert i.returncode == 2 and "end-of-generation token" in i.stderr and flag in i.stderr, i.stderr

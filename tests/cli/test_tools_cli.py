@@ -151,3 +151,9 @@ def test_bad_tool_flags_exit_2_naming_the_place(run_cli, args, needle):
     p = run_cli("convert", *args, "--to", "gbnf")
     assert p.returncode == 2, p.stderr
     assert needle in p.stderr and "Traceback" not in p.stderr
+
+
+def test_tool_choice_without_tools_says_it_needs_tools(run_cli):
+    # issue 52: `gen --tool-choice required "hi"` said "give a constraint"
+    p = run_cli("gen", "--tool-choice", "required", "hi")
+    assert p.returncode == 2 and p.stderr.strip() == "ministruct: error: --tool-choice only applies to --tools"

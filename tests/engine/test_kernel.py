@@ -96,12 +96,17 @@ def test_turned_off_the_walks_stay_with_numpy():
 
 def test_short_runs_do_not_load_the_kernel_and_longer_ones_load_it_without_waiting():
     """A fresh process walks with numpy until the walks have cost more than loading;
-    then the load runs on its own thread and walks go on with numpy until it is done."""
+    then the load runs on its own thread and walks go on with numpy until it is done.
+    (The load waits for the test's word: a fast load must not finish before the check.)"""
     code = (
+        "import threading\n"
         "from ministruct.engine import kernel\n"
+        "gate, build = threading.Event(), kernel._build\n"
+        "kernel._build = lambda: (gate.wait(), build())[1]\n"
         "assert not kernel.wanted() and 'walk' not in kernel._state and not kernel._loader\n"
         "kernel.spent(kernel.LOAD_AFTER_S)\n"
         "assert not kernel.wanted() and kernel._loader\n"
+        "gate.set()\n"
         "kernel._loader[0].join()\n"
         "assert kernel.wanted() and kernel._state['walk'] is not None\n"
     )
@@ -112,10 +117,13 @@ def test_short_runs_do_not_load_the_kernel_and_longer_ones_load_it_without_waiti
 @pytest.mark.model
 def test_masks_are_the_same_when_the_kernel_arrives_mid_walk():
     """A fresh process whose compiled walk loads in the background during a random walk
-    gives the same masks, step for step, as one that walks with numpy throughout."""
+    gives the same masks, step for step, as one that walks with numpy throughout. (The
+    load waits for the walk's step 40, whatever the machine's speed.)"""
     code = (
-        "import hashlib, sys\n"
+        "import hashlib, sys, threading\n"
         "from ministruct.engine import kernel\n"
+        "gate, build = threading.Event(), kernel._build\n"
+        "kernel._build = lambda: (gate.wait(), build())[1]\n"
         "from ministruct.decode.model import Model\n"
         "from ministruct.diagnostics.bench import random_walk\n"
         "from ministruct.engine.compile import compile_grammar\n"
@@ -130,6 +138,7 @@ def test_masks_are_the_same_when_the_kernel_arrives_mid_walk():
         "    if i in (0, 60):\n"
         "        seen.append(kernel._state.get('walk') is not None)\n"
         "    if i == 40 and kernel._loader:\n"
+        "        gate.set()\n"
         "        kernel._loader[0].join()\n"
         "random_walk(c, 150, seed=3, on_step=step)\n"
         "print(h.hexdigest(), *seen)\n"

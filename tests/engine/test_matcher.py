@@ -270,7 +270,7 @@ def test_long_repeats_share_masks_exactly(rep, tail, walk):
     test_mask_equals_partial_match_oracle.hypothesis.inner_test(expr, walk)
 
 
-def test_a_walk_inside_a_long_repeat_stays_in_one_copy():
+def test_a_walk_inside_a_long_repeat_stays_in_one_copy(unbounded_warm):
     """Inside a token, a configuration in a repeat copy far from the bounds continues as
     its image in the first such copy: the first mask of a 200-copy repeat makes a few
     configurations, not some for every byte of the longest token. Masks stay exact up to

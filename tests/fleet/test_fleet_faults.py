@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from fleet.conftest import REPO, batch, records
+from fleet.gate import gates
 from ministruct.decode.sampling import SamplingParams
 from ministruct.fleet import FleetBatch, Server, Settings
 from ministruct.fleet.client import Connection, ServerFault
@@ -36,18 +37,29 @@ def _servers(fleet_servers) -> list[str]:
 def test_a_signal_mid_batch_then_resume_gives_every_record_once(fleet_servers, run_cli, tmp_path: Path, signum, code):
     # SIGTERM killed the process at once (records held behind the one in flight were lost);
     # after SIGINT the records in flight had no result line; --resume was refused with --server
+    # (the first run's servers sit behind gates that pass 8 requests and hold the rest
+    # until the signal has been sent: it stops short of the end at any speed)
     inp = tmp_path / "in.jsonl"
     inp.write_text(batch(N, RAW))
     out = tmp_path / "out.jsonl"
-    args = [sys.executable, "-m", "ministruct", "gen", "--input", str(inp), *TWO_DIGITS, *_servers(fleet_servers)]
-    args += ["--concurrency", "2"]
-    with open(out, "w") as f:
-        proc = subprocess.Popen(args, stdout=f, stderr=subprocess.PIPE, text=True, cwd=REPO, env=run_cli.env)
-        deadline = time.monotonic() + 300
-        while out.read_text().count("\n") < 5 and time.monotonic() < deadline:  # under way
-            time.sleep(0.05)
-        proc.send_signal(signum)
-        err = proc.communicate(timeout=300)[1]
+    base = [sys.executable, "-m", "ministruct", "gen", "--input", str(inp), *TWO_DIGITS, "--concurrency", "2"]
+    args = [*base, *_servers(fleet_servers)]
+    gated, released = gates([s.url for s in fleet_servers], open_for=8)
+    first_args = [*base, *[a for g in gated for a in ("--server", g.url)]]
+    try:
+        with open(out, "w") as f:
+            proc = subprocess.Popen(first_args, stdout=f, stderr=subprocess.PIPE, text=True, cwd=REPO, env=run_cli.env)
+            deadline = time.monotonic() + 300
+            while out.read_text().count("\n") < 5 and time.monotonic() < deadline:  # under way
+                time.sleep(0.05)
+            proc.send_signal(signum)
+            time.sleep(0.5)  # (before the held requests go on, the signal is handled)
+            released.set()
+            err = proc.communicate(timeout=300)[1]
+    finally:
+        released.set()
+        for g in gated:
+            g.close()
     assert proc.returncode == code, err
     first = records(out.read_text())
     assert 5 <= len(first) < N, len(first)

@@ -8,10 +8,12 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 
 import pytest
 
 from fleet.conftest import REPO, assert_usage_error, batch, records
+from fleet.gate import gates
 from ministruct.decode.sampling import SamplingParams
 from ministruct.fleet import FleetBatch, Server, Settings, connect
 from ministruct.fleet.serve import free_port
@@ -220,19 +222,11 @@ def test_trace_has_chosen_probability_and_a_lower_bound_on_z(fleet_servers, run_
 
 
 def test_ctrl_c_writes_every_finished_record_and_exits_130(fleet_servers, run_cli):
-    args = [
-        sys.executable,
-        "-m",
-        "ministruct",
-        "gen",
-        "--input",
-        "-",
-        *TWO_DIGITS,
-        "--raw",
-        "--server-kind",
-        "llama",
-        *servers_args(fleet_servers),
-    ]
+    # the servers sit behind gates that pass 6 requests and hold the rest until the signal
+    # has been sent: the batch stops short of its end at any speed
+    gated, released = gates([s.url for s in fleet_servers], open_for=6)
+    args = [sys.executable, "-m", "ministruct", "gen", "--input", "-", *TWO_DIGITS, "--raw", "--server-kind", "llama"]
+    args += [a for g in gated for a in ("--server", g.url)]
     proc = subprocess.Popen(
         args,
         stdin=subprocess.PIPE,
@@ -242,11 +236,18 @@ def test_ctrl_c_writes_every_finished_record_and_exits_130(fleet_servers, run_cl
         cwd=REPO,
         env=run_cli.env,
     )
-    proc.stdin.write(batch(40, RAW))
-    proc.stdin.close()
-    first = "".join(proc.stdout.readline() for _ in range(3))  # the batch is under way
-    proc.send_signal(signal.SIGINT)
-    proc.wait(timeout=120)
+    try:
+        proc.stdin.write(batch(40, RAW))
+        proc.stdin.close()
+        first = "".join(proc.stdout.readline() for _ in range(3))  # the batch is under way
+        proc.send_signal(signal.SIGINT)
+        time.sleep(0.5)  # (the signal is handled before the held requests go on: a wait, not a verdict)
+        released.set()
+        proc.wait(timeout=120)
+    finally:
+        released.set()
+        for g in gated:
+            g.close()
     rest, err = proc.stdout.read(), proc.stderr.read()
     assert proc.returncode == 130, err
     recs = records(first + rest)

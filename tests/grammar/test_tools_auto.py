@@ -166,7 +166,9 @@ CASES = [(f, p) for f in ("json", "hermes", "mistral", "llama3") for p in (False
 
 
 @pytest.mark.parametrize("fmt,parallel", CASES)
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 @given(choices=st.lists(st.integers(0, 10**6), max_size=40))
 def test_auto_legal_sets_equal_the_oracle_and_read_back(fmt, parallel, choices):
     c = Constraint.from_tools(TOOLS, choice="auto", format=fmt, parallel=parallel)

@@ -9,9 +9,12 @@ import os
 import signal
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 from guards import hang_guard  # tests/ is on sys.path
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ministruct.check.grammar import check_text
 from ministruct.errors import MinistructError
@@ -140,7 +143,7 @@ def test_resume_reads_ids_and_ignores_torn_lines(tmp_path):
     out = tmp_path / "out.jsonl"
     out.write_bytes(b'{"v": 1, "id": "a"}\n{"v": 1, "id": 2}\n{"v": 1, "id": 2}\nnot json\n{"v": 1, "id": "c", "outp')
     r = Resume.load(str(out))
-    assert (r.finished("a"), r.finished(2), r.finished("2"), r.finished("c")) == (1, 2, 0, 0)
+    assert (r.take("a", 5), r.take(2, 5), r.take("2", 5), r.take("c", 5)) == (1, 2, 0, 0)
     assert Resume.load(str(tmp_path / "missing.jsonl")).done == {}
 
 
@@ -230,7 +233,7 @@ def test_a_signal_while_waiting_for_the_next_line_stops_at_once(signum, code):
         done.append(rec.id)
         yield "ok"
 
-    with hang_guard(30, "the batch after a signal while it waited for input"):
+    with hang_guard(30, "the batch after a signal while it waited for input", waiting=True):
         status = run_batch(read_records(slow_input(), "prompt"), process, report=lines.append)
     assert status == code and done == [1, 2]
     assert lines == [f"2 results: 2 ok, 0 incomplete, 0 failed; stopped by {signal.Signals(signum).name}"]
@@ -246,3 +249,60 @@ def test_error_records_flow_through_in_order():
 
     assert run_batch(read_records(data, "prompt"), process) == 1
     assert seen == [("a", True), (2, False), (3, True)]
+
+
+def _run(lines: list[bytes], written: list[Any] = (), per_record: int = 1) -> list[tuple]:
+    """(id, line, sample) of what a run over `lines` writes, with the ids `written` already
+    in OUT (--resume). Like gen: `per_record` samples, one error line for a record in error."""
+    resume = Resume()
+    for rid in written:
+        resume.done[json.dumps(rid)] += 1
+    ran = []
+
+    def process(rec, done):
+        for k in range(done, 1 if rec.error else per_record):
+            ran.append((rec.id, rec.index, k))
+            yield "ok" if rec.error is None else "failed"
+
+    run_batch(read_records(lines, "prompt"), process, resume=resume, per_record=per_record)
+    return ran
+
+
+def test_resume_never_skips_a_record_whose_results_are_not_written():
+    # issue 52: `gen --input in.jsonl | head -1 > out.jsonl; gen --input in.jsonl --resume
+    # out.jsonl` generated nothing: the second "a" (an error record now) was skipped
+    lines = [b'{"id": "a", "prompt": "Pick a year"}\n', b'{"id": "a", "prompt": "Pick another"}\n']
+    assert _run(lines, ["a"]) == [("a", 2, 0)]
+    assert _run(lines, ["a", "a"]) == []
+    clash = [b'{"id": 2, "prompt": "x"}\n', b"plain, line 2\n", b"plain, line 3\n"]
+    assert _run(clash, [2]) == [(2, 2, 0), (3, 3, 0)]
+    assert _run(lines, ["a"], per_record=2) == [("a", 1, 1), ("a", 2, 0)]
+
+
+@settings(max_examples=150)
+@given(
+    ids=st.lists(st.sampled_from(["a", "b", 1, 2, 3, None]), min_size=1, max_size=8),
+    per_record=st.integers(1, 3),
+    cut=st.integers(0, 30),
+)
+def test_a_run_cut_anywhere_then_resumed_writes_each_line_once_in_order(ids, per_record, cut):
+    """Whatever the ids (duplicates, ids equal to line numbers), what a run wrote before
+    it was cut plus what the resumed run writes is the uninterrupted run, line by line."""
+    lines = [json.dumps({"prompt": "p"} if rid is None else {"id": rid, "prompt": "p"}).encode() + b"\n" for rid in ids]
+    whole = _run(lines, per_record=per_record)
+    head = whole[:cut]
+    assert head + _run(lines, [rid for rid, _, _ in head], per_record) == whole
+
+
+@pytest.mark.parametrize("head", [0, 1, 70_000])
+def test_resume_drops_a_cut_line_when_stdout_appends_to_out(tmp_path, head):
+    out = tmp_path / "out.jsonl"
+    whole = "".join(json.dumps({"id": i, "pad": "x" * 50}) + "\n" for i in range(head // 60))
+    out.write_text(whole + '{"id": 99, "outp')
+    r = Resume.load(str(out))
+    assert r.cut_off == len(whole.encode())
+    with open(out, "a") as f:  # `>> out.jsonl`
+        r.drop_cut_line(f)
+        f.write('{"id": 99}\n')
+    assert out.read_text() == whole + '{"id": 99}\n'
+    assert Resume.load(str(out)).cut_off is None

@@ -98,3 +98,12 @@ def test_the_prompt_remedy_fits_the_constraint(kind, shown, remedy):
     got = m.warnings(b"")
     assert got and all(f"; {remedy}, " in w for w in got)
     assert all("schema" not in w for w in got) or kind == "schema"
+
+
+def test_a_mean_over_fewer_than_four_free_steps_is_not_judged():
+    # issue 52: "mean Z over 1 free steps" on every two-way choice
+    for n, warns in ((1, False), (3, False), (4, True)):
+        m = FightMonitor()
+        for _ in range(n):
+            m.add(0.01, forced=False)
+        assert bool(m.warnings(b"no")) == warns, n

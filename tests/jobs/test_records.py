@@ -181,5 +181,35 @@ def test_count_lines_leaves_a_pipe_alone(tmp_path):
     # gen --input <(...) or a FIFO: counting for the progress total read the records away (0 results, exit 0)
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
-    with hang_guard(30, "count_lines on a FIFO"):
+    with hang_guard(30, "count_lines on a FIFO", waiting=True):
         assert count_lines(str(fifo)) is None
+
+
+def test_a_duplicate_id_is_an_error_record_naming_the_earlier_line():
+    # issue 52: two records with one id (or an id equal to another line's line number)
+    # were taken without a word, and --resume then skipped the second
+    lines = [
+        b'{"id": "a", "prompt": "Pick a year"}\n',
+        b'{"id": "a", "prompt": "Pick another"}\n',
+        b'{"id": 4, "prompt": "x"}\n',
+        b"plain line four\n",
+        b'{"id": 4, "prompt": "y"}\n',
+        b'{"id": "4", "prompt": "a string is another id"}\n',
+        b'{"id": "a", "broken\n',  # (its own error first; its id is its line number, 7)
+    ]
+    recs = list(read_records(lines, "prompt", "in.jsonl"))
+    assert [r.id for r in recs] == ["a", "a", 4, 4, 4, "4", 7]
+    assert [r.error for r in recs][:2] == [None, 'in.jsonl:2: id "a" is already the id of line 1; ids must be unique']
+    assert recs[2].error is None and recs[5].error is None
+    assert recs[3].error == (
+        'in.jsonl:4: id 4 (its line number: the line has no "id") is already the id of line 3; ids must be unique'
+    )
+    assert recs[4].error == "in.jsonl:5: id 4 is already the id of line 3; ids must be unique"
+    assert recs[6].error.startswith("in.jsonl:7: not valid JSON")
+
+
+def test_a_null_field_is_as_if_absent():
+    # issue 52: "seed": null was refused where leaving "seed" out is fine
+    lines = [b'{"id": null, "prompt": "x", "seed": null, "schema": null, "think": null, "system": null}\n']
+    (rec,) = read_records(lines, "prompt", settings=("seed", "schema", "think", "system"))
+    assert rec.error is None and rec.id == 1 and rec.settings == {"system": None}

@@ -124,7 +124,9 @@ def collapse(
     study = CollapseStudy(llm, constraints, prompts, settings, think=arm)
     for note in study.notes:
         warn(note)
-    with Progress(enabled=not no_progress, total=study.n_generations, label="collapse study") as progress:
+    with Progress(
+        enabled=not no_progress, total=study.n_generations, label="collapse study", unit="generations"
+    ) as progress:
         report = study.run(
             on_generation=lambda _: progress.advance(), parallel=DEFAULT_PARALLEL if parallel is None else parallel
         )
@@ -193,7 +195,9 @@ def _study(
     cs = build_study(spec, model, options=options, seeds=override, base=run.params)
     runner = StudyRun(cs, report_dir, free_control=spec.free_control, resume=resume, parallel=parallel)
     total = len(runner.units) + len(runner.free_units)
-    with Progress(enabled=not no_progress, total=total, label="collapse study", plain_every=30.0) as progress:
+    with Progress(
+        enabled=not no_progress, total=total, label="collapse study", plain_every=30.0, unit="generations"
+    ) as progress:
         seen = [None]
 
         def on_done(done: int, _total: int) -> None:

@@ -186,7 +186,7 @@ def _single(batch: GenBatch, prompt: str, n: int, no_progress: bool) -> int:
         results = job.run_many([prompt] * n, parallel=batch.parallel, seeds=seeds)
     else:
         results = (batch.run_one(job, InputRecord(1, 1, prompt), seed) for seed in seeds)
-    with Progress(enabled=not no_progress, total=n, label="generating") as progress:
+    with Progress(enabled=not no_progress, total=n, label="generating", unit="samples") as progress:
         for res in results:
             res.id = 1
             batch.emit(res, {})

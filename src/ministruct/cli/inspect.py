@@ -89,7 +89,7 @@ def _grammar_report(c, model, seed, walks, walk_steps, console, as_json, no_prog
     if settings is not None:
         c = think_constraint(c, settings, vocab)
     compiled = compile_grammar(c.grammar, vocab)
-    with Progress(enabled=not no_progress, total=walks, label="walking the grammar") as progress:
+    with Progress(enabled=not no_progress, total=walks, label="walking the grammar", unit="walks") as progress:
         info = grammar_info(
             compiled,
             c.describe(),
@@ -144,7 +144,7 @@ def _generation_report(
         think=think.settings(llm),
     )
     tracer = TraceWriter(None, job)
-    with Progress(enabled=not no_progress, total=max_tokens, label="generating") as progress:
+    with Progress(enabled=not no_progress, total=max_tokens, label="generating", unit="tokens") as progress:
         result = tracer.run(prompt, rid=1, seed=params.seed, on_record=lambda _: progress.advance())
     job.persist()
     gen = result.generation

@@ -28,12 +28,15 @@ class Progress:
         total: int | None = None,
         label: str = "working",
         plain_every: float | None = None,
+        unit: str = "records",
     ) -> None:
+        """`unit`: what an item is, for the rate (records/s, tokens/s, ...)."""
         tty = sys.stderr.isatty()
         self.enabled = enabled and tty
         self.plain_every = plain_every if enabled and not tty else None
         self.total = total
         self.label = label
+        self.unit = unit
         self._bar: RichProgress | None = None
         self._task = None
         self._t0 = 0.0
@@ -61,7 +64,7 @@ class Progress:
         """The bar's Rich columns (progress_bar.columns): Rich loads only when a bar is shown."""
         from ministruct.cli.progress_bar import columns
 
-        return columns(self.label, self.total is not None)
+        return columns(self.label, self.total is not None, self.unit)
 
     def eta(self) -> float | None:
         """Seconds left at this run's rate (None before the first item or without a total)."""

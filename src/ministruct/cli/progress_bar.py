@@ -26,13 +26,13 @@ class RateColumn(ProgressColumn):
         return Text("" if speed is None else f"{speed:.1f} {self.unit}/s")
 
 
-def columns(label: str, with_total: bool) -> list[ProgressColumn]:
+def columns(label: str, with_total: bool, unit: str = "records") -> list[ProgressColumn]:
     """Label, bar, done/total, rate, elapsed, and the ETA when the total is known."""
     cols: list[ProgressColumn] = [
         TextColumn(f"[bold]{label}"),
         BarColumn(),
         MofNCompleteColumn(),
-        RateColumn(),
+        RateColumn(unit),
         TimeElapsedColumn(),
     ]
     if with_total:

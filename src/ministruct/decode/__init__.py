@@ -12,5 +12,6 @@ Files, in the order data flows through them:
     loop.py              the decode loop (Decoder, generate)
     batched.py           many generations at once, one model step for all (BatchedDecoder)
     defaults.py          defaults the command line's help shows (DEFAULT_PARALLEL)
+    interrupt.py         a batch's second signal stops a batched evaluation in progress
     logits_processor.py  a constraint inside llama-cpp-python's own loop
 """

@@ -17,6 +17,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from ministruct.decode.interrupt import Aborted, set_abort_callback
 from ministruct.engine.vocab import Vocabulary
 from ministruct.errors import ModelError
 
@@ -581,6 +582,7 @@ class Sequences:
         if not ctx:
             raise ModelError(f"{model.path}: cannot create a context for {n_seq} sequences of {n_ctx} tokens")
         self._ctx = ctx
+        set_abort_callback(lib, ctx)  # (a batch's second signal stops an evaluation in progress)
         self._mem = lib.llama_get_memory(ctx)
         self.n_batch = int(params.n_batch)
         self._batch = lib.llama_batch_init(self.n_batch, 0, 1)
@@ -653,6 +655,8 @@ class Sequences:
                 n_out += want
             b.n_tokens = len(chunk)
             rc = lib.llama_decode(self._ctx, b)
+            if rc == 2:  # aborted: a batch's second signal (decode/interrupt.py)
+                raise Aborted()
             if rc != 0:
                 raise ModelError(f"{self.model.path}: batched evaluation failed (llama_decode returned {rc})")
             if n_out:

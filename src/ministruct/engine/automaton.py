@@ -499,6 +499,11 @@ class Automaton:
                     "to reach the next input without consuming any (nested repeats of empty-able items?)"
                 )
             if len(rel) > MAX_LOCAL_DEPTH:
+                if len(set(rel)) == len(rel):  # no rule called again: a long chain, no recursion
+                    raise CompileLimitError(
+                        f"{self.grammar.source}: rules nested more than {MAX_LOCAL_DEPTH} deep before their "
+                        "first character (a chain of rules, each starting with the next)"
+                    )
                 raise GrammarError(
                     "left recursion: a rule can reach itself without consuming input",
                     source=self.grammar.source,

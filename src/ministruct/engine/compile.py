@@ -701,8 +701,8 @@ class CompiledGrammar:
             )
         return self._prune
 
-    def warm(self, budget_s: float = WARM_S) -> None:
-        """Follow, within about `budget_s`, the chains that start in the grammar's repeats (a
+    def warm(self, budget_s: float | None = None) -> None:
+        """Follow, within about `budget_s` (WARM_S by default), the chains that start in the grammar's repeats (a
         string's `maxLength`, a host name's labels, an e-mail's local part), load the token
         sets they take and fill the rows of the bounded ones' counts: the first mask inside
         each would do it in the middle of generation (a chain of 80 characters is 80
@@ -713,7 +713,7 @@ class CompiledGrammar:
             return
         auto, tr = self.automaton, self.transitions
         counted = [b for b, _, _, _, nullable in auto.repeat_blocks if not nullable and len(b) >= WARM_MIN_COPIES]
-        end = time.perf_counter() + budget_s
+        end = time.perf_counter() + (WARM_S if budget_s is None else budget_s)
         with self._lock:
             try:
                 for q in [b[0] for b in counted] + auto.loop_entries:

@@ -13,8 +13,9 @@ server is, becomes an error record. An output our check rejects is resent up to
 Every record has exactly one attempt in flight at a time, and `emit` is called once per
 record, in input order, as soon as the record is next in line. SIGINT/SIGTERM are
 handled as in a local batch (jobs/batch.py's Interrupts): no new request starts, those
-in flight finish, and every finished record is emitted (those waiting behind an
-unfinished one too, in input order); `--resume` skips what an earlier run wrote. A
+in flight finish, and every finished record up to the first unfinished one (a record
+put back after a fault) is emitted, in input order: the output stays in input order,
+which `--resume` relies on (the records after it run again). A
 server given up (faults, or answers that show it ignored the constraint) is said
 through `warn`; the summary line counts the results and each server's share.
 """
@@ -37,6 +38,7 @@ from ministruct.grammar.tools import read_calls
 from ministruct.jobs.batch import Abandoned, ConstraintCache, Interrupts, Resume, Tally, record_constraint
 from ministruct.jobs.job import GenResult
 from ministruct.jobs.records import InputRecord
+from ministruct.jobs.think import ThinkSettings, think_on_servers
 
 FINISH_TO_STOP = {"stop": "eos", "length": "max_tokens"}
 FLEET_LABELS = ("verified", "unverified", "failed")
@@ -148,7 +150,10 @@ class FleetBatch:
         constraints: ConstraintCache[Constraint] | None = None,
     ) -> None:
         """`constraints` loads a record's own constraint (a record's `schema`, `grammar`,
-        `regex` or `choice`); without it the batch's constraint is the only one."""
+        `regex` or `choice`); without it the batch's constraint is the only one. With
+        `settings.think`, `constraint` and what `constraints` loads think first already
+        (jobs/think.py `think_on_servers`); a record's own `think` or `think_tokens` is
+        applied here (to the constraint it answers with)."""
         if concurrency < 1:
             raise UsageError(f"concurrency must be >= 1, got {concurrency}", parameter="concurrency")
         if retry_unverified < 0:
@@ -174,6 +179,7 @@ class FleetBatch:
         self.constraints = constraints
         self._base = _Plan(constraint, settings, self.verifier, self.dialects)
         self._plans: dict[tuple, _Plan] = {}
+        self._thought: dict[tuple, tuple[Constraint, Constraint]] = {}
         self._pending: queue.Queue[_Job] = queue.Queue()
         self._results: queue.Queue[tuple[int, FleetResult]] = queue.Queue()
         self._stop = threading.Event()
@@ -206,7 +212,7 @@ class FleetBatch:
         if self._stop.is_set():
             raise RuntimeError("this FleetBatch has run its batch; make a new one")
         resume = resume or Resume()
-        resume.end_cut_line()
+        resume.drop_cut_line()
         jobs, early, skipped = self._jobs(records, n, resume)
         for j in jobs:
             if j.index not in early:
@@ -232,10 +238,11 @@ class FleetBatch:
                 intr.signum = intr.signum or signal.SIGINT
             finally:
                 self._stop.set()
-            if intr.signum is not None:  # what finished, in input order, past the unfinished too
+            if intr.signum is not None:  # what finished, in input order, up to the first unfinished
                 self._drain(done)
-                for idx in sorted(done):
-                    self._emit(done[idx], emit)
+                while nxt in done:
+                    self._emit(done.pop(nxt), emit)
+                    nxt += 1
         for t in threads:
             t.join(timeout=1.0)
         if report is not None:
@@ -250,7 +257,7 @@ class FleetBatch:
         early: dict[int, FleetResult] = {}
         skipped = 0
         for rec in records:
-            done = min(resume.finished(rec.id), n)
+            done = resume.take(rec.id, 1 if rec.error else n)
             plan, error = self._base, rec.error
             if error is None and rec.settings:
                 try:
@@ -306,12 +313,16 @@ class FleetBatch:
                 raise UsageError("a record's own constraint needs a constraint loader", parameter="constraints")
             constraint = self.constraints.get(*kind_value)
         s = self.settings
+        think = self._think_of(own)
+        if think is not s.think:  # (the batch's constraints think as the batch does: see `think`)
+            constraint = self._thinking(constraint.answer_part, think)
         varied = {k: own[k] for k in ("temperature", "top_p") if k in own}
         settings = replace(
             s,
             params=replace(s.params, **varied) if varied else s.params,
             max_tokens=own.get("max_tokens", s.max_tokens),
             system=own["system"] if "system" in own else s.system,
+            think=think,
         )
         key = (id(constraint), settings)
         if key not in self._plans:
@@ -320,6 +331,27 @@ class FleetBatch:
             verifier = self.verifier if same else Verifier(constraint)
             self._plans[key] = _Plan(constraint, settings, verifier, dialects)
         return self._plans[key]
+
+    def _think_of(self, own: dict[str, Any]) -> ThinkSettings | None:
+        """A record's think settings: the batch's, unless it says `think` (true: the batch's,
+        or the plain-text pair when the batch does not think) or `think_tokens`."""
+        think = self.settings.think
+        if own.get("think") is False:
+            return None
+        if own.get("think") or "think_tokens" in own:
+            think = think or ThinkSettings()
+            if "think_tokens" in own and own["think_tokens"] != think.think_tokens:
+                think = think.with_tokens(own["think_tokens"])
+        return think
+
+    def _thinking(self, constraint: Constraint, think: ThinkSettings | None) -> Constraint:
+        """`constraint` with the free text of `think` first (as think_on_servers), once per pair."""
+        if think is None:
+            return constraint
+        key = (id(constraint), think)
+        if key not in self._thought:
+            self._thought[key] = (constraint, think_on_servers(constraint, think))  # (keeps `constraint` alive)
+        return self._thought[key][1]
 
     def _start_workers(self) -> list[threading.Thread]:
         threads = []

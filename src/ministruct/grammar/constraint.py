@@ -280,6 +280,14 @@ def load_constraint(
         )
         if v is not None
     ]
+    if tools is None:  # (first: `tool_choice` alone says what it lacks, not "give a constraint")
+        for which, given_it in (
+            ("tool_choice", tool_choice is not None),
+            ("parallel_tool_calls", parallel_tool_calls),
+            ("tool_format", tool_format != "auto"),
+        ):
+            if given_it:
+                raise UsageError(f"`{which}` only applies to `tools`", parameter=which)
     if len(given) != 1:
         if not given:
             raise UsageError(
@@ -293,14 +301,6 @@ def load_constraint(
         raise UsageError("`root` only applies to `grammar`", parameter="root")
     if lark_lexer is not None and lark is None:
         raise UsageError("`lark_lexer` only applies to `lark`", parameter="lark_lexer")
-    if tools is None:
-        for which, given in (
-            ("tool_choice", tool_choice is not None),
-            ("parallel_tool_calls", parallel_tool_calls),
-            ("tool_format", tool_format != "auto"),
-        ):
-            if given:
-                raise UsageError(f"`{which}` only applies to `tools`", parameter=which)
     options = schema_options or SchemaOptions(**option_values)
     if tools is not None:
         if isinstance(tools, str):

@@ -3,9 +3,10 @@
 The machinery both commands share: per-record settings (validated here), a constraint
 cache keyed by content (a batch of 10,000 records over 3 schemas loads 3 constraints),
 counts of ok / incomplete / failed results with the exit status they imply, `--resume`
-(ids already written are skipped; a line cut off at OUT's end is ended first when stdout
-appends to OUT), and SIGINT/SIGTERM handling (the record in flight
-finishes, every finished record is written, the exit status is 130/143).
+(the results already written are matched to the records in order, per id, and those
+records skipped; a line cut off at OUT's end is dropped first when stdout appends to OUT),
+and SIGINT/SIGTERM handling (the record in flight finishes, every finished record is
+written, the exit status is 130/143).
 
     tally = run_batch(records, process, labels=GEN_LABELS, resume=Resume.load(path))
 """
@@ -25,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Callable, Generic, Iterable, Iterator, Protocol, TypeVar
 
+from ministruct.decode.interrupt import Aborted, signal_bytes
 from ministruct.errors import InputError, MinistructError
 from ministruct.grammar.constraint import Constraint, load_constraint
 from ministruct.jobs.records import InputRecord, json_type, split_lines, write_line
@@ -234,12 +236,16 @@ class Tally:
 
 
 class Resume:
-    """The ids already present in an output file, with how many results each has."""
+    """The ids already present in an output file, with how many results each has; each
+    record takes its results in input order (`take`), so a record whose results are not
+    in the file runs, whatever other record has its id."""
 
-    def __init__(self, done: Counter | None = None, *, path: str | None = None, cut_off: bool = False) -> None:
+    def __init__(self, done: Counter | None = None, *, path: str | None = None, cut_off: int | None = None) -> None:
         self.done = done if done is not None else Counter()
         self.path = path
-        self.cut_off = cut_off  # OUT ends inside a line (the run that wrote it was killed mid-write)
+        # where OUT's last whole line ends, when a line is cut after it (the run that wrote
+        # it was killed, or the disk was full, mid-write); None when OUT ends with a newline
+        self.cut_off = cut_off
 
     @classmethod
     def load(cls, path: str | None) -> Resume:
@@ -261,33 +267,55 @@ class Resume:
                     continue
                 if isinstance(obj, dict) and "id" in obj:
                     done[_id_key(obj["id"])] += 1
-            return cls(done, path=path, cut_off=_ends_inside_a_line(f))
+            return cls(done, path=path, cut_off=_whole_lines_end(f))
 
-    def end_cut_line(self, stream: IO[str] | None = None) -> None:
-        """When OUT ends inside a line and `stream` (stdout) appends to OUT (`>> OUT`), end
-        that line first, so the next record starts a line of its own (the cut line's record
-        is not in `done`: it runs again)."""
+    def drop_cut_line(self, stream: IO[str] | None = None) -> None:
+        """When OUT ends inside a line and `stream` (stdout) appends to OUT (`>> OUT`), cut
+        that line off, so OUT holds whole records only (the cut line's record is not in
+        `done`: it runs again, in its place at the end); where OUT cannot be truncated,
+        end the line instead, so the next record starts a line of its own."""
         out = stream or sys.stdout
-        if not self.cut_off or self.path is None:
+        if self.cut_off is None or self.path is None:
             return
         try:
             here, there = os.fstat(out.fileno()), os.stat(self.path)
         except (OSError, ValueError, AttributeError):  # not a real file (tests' runners)
             return
-        if (here.st_dev, here.st_ino) == (there.st_dev, there.st_ino):
+        if (here.st_dev, here.st_ino) != (there.st_dev, there.st_ino):
+            return
+        try:
+            out.flush()
+            os.ftruncate(out.fileno(), self.cut_off)
+        except OSError:
             write_line("", out)
 
-    def finished(self, rid: Any) -> int:
-        """How many results for `rid` are already written."""
-        return self.done.get(_id_key(rid), 0)
+    def take(self, rid: Any, most: int) -> int:
+        """How many results of the record with id `rid` are already written (at most
+        `most`, its share); they are used up, so the next record with that id (a
+        duplicate's error line) gets the ones after them."""
+        key = _id_key(rid)
+        n = min(self.done.get(key, 0), most)
+        if n:
+            self.done[key] -= n
+        return n
 
 
-def _ends_inside_a_line(f: IO[bytes]) -> bool:
-    size = f.seek(0, os.SEEK_END)
+def _whole_lines_end(f: IO[bytes]) -> int | None:
+    """The offset just past the last newline of `f`, when bytes follow it (else None)."""
+    end = size = f.seek(0, os.SEEK_END)
     if size == 0:
-        return False
+        return None
     f.seek(size - 1)
-    return f.read(1) != b"\n"
+    if f.read(1) == b"\n":
+        return None
+    while end > 0:
+        start = max(0, end - (1 << 16))
+        f.seek(start)
+        at = f.read(end - start).rfind(b"\n")
+        if at >= 0:
+            return start + at + 1
+        end = start
+    return 0
 
 
 def _id_key(rid: Any) -> str:
@@ -314,11 +342,14 @@ class Interrupts:
         self.signum: int | None = None
         self.reading = False  # waiting for the next input line
         self._old: dict[int, Any] = {}
+        self._counted: Any = None
 
     def __enter__(self) -> Interrupts:
         if threading.current_thread() is threading.main_thread():
             for s in self.SIGNALS:
                 self._old[s] = signal.signal(s, self._handle)
+            self._counted = signal_bytes()  # (a second signal also stops a batched evaluation in progress)
+            self._counted.__enter__()
         return self
 
     def _handle(self, signum: int, frame: Any) -> None:
@@ -329,6 +360,8 @@ class Interrupts:
             raise _StopReading()
 
     def __exit__(self, *exc: Any) -> None:
+        if self._counted is not None:
+            self._counted.__exit__(None, None, None)
         for s, old in self._old.items():
             signal.signal(s, old)
 
@@ -368,9 +401,10 @@ def run_batch(
     Returns the exit status: 0 all ok, 1 any not, 130/143 after SIGINT/SIGTERM. `report` receives the summary line."""
     tally = Tally(labels)
     resume = resume or Resume()
-    resume.end_cut_line()
+    resume.drop_cut_line()
     with Interrupts() as intr:
-        todo = ((rec, min(resume.finished(rec.id), per_record)) for rec in _until_stopped(records, intr))
+        # (a record in error writes one line, whatever --n)
+        todo = ((rec, resume.take(rec.id, 1 if rec.error else per_record)) for rec in _until_stopped(records, intr))
         many = getattr(process, "many", None) if getattr(process, "parallel", 1) > 1 else None
         results = many(todo) if many is not None else _one_by_one(process, todo, per_record)
         try:
@@ -385,7 +419,7 @@ def run_batch(
                     tally.skipped += 1
                 if progress is not None:
                     progress.advance()
-        except (Abandoned, _StopReading):  # _StopReading: the signal came as the wait for a line ended
+        except (Abandoned, Aborted, _StopReading):  # _StopReading: the signal came as the wait for a line ended
             pass
     if report is not None:
         stopped = f"; stopped by {intr.name()}" if intr.signum is not None else ""

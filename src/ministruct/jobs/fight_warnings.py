@@ -1,7 +1,8 @@
 """Warnings for a generation where the model fights the grammar.
 
 After each generation the job (jobs/job.py) checks three signs (issue: useful JSON by default):
-- the mean legal mass Z over free steps is below 0.2: the model wanted mostly other tokens;
+- the mean legal mass Z over 4 or more free steps is below 0.2: the model wanted mostly
+  other tokens (fewer steps are too few to judge: a two-way choice has one);
 - a run of 16 or more consecutive steps has Z < 0.05: a stretch written against the model;
 - the output repeats one pattern of 8 or more bytes 4 or more times in a row
   (whitespace or key loops, the usual sign of a model that cannot find the way out).
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
     from ministruct.decode.loop import Step
 
 LOW_MEAN_Z = 0.2
+LOW_MEAN_MIN_STEPS = 4  # free steps the mean needs before it is judged
 LOW_RUN_Z = 0.05
 LOW_RUN_STEPS = 16
 LOOP_MIN_BYTES = 8
@@ -92,7 +94,7 @@ class FightMonitor:
 
     def warnings(self, output: bytes) -> list[str]:
         out: list[str] = []
-        if self.z_free:
+        if len(self.z_free) >= LOW_MEAN_MIN_STEPS:
             mean = sum(self.z_free) / len(self.z_free)
             if mean < LOW_MEAN_Z:
                 out.append(

@@ -5,7 +5,9 @@ bytes and streamed one at a time, from a file or stdin alike. A UTF-8 BOM before
 first line is skipped, a `\\r` before the `\\n` is dropped, and blank lines are skipped
 (line numbers, the default ids, still count them). A line that is not UTF-8 is an error
 record. A line starting with `{` or `[` must be a JSON object carrying the value field
-(`prompt` for gen, `text` for check); any other line is the value itself.
+(`prompt` for gen, `text` for check); any other line is the value itself. Ids are
+unique: a line whose id an earlier line has (its own `id`, or its line number when it
+has none) is an error record naming that line.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ class InputRecord:
     settings: dict[str, Any] = field(default_factory=dict)  # allowed per-record fields (seed, schema, ...)
     extra: dict[str, Any] = field(default_factory=dict)  # other fields, kept with --allow-extra-fields
     where: str = ""  # "source:line", for messages about this record
+    id_given: bool = False  # the line has its own "id" (else the id is its line number)
 
 
 @contextmanager
@@ -127,21 +130,26 @@ def read_records(
     """Yield one record per non-blank line (see the module docstring for the rules).
 
     A JSON line may carry `id`, `field` and the names in `settings`; any other field is an
-    error naming it, unless `allow_extra` (then it is kept in `extra`).
+    error naming it, unless `allow_extra` (then it is kept in `extra`). A line whose id an
+    earlier line has is an error record naming that line (its own error, if any, first).
     """
+    first_line: dict[str, int] = {}  # id (as JSON) -> the line that has it
     for n, line, err in split_lines(stream):
         where = f"{source}:{n}"
         if err is not None:
-            yield InputRecord(n, _readable_id(line, n), None, f"{where}: {err}", where=where)
+            rec = InputRecord(n, _readable_id(line, n), None, f"{where}: {err}", where=where)
+        elif line is None or not line.strip():
             continue
-        assert line is not None
-        if not line.strip():
-            continue
-        if not line.lstrip().startswith(("{", "[")):
-            yield InputRecord(n, n, line, where=where)
-            continue
-        rec = _json_record(n, line, field, where, settings, allow_extra)
-        rec.where = where
+        elif not line.lstrip().startswith(("{", "[")):
+            rec = InputRecord(n, n, line, where=where)
+        else:
+            rec = _json_record(n, line, field, where, settings, allow_extra)
+            rec.where = where
+        key = json.dumps(rec.id, sort_keys=True, ensure_ascii=False)
+        earlier = first_line.setdefault(key, n)
+        if earlier != n and rec.error is None:
+            own = "" if rec.id_given else ' (its line number: the line has no "id")'
+            rec.error = f"{where}: id {json_text(rec.id)}{own} is already the id of line {earlier}; ids must be unique"
         yield rec
 
 
@@ -151,7 +159,7 @@ def _readable_id(text: str | None, n: int) -> Any:
         obj = json.loads(text) if text and text.lstrip().startswith("{") else None
     except (ValueError, RecursionError):
         return n
-    rid = obj.get("id", n) if isinstance(obj, dict) else n
+    rid = obj.get("id") if isinstance(obj, dict) and obj.get("id") is not None else n
     return n if "\ufffd" in json.dumps(rid, ensure_ascii=False) else rid
 
 
@@ -166,12 +174,15 @@ def _json_record(
         return InputRecord(n, n, None, f"{where}: not usable JSON: nested too deeply")
     if not isinstance(obj, dict):
         return InputRecord(n, n, None, f'{where}: a JSON line must be an object with "{field}", not an array')
-    rid = obj.get("id", n)
+    # a field given as null is as if absent (but `"system": null` is "no system message")
+    rid = obj["id"] if obj.get("id") is not None else n
     val = obj.get(field)
     value = val if isinstance(val, str) else None
-    known = {k: v for k, v in obj.items() if k in settings}
+    known = {k: v for k, v in obj.items() if k in settings and (v is not None or k == "system")}
     extra = {k: v for k, v in obj.items() if k not in settings and k not in (field, "id")}
-    rec = InputRecord(n, rid, value, settings=known, extra=extra if allow_extra else {})
+    rec = InputRecord(
+        n, rid, value, settings=known, extra=extra if allow_extra else {}, id_given=obj.get("id") is not None
+    )
     if field not in obj:
         rec.error = f'{where}: no "{field}" field'
     elif value is None:

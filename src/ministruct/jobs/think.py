@@ -83,7 +83,17 @@ def preset_of_template(chat_template: str | None) -> ThinkSettings:
 
 def think_constraint(constraint: Constraint, think: ThinkSettings, vocab: "Vocabulary") -> Constraint:
     """The constraint with free text first; CLOSE as the control token of that text where
-    the vocabulary has one."""
+    the vocabulary has one. An OPEN or CLOSE that is the model's end-of-generation token is
+    refused: writing it ends the generation, not the thinking."""
+    for text, parameter in ((think.open, "think_open"), (think.close, "think_close")):
+        tid = vocab.id_of_control(text) if text else None
+        if tid is not None and tid in vocab.eog_ids:
+            what = "opening" if parameter == "think_open" else "closing"
+            raise UsageError(
+                f"the {what} text of the thinking, {text!r}, is the model's end-of-generation token "
+                f"(id {tid}): writing it ends the generation, not the thinking; choose another text",
+                parameter=parameter,
+            )
     close: str | TokenRef = think.close
     if vocab.id_of_control(think.close) is not None:
         close = TokenRef(name=think.close)

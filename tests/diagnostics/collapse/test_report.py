@@ -233,7 +233,7 @@ def test_cell_laws_on_stats_records(data):
         assert 0 <= row["collapsed"] <= free and row["nucleus_changed"] <= free and row["top_changed"] <= free
         if p == 1.0:  # nothing truncated: no collapse, by definition
             assert row["collapsed"] == 0 and row["pearson_Z_collapsed"] is None
-        if free == 0:
+        if free == 0 or (t == 0 and p == 1.0):  # (T 0 / top_p 1: two rules disagree, undefined)
             assert row["pooled_rate"] is None
             continue
         assert 0 <= row["pooled_rate"] <= 1
@@ -247,3 +247,20 @@ def test_cell_laws_on_stats_records(data):
         assert 0 < row["mean_Z"] <= 1
         r = row["pearson_Z_collapsed"]
         assert r is None or -1 <= r <= 1
+
+
+def test_the_cell_at_temperature_0_and_top_p_1_is_undefined():
+    # issue 52: it printed 0.0% beside 100.0% at top_p 0.95 (two rules of the docs disagree there)
+    from ministruct.diagnostics.collapse.report import cell_row
+
+    class Gen:
+        n_free = 3
+        free = np.array([True, True, True])
+        collapsed = np.array([[True, False]] * 3)
+        nucleus_changed = np.zeros((3, 2), dtype=bool)
+        top_changed = np.zeros(3, dtype=bool)
+        Z = np.array([0.2, 0.5, 0.9])
+
+    row = cell_row([Gen()], 1, schema="s", condition="shown", temperature=0.0, top_p=1.0)
+    assert row["pooled_rate"] is None and row["per_generation"]["mean"] is None
+    assert cell_row([Gen()], 0, schema="s", condition="shown", temperature=0.0, top_p=0.95)["pooled_rate"] == 1.0

@@ -64,13 +64,16 @@ def _ratio(num: int, den: int) -> float | None:
 def cell_row(
     gens: Sequence[GenerationGrid], col: int, *, schema: str, condition: str, temperature: float, top_p: float
 ) -> dict:
-    """One `cells` row: the generations' free steps evaluated at column `col`."""
+    """One `cells` row: the generations' free steps evaluated at column `col`. At
+    temperature 0 with top_p 1 the rate is undefined (None): at top_p 1 no step is
+    collapsed, at temperature 0 every nucleus is the argmax, and the two rules disagree."""
     free = sum(g.n_free for g in gens)
     per_gen = [g.collapsed[g.free, col] for g in gens]
     collapsed = sum(int(np.count_nonzero(c)) for c in per_gen)
     rates = [float(np.count_nonzero(c)) / c.shape[0] for c in per_gen if c.shape[0]]
     z = np.concatenate([g.Z[g.free] for g in gens]) if gens else np.zeros(0)
     flags = np.concatenate(per_gen) if gens else np.zeros(0, dtype=bool)
+    undefined = temperature == 0 and top_p >= 1.0
     return {
         "schema": schema,
         "condition": condition,
@@ -78,12 +81,12 @@ def cell_row(
         "top_p": top_p,
         "free_steps": free,
         "collapsed": collapsed,
-        "pooled_rate": _ratio(collapsed, free),
-        "per_generation": rate_summary(rates),
+        "pooled_rate": None if undefined else _ratio(collapsed, free),
+        "per_generation": rate_summary([] if undefined else rates),
         "nucleus_changed": sum(int(np.count_nonzero(g.nucleus_changed[g.free, col])) for g in gens),
         "top_changed": sum(int(np.count_nonzero(g.top_changed[g.free])) for g in gens),
         "mean_Z": math.fsum(z.tolist()) / z.shape[0] if z.shape[0] else None,
-        "pearson_Z_collapsed": pearson(z, flags.astype(np.float64)),
+        "pearson_Z_collapsed": None if undefined else pearson(z, flags.astype(np.float64)),
     }
 
 

@@ -273,6 +273,18 @@ class Scope:
             terminal_body(d.body, next(iter(lazy.values()))[0])  # type: ignore[arg-type]
             self.lazy_rules[d.name.lstrip("?!")] = lazy
 
+    def _drop_rewritten(self, existing: set[str], written: set[str], start: str) -> None:
+        """Drop the rules this grammar made that are not used: a rule of the grammar that
+        nothing uses as written (warned about by its own name), a rule left recursion's
+        rewriting took in, a helper (a lazy lexeme's) nothing refers to. Warnings never
+        name a rule the grammar uses, nor one it did not write."""
+        for name, ir in self.rule_names.items():
+            if ir not in written:
+                self.c.warnings.append(f"rule '{name}' is unreachable from 'start'")
+        used = reachable_rules(Grammar(self.c.rules, root=start))
+        for n in set(self.c.rules) - existing - used:
+            del self.c.rules[n]
+
     def _lazy_body(self, name: str) -> tuple[Expr, bool, bool]:
         """The lexeme of a rule with `lazy`, `suffix` or `stop` (grammar/lark/lazy.py),
         whether it ends at its first match (not for `stop=""`), and whether it may be empty."""
@@ -544,6 +556,7 @@ class Scope:
             gaps = alt(*(_unrepeated(self.term(x, ())) for x in self.ignores))
             self.c.rules[ign] = Repeat(gaps, 0, None)
             self.ign = RuleRef(ign)
+        existing = set(self.c.rules)
         for name, d in self.rule_defs.items():
             if name in self.lazy_rules:
                 body, lazy, nullable = self._lazy_body(name)
@@ -553,8 +566,10 @@ class Scope:
                 self.c.rules[self.rule_names[name]] = lexeme
             else:
                 self.c.rules[self.rule_names[name]] = self.rule_expr(d.body)  # type: ignore[arg-type]
-        remove_left_recursion(self.c.rules, set(self.rule_names.values()), self.c.source, self.c.fresh)
         start = self.rule_names["start"]
+        written = reachable_rules(Grammar(self.c.rules, root=start))
+        remove_left_recursion(self.c.rules, set(self.rule_names.values()), self.c.source, self.c.fresh)
+        self._drop_rewritten(existing, written, start)
         if plain:
             return start
         root = "root" if self.top else self.c.fresh(f"{prefix}-root")

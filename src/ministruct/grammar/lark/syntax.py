@@ -12,7 +12,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from lark import Lark, Token, Transformer
+from lark import Lark, Token, Transformer_NonRecursive
 from lark.exceptions import UnexpectedInput, UnexpectedToken, VisitError
 from lark.lexer import Lexer
 
@@ -64,7 +64,7 @@ class _Tokens(Lexer):
         return iter(data)
 
 
-class _Build(Transformer):
+class _Build(Transformer_NonRecursive):
     def start(self, c):
         return c[0]
 
