@@ -199,7 +199,6 @@ class Runner:
             env=_env(cache),
         )
         self.processes += 1
-        started = False
         lines: queue.Queue = queue.Queue()
 
         def read() -> None:
@@ -208,7 +207,7 @@ class Runner:
             lines.put(None)
 
         threading.Thread(target=read, daemon=True).start()
-        current = None
+        current, next_i = None, lo  # the schema running, the first not done yet
         deadline = time.monotonic() + SETUP_TIMEOUT_S  # loading the vocabulary, the throwaway schema
         try:
             while True:
@@ -217,29 +216,35 @@ class Runner:
                 except queue.Empty:
                     proc.kill()
                     proc.wait()
-                    if current is None:  # never got to a schema
+                    if current is not None:
+                        self.records[current] = {
+                            "id": ids[current],
+                            "timeout": f"timed out (over {self.timeout_s:g} s)",
+                        }
+                        return current + 1
+                    if next_i == lo:  # never got to a schema
                         self.failed = f"no schema started within {SETUP_TIMEOUT_S:.0f} s"
                         return hi
-                    self.records[current] = {"id": ids[current], "timeout": f"over {self.timeout_s:.0f} s"}
-                    return current + 1
+                    return next_i  # hung between schemas: go on in a new process
                 if line is None:
                     break
                 msg = json.loads(line)
-                started = True
                 if msg["event"] == "start":
                     current, deadline = msg["i"], time.monotonic() + self.timeout_s
                 else:
                     self.records[msg["i"]] = msg["record"]
-                    current, deadline = None, time.monotonic() + self.timeout_s
+                    current, next_i = None, msg["i"] + 1
+                    deadline = time.monotonic() + SETUP_TIMEOUT_S  # the next start, or the process's exit
             rc = proc.wait()
             if current is not None:  # died inside a schema
-                self.records[current] = {"id": ids[current], "crash": f"exit code {rc}"}
+                self.records[current] = {"id": ids[current], "crash": f"crashed (exit code {rc})"}
                 return current + 1
-            if rc != 0 or not started:
+            if next_i == lo:  # ended before its first schema
                 err.seek(0)
                 tail = err.read().decode("utf-8", "replace").strip().splitlines()[-3:]
                 self.failed = f"exit code {rc}: {' / '.join(tail)[:400]}"
-            return hi
+                return hi
+            return next_i
         finally:
             if proc.poll() is None:
                 proc.kill()
@@ -322,7 +327,10 @@ def summarize(job: dict, runners: dict[str, Runner]) -> dict:
                 if inst["refused"] is not None
             ],
             "errors": [
-                {"id": x["id"], "error": x.get("error") or x.get("timeout") or x.get("crash")}
+                {
+                    "id": x["id"],
+                    "error": ("did not compile: " + x["error"]) if "error" in x else x.get("timeout") or x.get("crash"),
+                }
                 for x in recs
                 if x and "instances" not in x
             ],
@@ -378,9 +386,10 @@ def print_model(name: str, n_vocab: int, s: dict) -> None:
         f"({s['pool_instances']} instances, {s['pool_tokens']:,} tokens)"
     )
     if not ran or not s["pool"]:
+        print_failures(s)
         print()
         return
-    peers = [e for e in ran if e != "ministruct"]
+    peers = [e for e in ran if e != "ministruct"] if "ministruct" in p else []
     head = f"{'':<34}" + "".join(f"{e:>12}" for e in ran) + "".join(f"{'ours/' + e[:3]:>10}" for e in peers)
     print(head)
     rows = [
@@ -410,18 +419,23 @@ def print_model(name: str, n_vocab: int, s: dict) -> None:
                 1, ("p50 <= llguidance's", o["per_token_us"]["p50"] <= p["llguidance"]["per_token_us"]["p50"])
             )
         print("targets (issue 49): " + "; ".join(f"{t}: {'ok' if ok else 'MISS'}" for t, ok in checks))
+    print_failures(s)
+    print()
+
+
+def print_failures(s: dict) -> None:
+    """The schemas each engine did not compile, and the tokens of valid instances it refused."""
     for e, x in s["engines"].items():
         for err in x["errors"][:3]:
-            print(f"  {e} did not compile {err['id']}: {err['error'][:160]}")
+            print(f"  {e} {err['id']}: {err['error'][:180]}")
         if len(x["errors"]) > 3:
-            print(f"  {e}: {len(x['errors']) - 3} more schemas not compiled (--json)")
+            print(f"  {e}: {len(x['errors']) - 3} more schemas not compiled, timed out or crashed (--json)")
         for ref in x["refusals"][:8]:
             print(
                 f"  {e} refused {ref['id']} instance {ref['instance']} at token {ref['at']} {ref['text']!r} after {ref['after']!r}"
             )
         if len(x["refusals"]) > 8:
             print(f"  {e}: {len(x['refusals']) - 8} more refusals (--json)")
-    print()
 
 
 def machine() -> dict:
