@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ministruct.diagnostics.bench import RESET, TimeStats, decode_rate, random_walk, timed_compile
+from ministruct.diagnostics.bench import RESET, TimeStats, decode_rate, random_walk, timed_compile, warm_walk
 from ministruct.engine.compile import compile_grammar
 from ministruct.engine.matcher import Matcher
 from ministruct.engine.vocab import Vocabulary
@@ -50,6 +50,17 @@ def test_walk_is_deterministic_per_seed():
     b = random_walk(compile_grammar(DIGITS, v, use_cache=False), 100, seed=7)
     c = random_walk(compile_grammar(DIGITS, v, use_cache=False), 100, seed=8)
     assert a.tokens == b.tokens and a.tokens != c.tokens
+
+
+def test_warm_walk_walks_an_output_the_cold_walk_did_not():
+    """`bench`'s warm figure: the next seed on a fresh compile, never a replay of the cold walk."""
+    v = digits_vocab()
+    for seed in range(5):
+        cold = random_walk(compile_grammar(DIGITS, v, use_cache=False), 100, seed=seed)
+        warm = warm_walk(DIGITS, v, 100, after_seed=seed)
+        assert warm.steps == 100 and warm.tokens != cold.tokens
+        assert warm.tokens == random_walk(compile_grammar(DIGITS, v, use_cache=False), 100, seed=seed + 1).tokens
+        replay_is_legal(compile_grammar(DIGITS, v, use_cache=False), warm)
 
 
 class Refuses:

@@ -4,6 +4,7 @@
     compiled, compile_ms = timed_compile(grammar, vocab, use_cache=False)
     walk = random_walk(compiled, steps=200, seed=0)
     walk.stats().to_dict()       # {"mean", "p50", "p99", "max"} in microseconds
+    warm_walk(grammar, vocab, 200, after_seed=0)   # the warm figure: another output, never a replay
 
 A walk chooses a uniformly random legal token at every step (seeded) and restarts
 from the beginning of the grammar when it chooses end-of-generation. Every mask()
@@ -172,6 +173,14 @@ def random_walk(
     return walk
 
 
+def warm_walk(grammar: Grammar, vocab: Vocabulary, steps: int, *, after_seed: int, use_cache: bool = False) -> Walk:
+    """The warm figure: a walk of `steps` steps at the next seed (`after_seed + 1`), so an
+    output the process has not walked, on a fresh compile of `grammar` in a process whose
+    code and vocabulary data are already warm. Never a replay of the walk at `after_seed`:
+    a replay meets only configurations that walk made, which says nothing of a new output."""
+    return random_walk(compile_grammar(grammar, vocab, use_cache=use_cache), steps, seed=after_seed + 1)
+
+
 def _draw(rng: np.random.Generator, ids: np.ndarray) -> int:
     """One id drawn uniformly (the one rule of every seeded walk here)."""
     return int(ids[rng.integers(ids.size)])
@@ -285,6 +294,7 @@ __all__ = [
     "prepare_vocabulary",
     "timed_compile",
     "random_walk",
+    "warm_walk",
     "peak_rss_mb",
     "decode_rate",
     "output_rate",
