@@ -127,13 +127,6 @@ def _seq(*items: Optional[Expr]) -> Expr:
     return NOTHING if any(i is None for i in items) else seq_all(*items)  # type: ignore[arg-type]
 
 
-def _json_text(value: Any, ws: str, depth: int) -> str:
-    if ws == "pretty":
-        text = json.dumps(value, indent=2, ensure_ascii=False)
-        return text.replace("\n", "\n" + "  " * depth)
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-
-
 _JSON_TYPES = {
     "null": lambda v: v is None,
     "boolean": lambda v: isinstance(v, bool),
@@ -255,14 +248,15 @@ class _Compiler:
         return self.shared("ws", Repeat(CharClass(((9, 10), (13, 13), (32, 32))), 0, WS_BOUND))
 
     def colon(self) -> Expr:
-        return {"compact": Literal(":"), "pretty": Literal(": ")}.get(self.ws) or seq(
+        return {"compact": Literal(":"), "spaced": Literal(": "), "pretty": Literal(": ")}.get(self.ws) or seq(
             self._ws(), Literal(":"), self._ws()
         )
 
     def comma(self, depth: int) -> Expr:
         if self.ws == "pretty":
             return Literal(",\n" + "  " * (depth + 1))
-        return Literal(",") if self.ws == "compact" else seq(self._ws(), Literal(","), self._ws())
+        fixed = {"compact": Literal(","), "spaced": Literal(", ")}.get(self.ws)
+        return fixed or seq(self._ws(), Literal(","), self._ws())
 
     def open_(self, depth: int) -> Expr:
         return Literal("\n" + "  " * (depth + 1)) if self.ws == "pretty" else self._ws()
