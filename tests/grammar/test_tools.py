@@ -28,7 +28,7 @@ SCHEMAS = {t["function"]["name"]: t["function"]["parameters"] for t in TOOLS}
 
 
 def call(name: str, args: dict, key: str = "arguments") -> str:
-    return '{"name": ' + json.dumps(name) + f', "{key}": ' + json.dumps(args, separators=(",", ":")) + "}"
+    return '{"name": ' + json.dumps(name) + f', "{key}": ' + json.dumps(args) + "}"
 
 
 def accepts(c: Constraint, text: str) -> bool:

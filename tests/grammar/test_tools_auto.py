@@ -51,7 +51,7 @@ PIECES = [
 
 
 def call_text(name: str, args: dict, key: str) -> str:
-    return '{"name": ' + json.dumps(name) + f', "{key}": ' + json.dumps(args, separators=(",", ":")) + "}"
+    return '{"name": ' + json.dumps(name) + f', "{key}": ' + json.dumps(args) + "}"
 
 
 @dataclass

@@ -7,9 +7,10 @@ the keyword and its JSON pointer (with `lenient=True`: ignored, one warning each
 Choices, all of them restrictions (valid instances the grammar rejects), never loosenings:
 - Layout: properties in the order of `properties`, then required names not listed there,
   then additional properties. `canonical_order()` reorders a value to that layout.
-- Whitespace: "compact" none; "flexible" at most 20 of space/tab/CR/LF between tokens
-  (not before or after the document); "pretty" exactly `json.dumps(value, indent=2)`,
-  nesting capped at 24 levels.
+- Whitespace: "spaced" (the default) one space after `:` and `,` and none elsewhere, as
+  `json.dumps(value)` writes it; "compact" none; "flexible" at most 20 of space/tab/CR/LF
+  between tokens (not before or after the document); "pretty" exactly
+  `json.dumps(value, indent=2)`, nesting capped at 24 levels.
 - Numbers: exponent forms only where no bound or multipleOf applies; integers without
   fraction; enum/const values in their `json.dumps` form (plus `1` for `1.0`).
 - Strings: keys of additional properties are written without escapes when listed names
