@@ -56,6 +56,7 @@ def reader_for(schema, **options) -> PositionReader:
 MIXED_READER = reader_for(MIXED, whitespace="compact")
 FLEX_READER = reader_for(MIXED, whitespace="flexible")
 PREFIXED_READER = reader_for(PREFIXED, whitespace="compact")
+SPACED_READER = reader_for(MIXED)  # the default layout: its one space is whitespace, as the replay says
 
 text_st = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=8)
 
@@ -109,6 +110,12 @@ def check(reader: PositionReader, text: str, sizes: list[int], tuples: set[str])
 def test_tags_equal_the_replay_on_compact_json(value, ascii_only, sizes):
     text = json.dumps(value, separators=(",", ":"), ensure_ascii=ascii_only)
     check(MIXED_READER, text, sizes, {"/pair"})
+
+
+@settings(max_examples=80, deadline=None)
+@given(mixed_instance(), st.lists(st.integers(1, 6), min_size=1, max_size=60))
+def test_tags_equal_the_replay_on_the_default_layout(value, sizes):
+    check(SPACED_READER, json.dumps(value), sizes, {"/pair"})
 
 
 @settings(max_examples=60, deadline=None)

@@ -239,7 +239,7 @@ class _Compiler:
         if name not in self._shared:
             self._shared[name] = self.fresh(name)
             self.define(self._shared[name], body)
-            if self.marking and name == "ws":
+            if self.marking and name in ("ws", "space"):
                 self.marks[self._shared[name]] = Mark(None, "whitespace")
         return RuleRef(self._shared[name])
 
@@ -248,16 +248,25 @@ class _Compiler:
             return EMPTY
         return self.shared("ws", Repeat(CharClass(((9, 10), (13, 13), (32, 32))), 0, WS_BOUND))
 
+    def _space(self, after: str) -> Expr:
+        """`after` and the spaced layout's one space (a rule marked whitespace when marking)."""
+        if not self.marking:
+            return Literal(after + " ")
+        return seq(Literal(after), self.shared("space", Literal(" ")))
+
     def colon(self) -> Expr:
-        return {"compact": Literal(":"), "spaced": Literal(": "), "pretty": Literal(": ")}.get(self.ws) or seq(
+        if self.ws == "spaced":
+            return self._space(":")
+        return {"compact": Literal(":"), "pretty": Literal(": ")}.get(self.ws) or seq(
             self._ws(), Literal(":"), self._ws()
         )
 
     def comma(self, depth: int) -> Expr:
         if self.ws == "pretty":
             return Literal(",\n" + "  " * (depth + 1))
-        fixed = {"compact": Literal(","), "spaced": Literal(", ")}.get(self.ws)
-        return fixed or seq(self._ws(), Literal(","), self._ws())
+        if self.ws == "spaced":
+            return self._space(",")
+        return Literal(",") if self.ws == "compact" else seq(self._ws(), Literal(","), self._ws())
 
     def open_(self, depth: int) -> Expr:
         return Literal("\n" + "  " * (depth + 1)) if self.ws == "pretty" else self._ws()
