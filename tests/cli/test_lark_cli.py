@@ -33,7 +33,7 @@ def test_convert_to_lark_from_every_front_end(run_cli, tmp_path):
         (("--grammar", "json"), '{"a": [1, true]}', '{"a": }'),
         (("--regex", "[a-z]+@[a-z]+\\.(com|org)"), "me@x.org", "me@x.net"),
         (("--choice", "yes", "--choice", 'say "no"'), 'say "no"', "say no"),
-        (("--schema", str(_schema(tmp_path))), '{"n":3}', '{"n":"3"}'),
+        (("--schema", str(_schema(tmp_path))), '{"n": 3}', '{"n": "3"}'),
         (("--lark", str(_write(tmp_path / "g.lark", GRAMMAR))), "sum(1, 2)", "sum()"),
     ):
         p = run_cli("convert", *args, "--to", "lark")
@@ -93,10 +93,11 @@ def test_a_json_block_has_llguidances_flexible_whitespace_unless_told(run_cli, t
         ).returncode
         == 0
     )
-    # (a schema's own default stays compact)
+    # (a schema's own default stays json.dumps' layout: one space after `:` and `,`)
     schema = tmp_path / "s.json"
     schema.write_text('{"type": "object", "properties": {"a": {"type": "integer"}}}')
-    assert run_cli("check", "--schema", str(schema), "--as-generated", '{"a": 1}').returncode == 1
+    assert run_cli("check", "--schema", str(schema), "--as-generated", '{"a": 1}').returncode == 0
+    assert run_cli("check", "--schema", str(schema), "--as-generated", '{"a":  1}').returncode == 1
 
 
 SQL = 'start: "SELECT" NAME [NAME] "FROM" NAME\nNAME: /[a-z]+/i\n%import common.WS\n%ignore WS\n'

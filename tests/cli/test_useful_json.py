@@ -52,7 +52,7 @@ def test_a_tight_budget_closes_the_output_validly_and_says_so(run_cli, tmp_path)
         str(RECIPE),
         "A recipe for pancakes.",
         "--max-tokens",
-        "40",
+        "55",
         "--format",
         "json",
         "--trace",
@@ -126,13 +126,14 @@ def test_check_schema_answers_validity_whatever_the_key_order(run_cli, tmp_path)
     assert missing.returncode == 1 and "keyword required" in missing.stdout
     syntax = run_cli("check", "--schema", str(schema), '{"a": 1,}')
     assert syntax.returncode == 1 and "line 1, column 9 (byte 8)" in syntax.stdout
-    generated = run_cli("check", "--schema", str(schema), "--as-generated", '{"b":"x","a":1}')
+    generated = run_cli("check", "--schema", str(schema), "--as-generated", '{"b": "x", "a": 1}')
     assert generated.returncode == 1 and "expected" in generated.stdout
-    assert run_cli("check", "--schema", str(schema), "--as-generated", '{"a":1,"b":"x"}').returncode == 0
-    assert run_cli("check", "--schema", str(schema), "--as-generated", '{"a":1,"zz":2}').returncode == 1
+    assert run_cli("check", "--schema", str(schema), "--as-generated", '{"a": 1, "b": "x"}').returncode == 0
+    assert run_cli("check", "--schema", str(schema), "--as-generated", '{"a":1,"b":"x"}').returncode == 1
+    assert run_cli("check", "--schema", str(schema), "--as-generated", '{"a": 1, "zz": 2}').returncode == 1
     assert (
         run_cli(
-            "check", "--schema", str(schema), "--as-generated", "--extra-properties", "spec", '{"a":1,"zz":2}'
+            "check", "--schema", str(schema), "--as-generated", "--extra-properties", "spec", '{"a": 1, "zz": 2}'
         ).returncode
         == 0
     )

@@ -129,7 +129,7 @@ def test_scores_are_minus_inf_exactly_where_the_matcher_forbids(model, vocab):
     reference = ms.Matcher(compiled)
     eog = sorted(vocab.eog_ids)
     prompt = model.tokenize("A person:", add_bos=False, special=False)
-    output = model.tokenize('{"name":"Al","age":7,"pet":true}', add_bos=False, special=False)
+    output = model.tokenize('{"name": "Al", "age": 7, "pet": true}', add_bos=False, special=False)
     rng = np.random.default_rng(0)
     for n in range(len(output) + 1):
         if n:
@@ -153,7 +153,7 @@ def test_the_budget_uses_the_matchers_narrowed_masks(model, vocab):
     proc = ms.LogitsProcessor(compiled, max_tokens=10)
     reference = ms.Matcher(compiled)
     prompt = [1, 2, 3]
-    output = model.tokenize('{"story":"Once upon', add_bos=False, special=False)
+    output = model.tokenize('{"story": "Once upon', add_bos=False, special=False)
     narrowed = 0
     for n in range(len(output) + 1):
         if n:

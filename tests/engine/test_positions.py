@@ -53,9 +53,10 @@ def reader_for(schema, **options) -> PositionReader:
     return PositionReader(Automaton(bounded(schema_to_grammar(schema, marks=True, **options))))
 
 
-MIXED_READER = reader_for(MIXED)
+MIXED_READER = reader_for(MIXED, whitespace="compact")
 FLEX_READER = reader_for(MIXED, whitespace="flexible")
-PREFIXED_READER = reader_for(PREFIXED)
+PREFIXED_READER = reader_for(PREFIXED, whitespace="compact")
+SPACED_READER = reader_for(MIXED)  # the default layout: its one space is whitespace, as the replay says
 
 text_st = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=8)
 
@@ -109,6 +110,12 @@ def check(reader: PositionReader, text: str, sizes: list[int], tuples: set[str])
 def test_tags_equal_the_replay_on_compact_json(value, ascii_only, sizes):
     text = json.dumps(value, separators=(",", ":"), ensure_ascii=ascii_only)
     check(MIXED_READER, text, sizes, {"/pair"})
+
+
+@settings(max_examples=80, deadline=None)
+@given(mixed_instance(), st.lists(st.integers(1, 6), min_size=1, max_size=60))
+def test_tags_equal_the_replay_on_the_default_layout(value, sizes):
+    check(SPACED_READER, json.dumps(value), sizes, {"/pair"})
 
 
 @settings(max_examples=60, deadline=None)
@@ -167,7 +174,7 @@ def test_gbnf_positions_are_the_innermost_rule():
 @settings(max_examples=80, deadline=None)
 @given(mixed_instance(), st.integers(0, 60))
 def test_marks_leave_the_language_unchanged(value, cut_at):
-    text = json.dumps(value, separators=(",", ":"))
+    text = json.dumps(value)  # the default layout
     plain = schema_to_grammar(MIXED)
     marked = schema_to_grammar(MIXED, marks=True)
     assert plain.marks == {} and marked.marks
@@ -189,7 +196,7 @@ def test_marked_and_plain_grammars_give_the_same_masks(model):
 
     vocab = model.vocabulary
     value = {"name": 'a "b"', "category": "grain", "tags": ["x", "y"], "origin": {"country": "FR", "region": "N"}}
-    text = json.dumps(value, separators=(",", ":"))
+    text = json.dumps(value)  # the default layout
     ids = model.tokenize_bytes(text.encode())
     plain = Matcher(compile_grammar(bounded(schema_to_grammar(MIXED)), vocab, use_cache=False))
     marked = Matcher(compile_grammar(bounded(schema_to_grammar(MIXED, marks=True)), vocab, use_cache=False))
@@ -291,7 +298,7 @@ def test_a_key_cut_off_is_a_star_and_keys_with_slashes_are_escaped():
 def test_marks_leave_the_language_of_named_members_unchanged(kind, data, cut_at):
     schema = EXTRA if kind == "extra" else PATTERNS
     value = data.draw(extra_instance() if kind == "extra" else pattern_instance())
-    text = json.dumps(value, separators=(",", ":"))
+    text = json.dumps(value)  # the default layout
     plain, marked = schema_to_grammar(schema), schema_to_grammar(schema, marks=True)
     for t in (text, text[:cut_at], text[:cut_at] + "x", text.replace(":", "=", 1), text.replace("true", "1", 1)):
         assert accepts(plain, t) == accepts(marked, t)

@@ -28,7 +28,7 @@ from ministruct.grammar.schema import schema_to_grammar
 
 SHAPES = {
     "array": ('{"type":"array","items":', "}", lambda d: "[" * d + "1" + "]" * d),
-    "object": ('{"type":"object","properties":{"a":', '},"required":["a"]}', lambda d: '{"a":' * d + "1" + "}" * d),
+    "object": ('{"type":"object","properties":{"a":', '},"required":["a"]}', lambda d: '{"a": ' * d + "1" + "}" * d),
     "allOf": ('{"allOf":[', "]}", lambda d: "1"),
     "anyOf": ('{"anyOf":[{"type":"null"},{"type":"array","items":', "}]}", lambda d: "[" * d + "1" + "]" * d),
 }

@@ -28,7 +28,7 @@ TOOLS = json.loads(EVERYDAY.read_text())
 SCHEMAS = {t["function"]["name"]: t["function"]["parameters"] for t in TOOLS}
 
 
-def call(name: str, args: dict, key: str = "arguments", sep: tuple[str, str] = (",", ":")) -> str:
+def call(name: str, args: dict, key: str = "arguments", sep: tuple[str, str] = (", ", ": ")) -> str:
     return '{"name": ' + json.dumps(name) + f', "{key}": ' + json.dumps(args, separators=sep) + "}"
 
 

@@ -51,7 +51,7 @@ PIECES = [
 ]  # fmt: skip
 
 
-def call_text(name: str, args: dict, key: str, sep: tuple[str, str] = (",", ":")) -> str:
+def call_text(name: str, args: dict, key: str, sep: tuple[str, str] = (", ", ": ")) -> str:
     return '{"name": ' + json.dumps(name) + f', "{key}": ' + json.dumps(args, separators=sep) + "}"
 
 

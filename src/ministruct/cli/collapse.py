@@ -173,7 +173,7 @@ def _study(
     from ministruct.diagnostics.collapse.render import require_matplotlib
     from ministruct.diagnostics.collapse.runner import StudyRun, build_study
     from ministruct.diagnostics.collapse.studyfile import load_study
-    from ministruct.grammar.schema.options import SchemaOptions
+    from ministruct.grammar.schema.options import DEFAULT_WHITESPACE, SchemaOptions
 
     if study is None or report_dir is None:
         raise UsageError("--study FILE and --report DIR go together (--resume continues a --report DIR)")
@@ -186,7 +186,7 @@ def _study(
     explicit = ctx.get_parameter_source("seeds")
     override = None if explicit is None or explicit.name == "DEFAULT" else _seeds(seeds, run.params.seed)
     options = SchemaOptions(
-        whitespace=constraint.whitespace or "compact",
+        whitespace=constraint.whitespace or DEFAULT_WHITESPACE,
         lenient=constraint.lenient,
         oneof_as_anyof=constraint.oneof_as_anyof,
         extra_properties=constraint.extra_properties or "explicit",

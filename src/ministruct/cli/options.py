@@ -118,8 +118,9 @@ Whitespace = Annotated[
     Optional[str],
     typer.Option(
         "--whitespace",
-        help="JSON whitespace: compact, flexible or pretty (default compact for --schema and --tools, "
-        "flexible for a --lark grammar's %json, as llguidance).",
+        help="JSON whitespace: spaced (one space after : and , as json.dumps writes it; the default), "
+        "compact, flexible (the model chooses, at most 20 in a row) or pretty. A --lark grammar's %json "
+        "is flexible unless given, as llguidance's.",
         rich_help_panel="Constraint",
     ),
 ]
@@ -296,7 +297,7 @@ class ConstraintFlags:
     choice: list[str] | None
     lark: str | None
     root: str | None
-    whitespace: str | None  # None: compact, flexible for a Lark grammar's %json (llguidance's default)
+    whitespace: str | None  # None: spaced, flexible for a Lark grammar's %json (llguidance's default)
     lenient: bool
     oneof_as_anyof: bool
     extra_properties: str | None = None  # None: the command's default
@@ -366,6 +367,8 @@ class ConstraintFlags:
         return [self.schema] if isinstance(self.schema, str) else list(self.schema)
 
     def _load(self, schema: str | None, extra_default: str = "explicit") -> Constraint:
+        from ministruct.grammar.schema.options import DEFAULT_WHITESPACE
+
         if self.chat_template_file is not None and self.chat_template is None:
             return dataclasses.replace(self, chat_template=self.template_text())._load(schema, extra_default)
         return constraint_from_flags(
@@ -375,7 +378,7 @@ class ConstraintFlags:
             self.choice,
             self.lark,
             self.root,
-            self.whitespace or ("flexible" if self.lark is not None else "compact"),
+            self.whitespace or ("flexible" if self.lark is not None else DEFAULT_WHITESPACE),
             self.lenient,
             self.oneof_as_anyof,
             self.extra_properties or extra_default,

@@ -148,7 +148,7 @@ def _edge_values(schema) -> st.SearchStrategy:
     return st.one_of(values, st.sampled_from(found)) if found else values
 
 
-CASES = [(name, ws) for name in SCHEMAS for ws in ("compact", "flexible", "pretty")]
+CASES = [(name, ws) for name in SCHEMAS for ws in ("compact", "spaced", "flexible", "pretty")]
 
 
 @pytest.mark.parametrize("name,ws", CASES)
@@ -191,7 +191,7 @@ VALID_EXAMPLES = {
 def test_hand_picked_valid_instances_accepted(name):
     schema = SCHEMAS[name]
     validator = Draft202012Validator(schema, format_checker=FORMATS)
-    for ws in ("compact", "flexible", "pretty"):
+    for ws in ("compact", "spaced", "flexible", "pretty"):
         g = schema_to_grammar(schema, whitespace=ws, extra_properties="spec")
         for v in VALID_EXAMPLES[name]:
             assert validator.is_valid(v), v
@@ -201,7 +201,11 @@ def test_hand_picked_valid_instances_accepted(name):
 def test_whitespace_layouts():
     schema = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "array"}}}
     value = {"a": 1, "b": [1, 2]}
-    compact = schema_to_grammar(schema)
+    spaced = schema_to_grammar(schema)  # the default: json.dumps' own separators
+    assert accepts(spaced, json.dumps(value)) and accepts(spaced, '{"a": 1, "b": [1, 2]}')
+    assert not accepts(spaced, '{"a":1,"b":[1,2]}') and not accepts(spaced, '{"a": 1,"b": [1, 2]}')
+    assert not accepts(spaced, '{ "a": 1, "b": [1, 2] }') and not accepts(spaced, '{"a":  1, "b": [1, 2]}')
+    compact = schema_to_grammar(schema, whitespace="compact")
     assert accepts(compact, '{"a":1,"b":[1,2]}')
     assert not accepts(compact, '{"a": 1,"b":[1,2]}')
     pretty = schema_to_grammar(schema, whitespace="pretty")
@@ -216,7 +220,7 @@ def test_whitespace_layouts():
 
 def test_property_order_and_duplicates():
     schema = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}}}
-    g = schema_to_grammar(schema, extra_properties="spec")
+    g = schema_to_grammar(schema, whitespace="compact", extra_properties="spec")
     assert accepts(g, '{"a":1,"b":"x","c":true}')
     assert not accepts(g, '{"b":"x","a":1}')  # listed properties come in schema order
     assert not accepts(g, '{"a":1,"b":1}')
@@ -276,11 +280,11 @@ def test_conj_sample():
     )
     g = schema_to_grammar(schema)
     good = {"verb": "comer", "tense": "presente", "person": "1st", "form": "comemos"}
-    assert accepts(g, dump(good, "compact"))
-    assert accepts(g, dump({**good, "tense": "pretérito", "form": "comí"}, "compact"))
-    assert not accepts(g, dump({**good, "verb": "eat"}, "compact"))
-    assert not accepts(g, dump({**good, "form": "x" * 41}, "compact"))
-    assert not accepts(g, dump({**good, "extra": 1}, "compact"))
+    assert accepts(g, dump(good, "spaced"))
+    assert accepts(g, dump({**good, "tense": "pretérito", "form": "comí"}, "spaced"))
+    assert not accepts(g, dump({**good, "verb": "eat"}, "spaced"))
+    assert not accepts(g, dump({**good, "form": "x" * 41}, "spaced"))
+    assert not accepts(g, dump({**good, "extra": 1}, "spaced"))
     assert len(schema["properties"]["verb"]["enum"]) == 20
 
 
@@ -289,7 +293,9 @@ def test_large_schemas_compile_in_linear_passes():
     g = schema_to_grammar({"type": "string", "enum": [f"value-{i}" for i in range(20_000)]})
     assert accepts(g, '"value-19999"') and not accepts(g, '"value-20000"')
     # 2,000 optional properties and no minProperties/maxProperties: nothing to count
-    g = schema_to_grammar({"type": "object", "properties": {f"p{i}": {"type": "integer"} for i in range(2000)}})
+    g = schema_to_grammar(
+        {"type": "object", "properties": {f"p{i}": {"type": "integer"} for i in range(2000)}}, whitespace="compact"
+    )
     assert accepts(g, '{"p3":1,"p1999":2}') and not accepts(g, '{"p1999":2,"p3":1}')
 
 
@@ -316,6 +322,6 @@ def test_strings_with_the_same_bounds_share_one_rule():
     }
     grammar = schema_to_grammar(schema)
     assert sorted(n for n in grammar.rules if n.startswith("string-")) == ["string-0-30", "string-1-30"]
-    text = '{"a":"x","b":["","yy"],"c":"z","d":{"e":"w"}}'
+    text = '{"a": "x", "b": ["", "yy"], "c": "z", "d": {"e": "w"}}'
     assert accepts(grammar, text.encode())
-    assert not accepts(grammar, text.replace('"c":"z"', '"c":""').encode())
+    assert not accepts(grammar, text.replace('"c": "z"', '"c": ""').encode())

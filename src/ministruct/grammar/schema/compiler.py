@@ -7,9 +7,10 @@ the keyword and its JSON pointer (with `lenient=True`: ignored, one warning each
 Choices, all of them restrictions (valid instances the grammar rejects), never loosenings:
 - Layout: properties in the order of `properties`, then required names not listed there,
   then additional properties. `canonical_order()` reorders a value to that layout.
-- Whitespace: "compact" none; "flexible" at most 20 of space/tab/CR/LF between tokens
-  (not before or after the document); "pretty" exactly `json.dumps(value, indent=2)`,
-  nesting capped at 24 levels.
+- Whitespace: "spaced" (the default) one space after `:` and `,` and none elsewhere, as
+  `json.dumps(value)` writes it; "compact" none; "flexible" at most 20 of space/tab/CR/LF
+  between tokens (not before or after the document); "pretty" exactly
+  `json.dumps(value, indent=2)`, nesting capped at 24 levels.
 - Numbers: exponent forms only where no bound or multipleOf applies; integers without
   fraction; enum/const values in their `json.dumps` form (plus `1` for `1.0`).
 - Strings: keys of additional properties are written without escapes when listed names
@@ -127,13 +128,6 @@ def _seq(*items: Optional[Expr]) -> Expr:
     return NOTHING if any(i is None for i in items) else seq_all(*items)  # type: ignore[arg-type]
 
 
-def _json_text(value: Any, ws: str, depth: int) -> str:
-    if ws == "pretty":
-        text = json.dumps(value, indent=2, ensure_ascii=False)
-        return text.replace("\n", "\n" + "  " * depth)
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-
-
 _JSON_TYPES = {
     "null": lambda v: v is None,
     "boolean": lambda v: isinstance(v, bool),
@@ -245,7 +239,7 @@ class _Compiler:
         if name not in self._shared:
             self._shared[name] = self.fresh(name)
             self.define(self._shared[name], body)
-            if self.marking and name == "ws":
+            if self.marking and name in ("ws", "space"):
                 self.marks[self._shared[name]] = Mark(None, "whitespace")
         return RuleRef(self._shared[name])
 
@@ -254,16 +248,25 @@ class _Compiler:
             return EMPTY
         return self.shared("ws", Repeat(CharClass(((9, 10), (13, 13), (32, 32))), 0, WS_BOUND))
 
+    def _space(self, after: str) -> Expr:
+        """`after` and the spaced layout's one space (a rule marked whitespace when marking)."""
+        if not self.marking:
+            return Literal(after + " ")
+        return seq(Literal(after), self.shared("space", Literal(" ")))
+
     def colon(self) -> Expr:
-        return {"compact": Literal(":"), "spaced": Literal(": "), "pretty": Literal(": ")}.get(self.ws) or seq(
+        if self.ws == "spaced":
+            return self._space(":")
+        return {"compact": Literal(":"), "pretty": Literal(": ")}.get(self.ws) or seq(
             self._ws(), Literal(":"), self._ws()
         )
 
     def comma(self, depth: int) -> Expr:
         if self.ws == "pretty":
             return Literal(",\n" + "  " * (depth + 1))
-        fixed = {"compact": Literal(","), "spaced": Literal(", ")}.get(self.ws)
-        return fixed or seq(self._ws(), Literal(","), self._ws())
+        if self.ws == "spaced":
+            return self._space(",")
+        return Literal(",") if self.ws == "compact" else seq(self._ws(), Literal(","), self._ws())
 
     def open_(self, depth: int) -> Expr:
         return Literal("\n" + "  " * (depth + 1)) if self.ws == "pretty" else self._ws()

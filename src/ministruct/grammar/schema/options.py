@@ -1,7 +1,12 @@
 """SchemaOptions: how a JSON Schema becomes a grammar, the one table of its options.
 
-    whitespace        compact | flexible | pretty (default compact): the layout generated
-                      between the tokens of JSON
+    whitespace        spaced (default) | compact | flexible | pretty: the layout generated
+                      between the tokens of JSON: spaced `{"a": 1, "b": [1, 2]}` (one space
+                      after `:` and `,`, as `json.dumps` and the models' training data write
+                      it), compact `{"a":1}`, flexible (0 to 20 of space/tab/CR/LF around
+                      every `:` and `,` and inside brackets: the model chooses), pretty
+                      (`json.dumps(value, indent=2)`). docs/constraints.md has the
+                      measurements that chose the default
     lenient           False: a keyword the compiler cannot enforce refuses the schema;
                       True: it is dropped, with a warning
     oneof_as_anyof    False: a `oneOf` whose branches may overlap is refused ("exactly one"
@@ -26,6 +31,7 @@ from typing import Any
 from ministruct.errors import UsageError
 
 WHITESPACE = ("compact", "spaced", "flexible", "pretty")
+DEFAULT_WHITESPACE = "spaced"
 EXTRA_PROPERTIES = ("explicit", "spec")
 
 
@@ -33,7 +39,7 @@ EXTRA_PROPERTIES = ("explicit", "spec")
 class SchemaOptions:
     """The options of the JSON Schema front end (see the module's table)."""
 
-    whitespace: str = "compact"
+    whitespace: str = DEFAULT_WHITESPACE
     lenient: bool = False
     oneof_as_anyof: bool = False
     extra_properties: str = "explicit"
@@ -42,7 +48,7 @@ class SchemaOptions:
     def __post_init__(self) -> None:
         if self.whitespace not in WHITESPACE:
             raise UsageError(
-                f"whitespace must be compact, spaced, flexible or pretty, not {self.whitespace!r}",
+                f"whitespace must be spaced, compact, flexible or pretty, not {self.whitespace!r}",
                 parameter="whitespace",
             )
         if self.extra_properties not in EXTRA_PROPERTIES:
