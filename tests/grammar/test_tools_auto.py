@@ -81,7 +81,7 @@ class Oracle:
 
 def oracle(fmt: str, parallel: bool, trigger_token: bool = False) -> Oracle:
     key = "parameters" if fmt == "llama3" else "arguments"
-    sep = (",", ":") if fmt == "json" else (", ", ": ")  # json: SchemaOptions' compact; the others as templates
+    sep = (", ", ": ")  # json: SchemaOptions' default (spaced); the others as their templates write it
     calls = [call_text(n, a, key, sep) for n, a in ARGS]
     one = "(?:" + "|".join(regex.escape(c) for c in calls) + ")"
     if fmt == "hermes":
@@ -155,8 +155,7 @@ def check_reads_back(c: Constraint, o: Oracle, text: str) -> None:
     assert read.content == (text[:at] or None)
     rest = text[at:]
     names = [(call.name, call.arguments) for call in read.calls]
-    sep = (",", ":") if c.tools.format.name == "json" else (", ", ": ")
-    want = [(n, a) for n, a in ARGS for _ in range(rest.count(call_text(n, a, c.tools.format.args_key, sep)))]
+    want = [(n, a) for n, a in ARGS for _ in range(rest.count(call_text(n, a, c.tools.format.args_key)))]
     assert sorted(names, key=repr) == sorted(want, key=repr) and names
     if CTRL not in text:
         assert ToolCallChecker(c.tools).check(written).accepted

@@ -9,7 +9,8 @@ import re
 from typing import Any
 
 from ministruct.grammar.json_text import parse_json_prefix
-from ministruct.grammar.tool_families import ToolFamily
+from ministruct.grammar.schema.options import DEFAULT_WHITESPACE
+from ministruct.grammar.tool_families import SPACED, ToolFamily
 from ministruct.grammar.tool_markup import PIECE, Piece, json_type, markup_pieces, schema_types, value_end
 
 
@@ -31,7 +32,7 @@ def _fill(text: str, **values: str) -> str:
 def _write_call(family: ToolFamily, name: str, args: Any, i: int) -> str:
     index = str(i + 1 if family.name == "kimi_k3" else i)
     if family.json_args:
-        sep = (", ", ": ") if family.layout else (",", ":")
+        sep = (", ", ": ") if (family.layout or DEFAULT_WHITESPACE) == SPACED else (",", ":")
         body = json.dumps(args, ensure_ascii=False, separators=sep)
     else:
         keys = sorted(args, key=lambda k: (k.lower(), k)) if family.sorted_keys else list(args)
