@@ -11,6 +11,7 @@ Files, in the order data flows through them:
     fast_forward.py      dictated stretches planned as tokens and evaluated in one batch
     loop.py              the decode loop (Decoder, generate)
     batched.py           many generations at once, one model step for all (BatchedDecoder)
+    smc.py               particles: the base sampler conditioned on validity (weights, ESS, resampling)
     defaults.py          defaults the command line's help shows (DEFAULT_PARALLEL)
     logits_processor.py  a constraint inside llama-cpp-python's own loop
 """
