@@ -414,6 +414,15 @@ class Model:
             raise ModelError(f"{self.path}: evaluation failed: {e}") from None
         self._tokens.extend(tokens)
 
+    def truncate(self, n: int) -> None:
+        """Keep only the first `n` evaluated tokens (their KV cache stays; the next
+        evaluation drops the rest): a prefix scored once serves every continuation."""
+        if not 0 <= n <= len(self._tokens):
+            raise ModelError(f"cannot keep {n} of {len(self._tokens)} evaluated tokens")
+        if n < len(self._tokens):
+            self._tokens = self._tokens[:n]
+            self._restored = None
+
     def eval_rows(self, tokens: Sequence[int]) -> np.ndarray:
         """Append `tokens` and run the model over them in one batch, returning the logits
         row after every one of them (float32, len(tokens) x n_logits; row i predicts the

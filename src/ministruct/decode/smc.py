@@ -37,7 +37,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any, Protocol, Sequence
+from typing import Any, Callable, Protocol, Sequence
 
 import numpy as np
 
@@ -174,6 +174,30 @@ class Particle:
 
 
 @dataclass
+class ParticleStats:
+    """What a particles run reports beside its output (the record's fields, cli.md)."""
+
+    method: str  # "smc" (particles) or "exact" (the language enumerated)
+    n: int  # particles
+    p_valid: float  # estimate of P(the base writes a valid output within the budget); exact: the sum
+    log_weight: float  # the returned output's final log weight (exact: log p_valid)
+    ess_min: float | None  # the smallest effective sample size seen (exact: None)
+    resamples: int
+    log_weights: list[list[float]] = field(default_factory=list)  # per step: every particle's log weight
+    left_out: float = 0.0  # exact: base probability of the prefixes left out (an upper bound on the mass missed)
+
+    def to_record(self) -> dict[str, Any]:
+        lw = self.log_weight if math.isfinite(self.log_weight) else None  # JSON has no -Infinity
+        return {
+            "p_valid": self.p_valid,
+            "log_weight": lw,
+            "ess_min": self.ess_min,
+            "resamples": self.resamples,
+            "particle_method": self.method,
+        }
+
+
+@dataclass
 class ParticleResult:
     """The returned particle's Generation and what the particles measured."""
 
@@ -216,7 +240,7 @@ class Particles:
         self.end_weight = end_weight
         self.max_tokens = max_tokens
         self.budget_aware = budget_aware and matcher is not None
-        self.fast_forward = fast_forward and ff.supported(model, matcher)
+        self.fast_forward = fast_forward and isinstance(matcher, ff.ForcingMatcher) and hasattr(model, "tokenize_bytes")
         self.keep_rows = keep_rows
         self.trace_weights = trace_weights
         self.sampler = Sampler(params)  # its rng is the one random stream of the run
@@ -424,3 +448,146 @@ class Particles:
 
 def _log(x: float) -> float:
     return math.log(x) if x > 0 else -math.inf
+
+
+# -- the exact conditional of a small language --------------------------------------------
+
+EXACT_NODES = 256  # prefixes scored at most before a language counts as too large to enumerate
+EXACT_BRANCH = 64  # legal tokens at one prefix at most
+EXACT_FLOOR = 1e-7  # a prefix whose probability under masked sampling is below this is left out
+
+
+@dataclass
+class Enumeration:
+    """Every output of a small language with the base's probability of writing it (the
+    end included), and what was needed to replay one as Steps."""
+
+    members: list[tuple[tuple[int, ...], float]]  # (output tokens, log base probability)
+    left_out: float  # base probability of the prefixes left out (below EXACT_FLOOR): an upper bound on missed mass
+    nodes: int  # prefixes scored
+    seen: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray | None, bool]]  # prefix -> (row, mask, budget_limited)
+
+    @property
+    def p_valid(self) -> float:
+        return float(sum(math.exp(lp) for _, lp in self.members))
+
+    def distribution(self, vocabulary: Any) -> dict[bytes, float]:
+        """The exact conditional over output texts."""
+        total = self.p_valid
+        out: dict[bytes, float] = {}
+        for seq, lp in self.members:
+            text = b"".join(vocabulary.token_bytes(t) for t in seq)
+            out[text] = out.get(text, 0.0) + math.exp(lp) / total
+        return out
+
+
+def enumerate_language(
+    row_of: Callable[[tuple[int, ...]], np.ndarray],
+    prompt_tokens: Sequence[int],
+    matcher: TokenMatcher,
+    params: SamplingParams,
+    eog_ids: Sequence[int],
+    *,
+    max_tokens: int,
+    budget_aware: bool = True,
+    end_weight: bool = True,
+    max_nodes: int = EXACT_NODES,
+    floor: float = EXACT_FLOOR,
+) -> Enumeration | None:
+    """Score every output of the language under the base sampler, depth first (so that
+    `row_of(prefix)`, the logits row after the prompt and `prefix`, can share a prefix's
+    KV cache with its continuations); None when the language is not small (more than
+    `max_nodes` prefixes, or more than EXACT_BRANCH legal tokens at one). The same rules
+    as Particles: the budget narrows the legal sets, an end the grammar dictates weighs
+    the base's end-of-generation probability (with `end_weight`), `max_tokens` cuts."""
+    sampler = Sampler(params)
+    eog = sorted(int(e) for e in eog_ids)
+    prompt = [int(t) for t in prompt_tokens]
+    matcher.reset()
+    if budget_aware:
+        budget_aware = output_budget(matcher.min_tokens_to_complete(), max_tokens) is not None
+    members: list[tuple[tuple[int, ...], float]] = []
+    seen: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray | None, bool]] = {}
+    left_out = 0.0
+    stack: list[tuple[tuple[int, ...], Any, float, float]] = [((), matcher.fork(), 0.0, 0.0)]  # type: ignore[attr-defined]
+    while stack:
+        seq, m, lp, lq = stack.pop()
+        if len(seq) >= max_tokens:
+            if m.is_accepting():
+                members.append((seq, lp))
+            continue
+        if len(seen) >= max_nodes:
+            return None
+        row = row_of(seq)
+        ids, probs = base_step(sampler, row, prompt + list(seq))
+        is_eog = np.zeros(row.shape[0], bool)
+        is_eog[[e for e in eog if e < row.shape[0]]] = True
+        if m.is_terminated():
+            seen[seq] = (row, None, False)
+            members.append((seq, lp + (_log(mass_of(ids, probs, is_eog)) if end_weight else 0.0)))
+            continue
+        remaining = max_tokens - len(seq) if budget_aware else None
+        mask = np.asarray(m.mask(remaining), dtype=bool)
+        limited = remaining is not None and not np.array_equal(mask, m.mask())
+        seen[seq] = (row, mask, limited)
+        legal = np.flatnonzero(mask)
+        if m.is_accepting() and not mask[~is_eog[: mask.shape[0]]].any():
+            members.append((seq, lp + (_log(mass_of(ids, probs, is_eog)) if end_weight else 0.0)))
+            continue
+        if legal.shape[0] > EXACT_BRANCH:
+            return None
+        z = mass_of(ids, probs, mask)
+        for t in legal[::-1]:  # depth first, lowest id first
+            b = prob_of(ids, probs, int(t))
+            if b <= 0:
+                continue
+            if is_eog[t]:
+                members.append((seq, lp + math.log(b)))
+                continue
+            q = lq + math.log(b / z)
+            if q < math.log(floor):
+                left_out += math.exp(lp + math.log(b))
+                continue
+            child = m.fork()
+            child.advance(int(t))
+            stack.append((seq + (int(t),), child, lp + math.log(b), q))
+    return Enumeration(members, left_out, len(seen), seen)
+
+
+def exact_draw(
+    enum: Enumeration, rng: np.random.Generator, vocabulary: Any, max_tokens: int, matcher: TokenMatcher | None = None
+) -> tuple[tuple[int, ...], list[Step], str, float]:
+    """One output drawn from the exact conditional: (its tokens, its Steps, its stop
+    reason, its log base probability). `matcher` (reset here) gives the Steps their phase."""
+    if not enum.members:
+        raise NoLegalContinuation(0)
+    lps = np.array([lp for _, lp in enum.members])
+    w = np.exp(lps - lps.max())
+    cum = np.cumsum(w / w.sum())
+    i = min(int(np.searchsorted(cum, rng.random(), side="right")), len(enum.members) - 1)
+    seq, lp = enum.members[i]
+    steps: list[Step] = []
+    if matcher is not None:
+        matcher.reset()
+    for k, t in enumerate(seq):
+        row, mask, limited = enum.seen[seq[:k]]
+        phase = getattr(matcher, "phase_state", None)
+        steps.append(Step(k, t, vocabulary.token_bytes(t), row, mask, 0.0, limited, phase_state=phase))
+        if matcher is not None:
+            matcher.advance(t)
+    if len(seq) >= max_tokens:
+        return seq, steps, "max_tokens", lp
+    row, mask, limited = enum.seen[seq]
+    eog = sorted(vocabulary.eog_ids)
+    if mask is not None and _drew_end(mask, eog):  # the end was drawn among other tokens
+        phase = getattr(matcher, "phase_state", None)
+        steps.append(Step(len(seq), eog[0], b"", row, mask, 0.0, limited, phase_state=phase))
+        return seq, steps, "eos", lp
+    return seq, steps, "grammar_done", lp
+
+
+def _drew_end(mask: np.ndarray, eog: list[int]) -> bool:
+    """Whether anything but the end was legal (so the end was a draw, not dictated)."""
+    rest = mask.copy()
+    rest[[e for e in eog if e < rest.shape[0]]] = False
+    return bool(rest.any())
