@@ -7,6 +7,7 @@ with the language checked by `re.fullmatch` on the text (not by the engine's mat
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import zlib
@@ -17,7 +18,7 @@ import pytest
 
 from ministruct.decode.loop import Decoder
 from ministruct.decode.sampling import SamplingParams
-from ministruct.decode.smc import Particles, effective_size, log_mean_weight, systematic
+from ministruct.decode.smc import Particles, effective_size, enumerate_language, exact_draw, log_mean_weight, systematic
 from ministruct.engine.compile import compile_grammar
 from ministruct.engine.matcher import Matcher
 from ministruct.engine.vocab import Vocabulary
@@ -83,9 +84,31 @@ class TableModel:
     def logits(self):
         return logits_for(tuple(self._tokens[len(PROMPT) :]))
 
+    # fast-forward's
+    def tokenize_bytes(self, data: bytes) -> list[int]:
+        """Longest match first, as a BPE tokenizer would on this vocabulary."""
+        out = []
+        while data:
+            t = max((i for i, tok in enumerate(TOKENS) if data.startswith(tok)), key=lambda i: len(TOKENS[i]))
+            out.append(t)
+            data = data[len(TOKENS[t]) :]
+        return out
+
+    def eval_rows(self, tokens):
+        rows = []
+        for t in tokens:
+            self._tokens.append(t)
+            rows.append(self.logits())
+        return np.array(rows)
+
+
+@functools.lru_cache(maxsize=None)
+def compiled_for(pattern: str):
+    return compile_grammar(Constraint.from_regex(pattern).grammar, VOCAB)
+
 
 def matcher_for(pattern: str) -> Matcher:
-    return Matcher(compile_grammar(Constraint.from_regex(pattern).grammar, VOCAB))
+    return Matcher(compiled_for(pattern))
 
 
 def run(pattern, params, n, max_tokens=6, **kw):
@@ -219,14 +242,20 @@ def test_the_returned_particle_follows_the_conditional_with_many_particles():
     "params",
     [SamplingParams(), SamplingParams(temperature=0.6, top_k=3), SamplingParams(top_p=0.8, repeat_penalty=1.3)],
 )
-def test_one_particle_draws_what_todays_sampler_draws_for_every_seed(params):
+@pytest.mark.parametrize("pattern", [PATTERN, "ab(cab)?c|cabca|b"])
+def test_one_particle_draws_what_todays_sampler_draws_for_every_seed(params, pattern):
+    """The same tokens for 300 seeds, fast-forward on (the second pattern dictates stretches)."""
     from dataclasses import replace
 
+    dictated = 0
     for seed in range(300):
         p = replace(params, seed=seed)
-        want = Decoder(TableModel(), PROMPT, matcher_for(PATTERN), p, max_tokens=6).run()
-        got = run(PATTERN, p, 1).generation
+        want = Decoder(TableModel(), PROMPT, matcher_for(pattern), p, max_tokens=8).run()
+        got = run(pattern, p, 1, max_tokens=8).generation
         assert (got.tokens, got.stop_reason) == (want.tokens, want.stop_reason), seed
+        assert got.n_fast_forward == want.n_fast_forward
+        dictated += got.n_fast_forward
+    assert dictated > 0 or pattern == PATTERN
 
 
 def test_one_particle_weighs_its_output_by_the_legal_masses():
@@ -304,3 +333,57 @@ def test_the_language_oracle_agrees_with_the_engine():
                 break
             m.advance(t)
         assert (ok and m.is_accepting()) == bool(re.fullmatch(PATTERN, w)), w
+
+
+# -- a small language enumerated ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+def test_the_enumeration_is_the_exact_conditional(temperature):
+    target, _, p_valid = exact(LANGUAGE, temperature)
+    params = SamplingParams(temperature=temperature)
+    enum = enumerate_language(
+        lambda seq: logits_for(seq), PROMPT, matcher_for(PATTERN), params, [EOG], max_tokens=6, floor=1e-300
+    )
+    assert enum is not None and enum.left_out == 0
+    assert enum.p_valid == pytest.approx(p_valid, rel=1e-9)
+    got = {k.decode(): v for k, v in enum.distribution(VOCAB).items()}
+    assert tv(got, target) < 1e-9
+
+
+def test_exact_draws_follow_the_conditional():
+    target, _, _ = exact(LANGUAGE)
+    enum = enumerate_language(
+        lambda seq: logits_for(seq), PROMPT, matcher_for(PATTERN), SamplingParams(), [EOG], max_tokens=6
+    )
+    draws = 3000
+    counts = defaultdict(int)
+    rng = np.random.default_rng(0)
+    for _ in range(draws):
+        seq, steps, stop, _ = exact_draw(enum, rng, VOCAB, 6, matcher_for(PATTERN))
+        text = b"".join(TOKENS[t] for t in seq).decode()
+        assert [s.token_id for s in steps if s.token_id != EOG] == list(seq)
+        assert stop in ("eos", "grammar_done")
+        counts[text] += 1
+    for text, pi in target.items():
+        assert abs(counts[text] / draws - pi) < 5 * math.sqrt(pi * (1 - pi) / draws) + 1e-9, text
+
+
+def test_a_large_language_is_not_enumerated():
+    assert (
+        enumerate_language(
+            lambda seq: logits_for(seq), PROMPT, matcher_for("[abc]*"), SamplingParams(), [EOG], max_tokens=6
+        )
+        is None
+    )
+
+
+def test_the_floor_leaves_out_unlikely_prefixes_and_says_how_much():
+    enum = enumerate_language(
+        lambda seq: logits_for(seq), PROMPT, matcher_for(PATTERN), SamplingParams(), [EOG], max_tokens=6, floor=0.05
+    )
+    full = enumerate_language(
+        lambda seq: logits_for(seq), PROMPT, matcher_for(PATTERN), SamplingParams(), [EOG], max_tokens=6, floor=1e-300
+    )
+    assert enum.left_out > 0 and enum.nodes < full.nodes
+    assert full.p_valid - enum.p_valid <= enum.left_out + 1e-12
