@@ -102,7 +102,7 @@ class TableModel:
         return np.array(rows)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def compiled_for(pattern: str):
     return compile_grammar(Constraint.from_regex(pattern).grammar, VOCAB)
 
