@@ -18,7 +18,15 @@ import pytest
 
 from ministruct.decode.loop import Decoder
 from ministruct.decode.sampling import SamplingParams
-from ministruct.decode.smc import Particles, effective_size, enumerate_language, exact_draw, log_mean_weight, systematic
+from ministruct.decode.smc import (
+    Particles,
+    effective_size,
+    enumerate_language,
+    exact_draw,
+    log_mean_weight,
+    small_language,
+    systematic,
+)
 from ministruct.engine.compile import compile_grammar
 from ministruct.engine.matcher import Matcher
 from ministruct.engine.vocab import Vocabulary
@@ -387,3 +395,8 @@ def test_the_floor_leaves_out_unlikely_prefixes_and_says_how_much():
     )
     assert enum.left_out > 0 and enum.nodes < full.nodes
     assert full.p_valid - enum.p_valid <= enum.left_out + 1e-12
+
+
+def test_the_shape_check_needs_no_model():
+    assert small_language(matcher_for(PATTERN), [EOG], max_tokens=6)
+    assert not small_language(matcher_for("[abc]*"), [EOG], max_tokens=6, limit=50)

@@ -22,7 +22,7 @@ import numpy as np
 
 from ministruct.decode.batched import CTX_PAD
 from ministruct.decode.loop import Decoder, Generation, Step
-from ministruct.decode.smc import Particles, ParticleStats, enumerate_language, exact_draw
+from ministruct.decode.smc import Particles, ParticleStats, enumerate_language, exact_draw, small_language
 
 KEEP_ROWS_UP_TO = 16  # particles whose Steps keep their logits rows (the fight warnings read them) unless asked
 
@@ -153,16 +153,21 @@ class ParticleDecoder(Decoder):
         p = self.params
         key = (tuple(self.prompt_tokens), replace(p, seed=0), self.max_tokens, self.budget_aware)
         if key not in self.exact_cache:
-            rows = PrefixRows(self.model, self.prompt_tokens)
-            enum = enumerate_language(
-                rows,
-                self.prompt_tokens,
-                self.matcher.fork(),  # type: ignore[union-attr]
-                p,
-                sorted(self.model.vocabulary.eog_ids),
-                max_tokens=self.max_tokens,
-                budget_aware=self.budget_aware,
-                end_weight=p.end_weight,
+            eog = sorted(self.model.vocabulary.eog_ids)
+            small = small_language(self.matcher.fork(), eog, max_tokens=self.max_tokens, budget_aware=self.budget_aware)  # type: ignore[union-attr]
+            enum = (
+                enumerate_language(
+                    PrefixRows(self.model, self.prompt_tokens),
+                    self.prompt_tokens,
+                    self.matcher.fork(),  # type: ignore[union-attr]
+                    p,
+                    eog,
+                    max_tokens=self.max_tokens,
+                    budget_aware=self.budget_aware,
+                    end_weight=p.end_weight,
+                )
+                if small
+                else None
             )
             self.exact_cache.clear()  # one prompt's at a time: rows are large
             self.exact_cache[key] = enum

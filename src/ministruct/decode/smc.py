@@ -457,6 +457,44 @@ EXACT_BRANCH = 64  # legal tokens at one prefix at most
 EXACT_FLOOR = 1e-7  # a prefix whose probability under masked sampling is below this is left out
 
 
+EXACT_SHAPE = 2048  # prefixes of every tokenization at most, for a language to be tried (no model needed)
+
+
+def small_language(
+    matcher: TokenMatcher,
+    eog_ids: Sequence[int],
+    *,
+    max_tokens: int,
+    budget_aware: bool = True,
+    limit: int = EXACT_SHAPE,
+) -> bool:
+    """Whether the language within the budget has at most `limit` token prefixes (every
+    tokenization counted) and at most EXACT_BRANCH legal tokens at each: worth scoring
+    member by member. Walks the matcher alone (no model)."""
+    eog = set(int(e) for e in eog_ids)
+    matcher.reset()
+    if budget_aware:
+        budget_aware = output_budget(matcher.min_tokens_to_complete(), max_tokens) is not None
+    stack = [(0, matcher.fork())]  # type: ignore[attr-defined]
+    seen = 0
+    while stack:
+        depth, m = stack.pop()
+        seen += 1
+        if seen > limit:
+            return False
+        if depth >= max_tokens or m.is_terminated():
+            continue
+        legal = np.flatnonzero(np.asarray(m.mask(max_tokens - depth if budget_aware else None), dtype=bool))
+        if legal.shape[0] > EXACT_BRANCH:
+            return False
+        for t in legal:
+            if int(t) not in eog:
+                child = m.fork()
+                child.advance(int(t))
+                stack.append((depth + 1, child))
+    return True
+
+
 @dataclass
 class Enumeration:
     """Every output of a small language with the base's probability of writing it (the
