@@ -357,6 +357,8 @@ def test_the_enumeration_is_the_exact_conditional(temperature):
     assert enum.p_valid == pytest.approx(p_valid, rel=1e-9)
     got = {k.decode(): v for k, v in enum.distribution(VOCAB).items()}
     assert tv(got, target) < 1e-9
+    _, masked, _ = exact(LANGUAGE, temperature)
+    assert tv({k.decode(): v for k, v in enum.masked_distribution(VOCAB).items()}, masked) < 1e-9
 
 
 def test_exact_draws_follow_the_conditional():

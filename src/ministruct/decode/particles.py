@@ -37,6 +37,7 @@ class SequenceParticles:
         self.model = model
         self.n_ctx = n_ctx
         self.seqs: "Sequences" = model.sequences(n, n_ctx)
+        self._stored: tuple[list[int], np.ndarray] | None = None  # the prompt kept in seqs.store, its row
 
     @property
     def vocabulary(self) -> Any:
@@ -49,11 +50,19 @@ class SequenceParticles:
         return self.seqs.n_seq >= n and self.n_ctx >= n_ctx
 
     def begin(self, prompt: Sequence[int], n: int) -> np.ndarray:
-        seqs = self.seqs
+        """The prompt in every particle's sequence: evaluated once, or copied from the
+        store when it is the last run's (samples of one prompt)."""
+        seqs, prompt = self.seqs, [int(t) for t in prompt]
+        if self._stored is not None and self._stored[0] == prompt:
+            for i in range(n):
+                seqs.copy(seqs.store, i)
+            return self._stored[1].copy()
         seqs.clear_all()
-        row = seqs.decode([(0, list(prompt), 1)])[0][-1]
+        row = seqs.decode([(0, prompt, 1)])[0][-1]
         for i in range(1, n):
             seqs.copy(0, i)
+        seqs.copy(0, seqs.store)
+        self._stored = (prompt, row.copy())
         return row
 
     def extend(self, work: Sequence[tuple[int, int]]) -> list[np.ndarray]:

@@ -500,22 +500,32 @@ class Enumeration:
     """Every output of a small language with the base's probability of writing it (the
     end included), and what was needed to replay one as Steps."""
 
-    members: list[tuple[tuple[int, ...], float]]  # (output tokens, log base probability)
+    members: list[tuple[tuple[int, ...], float, float]]  # (output tokens, log base probability, log masked probability)
     left_out: float  # base probability of the prefixes left out (below EXACT_FLOOR): an upper bound on missed mass
     nodes: int  # prefixes scored
     seen: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray | None, bool]]  # prefix -> (row, mask, budget_limited)
 
     @property
     def p_valid(self) -> float:
-        return float(sum(math.exp(lp) for _, lp in self.members))
+        return float(sum(math.exp(lp) for _, lp, _ in self.members))
 
     def distribution(self, vocabulary: Any) -> dict[bytes, float]:
         """The exact conditional over output texts."""
         total = self.p_valid
         out: dict[bytes, float] = {}
-        for seq, lp in self.members:
+        for seq, lp, _ in self.members:
             text = b"".join(vocabulary.token_bytes(t) for t in seq)
             out[text] = out.get(text, 0.0) + math.exp(lp) / total
+        return out
+
+    def masked_distribution(self, vocabulary: Any) -> dict[bytes, float]:
+        """Masked sampling's output distribution (mask first, renormalized each step), where
+        no top-k or top-p truncates (there it is the base restricted to each legal set);
+        short of 1 by the prefixes left out."""
+        out: dict[bytes, float] = {}
+        for seq, _, lq in self.members:
+            text = b"".join(vocabulary.token_bytes(t) for t in seq)
+            out[text] = out.get(text, 0.0) + math.exp(lq)
         return out
 
 
@@ -544,7 +554,7 @@ def enumerate_language(
     matcher.reset()
     if budget_aware:
         budget_aware = output_budget(matcher.min_tokens_to_complete(), max_tokens) is not None
-    members: list[tuple[tuple[int, ...], float]] = []
+    members: list[tuple[tuple[int, ...], float, float]] = []
     seen: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray | None, bool]] = {}
     left_out = 0.0
     stack: list[tuple[tuple[int, ...], Any, float, float]] = [((), matcher.fork(), 0.0, 0.0)]  # type: ignore[attr-defined]
@@ -552,7 +562,7 @@ def enumerate_language(
         seq, m, lp, lq = stack.pop()
         if len(seq) >= max_tokens:
             if m.is_accepting():
-                members.append((seq, lp))
+                members.append((seq, lp, lq))
             continue
         if len(seen) >= max_nodes:
             return None
@@ -562,7 +572,7 @@ def enumerate_language(
         is_eog[[e for e in eog if e < row.shape[0]]] = True
         if m.is_terminated():
             seen[seq] = (row, None, False)
-            members.append((seq, lp + (_log(mass_of(ids, probs, is_eog)) if end_weight else 0.0)))
+            members.append((seq, lp + (_log(mass_of(ids, probs, is_eog)) if end_weight else 0.0), lq))
             continue
         remaining = max_tokens - len(seq) if budget_aware else None
         mask = np.asarray(m.mask(remaining), dtype=bool)
@@ -570,7 +580,7 @@ def enumerate_language(
         seen[seq] = (row, mask, limited)
         legal = np.flatnonzero(mask)
         if m.is_accepting() and not mask[~is_eog[: mask.shape[0]]].any():
-            members.append((seq, lp + (_log(mass_of(ids, probs, is_eog)) if end_weight else 0.0)))
+            members.append((seq, lp + (_log(mass_of(ids, probs, is_eog)) if end_weight else 0.0), lq))
             continue
         if legal.shape[0] > EXACT_BRANCH:
             return None
@@ -579,10 +589,10 @@ def enumerate_language(
             b = prob_of(ids, probs, int(t))
             if b <= 0:
                 continue
-            if is_eog[t]:
-                members.append((seq, lp + math.log(b)))
-                continue
             q = lq + math.log(b / z)
+            if is_eog[t]:
+                members.append((seq, lp + math.log(b), q))
+                continue
             if q < math.log(floor):
                 left_out += math.exp(lp + math.log(b))
                 continue
@@ -599,11 +609,11 @@ def exact_draw(
     reason, its log base probability). `matcher` (reset here) gives the Steps their phase."""
     if not enum.members:
         raise NoLegalContinuation(0)
-    lps = np.array([lp for _, lp in enum.members])
+    lps = np.array([lp for _, lp, _ in enum.members])
     w = np.exp(lps - lps.max())
     cum = np.cumsum(w / w.sum())
     i = min(int(np.searchsorted(cum, rng.random(), side="right")), len(enum.members) - 1)
-    seq, lp = enum.members[i]
+    seq, lp, _ = enum.members[i]
     steps: list[Step] = []
     if matcher is not None:
         matcher.reset()
