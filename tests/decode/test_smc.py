@@ -351,7 +351,7 @@ def test_the_enumeration_is_the_exact_conditional(temperature):
     target, _, p_valid = exact(LANGUAGE, temperature)
     params = SamplingParams(temperature=temperature)
     enum = enumerate_language(
-        lambda seq: logits_for(seq), PROMPT, matcher_for(PATTERN), params, [EOG], max_tokens=6, floor=1e-300
+        lambda seq: logits_for(seq), PROMPT, matcher_for(PATTERN), params, [EOG], max_tokens=6, tolerance=0.0
     )
     assert enum is not None and enum.left_out == 0
     assert enum.p_valid == pytest.approx(p_valid, rel=1e-9)
@@ -388,12 +388,12 @@ def test_a_large_language_is_not_enumerated():
     )
 
 
-def test_the_floor_leaves_out_unlikely_prefixes_and_says_how_much():
+def test_the_tolerance_leaves_out_unlikely_prefixes_and_says_how_much():
     enum = enumerate_language(
-        lambda seq: logits_for(seq), PROMPT, matcher_for(PATTERN), SamplingParams(), [EOG], max_tokens=6, floor=0.05
+        lambda seq: logits_for(seq), PROMPT, matcher_for(PATTERN), SamplingParams(), [EOG], max_tokens=6, tolerance=0.05
     )
     full = enumerate_language(
-        lambda seq: logits_for(seq), PROMPT, matcher_for(PATTERN), SamplingParams(), [EOG], max_tokens=6, floor=1e-300
+        lambda seq: logits_for(seq), PROMPT, matcher_for(PATTERN), SamplingParams(), [EOG], max_tokens=6, tolerance=0.0
     )
     assert enum.left_out > 0 and enum.nodes < full.nodes
     assert full.p_valid - enum.p_valid <= enum.left_out + 1e-12
@@ -401,4 +401,7 @@ def test_the_floor_leaves_out_unlikely_prefixes_and_says_how_much():
 
 def test_the_shape_check_needs_no_model():
     assert small_language(matcher_for(PATTERN), [EOG], max_tokens=6)
-    assert not small_language(matcher_for("[abc]*"), [EOG], max_tokens=6, limit=50)
+    assert small_language(matcher_for("[abc]*"), [EOG], max_tokens=6, limit=50)  # narrow: worth trying
+    wide = Vocabulary.from_bytes([bytes([c]) for c in range(33, 33 + 70)] + [b""], eog_ids=[70])
+    m = Matcher(compile_grammar(Constraint.from_regex("[!-~]+").grammar, wide))
+    assert not small_language(m, [70], max_tokens=6)  # more legal tokens at a prefix than EXACT_BRANCH

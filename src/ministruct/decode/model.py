@@ -414,15 +414,6 @@ class Model:
             raise ModelError(f"{self.path}: evaluation failed: {e}") from None
         self._tokens.extend(tokens)
 
-    def truncate(self, n: int) -> None:
-        """Keep only the first `n` evaluated tokens (their KV cache stays; the next
-        evaluation drops the rest): a prefix scored once serves every continuation."""
-        if not 0 <= n <= len(self._tokens):
-            raise ModelError(f"cannot keep {n} of {len(self._tokens)} evaluated tokens")
-        if n < len(self._tokens):
-            self._tokens = self._tokens[:n]
-            self._restored = None
-
     def eval_rows(self, tokens: Sequence[int]) -> np.ndarray:
         """Append `tokens` and run the model over them in one batch, returning the logits
         row after every one of them (float32, len(tokens) x n_logits; row i predicts the
@@ -629,6 +620,22 @@ class Sequences:
             self.clear(dst)
             return False
         self._n_past[dst] = keep
+        return True
+
+    def truncate(self, seq: int, n: int) -> bool:
+        """Keep only the first `n` tokens of sequence `seq`; False when they cannot be kept
+        (a recurrent model, a sliding-window cache): then `seq` is empty."""
+        if n >= self._n_past[seq]:
+            return True
+        lib = _lib()
+        if (
+            n < 1
+            or not lib.llama_memory_seq_rm(self._mem, seq, n, -1)
+            or lib.llama_memory_seq_pos_min(self._mem, seq) != 0
+        ):
+            self.clear(seq)
+            return False
+        self._n_past[seq] = n
         return True
 
     def decode(self, work: Sequence[tuple[int, Sequence[int], int]]) -> list[np.ndarray]:

@@ -77,14 +77,14 @@ class SequenceParticles:
 
 
 class PrefixRows:
-    """The logits row after the prompt and an output prefix, on the model's own context:
-    a prefix shared with the one before is not evaluated again (depth-first scoring)."""
+    """The logits row after the prompt and an output prefix, in sequence 0 of the
+    particles' context (the prompt kept in its store for the particles that may follow):
+    the part of a prefix shared with the one before is not evaluated again."""
 
-    def __init__(self, model: "Model", prompt: Sequence[int]) -> None:
-        self.model = model
+    def __init__(self, ctx: SequenceParticles, prompt: Sequence[int]) -> None:
+        self.ctx = ctx
         self.prompt = [int(t) for t in prompt]
-        model.prefill(self.prompt)
-        self.root = model.logits()
+        self.root = ctx.begin(self.prompt, 1)
         self.current: tuple[int, ...] = ()
 
     def __call__(self, seq: tuple[int, ...]) -> np.ndarray:
@@ -96,8 +96,11 @@ class PrefixRows:
                 break
             common += 1
         common = min(common, len(seq) - 1)  # the last token is evaluated for its row
-        self.model.truncate(len(self.prompt) + common)
-        row = self.model.eval_rows(list(seq[common:]))[-1]
+        seqs = self.ctx.seqs
+        if not seqs.truncate(0, len(self.prompt) + common):
+            seqs.copy(seqs.store, 0)
+            common = 0
+        row = seqs.decode([(0, list(seq[common:]), 1)])[0][-1]
         self.current = seq
         return row
 
@@ -162,11 +165,12 @@ class ParticleDecoder(Decoder):
         p = self.params
         key = (tuple(self.prompt_tokens), replace(p, seed=0), self.max_tokens, self.budget_aware)
         if key not in self.exact_cache:
+            ctx = self.contexts.get(self.model, p.particles or 1, len(self.prompt_tokens) + self.max_tokens + 1)
             eog = sorted(self.model.vocabulary.eog_ids)
             small = small_language(self.matcher.fork(), eog, max_tokens=self.max_tokens, budget_aware=self.budget_aware)  # type: ignore[union-attr]
             enum = (
                 enumerate_language(
-                    PrefixRows(self.model, self.prompt_tokens),
+                    PrefixRows(ctx, self.prompt_tokens),
                     self.prompt_tokens,
                     self.matcher.fork(),  # type: ignore[union-attr]
                     p,

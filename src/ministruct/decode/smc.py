@@ -34,6 +34,7 @@ model's batched sequences behind it, the tests a table of next-token distributio
 
 from __future__ import annotations
 
+import heapq
 import math
 import time
 from dataclasses import dataclass, field
@@ -454,9 +455,7 @@ def _log(x: float) -> float:
 
 EXACT_NODES = 256  # prefixes scored at most before a language counts as too large to enumerate
 EXACT_BRANCH = 64  # legal tokens at one prefix at most
-EXACT_FLOOR = 1e-7  # a prefix whose probability under masked sampling is below this is left out
-
-
+EXACT_TOLERANCE = 1e-4  # scoring stops when the prefixes not scored hold at most this share of the mass found
 EXACT_SHAPE = 2048  # prefixes of every tokenization at most, for a language to be tried (no model needed)
 
 
@@ -468,9 +467,9 @@ def small_language(
     budget_aware: bool = True,
     limit: int = EXACT_SHAPE,
 ) -> bool:
-    """Whether the language within the budget has at most `limit` token prefixes (every
-    tokenization counted) and at most EXACT_BRANCH legal tokens at each: worth scoring
-    member by member. Walks the matcher alone (no model)."""
+    """Whether the language within the budget may be worth scoring member by member: no
+    prefix among the first `limit` (depth first, every tokenization counted) has more
+    than EXACT_BRANCH legal tokens. Walks the matcher alone (no model)."""
     eog = set(int(e) for e in eog_ids)
     matcher.reset()
     if budget_aware:
@@ -481,7 +480,7 @@ def small_language(
         depth, m = stack.pop()
         seen += 1
         if seen > limit:
-            return False
+            return True
         if depth >= max_tokens or m.is_terminated():
             continue
         legal = np.flatnonzero(np.asarray(m.mask(max_tokens - depth if budget_aware else None), dtype=bool))
@@ -501,7 +500,7 @@ class Enumeration:
     end included), and what was needed to replay one as Steps."""
 
     members: list[tuple[tuple[int, ...], float, float]]  # (output tokens, log base probability, log masked probability)
-    left_out: float  # base probability of the prefixes left out (below EXACT_FLOOR): an upper bound on missed mass
+    left_out: float  # base probability of the prefixes not scored: an upper bound on the mass missed
     nodes: int  # prefixes scored
     seen: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray | None, bool]]  # prefix -> (row, mask, budget_limited)
 
@@ -540,14 +539,16 @@ def enumerate_language(
     budget_aware: bool = True,
     end_weight: bool = True,
     max_nodes: int = EXACT_NODES,
-    floor: float = EXACT_FLOOR,
+    tolerance: float = EXACT_TOLERANCE,
 ) -> Enumeration | None:
-    """Score every output of the language under the base sampler, depth first (so that
-    `row_of(prefix)`, the logits row after the prompt and `prefix`, can share a prefix's
-    KV cache with its continuations); None when the language is not small (more than
-    `max_nodes` prefixes, or more than EXACT_BRANCH legal tokens at one). The same rules
-    as Particles: the budget narrows the legal sets, an end the grammar dictates weighs
-    the base's end-of-generation probability (with `end_weight`), `max_tokens` cuts."""
+    """Score the outputs of the language under the base sampler, most probable prefix
+    first (`row_of(prefix)`: the logits row after the prompt and `prefix`), until the
+    prefixes not scored hold at most `tolerance` times the mass of the outputs found
+    (their mass bounds what they could add: `left_out`). None when the language is not
+    small (more than `max_nodes` prefixes scored, or more than EXACT_BRANCH legal tokens
+    at one). The same rules as Particles: the budget narrows the legal sets, an end the
+    grammar dictates weighs the base's end-of-generation probability (with `end_weight`),
+    `max_tokens` cuts."""
     sampler = Sampler(params)
     eog = sorted(int(e) for e in eog_ids)
     prompt = [int(t) for t in prompt_tokens]
@@ -556,13 +557,23 @@ def enumerate_language(
         budget_aware = output_budget(matcher.min_tokens_to_complete(), max_tokens) is not None
     members: list[tuple[tuple[int, ...], float, float]] = []
     seen: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray | None, bool]] = {}
-    left_out = 0.0
-    stack: list[tuple[tuple[int, ...], Any, float, float]] = [((), matcher.fork(), 0.0, 0.0)]  # type: ignore[attr-defined]
-    while stack:
-        seq, m, lp, lq = stack.pop()
+    found = 0.0  # base mass of the members
+    waiting = 1.0  # base mass of the prefixes in the heap
+    heap: list[tuple[float, int, tuple[int, ...], Any, float]] = [(-0.0, 0, (), matcher.fork(), 0.0)]  # type: ignore[attr-defined]
+    order = 1
+
+    def add(seq: tuple[int, ...], lp: float, lq: float) -> None:
+        nonlocal found
+        members.append((seq, lp, lq))
+        found += math.exp(lp)
+
+    while heap and not (found > 0 and waiting <= tolerance * found):
+        neg_lp, _, seq, m, lq = heapq.heappop(heap)
+        lp = -neg_lp
+        waiting -= math.exp(lp)
         if len(seq) >= max_tokens:
             if m.is_accepting():
-                members.append((seq, lp, lq))
+                add(seq, lp, lq)
             continue
         if len(seen) >= max_nodes:
             return None
@@ -570,35 +581,36 @@ def enumerate_language(
         ids, probs = base_step(sampler, row, prompt + list(seq))
         is_eog = np.zeros(row.shape[0], bool)
         is_eog[[e for e in eog if e < row.shape[0]]] = True
+        end = _log(mass_of(ids, probs, is_eog)) if end_weight else 0.0
         if m.is_terminated():
             seen[seq] = (row, None, False)
-            members.append((seq, lp + (_log(mass_of(ids, probs, is_eog)) if end_weight else 0.0), lq))
+            add(seq, lp + end, lq)
             continue
         remaining = max_tokens - len(seq) if budget_aware else None
         mask = np.asarray(m.mask(remaining), dtype=bool)
         limited = remaining is not None and not np.array_equal(mask, m.mask())
         seen[seq] = (row, mask, limited)
-        legal = np.flatnonzero(mask)
         if m.is_accepting() and not mask[~is_eog[: mask.shape[0]]].any():
-            members.append((seq, lp + (_log(mass_of(ids, probs, is_eog)) if end_weight else 0.0), lq))
+            add(seq, lp + end, lq)
             continue
+        legal = np.flatnonzero(mask)
         if legal.shape[0] > EXACT_BRANCH:
             return None
         z = mass_of(ids, probs, mask)
-        for t in legal[::-1]:  # depth first, lowest id first
+        for t in legal:
             b = prob_of(ids, probs, int(t))
             if b <= 0:
                 continue
             q = lq + math.log(b / z)
             if is_eog[t]:
-                members.append((seq, lp + math.log(b), q))
-                continue
-            if q < math.log(floor):
-                left_out += math.exp(lp + math.log(b))
+                add(seq, lp + math.log(b), q)
                 continue
             child = m.fork()
             child.advance(int(t))
-            stack.append((seq + (int(t),), child, lp + math.log(b), q))
+            heapq.heappush(heap, (-(lp + math.log(b)), order, seq + (int(t),), child, q))
+            order += 1
+            waiting += b * math.exp(lp)
+    left_out = max(0.0, waiting) if heap else 0.0
     return Enumeration(members, left_out, len(seen), seen)
 
 
