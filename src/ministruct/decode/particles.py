@@ -163,7 +163,8 @@ class ParticleDecoder(Decoder):
         from dataclasses import replace
 
         p = self.params
-        key = (tuple(self.prompt_tokens), replace(p, seed=0), self.max_tokens, self.budget_aware)
+        grammar = getattr(self.matcher, "compiled", None)
+        key = (id(grammar), tuple(self.prompt_tokens), replace(p, seed=0), self.max_tokens, self.budget_aware)
         if key not in self.exact_cache:
             ctx = self.contexts.get(self.model, p.particles or 1, len(self.prompt_tokens) + self.max_tokens + 1)
             eog = sorted(self.model.vocabulary.eog_ids)
@@ -183,9 +184,9 @@ class ParticleDecoder(Decoder):
                 else None
             )
             self.exact_cache.clear()  # one prompt's at a time: rows are large
-            self.exact_cache[key] = enum
-        enum = self.exact_cache[key]
-        if enum is None or not enum.members:
+            self.exact_cache[key] = (grammar, enum)  # the grammar held, so that its id is not reused
+        enum = self.exact_cache[key][1]
+        if enum is None or not enum.p_valid > 0:  # not small, or the base never writes it: particles say so
             return None
         rng = np.random.default_rng(p.seed)
         vocab = self.model.vocabulary

@@ -141,8 +141,10 @@ class GenerationJob:
         self._full: Constraint | None = None
         self._full_of: Constraint | None = None
         self._compiled_for: object = None
-        self._particle_contexts: ParticleContexts | None = None  # with particles: their llama.cpp context
-        self._exact: dict = {}  # with particles: the last small language enumerated
+        # with particles: their llama.cpp context and the last small language enumerated
+        # (shared by the copies a batch makes for records' own settings)
+        self._particle_contexts = ParticleContexts()
+        self._exact: dict = {}
 
     @property
     def full_constraint(self) -> Constraint | None:
@@ -201,8 +203,6 @@ class GenerationJob:
         args = (self.model, self.prompt_tokens(prompt), matcher, params)
         options = dict(max_tokens=self.max_tokens, budget_aware=self.budget_aware, fast_forward=self.fast_forward)
         if params.particles is not None:
-            if self._particle_contexts is None:
-                self._particle_contexts = ParticleContexts()
             return ParticleDecoder(*args, contexts=self._particle_contexts, exact_cache=self._exact, **options)
         return Decoder(*args, **options)
 
