@@ -82,3 +82,18 @@ def test_particles_run_records_of_a_batch_and_trace_their_weights(run_cli, tmp_p
     assert all(r["particle_method"] == "smc" and r["ess_min"] is not None for r in recs)
     steps = [json.loads(x) for x in trace.read_text().splitlines() if '"step"' in x]
     assert steps and all(len(s["particle_log_weights"]) == 3 for s in steps)
+
+
+@pytest.mark.model
+def test_records_with_their_own_choices_are_enumerated_each_for_its_own(run_cli):
+    data = (
+        '{"id": 1, "prompt": "Which is a fruit?", "choice": ["banana", "The potato"]}\n'
+        '{"id": 2, "prompt": "Which is a fruit?", "choice": ["apple", "The rock"]}\n'
+        '{"id": 3, "prompt": "Which is a fruit?", "choice": ["banana", "The potato"], "seed": 5}\n'
+    )
+    p = run_cli("gen", "--regex", "x", "--input", "-", "--particles", "4", "--top-p", "1", *RAW, input=data)
+    assert p.returncode == 0, p.stderr
+    recs = [json.loads(x) for x in p.stdout.splitlines()]
+    assert recs[0]["output"] in ("banana", "The potato") and recs[1]["output"] in ("apple", "The rock")
+    assert all(r["particle_method"] == "exact" for r in recs)
+    assert recs[0]["p_valid"] == recs[2]["p_valid"] != recs[1]["p_valid"]
