@@ -16,8 +16,8 @@ process (the model loaded once, the prompt's KV cache reused), and the ratio to
 `smc 1` (one particle: today's draws, weighed) in the same run. The machine is shared:
 the load average is printed with each table.
 
-    .venv/bin/python benchmarks/particles.py [--models smollm2,gemma3] [--draws 400]
-                                             [--particles 4,16,64] [--json out.json]
+    .venv/bin/python benchmarks/particles.py [--models smollm2,gemma3] [--draws 400] [--smc-draws N]
+                                             [--particles 4,16,64] [--cases choice,enum,regex] [--json out.json]
 """
 
 from __future__ import annotations
@@ -140,6 +140,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models", default="smollm2,gemma3")
     ap.add_argument("--draws", type=int, default=400)
+    ap.add_argument("--smc-draws", type=int, default=None, help="draws for the smc N rows (default --draws)")
     ap.add_argument("--particles", default="4,16,64")
     ap.add_argument("--cases", default=",".join(c[0] for c in CASES))
     ap.add_argument("--json", default=None)
@@ -165,12 +166,18 @@ def main() -> None:
             )
             print("  top of the exact conditional: " + ", ".join(f"{k.decode()!r} {ref[k]:.3f}" for k in top))
             print(f"  noise ({args.draws} draws of the exact conditional itself): TV {noise(ref, args.draws):.3f}")
-            print(f"  {'sampler':<10} {'TV':>6} {'s/draw':>8} {'x smc 1':>8} {'p_valid':>10}  top outputs", flush=True)
+            if args.smc_draws and args.smc_draws != args.draws:
+                print(f"  noise ({args.smc_draws} draws, the smc N rows): TV {noise(ref, args.smc_draws):.3f}")
+            print(
+                f"  {'sampler':<10} {'draws':>5} {'TV':>6} {'s/draw':>8} {'x smc 1':>8} {'p_valid':>10}  top outputs",
+                flush=True,
+            )
             methods = [("masked", None, False), ("smc 1", 1, False)]
             methods += [(f"smc {n}", n, False) for n in ns] + [(f"gen {n}", n, True) for n in ns if n == 16]
             base_dt = None
             for label, n, exact in methods:
-                outs, dt, pv = draw_all(job, prompt, args.draws, n, exact, contexts)
+                k = args.draws if exact or n in (None, 1) else (args.smc_draws or args.draws)
+                outs, dt, pv = draw_all(job, prompt, k, n, exact, contexts)
                 if label == "smc 1":
                     base_dt = dt
                 emp = empirical(outs)
@@ -178,7 +185,7 @@ def main() -> None:
                 ratio = f"{dt / base_dt:.2f}" if base_dt else "-"
                 common = ", ".join(f"{k.decode()!r} {v:.2f}" for k, v in sorted(emp.items(), key=lambda kv: -kv[1])[:3])
                 pvs = f"{pv:.3g}" if pv is not None else "-"
-                print(f"  {label:<10} {d:6.3f} {dt:8.3f} {ratio:>8} {pvs:>10}  {common}", flush=True)
+                print(f"  {label:<10} {k:5d} {d:6.3f} {dt:8.3f} {ratio:>8} {pvs:>10}  {common}", flush=True)
                 rows.append(
                     dict(
                         model=name,
