@@ -97,3 +97,15 @@ def test_records_with_their_own_choices_are_enumerated_each_for_its_own(run_cli)
     assert recs[0]["output"] in ("banana", "The potato") and recs[1]["output"] in ("apple", "The rock")
     assert all(r["particle_method"] == "exact" for r in recs)
     assert recs[0]["p_valid"] == recs[2]["p_valid"] != recs[1]["p_valid"]
+
+
+@pytest.mark.model
+def test_particles_think_first(run_cli):
+    p = run_cli(
+        "gen", "Pick a number between 1 and 9.", "--regex", "[1-9]", "--think", "--think-tokens", "8",
+        "--particles", "3", "--top-p", "1", "--format", "json", *RAW,
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    rec = json.loads(p.stdout)
+    assert rec["output"] in list("123456789") and rec["reasoning"] is not None
+    assert rec["particle_method"] == "smc" and 0 < rec["p_valid"] <= 1

@@ -405,3 +405,27 @@ def test_the_shape_check_needs_no_model():
     wide = Vocabulary.from_bytes([bytes([c]) for c in range(33, 33 + 70)] + [b""], eog_ids=[70])
     m = Matcher(compile_grammar(Constraint.from_regex("[!-~]+").grammar, wide))
     assert not small_language(m, [70], max_tokens=6)  # more legal tokens at a prefix than EXACT_BRANCH
+
+
+def test_the_budget_is_part_of_the_language():
+    """With max_tokens 3, "cabca" (four tokens at least) cannot be written, and "abcab" only
+    as ab|c|ab, cut by the budget without an end: the estimates still match brute force."""
+    language = ["abcab", "ab", "cabca", "ca"]
+    pattern = "|".join(language)
+    target, masked, p_valid = exact(language, max_tokens=3)
+    assert "cabca" not in target and "abcab" in target
+    runs, n = 500, 4
+    per_run = defaultdict(lambda: np.zeros(runs))
+    p_hat = np.zeros(runs)
+    for seed in range(runs):
+        res = run(pattern, SamplingParams(seed=seed), n, max_tokens=3, fast_forward=False)
+        assert res.generation.complete and res.generation.text in target
+        for text, lw in res.particles:
+            per_run[text.decode()][seed] += math.exp(lw) / n
+        p_hat[seed] = res.p_valid
+    for text, pi in target.items():
+        got = per_run[text]
+        se = got.std(ddof=1) / math.sqrt(runs)
+        assert abs(got.mean() - pi * p_valid) < 5 * se + 1e-12, text
+    se = p_hat.std(ddof=1) / math.sqrt(runs)
+    assert abs(p_hat.mean() - p_valid) < 5 * se
