@@ -429,3 +429,43 @@ def test_the_budget_is_part_of_the_language():
         assert abs(got.mean() - pi * p_valid) < 5 * se + 1e-12, text
     se = p_hat.std(ddof=1) / math.sqrt(runs)
     assert abs(p_hat.mean() - p_valid) < 5 * se
+
+
+DICTATED = ["abcabc", "abc", "cabca", "b"]  # after "c", "abca" is dictated: ab|c|a, a|bc|a, a|b|c|a ...
+
+
+def test_two_particles_or_more_weigh_every_tokenization_of_a_dictated_stretch():
+    """Fast-forward asked for, N = 4: the estimates still match brute force over every
+    tokenization (the particles draw dictated stretches token by token)."""
+    target, _, p_valid = exact(DICTATED, max_tokens=8)
+    runs, n = 400, 4
+    per_run = defaultdict(lambda: np.zeros(runs))
+    for seed in range(runs):
+        res = run("|".join(DICTATED), SamplingParams(seed=seed), n, max_tokens=8)
+        assert res.generation.n_fast_forward == 0
+        for text, lw in res.particles:
+            per_run[text.decode()][seed] += math.exp(lw) / n
+    for text, pi in target.items():
+        got = per_run[text]
+        se = got.std(ddof=1) / math.sqrt(runs)
+        assert abs(got.mean() - pi * p_valid) < 5 * se + 1e-12, text
+
+
+def test_one_particle_weighs_a_dictated_token_by_its_own_probability():
+    pattern = "|".join(DICTATED)
+    seen = 0
+    for seed in range(60):
+        res = run(pattern, SamplingParams(seed=seed), 1, max_tokens=8)
+        seq, lw = [], 0.0
+        m = matcher_for(pattern)
+        for step in res.steps:
+            b = base_probs(logits_for(tuple(seq)), 1.0)
+            lw += math.log(b[step.token_id] if step.fast_forward else b[m.mask()].sum())
+            seen += step.fast_forward
+            if step.token_id != EOG:
+                m.advance(step.token_id)
+                seq.append(step.token_id)
+        if res.generation.stop_reason == "grammar_done":
+            lw += math.log(base_probs(logits_for(tuple(seq)), 1.0)[EOG])
+        assert res.log_weight == pytest.approx(lw, rel=1e-9, abs=1e-12)
+    assert seen > 0

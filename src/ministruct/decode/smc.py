@@ -15,8 +15,12 @@ matcher's mask, budget-narrowed when the budget is near):
     command's temperature and truncation); with one particle q is today's masked sampler
     (so its draws are today's, every seed) and the ratio is b(x) / q(x), 0 where the base
     would never draw x. Where b(L) is 0 the masked sampler proposes and the weight is 0.
-  - a dictated token (fast-forward: the grammar allows one byte continuation) is taken
-    without a draw and weighs b(L) (its step's legal mass).
+  - with one particle, a dictated token (fast-forward: the grammar allows one byte
+    continuation, split as the tokenizer splits it) is taken without a draw, as today's
+    sampler takes it, and weighs b(x): its step's legal mass where it is the only legal
+    token. Two particles or more draw every token (no fast-forward), so that each
+    tokenization of a dictated stretch is a path of its own with its own mass: weighing
+    one path by b(L), the mass of every tokenization, would count the others' mass on it.
   - the end: a particle that stops because the grammar is complete (nothing but
     end-of-generation is legal) weighs b(end-of-generation) at that point, unless
     `end_weight` is off (the evaluation harnesses' reading: an option's tokens without
@@ -241,7 +245,11 @@ class Particles:
         self.end_weight = end_weight
         self.max_tokens = max_tokens
         self.budget_aware = budget_aware and matcher is not None
-        self.fast_forward = fast_forward and isinstance(matcher, ff.ForcingMatcher) and hasattr(model, "tokenize_bytes")
+        # one particle takes dictated stretches as today's sampler does (the same draws); two
+        # or more draw every token, so that every tokenization of a stretch keeps its mass
+        self.fast_forward = (
+            fast_forward and n == 1 and isinstance(matcher, ff.ForcingMatcher) and hasattr(model, "tokenize_bytes")
+        )
         self.keep_rows = keep_rows
         self.trace_weights = trace_weights
         self.sampler = Sampler(params)  # its rng is the one random stream of the run
@@ -330,8 +338,7 @@ class Particles:
                 token = p.planned.pop(0)
                 dictated = True
                 self.sampler.skip()
-                z = mass_of(ids, probs, mask)
-                p.log_w += _log(z)
+                p.log_w += _log(prob_of(ids, probs, token))  # q(token) = 1
         if not dictated:
             token, factor = self._draw(p, logits, mask, ids, probs)
             p.log_w += factor
