@@ -143,6 +143,7 @@ def main() -> None:
     ap.add_argument("--smc-draws", type=int, default=None, help="draws for the smc N rows (default --draws)")
     ap.add_argument("--particles", default="4,16,64")
     ap.add_argument("--cases", default=",".join(c[0] for c in CASES))
+    ap.add_argument("--samplers", default="masked,smc,gen", help="which rows: masked (and smc 1), smc N, gen N")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
     ns = [int(x) for x in args.particles.split(",")]
@@ -172,8 +173,10 @@ def main() -> None:
                 f"  {'sampler':<10} {'draws':>5} {'TV':>6} {'s/draw':>8} {'x smc 1':>8} {'p_valid':>10}  top outputs",
                 flush=True,
             )
-            methods = [("masked", None, False), ("smc 1", 1, False)]
-            methods += [(f"smc {n}", n, False) for n in ns] + [(f"gen {n}", n, True) for n in ns if n == 16]
+            which = args.samplers.split(",")
+            methods = [("masked", None, False), ("smc 1", 1, False)] if "masked" in which else []
+            methods += [(f"smc {n}", n, False) for n in ns] if "smc" in which else []
+            methods += [(f"gen {n}", n, True) for n in ns if n == 16] if "gen" in which else []
             base_dt = None
             for label, n, exact in methods:
                 k = args.draws if exact or n in (None, 1) else (args.smc_draws or args.draws)
