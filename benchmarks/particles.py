@@ -2,7 +2,7 @@
 
 For three finite constraints (a choice, an enum schema, a bounded regex) the exact
 conditional of the base sampler (temperature 1, no truncation) is computed by scoring
-the language's outputs under the model (smc.enumerate_language, with a tolerance of 1e-6
+the language's outputs under the model (exact.enumerate_language, with a tolerance of 1e-6
 of the mass found). Then, with `--draws` seeds each:
 
   masked        today's sampler (mask first, renormalized each step)
@@ -35,10 +35,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
+from ministruct.decode.exact import enumerate_language  # noqa: E402
 from ministruct.decode.model import Model, bundled_model_path  # noqa: E402
 from ministruct.decode.particles import ParticleContexts, ParticleDecoder, PrefixRows  # noqa: E402
 from ministruct.decode.sampling import SamplingParams  # noqa: E402
-from ministruct.decode.smc import enumerate_language  # noqa: E402
 from ministruct.grammar.constraint import Constraint  # noqa: E402
 from ministruct.jobs.job import GenerationJob  # noqa: E402
 

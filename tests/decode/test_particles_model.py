@@ -10,9 +10,9 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from ministruct.decode.exact import enumerate_language
 from ministruct.decode.particles import ParticleContexts, ParticleDecoder, PrefixRows
 from ministruct.decode.sampling import SamplingParams
-from ministruct.decode.smc import enumerate_language
 from ministruct.grammar.constraint import Constraint
 from ministruct.jobs.job import GenerationJob
 

@@ -16,17 +16,10 @@ from collections import defaultdict
 import numpy as np
 import pytest
 
+from ministruct.decode.exact import enumerate_language, exact_draw, small_language
 from ministruct.decode.loop import Decoder
 from ministruct.decode.sampling import SamplingParams
-from ministruct.decode.smc import (
-    Particles,
-    effective_size,
-    enumerate_language,
-    exact_draw,
-    log_mean_weight,
-    small_language,
-    systematic,
-)
+from ministruct.decode.smc import Particles, effective_size, log_mean_weight, systematic
 from ministruct.engine.compile import compile_grammar
 from ministruct.engine.matcher import Matcher
 from ministruct.engine.vocab import Vocabulary

@@ -4,7 +4,7 @@
 known only when every particle has ended), then yields the returned output's Steps;
 `.result` is its Generation, with `particles` (smc.ParticleStats). Which sampler runs:
 
-  - with two particles or more, a language small enough to enumerate (smc.enumerate_language:
+  - with two particles or more, a language small enough to enumerate (exact.enumerate_language:
     a choice, an enum, a bounded regex) is scored member by member on the model's own context, each prefix
     evaluated once and its KV cache kept for its continuations, and the output drawn from
     the exact conditional (`particle_method` "exact");
@@ -21,8 +21,9 @@ from typing import TYPE_CHECKING, Any, Iterator, Sequence
 import numpy as np
 
 from ministruct.decode.batched import CTX_PAD
+from ministruct.decode.exact import enumerate_language, exact_draw, small_language
 from ministruct.decode.loop import Decoder, Generation, Step
-from ministruct.decode.smc import Particles, ParticleStats, enumerate_language, exact_draw, small_language
+from ministruct.decode.smc import Particles, ParticleStats
 
 KEEP_ROWS_UP_TO = 16  # particles whose Steps keep their logits rows (the fight warnings read them) unless asked
 
