@@ -283,10 +283,14 @@ class Particles:
             if self.trace_weights:
                 weights.append([float(x) for x in log_w])
             if self.n > 1:
-                ess = effective_size(log_w)
-                ess_min = min(ess_min, ess)
-                if ess < self.ess * self.n and any(p.stop is None for p in ps) and math.isfinite(max(log_w)):
-                    ps = self._resample(ps, log_w)
+                ess_min = min(ess_min, effective_size(log_w))
+                # resampling looks at the particles still writing: an ended one carries its
+                # end's factor already, the others not yet, so weighing them against each
+                # other would favour whatever has not ended (the ended keep their weights)
+                live = [i for i, p in enumerate(ps) if p.stop is None]
+                sub = log_w[live]
+                if len(live) > 1 and math.isfinite(max(sub)) and effective_size(sub) < self.ess * len(live):
+                    ps = self._resample(ps, live, sub)
                     resamples += 1
             if not work and all(p.stop is not None for p in ps):
                 break
@@ -399,27 +403,25 @@ class Particles:
         p.stop = "grammar_done"
         return None
 
-    def _resample(self, ps: list[Particle], log_w: np.ndarray) -> list[Particle]:
-        """Systematic resampling: survivors keep their own cache; extra copies go to the
-        caches of particles that were dropped. Every weight becomes the mean."""
-        parents = systematic(log_w, float(self.sampler.rng.random()))
+    def _resample(self, ps: list[Particle], live: list[int], log_w: np.ndarray) -> list[Particle]:
+        """Systematic resampling of the particles `live` (their log weights `log_w`) among
+        themselves: survivors keep their own cache; extra copies go to the caches of those
+        dropped; each weight becomes their mean (their total is kept, so the estimates stay
+        unbiased). The other particles are left as they are."""
+        parents = [live[j] for j in systematic(log_w, float(self.sampler.rng.random()))]
         mean = log_mean_weight(log_w)
-        counts = np.bincount(parents, minlength=self.n)
-        free = [i for i in range(self.n) if counts[i] == 0]
-        new: list[Particle | None] = [None] * self.n
-        for i in range(self.n):
-            if counts[i]:
-                new[i] = ps[i]
-        for i in range(self.n):
-            for _ in range(int(counts[i]) - 1):
+        counts = {i: 0 for i in live}
+        for i in parents:
+            counts[i] += 1
+        free = [i for i in live if counts[i] == 0]
+        out = list(ps)
+        for i in live:
+            for _ in range(counts[i] - 1):
                 dst = free.pop()
-                if ps[i].stop is None:
-                    self.model.copy(i, dst)
-                new[dst] = ps[i].fork()
-        out = [q for q in new if q is not None]
-        assert len(out) == self.n
-        for q in out:
-            q.log_w = mean
+                self.model.copy(i, dst)
+                out[dst] = ps[i].fork()
+        for i in live:
+            out[i].log_w = mean
         return out
 
     def _pick(self, log_w: np.ndarray) -> int:
