@@ -37,6 +37,8 @@ FLAGS = {
     "input": "--input",
     "format": "--format",
     "n": "--n",
+    "particles": "--particles",
+    "ess": "--ess",
     "server": "--server",
     "kind": "--server-kind",
     "concurrency": "--concurrency",

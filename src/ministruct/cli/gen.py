@@ -47,6 +47,9 @@ def gen(
     ] = False,
     hard_cut: o.HardCut = False,
     no_fast_forward: o.NoFastForward = False,
+    particles: o.Particles = None,
+    ess: o.Ess = 0.5,
+    no_end_weight: o.NoEndWeight = False,
     parallel: o.Parallel = None,
     quiet: o.Quiet = False,
     verbose: Annotated[
@@ -78,6 +81,7 @@ def gen(
     )
     g.check()
     constraint.refuse_stdin_twice(input)
+    run = _with_particles(run, particles, ess, no_end_weight, parallel, fleet.requested())
     if fleet.requested():
         c = constraint.load()
         for w in c.warnings:
@@ -113,6 +117,24 @@ def _say_template(c: Constraint, settings, template: str | None) -> None:
         if not settings.announce and think_opens_in_prompt(template, settings.open):
             how += "; the template's prompt opens it"
         print(f"ministruct: think: {settings.open!r} ... {settings.close!r} ({how})", file=sys.stderr)
+
+
+def _with_particles(
+    run: o.RunFlags, particles: int | None, ess: float, no_end_weight: bool, parallel: int | None, fleet: bool
+) -> o.RunFlags:
+    """`run` with the particle settings in its SamplingParams (checked there: UsageError)."""
+    from dataclasses import replace
+
+    if particles is None:
+        if ess != 0.5 or no_end_weight:
+            raise UsageError("--ess and --no-end-weight apply to --particles N")
+        return run
+    if fleet:
+        raise UsageError("--particles needs the local model: servers do not expose their KV caches to copy")
+    if parallel is not None:
+        raise UsageError("--particles runs one generation's particles as one batch; --parallel does not apply")
+    params = replace(run.params, particles=particles, ess=ess, end_weight=not no_end_weight)
+    return replace(run, params=params)
 
 
 def _gen_local(
@@ -153,7 +175,7 @@ def _gen_local(
         seed=run.params.seed,
         emit=lambda res, extra: _emit(res, g.fmt, extra, g.quiet, label),
         tracer=tracer,
-        parallel=DEFAULT_PARALLEL if g.parallel is None else g.parallel,
+        parallel=1 if run.params.particles is not None else DEFAULT_PARALLEL if g.parallel is None else g.parallel,
     )
     try:
         if g.input is None:

@@ -224,6 +224,37 @@ Parallel = Annotated[
         ),
     ),
 ]
+Particles = Annotated[
+    Optional[int],
+    typer.Option(
+        "--particles",
+        help=(
+            "Sample what the model would write given a valid answer (not the masked sampler's renormalized "
+            "steps) with N particles, and report p_valid (docs/sampling.md). A small language (choices, "
+            "enums, bounded regexes) is enumerated exactly. 1: today's draws, weighed."
+        ),
+        rich_help_panel="Model and sampling",
+    ),
+]
+Ess = Annotated[
+    float,
+    typer.Option(
+        "--ess",
+        help="With --particles: resample when the effective sample size falls below this share of N, in (0, 1].",
+        rich_help_panel="Model and sampling",
+    ),
+]
+NoEndWeight = Annotated[
+    bool,
+    typer.Option(
+        "--no-end-weight",
+        help=(
+            "With --particles: an end the grammar dictates does not weigh the model's end-of-generation "
+            "probability (the evaluation harnesses' reading of an option's likelihood)."
+        ),
+        rich_help_panel="Model and sampling",
+    ),
+]
 NoFastForward = Annotated[
     bool,
     typer.Option(

@@ -11,6 +11,9 @@ Files, in the order data flows through them:
     fast_forward.py      dictated stretches planned as tokens and evaluated in one batch
     loop.py              the decode loop (Decoder, generate)
     batched.py           many generations at once, one model step for all (BatchedDecoder)
+    smc.py               particles: the base sampler conditioned on validity (weights, ESS, resampling)
+    exact.py             a small language's exact conditional: its outputs scored under the model
+    particles.py         particles on the model: batched sequences, or a small language enumerated
     defaults.py          defaults the command line's help shows (DEFAULT_PARALLEL)
     interrupt.py         a batch's second signal stops a batched evaluation in progress
     logits_processor.py  a constraint inside llama-cpp-python's own loop

@@ -89,6 +89,7 @@ class Generation:
     budget_limited: bool = False  # the token budget narrowed the legal set at some step
     n_fast_forward: int = 0  # output tokens fast-forwarded (not drawn)
     phase_state: Any = None  # the matcher's phase at the end, if it has phases (engine/think.py)
+    particles: Any = None  # with particles: their smc.ParticleStats
 
     @property
     def text(self) -> str:

@@ -623,6 +623,22 @@ class Sequences:
         self._n_past[dst] = keep
         return True
 
+    def truncate(self, seq: int, n: int) -> bool:
+        """Keep only the first `n` tokens of sequence `seq`; False when they cannot be kept
+        (a recurrent model, a sliding-window cache): then `seq` is empty."""
+        if n >= self._n_past[seq]:
+            return True
+        lib = _lib()
+        if (
+            n < 1
+            or not lib.llama_memory_seq_rm(self._mem, seq, n, -1)
+            or lib.llama_memory_seq_pos_min(self._mem, seq) != 0
+        ):
+            self.clear(seq)
+            return False
+        self._n_past[seq] = n
+        return True
+
     def decode(self, work: Sequence[tuple[int, Sequence[int], int]]) -> list[np.ndarray]:
         """Append tokens to sequences and run them in as few batches as n_batch allows. For
         each (sequence id, tokens, n_rows) of `work`: the logits rows after its last `n_rows`

@@ -18,6 +18,7 @@ from ministruct.errors import NoLegalContinuation, UsageError
 
 # Partial-sort sizes tried before a full sort when looking for a nucleus / top-k.
 _CANDIDATE_RATIOS = (1e-2, 1e-4, 1e-8)  # candidate cut-offs relative to the top probability
+MAX_PARTICLES = 64  # each particle holds a KV cache as long as the prompt and the budget
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,11 @@ class SamplingParams:
     repeat_penalty: float = 1.0  # 1.0 = off
     seed: int = 0
     repeat_last_n: int = 64  # how many recent tokens the penalty looks at (llama.cpp default)
+    # particles (decode/smc.py, docs/sampling.md): None samples as above, mask first; N >= 1
+    # samples the base sampler conditioned on validity and reports p_valid
+    particles: int | None = None
+    ess: float = 0.5  # resample when the effective sample size falls below ess * particles
+    end_weight: bool = True  # an end the grammar dictates weighs the model's end-of-generation probability
 
     def __post_init__(self) -> None:
         t, p = self.temperature, self.top_p
@@ -44,6 +50,12 @@ class SamplingParams:
             raise UsageError(f"repeat_penalty must be > 0, got {r}", parameter="repeat_penalty")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
             raise UsageError(f"seed must be an integer >= 0, got {self.seed}", parameter="seed")
+        n = self.particles
+        if n is not None and (isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_PARTICLES):
+            raise UsageError(f"particles must be an integer in [1, {MAX_PARTICLES}], got {n!r}", parameter="particles")
+        e = self.ess
+        if isinstance(e, bool) or not isinstance(e, (int, float)) or math.isnan(e) or not 0 < e <= 1:
+            raise UsageError(f"ess must be in (0, 1], got {e!r}", parameter="ess")
         if self.repeat_last_n < 0:
             raise UsageError(f"repeat_last_n must be >= 0, got {self.repeat_last_n}", parameter="repeat_last_n")
 
@@ -51,6 +63,9 @@ class SamplingParams:
         """The trace header's `sampling` object."""
         d = asdict(self)
         d.pop("repeat_last_n")
+        if self.particles is None:
+            for k in ("particles", "ess", "end_weight"):
+                d.pop(k)
         return d
 
 

@@ -12,6 +12,7 @@ so the groups can be told apart without counting. Every record has `"v": 1`.
 
 from __future__ import annotations
 
+import math
 from contextlib import contextmanager
 from dataclasses import replace
 from typing import IO, TYPE_CHECKING, Any, Callable, Iterator
@@ -169,6 +170,8 @@ class TracedRun:
 
     def __init__(self, writer: TraceWriter, job: "GenerationJob", decoder: "Decoder", header: dict, *, kept: bool):
         self.writer, self.job, self.decoder, self.header = writer, job, decoder, header
+        if hasattr(decoder, "trace_weights"):  # particles: each step's line gets every particle's weight
+            decoder.trace_weights = True
         compiled = job.compiled
         self.stats = StepStats(decoder.params, job.model.vocabulary, boundaries_for(compiled) if compiled else None)
         self.monitor = job.fight_monitor()
@@ -199,7 +202,11 @@ class TracedRun:
         if step.mask is not None and rec.phase != "think":  # the record's Z, as monitor.observe(step) would
             self.monitor.add(rec.Z, rec.tag != FREE)
         self.records.append(rec)
-        self._line(self.writer.step_record(rec, step))
+        line = self.writer.step_record(rec, step)
+        weights = getattr(self.decoder, "particle_weights", None)
+        if weights is not None and step.index < len(weights):
+            line["particle_log_weights"] = [w if math.isfinite(w) else None for w in weights[step.index]]
+        self._line(line)
         return rec
 
     def finish(self, gen: "Generation") -> "GenResult":

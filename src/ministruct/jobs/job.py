@@ -17,6 +17,7 @@ from ministruct.decode.batched import BatchedDecoder, Request
 from ministruct.decode.defaults import DEFAULT_PARALLEL, checked_max_tokens
 from ministruct.decode.loop import Decoder, Generation, Step
 from ministruct.decode.model import Model
+from ministruct.decode.particles import ParticleContexts, ParticleDecoder
 from ministruct.decode.sampling import SamplingParams
 from ministruct.engine.compile import CompiledGrammar, compile_grammar
 from ministruct.engine.matcher import Matcher
@@ -57,6 +58,7 @@ class GenResult:
     content: str | None = None  # with tools: the free text before the calls (None: none)
     tool_calls: list[dict] = field(default_factory=list)  # OpenAI's shape
     tool_scores: list[dict] = field(default_factory=list)  # per call (jobs/tool_scores.py)
+    particles: dict | None = None  # with particles: p_valid, log_weight, ess_min, resamples, particle_method
 
     def to_record(self) -> dict:
         rec: dict[str, Any] = {"id": self.id, "prompt": self.prompt}
@@ -77,6 +79,8 @@ class GenResult:
         )
         if self.reasoning is not None:
             rec.update(think_end=self.think_end, think_tokens=self.think_tokens)
+        if self.particles is not None:
+            rec.update(self.particles)
         return rec
 
     @classmethod
@@ -137,6 +141,10 @@ class GenerationJob:
         self._full: Constraint | None = None
         self._full_of: Constraint | None = None
         self._compiled_for: object = None
+        # with particles: their llama.cpp context and the last small language enumerated
+        # (shared by the copies a batch makes for records' own settings)
+        self._particle_contexts = ParticleContexts()
+        self._exact: dict = {}
 
     @property
     def full_constraint(self) -> Constraint | None:
@@ -192,15 +200,11 @@ class GenerationJob:
         compiled = self.compiled
         think_tokens = self.think.think_tokens if self.think is not None else None
         matcher = Matcher(compiled, think_tokens=think_tokens) if compiled is not None else None
-        return Decoder(
-            self.model,
-            self.prompt_tokens(prompt),
-            matcher,
-            params,
-            max_tokens=self.max_tokens,
-            budget_aware=self.budget_aware,
-            fast_forward=self.fast_forward,
-        )
+        args = (self.model, self.prompt_tokens(prompt), matcher, params)
+        options = dict(max_tokens=self.max_tokens, budget_aware=self.budget_aware, fast_forward=self.fast_forward)
+        if params.particles is not None:
+            return ParticleDecoder(*args, contexts=self._particle_contexts, exact_cache=self._exact, **options)
+        return Decoder(*args, **options)
 
     def run(
         self, prompt: str, *, rid: Any = 1, seed: int | None = None, on_step: Callable[[Step], None] | None = None
@@ -239,6 +243,15 @@ class GenerationJob:
                 dec, monitor, on_step, scorer = self.watched_decoder(prompt, seed=seed)
                 yield Request(dec, on_step=on_step, key=(place, prompt, monitor, scorer))
 
+        if self.params.particles is not None:  # the particles of one generation are its batch
+            for req in requests():
+                place, prompt, monitor, scorer = req.key
+                dec = req.decoder
+                for step in dec.steps():
+                    req.on_step(step)  # type: ignore[misc]
+                order.put(place, self.result_of(dec.result, place + 1, prompt, monitor, scorer))
+                yield from order.ready()
+            return
         batch = BatchedDecoder(self.model, parallel)
         try:
             for req, outcome in batch.run(requests()):
@@ -296,8 +309,15 @@ class GenerationJob:
             budget_limited=gen.budget_limited,
             warnings=monitor.warnings(output.encode()) if monitor is not None else [],
             generation=gen,
+            particles=gen.particles.to_record() if gen.particles is not None else None,
             **extra,
         )
+        if gen.particles is not None and gen.particles.p_valid == 0:
+            res.warnings.append(
+                "the base sampler never writes a valid output here (p_valid 0: the legal tokens fall outside "
+                "its top-k/top-p or temperature 0's choice), so the output is the masked sampler's; "
+                "--top-p 1 --top-k 0 conditions the whole distribution (docs/sampling.md)"
+            )
         if self.constraint is not None and self.constraint.kind == "schema":
             res.has_json = True
             if gen.complete:
