@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterator, Optional
 
 from ministruct.errors import MinistructError
 from ministruct.grammar.schema.keywords import ANNOTATIONS
@@ -40,14 +40,20 @@ class Disjointness:
         require one property with listed values (a discriminator), are told apart in one
         pass; only the remaining pairs are compared one by one.
         """
+        return next(self._overlaps(branches, rest), None)
+
+    def overlaps(self, branches: list, rest: dict) -> set[tuple[int, int]]:
+        """Every pair (i, j), i < j, of branches not proven disjoint."""
+        return set(self._overlaps(branches, rest))
+
+    def _overlaps(self, branches: list, rest: dict) -> Iterator[tuple[int, int]]:
         apart: set[tuple[int, int]] = set()
         for group in (self._by_values(branches), self._by_discriminator(branches, rest)):
             apart |= {(i, j) for i in group for j in group if i < j}
         for i in range(len(branches)):
             for j in range(i + 1, len(branches)):
                 if (i, j) not in apart and not self.disjoint(branches[i], branches[j], rest):
-                    return i, j
-        return None
+                    yield i, j
 
     def _by_values(self, branches: list) -> list[int]:
         """Branches listing their values, when no value is listed by two of them."""

@@ -226,6 +226,7 @@ def merge_all(schema: dict, ptr: str, resolver: Resolver) -> dict:
             return {"enum": []}
         if not isinstance(p, dict):
             raise MergeError(f"a schema must be an object or a boolean, not {type(p).__name__}", pptr)
+    parts = [(_conditional_as_not(p), q) for p, q in parts]
     parts = [(p, q) for p, q in parts if any(k not in ANNOTATIONS for k in p)]
     if not parts:
         return {}
@@ -249,6 +250,28 @@ def merge_all(schema: dict, ptr: str, resolver: Resolver) -> dict:
         out.update({k: arrays[0][0][k] for k in _ARRAY_SHAPE if k in arrays[0][0]})
     elif arrays:
         out.update(_merge_arrays(arrays))
+    return out
+
+
+def _conditional_as_not(p: dict) -> dict:
+    """A part's `if`/`then`/`else` as the `not` it amounts to, not (if and not then) and not
+    (not if and not else), so that the conditionals of several parts merge into one `not`;
+    `then`/`else` without `if` dropped (they assert nothing)."""
+    if not any(k in p for k in ("if", "then", "else")):
+        return p
+    out = {k: v for k, v in p.items() if k not in ("if", "then", "else")}
+    if "if" not in p:
+        return out
+    i, t, e = p["if"], p.get("then", True), p.get("else", True)
+    fails = []
+    if t is not True:
+        fails.append({"allOf": [i, {"not": t}]})
+    if e is not True:
+        fails.append({"allOf": [{"not": i}, {"not": e}]})
+    if fails:
+        if "not" in out:
+            fails.append(out["not"])
+        out["not"] = fails[0] if len(fails) == 1 else {"anyOf": fails}
     return out
 
 
