@@ -20,7 +20,7 @@ CASES = [
     ("uniqueItems", {"type": "array", "uniqueItems": True}, "/uniqueItems", "uniqueItems"),
     ("not", {"items": {"not": {"format": "email"}}}, "/items/not/format", "'not'"),
     ("if", {"if": {"format": "email"}, "then": {"minLength": 1}}, "/if/format", "'if'"),
-    ("contains", {"contains": {"type": "string"}}, "/contains", "contains"),
+    ("contains", {"contains": {"type": "string"}, "minContains": 3000}, "/contains", "the limit"),
     ("dependentRequired", {"dependentRequired": {"a": ["b"]}}, "/dependentRequired", None),
     ("unevaluated", {"unevaluatedProperties": False}, "/unevaluatedProperties", None),
     ("oneOf overlap", {"oneOf": [{"type": "string"}, {"format": "email"}]}, "/oneOf/1/format", "overlap"),

@@ -40,7 +40,9 @@ def test_strings_avoiding_a_pattern_agree_with_jsonschema(avoid, pattern, lo, hi
 
 
 def test_other_types_are_untouched_and_several_nots_all_hold():
-    g = schema_to_grammar({"not": {"pattern": "x"}})
+    g = schema_to_grammar({"not": {"pattern": "x"}})  # `pattern` holds for non-strings: `not` fails them
+    assert not accepts(g, "1") and not accepts(g, '["x"]') and accepts(g, '"abc"') and not accepts(g, '"axc"')
+    g = schema_to_grammar({"not": {"type": "string", "pattern": "x"}})
     assert accepts(g, "1") and accepts(g, '["x"]') and accepts(g, '"abc"') and not accepts(g, '"axc"')
     g = schema_to_grammar({"not": {"type": "string", "minLength": 2}})
     assert accepts(g, '"a"') and not accepts(g, '"ab"') and accepts(g, "12")

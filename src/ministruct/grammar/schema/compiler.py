@@ -63,8 +63,8 @@ from ministruct.grammar.schema.formats import (
     string_literal,
 )
 from ministruct.grammar.schema.keywords import ANNOTATIONS
-from ministruct.grammar.schema.logic import Logic, LogicLimit, native_not
-from ministruct.grammar.schema.merge import MergeError, Resolver, merge_all, schema_types
+from ministruct.grammar.schema.logic import Excluded, Logic, LogicLimit, native_not
+from ministruct.grammar.schema.merge import CONDITIONS, MergeError, Resolver, merge_all, schema_types
 from ministruct.grammar.schema.objects import required_dependencies
 from ministruct.grammar.schema.options import SchemaOptions
 from ministruct.grammar.schema.patterns import MAX_FORMAT_PRODUCT_STATES, PatternTooLarge, pattern_with_length
@@ -100,10 +100,10 @@ UNSUPPORTED = {
 _GLOBAL_FLAGS = re.compile(r"(?:\(\?[aiLmsux]+\))*")
 
 
-def _excluded(node: dict) -> tuple[list[str], list]:
-    """(patterns, values) a native `not` forbids (schema_logic.native_not), or nothing."""
+def _excluded(node: dict) -> Excluded:
+    """What a native `not` forbids (schema_logic.native_not): nothing when there is none."""
     got = native_not(node["not"]) if "not" in node else None
-    return got if got is not None else ([], [])
+    return got if got is not None else Excluded([], [])
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -357,6 +357,8 @@ class _Compiler:
         try:
             node = merge_all(schema, ptr, self.resolver)
         except MergeError as e:
+            if e.keyword == "const" and "no instance is valid" in e.message:
+                return NOTHING  # (a branch of a union: the others may hold; alone, "accepts no value")
             raise self.error(e.message, e.pointer, e.keyword) from None
         if "enum" in node or "const" in node:
             return self.enum(schema, node, ptr, depth)
@@ -380,7 +382,10 @@ class _Compiler:
                 return got if got is not None or node is original else node
             except LogicLimit as e:
                 self.refuse_logic(e)
-                drop = {"if": ("if", "then", "else"), "dependentSchemas": ("dependentSchemas", "dependencies")}
+                drop = {
+                    "if": ("if", "then", "else", CONDITIONS),
+                    "dependentSchemas": ("dependentSchemas", "dependencies"),
+                }
                 node = {k: v for k, v in node.items() if k not in drop.get(e.keyword, (e.keyword,))}
 
     def refuse_logic(self, e: LogicLimit) -> None:
@@ -485,7 +490,10 @@ class _Compiler:
             if k in UNSUPPORTED and not self._harmless(k, node):
                 self.unsupported(k, ptr)
         types = schema_types(node, ptr, self.error)
-        _, excluded = _excluded(node)
+        ex = _excluded(node)
+        if ex.strings_only:
+            types &= {"string"}
+        excluded = ex.values
         opts: list[Expr] = []
         if "null" in types and not any(v is None for v in excluded):
             opts.append(Literal("null"))
@@ -533,14 +541,16 @@ class _Compiler:
                 or "array" not in types
                 or (isinstance(node.get("maxItems"), int) and node["maxItems"] <= 1)
             )
-        if k in ("contains", "minContains", "maxContains", "unevaluatedItems", "additionalItems"):
-            return "array" not in types or (k == "minContains" and "contains" not in node)
+        if k in ("contains", "minContains", "maxContains"):
+            return True  # enforced by the array (schema_contains); without `contains` the counts say nothing
+        if k in ("unevaluatedItems", "additionalItems"):
+            return "array" not in types
         if k in ("dependentRequired", "dependencies") and required_dependencies(node) is not None:
             return True  # enforced by the object's member machine (schema_objects)
         if k == "unevaluatedProperties" and node[k] is False and self.explicit:
             return self._all_evaluated(node)
         if k == "unevaluatedItems" and node[k] is False and self.explicit:
-            return "prefixItems" in node and "items" not in node and not node.get("contains")
+            return "prefixItems" in node and "items" not in node and "contains" not in node
         if k in ("dependentSchemas", "dependentRequired", "dependencies", "unevaluatedProperties"):
             return "object" not in types or node[k] in ({}, True)
         if k in ("then", "else"):
@@ -567,7 +577,7 @@ class _Compiler:
             b.get("minimum"), b.get("maximum"), b.get("exclusiveMinimum"), b.get("exclusiveMaximum")
         )
         # values a native `not` lists: the ranges are split around them
-        excluded = [v for v in _excluded(node)[1] if isinstance(v, (int, float)) and not isinstance(v, bool)]
+        excluded = [v for v in _excluded(node).values if isinstance(v, (int, float)) and not isinstance(v, bool)]
         points = sorted({int(v) for v in excluded if isinstance(v, int) or v.is_integer()})
         int_ranges = num.split_range(lo, hi, points)
         if "multipleOf" in node:
@@ -627,9 +637,9 @@ class _Compiler:
                 msg = f"{self.source}: at {ptr}/format: unknown format {fmt!r} is an annotation only"
                 if msg not in self.warnings:
                     self.warnings.append(msg)
-        pats, values = _excluded(node)
-        avoided = [self.searched_language(p, f"{ptr}/not/pattern") for p in pats]
-        names = [v for v in values if isinstance(v, str)]
+        ex = _excluded(node)
+        avoided = [self.searched_language(p, f"{ptr}/not/pattern") for p in ex.patterns]
+        names = [v for v in ex.values if isinstance(v, str)]
         if names:
             avoided.append(alt(*(Literal(n) for n in names)))
         if avoided:

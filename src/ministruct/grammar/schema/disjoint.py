@@ -59,7 +59,7 @@ class Disjointness:
         """Branches listing their values, when no value is listed by two of them."""
         idx = [i for i, b in enumerate(branches) if isinstance(b, dict) and _values(b) is not None]
         owner: dict[str, int] = {}
-        ok = all(owner.setdefault(_canonical(v), i) == i for i in idx for v in _values(branches[i]) or ())
+        ok = all(owner.setdefault(canonical(v), i) == i for i in idx for v in _values(branches[i]) or ())
         return idx if ok and len(idx) > 1 else []
 
     def _by_discriminator(self, branches: list, rest: dict) -> list[int]:
@@ -82,7 +82,7 @@ class Disjointness:
             return []
         for p in set.intersection(*(set(t) for t in tags.values())):
             owner: dict[str, int] = {}
-            if all(owner.setdefault(_canonical(v), i) == i for i, t in tags.items() for v in t[p]):
+            if all(owner.setdefault(canonical(v), i) == i for i, t in tags.items() for v in t[p]):
                 return list(tags)
         return []
 
@@ -190,14 +190,14 @@ def _values(s: dict) -> Optional[list]:
     return None
 
 
-def _canonical(v: Any) -> str:
+def canonical(v: Any) -> str:
     """One text per JSON value (1 and 1.0 are the same number; true is not 1)."""
     if isinstance(v, float) and v.is_integer():
         v = int(v)
     if isinstance(v, list):
-        return "[" + ",".join(_canonical(x) for x in v) + "]"
+        return "[" + ",".join(canonical(x) for x in v) + "]"
     if isinstance(v, dict):
-        return "{" + ",".join(json.dumps(k) + ":" + _canonical(v[k]) for k in sorted(v)) + "}"
+        return "{" + ",".join(json.dumps(k) + ":" + canonical(v[k]) for k in sorted(v)) + "}"
     return json.dumps(v)
 
 

@@ -27,9 +27,10 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Optional
 
 from ministruct.errors import MinistructError
+from ministruct.grammar.schema.disjoint import canonical
 from ministruct.grammar.schema.formats import KNOWN_UNSUPPORTED, SUPPORTED_FORMATS
 from ministruct.grammar.schema.keywords import ANNOTATIONS
-from ministruct.grammar.schema.merge import ALL_TYPES, MergeError, Resolver, merge_all
+from ministruct.grammar.schema.merge import ALL_TYPES, CONDITIONS, MergeError, Resolver, merge_all
 
 MAX_BRANCHES = 128  # branches of one rewritten union (each is compiled as a schema of its own)
 MAX_NEGATION_DEPTH = 12  # `not` through `$ref`s and nested negations
@@ -77,6 +78,8 @@ def kinds_of(node: Any) -> frozenset[str]:
     values = [node["const"]] if "const" in node else node.get("enum") if isinstance(node.get("enum"), list) else None
     if values is not None:
         out = out & frozenset(_kind(v) for v in values)
+    for sub in node.get("allOf") if isinstance(node.get("allOf"), list) else ():
+        out = out & kinds_of(sub)
     return out
 
 
@@ -109,11 +112,21 @@ def typed(kinds: frozenset[str], **rest: Any) -> Optional[dict]:
     return {"type": names[0] if len(names) == 1 else names, **rest}
 
 
-def native_not(sub: Any) -> Optional[tuple[list[str], list]]:
-    """(patterns, values) when `not: sub` only forbids strings matching some patterns and
-    some listed values (also through `anyOf`), which the compiler enforces directly."""
-    patterns: list[str] = []
-    values: list = []
+@dataclass
+class Excluded:
+    """What a native `not` forbids: strings matching `patterns`, the listed `values`, and,
+    when `strings_only`, every value that is not a string (`not: {pattern: P}` holds for
+    strings only: `pattern` alone is true of every other value)."""
+
+    patterns: list[str]
+    values: list
+    strings_only: bool = False
+
+
+def native_not(sub: Any) -> Optional[Excluded]:
+    """What `not: sub` forbids when it only names patterns and listed values (also through
+    `anyOf`): the compiler enforces those directly."""
+    out = Excluded([], [])
     stack = [sub]
     while stack:
         s = stack.pop()
@@ -123,14 +136,15 @@ def native_not(sub: Any) -> Optional[tuple[list[str], list]]:
         if keys == {"anyOf"} and isinstance(s["anyOf"], list) and s["anyOf"]:
             stack.extend(s["anyOf"])
         elif isinstance(s.get("pattern"), str) and keys <= {"pattern", "type"} and s.get("type", "string") == "string":
-            patterns.append(s["pattern"])
+            out.patterns.append(s["pattern"])
+            out.strings_only = out.strings_only or "type" not in s
         elif keys == {"enum"} and isinstance(s["enum"], list):
-            values.extend(s["enum"])
+            out.values.extend(s["enum"])
         elif keys == {"const"}:
-            values.append(s["const"])
+            out.values.append(s["const"])
         else:
             return None
-    return patterns, values
+    return out
 
 
 @dataclass
@@ -161,21 +175,33 @@ class Logic:
 
     # ------------------------------------------------------------ unions
 
-    def product(self, disjunctions: list[list[Any]], keyword: str, ptr: str) -> list[Any]:
-        """The union of every conjunction taking one schema from each list (kinds that
-        cannot meet dropped as it goes), at most MAX_BRANCHES of them."""
-        combos: list[tuple[frozenset[str], list]] = [(KINDS, [])]
+    def product(self, disjunctions: list[list[Any]], keyword: str, ptr: str, base: Any = True) -> list[Any]:
+        """The union of every conjunction taking one schema from each list, at most
+        MAX_BRANCHES of them. Conjunctions that cannot hold (with `base`, which they are
+        compiled beside) are dropped as it goes: kinds that do not meet, and objects whose
+        properties would have to be present and absent, or take a value allowed by one
+        part and excluded by another (a discriminator's cases)."""
+        combos: list[tuple[frozenset[str], list, dict]] = [(kinds_of(base), [], _facts(base, {}))]
         for options in disjunctions:
             nxt = []
-            for kinds, parts in combos:
+            for kinds, parts, facts in combos:
                 for o in options:
                     k = kinds & kinds_of(o)
-                    if k:
-                        nxt.append((k, parts + [o]))
+                    if not k:
+                        continue
+                    f = _facts(o, facts)
+                    if f is None:  # no object satisfies the parts: what is left are other kinds
+                        k = k - {"object"}
+                        t = typed(k)
+                        if t is None:
+                            continue
+                        nxt.append((k, parts + [o, t], facts))
+                    else:
+                        nxt.append((k, parts + [o], f))
             if len(nxt) > MAX_BRANCHES:
                 raise LogicLimit(keyword, ptr, f"needs more than {MAX_BRANCHES} branches (the limit)")
             combos = nxt
-        return [parts[0] if len(parts) == 1 else {"allOf": parts} for _, parts in combos]
+        return [parts[0] if len(parts) == 1 else {"allOf": parts} for _, parts, _ in combos]
 
     def rewrite(self, node: dict, ptr: str) -> Optional[dict]:
         """`node` with its `not` (unless native), `if`/`then`/`else` and schema-valued
@@ -184,8 +210,12 @@ class Logic:
         conditions: list[list[Any]] = []
         rest = dict(node)
         kw = None
+        listed = rest.pop(CONDITIONS, [])
         if "if" in rest:
-            i, t, e = rest.pop("if"), rest.pop("then", True), rest.pop("else", True)
+            listed = [[rest.pop("if"), rest.pop("then", True), rest.pop("else", True)], *listed]
+        rest.pop("then", None)
+        rest.pop("else", None)
+        for i, t, e in listed:
             with _as("if"):
                 if i is True:
                     if t is not True:
@@ -197,9 +227,6 @@ class Logic:
                         branches += [{"allOf": [n, e]} for n in self.negate(i, ctx, f"{ptr}/if")]
                     conditions.append(branches)
                     kw = "if"
-        else:
-            rest.pop("then", None)
-            rest.pop("else", None)
         deps = self._schema_dependencies(rest)
         for name, d in deps.items():
             conditions.append([{"properties": {name: False}}, {"type": "object", "required": [name], "allOf": [d]}])
@@ -212,7 +239,7 @@ class Logic:
         if not conditions:
             return None if rest.keys() == node.keys() else rest
         with _as(kw or "not"):
-            union = self.product(conditions, kw or "not", ptr)
+            union = self.product(conditions, kw or "not", ptr, base=rest)
         return {**rest, "anyOf": union or [False]}
 
     def exactly_one(self, branches: list, rest: dict, pairs: set[tuple[int, int]], ptr: str) -> list:
@@ -229,7 +256,10 @@ class Logic:
                 ctx = Context(KINDS)
             with _as("oneOf"):
                 union = self.product(
-                    [self.negate(branches[j], ctx, f"{ptr}/oneOf/{j}") for j in others], "oneOf", f"{ptr}/oneOf/{i}"
+                    [self.negate(branches[j], ctx, f"{ptr}/oneOf/{j}") for j in others],
+                    "oneOf",
+                    f"{ptr}/oneOf/{i}",
+                    base={"allOf": [rest, b]},
                 )
             out.append({"allOf": [b, {"anyOf": union or [False]}]})
         return out
@@ -330,6 +360,9 @@ class Logic:
                     add(allOf=[{"not": v}, {"not": else_}])
             elif k in ("then", "else"):
                 continue
+            elif k == CONDITIONS:
+                for i, then, else_ in v:
+                    out += self.negate({"if": i, "then": then, "else": else_}, inner, ptr, depth + 1)
             elif k in ("enum", "const"):
                 add(**{"not": {k: v}})
             elif k in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
@@ -432,6 +465,57 @@ class Logic:
                         add_for(obj, required=[name], properties={name: {"not": pp[p]}})
             elif name not in props and not matched:
                 add_for(obj, required=[name], properties={name: {"not": v}})
+
+
+def _pure_values(s: Any) -> Optional[list]:
+    """The values of a schema that only lists values (`const`/`enum`, annotations aside)."""
+    if not isinstance(s, dict) or {k for k in s if k not in ANNOTATIONS} not in ({"const"}, {"enum"}):
+        return None
+    v = [s["const"]] if "const" in s else s["enum"]
+    return v if isinstance(v, list) else None
+
+
+def _facts(s: Any, facts: Optional[dict]) -> Optional[dict]:
+    """`facts` (name -> [present: True/False/None, allowed values or None, excluded values])
+    with what `s` says of object properties (through `allOf`), or None when they cannot all
+    hold of one object. A sufficient test: what it cannot read it leaves alone."""
+    if facts is None:
+        return None
+    out = {n: list(f) for n, f in facts.items()}
+    stack = [s]
+    while stack:
+        x = stack.pop()
+        if not isinstance(x, dict):
+            continue
+        if isinstance(x.get("allOf"), list):
+            stack.extend(x["allOf"])
+        req = x.get("required") if isinstance(x.get("required"), list) else []
+        props = x.get("properties") if isinstance(x.get("properties"), dict) else {}
+        for name in req:
+            if isinstance(name, str):
+                f = out.setdefault(name, [None, None, frozenset()])
+                if f[0] is False:
+                    return None
+                f[0] = True
+        for name, sub in props.items():
+            f = out.setdefault(name, [None, None, frozenset()])
+            if sub is False:
+                if f[0] is True:
+                    return None
+                f[0] = False
+                continue
+            vals = _pure_values(sub)
+            if vals is not None:
+                keys = frozenset(canonical(v) for v in vals)
+                f[1] = keys if f[1] is None else f[1] & keys
+            elif isinstance(sub, dict) and set(sub) == {"not"} and _pure_values(sub["not"]) is not None:
+                f[2] = f[2] | {canonical(v) for v in _pure_values(sub["not"]) or ()}
+    for f in out.values():
+        if f[1] is not None and not (f[1] - f[2]):  # no value left: the property must be absent
+            if f[0] is True:
+                return None
+            f[0] = False
+    return out
 
 
 def _list(v: Any, where: str) -> list:
