@@ -256,3 +256,39 @@ def test_lenient_drops_what_cannot_be_negated_and_says_so():
     g = schema_to_grammar(schema, lenient=True)
     assert any("/not/format" in w and "ignored (lenient)" in w for w in g.warnings)
     assert accepts(g, '"abc"') and not accepts(g, '"abcd"')
+
+
+@SETTINGS
+@given(
+    st.sampled_from(
+        [
+            {"enum": [1, 2, "a"]},
+            {"type": "boolean"},
+            {"enum": [1, 1.0, None, "a"]},
+            {"const": 2},
+            {"enum": [1, 2, 3, 4]},
+        ]
+    ),
+    st.integers(0, 3),
+    st.one_of(st.none(), st.integers(0, 4)),
+)
+def test_unique_items_over_listed_values_is_exact(items, min_items, max_items):
+    schema: dict = {"type": "array", "items": items, "uniqueItems": True, "minItems": min_items}
+    if max_items is not None:
+        schema["maxItems"] = max_items
+    validator = Draft202012Validator(schema)
+    pool = [list(x) for n in range(5) for x in itertools.product([1, 2, "a", None, True, False], repeat=n)]
+    try:
+        g = schema_to_grammar(schema)
+    except SchemaError as e:
+        assert "accepts no value" in str(e) and not any(validator.is_valid(v) for v in pool), schema
+        return
+    for v in pool:
+        assert accepts(g, json.dumps(v, separators=(",", ":"))) == validator.is_valid(v), (schema, v)
+    for text in sample_strings(g, random.Random(3), count=20):
+        assert validator.is_valid(json.loads(text)), (schema, text)
+
+
+def test_unique_items_over_free_strings_stays_refused_by_pointer():
+    with pytest.raises(SchemaError, match="at /properties/tags/uniqueItems"):
+        schema_to_grammar({"properties": {"tags": {"type": "array", "items": {"type": "string"}, "uniqueItems": True}}})

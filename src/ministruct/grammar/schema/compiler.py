@@ -48,6 +48,7 @@ from ministruct.grammar.ir import (
 from ministruct.grammar.json_text import non_json_number
 from ministruct.grammar.limits import MAX_JSON_NESTING, MAX_REPEAT, nesting_error, reshape, short_pointer
 from ministruct.grammar.schema import numbers as num
+from ministruct.grammar.schema.contains import MAX_UNIQUE_VALUES, finite_items
 from ministruct.grammar.schema.cycles import refuse_ref_cycles
 from ministruct.grammar.schema.disjoint import Disjointness
 from ministruct.grammar.schema.formats import (
@@ -536,11 +537,14 @@ class _Compiler:
     def _harmless(self, k: str, node: dict) -> bool:
         types = schema_types(node, "", self.error)
         if k in ("uniqueItems",):
-            return (
-                node[k] is False
-                or "array" not in types
-                or (isinstance(node.get("maxItems"), int) and node["maxItems"] <= 1)
-            )
+            if node[k] is False or "array" not in types:
+                return True
+            if isinstance(node.get("maxItems"), int) and node["maxItems"] <= 1:
+                return True
+            if "prefixItems" in node or "contains" in node:
+                return False
+            values = finite_items(self, node.get("items", True), "/items")
+            return values is not None and len(values) <= MAX_UNIQUE_VALUES  # enforced by the array
         if k in ("contains", "minContains", "maxContains"):
             return True  # enforced by the array (schema_contains); without `contains` the counts say nothing
         if k in ("unevaluatedItems", "additionalItems"):

@@ -1,5 +1,6 @@
-"""`contains` with `minContains`/`maxContains`: arrays whose count of items valid against
-the contained schema is in range, exactly.
+"""Arrays whose items are counted: `contains` with `minContains`/`maxContains` (the count
+of items valid against the contained schema is in range), and `uniqueItems` over a few
+listed values (one state per set of values used), both exact.
 
 Each item is either one that matches (its schema and `contains`) or one that does not (its
 schema and `not: contains`, made disjoint that way, so every array is counted once); a
@@ -12,8 +13,10 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+from ministruct.errors import SchemaError
 from ministruct.grammar.ir import NOTHING, Expr, Literal, Mark, RuleRef, alt, seq
 from ministruct.grammar.schema.context import SchemaContext
+from ministruct.grammar.schema.keywords import ANNOTATIONS
 
 MAX_CONTAINS_STATES = 2000
 
@@ -110,3 +113,63 @@ def contains_array(
         opts += [seq(sep, item, names[nxt]) for sep, item, nxt in moves[st] if nxt in live]
         c.define(names[st].name, alt(*opts))
     return c.marked(f"arr{ptr}", seq(Literal("["), names[(0, 0)], Literal("]")), Mark(None, "structure"))
+
+
+MAX_UNIQUE_VALUES = 12  # uniqueItems over listed values: one state per set of values used (2**n)
+
+
+def finite_items(c: SchemaContext, items: Any, ptr: str) -> Optional[list]:
+    """The values an item may take when there are few (`enum`/`const`, booleans, null), or None."""
+    from ministruct.grammar.schema.disjoint import canonical
+    from ministruct.grammar.schema.merge import MergeError, merge_all
+
+    if not isinstance(items, dict):
+        return None
+    try:
+        node = merge_all(items, ptr, c.resolver)
+    except (MergeError, SchemaError):
+        return None
+    if "const" in node or isinstance(node.get("enum"), list):
+        values = [node["const"]] if "const" in node else node["enum"]
+    elif node.get("type") in ("boolean", ["boolean"]) and set(node) <= {"type", *ANNOTATIONS}:
+        values = [True, False]
+    else:
+        return None
+    valid = c.validator.evolve(schema=items).is_valid
+    out: dict[str, Any] = {}
+    for v in values:
+        if valid(v):
+            out.setdefault(canonical(v), v)
+    return list(out.values())
+
+
+def unique_array(c: SchemaContext, values: list, ptr: str, depth: int, min_i: int, max_i: Optional[int]) -> Expr:
+    """Arrays of distinct items from `values`, min_i..max_i of them, in any order, exactly."""
+    n = len(values)
+    hi = n if max_i is None else min(max_i, n)
+    if min_i > hi:
+        return NOTHING
+    texts = [c.value({"const": v}, f"{ptr}/items", depth + 1) for v in values]
+    names: dict[int, RuleRef] = {}
+
+    def state(mask: int) -> RuleRef:
+        if mask not in names:
+            names[mask] = RuleRef(c.fresh(f"arr{ptr}-unique"))
+            todo.append(mask)
+        return names[mask]
+
+    todo: list[int] = []
+    state(0)
+    while todo:
+        mask = todo.pop()
+        used = bin(mask).count("1")
+        opts: list[Expr] = []
+        if used >= min_i:
+            opts.append(c.empty_inside() if used == 0 else c.close(depth))
+        if used < hi and used + (n - used) >= min_i:
+            sep = c.open_(depth) if used == 0 else c.comma(depth)
+            for i in range(n):
+                if not mask & (1 << i):
+                    opts.append(seq(sep, texts[i], state(mask | (1 << i))))
+        c.define(names[mask].name, alt(*opts) if opts else NOTHING)
+    return c.marked(f"arr{ptr}", seq(Literal("["), names[0], Literal("]")), Mark(None, "structure"))
