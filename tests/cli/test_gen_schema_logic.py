@@ -91,3 +91,22 @@ def test_gen_gives_complete_valid_output(run_cli, tmp_path, name):
         assert validator.is_valid(value), (name, rec["output"])
     if name == "oneOf":  # exactly one branch: never both a phone and an e-mail beside an id
         assert all(len({"email", "phone"} & set(json.loads(r["output"]))) == 1 for r in records)
+
+
+def test_lenient_records_say_the_output_was_checked_against_the_full_schema(run_cli, tmp_path):
+    """uniqueItems over free strings cannot be a grammar: --lenient enforces the rest, and
+    each record says what the full schema (check's validator) says of its output."""
+    schema = {"type": "array", "items": {"type": "string", "maxLength": 6}, "uniqueItems": True, "maxItems": 4}
+    path = tmp_path / "unique.json"
+    path.write_text(json.dumps(schema))
+    args = ("gen", "--schema", str(path), "List some colours as JSON:", "--n", "3", "--seed", "5", "--format", "jsonl")
+    refused = run_cli(*args)
+    assert refused.returncode == 2 and "/uniqueItems" in refused.stderr
+    p = run_cli(*args, "--lenient")
+    assert p.returncode == 0, p.stderr
+    validator = Draft202012Validator(schema)
+    for rec in (json.loads(line) for line in p.stdout.splitlines()):
+        said = [w for w in rec["warnings"] if "checked against the full schema" in w]
+        assert len(said) == 1, rec
+        valid = validator.is_valid(json.loads(rec["output"]))
+        assert said[0].endswith(": valid") == valid and ("INVALID" in said[0]) == (not valid), (rec, said)
