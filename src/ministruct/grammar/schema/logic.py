@@ -185,6 +185,9 @@ class Logic:
         for options in disjunctions:
             nxt = []
             for kinds, parts, facts in combos:
+                if facts is not None and any(_entailed(o, kinds, facts) for o in options):
+                    nxt.append((kinds, parts, facts))  # it holds already: the other options add nothing
+                    continue
                 for o in options:
                     k = kinds & kinds_of(o)
                     if not k:
@@ -201,7 +204,7 @@ class Logic:
             if len(nxt) > MAX_BRANCHES:
                 raise LogicLimit(keyword, ptr, f"needs more than {MAX_BRANCHES} branches (the limit)")
             combos = nxt
-        return [parts[0] if len(parts) == 1 else {"allOf": parts} for _, parts, _ in combos]
+        return [True if not parts else parts[0] if len(parts) == 1 else {"allOf": parts} for _, parts, _ in combos]
 
     def rewrite(self, node: dict, ptr: str) -> Optional[dict]:
         """`node` with its `not` (unless native), `if`/`then`/`else` and schema-valued
@@ -468,11 +471,47 @@ class Logic:
 
 
 def _pure_values(s: Any) -> Optional[list]:
-    """The values of a schema that only lists values (`const`/`enum`, annotations aside)."""
-    if not isinstance(s, dict) or {k for k in s if k not in ANNOTATIONS} not in ({"const"}, {"enum"}):
+    """The values of a schema that only lists values (`const`/`enum`, maybe with `type`;
+    annotations aside)."""
+    if not isinstance(s, dict) or {k for k in s if k not in ANNOTATIONS} - {"type"} not in ({"const"}, {"enum"}):
         return None
     v = [s["const"]] if "const" in s else s["enum"]
-    return v if isinstance(v, list) else None
+    if not isinstance(v, list):
+        return None
+    kinds = kinds_of({"type": s["type"]}) if "type" in s else KINDS
+    return [x for x in v if _kind(x) in kinds]
+
+
+def _entailed(o: Any, kinds: frozenset[str], facts: dict) -> bool:
+    """Do `facts` (of objects, with values of `kinds` only) already make `o` hold? Only for
+    options that speak of presence and listed values (False: not known)."""
+    if not isinstance(o, dict) or {k for k in o if k not in ANNOTATIONS} - {"type", "required", "properties"}:
+        return False
+    if not kinds <= kinds_of(o) or kinds - {"object"}:
+        return False
+    req = o.get("required", [])
+    props = o.get("properties", {})
+    if not isinstance(req, list) or not isinstance(props, dict):
+        return False
+    for name in req:
+        if facts.get(name, [None])[0] is not True:
+            return False
+    for name, sub in props.items():
+        present, allowed, banned = facts.get(name, [None, None, frozenset()])
+        if present is False:
+            continue
+        if sub is False:
+            return False
+        if isinstance(sub, dict) and set(sub) == {"not"} and _pure_values(sub["not"]) is not None:
+            hit = {canonical(v) for v in _pure_values(sub["not"]) or ()}
+            if not (hit <= banned or (allowed is not None and not (allowed - banned) & hit)):
+                return False
+        elif _pure_values(sub) is not None:
+            if allowed is None or not (allowed - banned) <= {canonical(v) for v in _pure_values(sub) or ()}:
+                return False
+        else:
+            return False
+    return True
 
 
 def _facts(s: Any, facts: Optional[dict]) -> Optional[dict]:
