@@ -95,6 +95,7 @@ UNSUPPORTED = {
     "$dynamicAnchor",
     "$recursiveRef",
     "$recursiveAnchor",
+    CONDITIONS,  # (rewritten before a node is typed: never left unenforced in silence)
 }
 
 
