@@ -2,7 +2,10 @@
 file, and JSONSchemaBench per subset (compile rate, valid accepted, invalid accepted),
 with llguidance's compile rate side by side when it is installed.
 
-    .venv/bin/python benchmarks/schema_coverage.py [jsts|bench|all] [--every N]
+    .venv/bin/python benchmarks/schema_coverage.py [jsts|bench|refusals|all] [--every N]
+
+`refusals` compiles every JSONSchemaBench schema with the library's defaults (in process)
+and tables the refusals by keyword, with the slowest compiles.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ import argparse
 import json
 import sys
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 
 from ministruct.engine.automaton import accepts
@@ -189,13 +192,41 @@ def check_rows(every: int = 1) -> dict[str, dict]:
     return dict(rows)
 
 
+def refusal_rows(every: int = 1, limit_s: int = 60) -> tuple[int, int, Counter, list]:
+    """(schemas, compiled, refusals by keyword, (seconds, file) of the slowest) with the
+    library's defaults; a compile past `limit_s` seconds counts as a refusal "(time)"."""
+    import signal
+
+    def stop(*_):
+        raise TimeoutError
+
+    signal.signal(signal.SIGALRM, stop)
+    compiled, refused, times = 0, Counter(), []
+    files = bench_files(every)
+    for f in files:
+        schema = json.loads(f.read_text())["schema"]
+        t0 = time.perf_counter()
+        signal.alarm(limit_s)
+        try:
+            schema_to_grammar(schema)
+            compiled += 1
+        except SchemaError as e:
+            refused[e.keyword or "(other)"] += 1
+        except TimeoutError:
+            refused["(time)"] += 1
+        finally:
+            signal.alarm(0)
+        times.append((time.perf_counter() - t0, f.name))
+    return len(files), compiled, refused, sorted(times, reverse=True)[:5]
+
+
 def _pct(a: int, b: int) -> str:
     return f"{100.0 * a / b:5.1f}%" if b else "   - "
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("which", nargs="?", default="all", choices=["jsts", "bench", "check", "all"])
+    ap.add_argument("which", nargs="?", default="all", choices=["jsts", "bench", "check", "refusals", "all"])
     ap.add_argument("--every", type=int, default=1, help="use every Nth JSONSchemaBench schema")
     args = ap.parse_args()
     if args.which in ("check", "all"):
@@ -209,6 +240,13 @@ def main() -> None:
             )
             for x in r["false_accepts"][:20]:
                 print("    !!", x)
+    if args.which in ("refusals", "all"):
+        n, ok, refused, slow = refusal_rows(args.every)
+        print(f"JSONSchemaBench, library defaults: {ok}/{n} compiled ({_pct(ok, n).strip()})")
+        print(f"{'refused by keyword':24} {'schemas':>7}")
+        for k, c in refused.most_common():
+            print(f"{k:24} {c:7}")
+        print("slowest:", ", ".join(f"{f} {t:.1f} s" for t, f in slow))
     if args.which in ("jsts", "all"):
         rows = jsts_rows()
         print(

@@ -281,6 +281,27 @@ class GenerationJob:
         spec = self.tools
         return ToolScorer(spec, self.model.vocabulary) if spec is not None else None
 
+    def lenient_check(self, output: str, complete: bool) -> list[str]:
+        """With keywords the grammar did not enforce (lenient), what the full schema says of
+        the output, checked afterwards by `check`'s validator (nothing when the grammar is exact)."""
+        c = self.constraint
+        if c is None or not any("ignored (lenient)" in w for w in c.warnings):
+            return []
+        if not complete:
+            return ["lenient: some keywords were not enforced; the output is incomplete and was not checked"]
+        from ministruct.check.instance import InstanceChecker
+
+        if getattr(self, "_full_checker", None) is None:
+            self._full_checker = InstanceChecker(c.schema, source=c.source)
+        verdict = self._full_checker.check(output)
+        if verdict.accepted:
+            return ["lenient: some keywords were not enforced; the output was checked against the full schema: valid"]
+        where = f" at {verdict.pointer}" if verdict.pointer is not None else ""
+        return [
+            "lenient: some keywords were not enforced; the output was checked against the full schema:"
+            f" INVALID{where}: {verdict.reason}"
+        ]
+
     def result_of(
         self,
         gen: Generation,
@@ -325,6 +346,7 @@ class GenerationJob:
                     res.json_value = json.loads(output)
                 except ValueError:
                     res.json_value = None
+            res.warnings += self.lenient_check(output, gen.complete)
         spec = self.tools
         if spec is not None:
             answer_start = (st.answer_start or 0) if st is not None and self.think is not None else 0

@@ -66,6 +66,9 @@ KNOWN_FALSE_REJECTS = {
         "integer type matches integers",
         "a float with zero fractional part is an integer",
     ): "integers are written without a fraction",
+    ("oneOf", "oneOf", "second oneOf valid"): (
+        "not-an-integer is generated for the other types only: a number that is not an integer (2.5) is not"
+    ),
     (
         "vocabulary",
         "schema that uses custom metaschema with with no validation vocabulary",

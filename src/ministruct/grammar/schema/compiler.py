@@ -49,6 +49,7 @@ from ministruct.grammar.ir import (
 from ministruct.grammar.json_text import non_json_number
 from ministruct.grammar.limits import MAX_JSON_NESTING, MAX_REPEAT, nesting_error, reshape, short_pointer
 from ministruct.grammar.schema import numbers as num
+from ministruct.grammar.schema.contains import MAX_UNIQUE_VALUES, finite_items
 from ministruct.grammar.schema.cycles import refuse_ref_cycles
 from ministruct.grammar.schema.disjoint import Disjointness
 from ministruct.grammar.schema.formats import (
@@ -64,7 +65,8 @@ from ministruct.grammar.schema.formats import (
     string_literal,
 )
 from ministruct.grammar.schema.keywords import ANNOTATIONS
-from ministruct.grammar.schema.merge import MergeError, Resolver, merge_all, schema_types
+from ministruct.grammar.schema.logic import Excluded, Logic, LogicLimit, native_not
+from ministruct.grammar.schema.merge import CONDITIONS, MergeError, Resolver, merge_all, schema_types
 from ministruct.grammar.schema.objects import required_dependencies
 from ministruct.grammar.schema.options import SchemaOptions
 from ministruct.grammar.schema.patterns import MAX_FORMAT_PRODUCT_STATES, PatternTooLarge, pattern_with_length
@@ -74,6 +76,7 @@ __all__ = ["schema_to_grammar", "canonical_order", "SchemaError"]
 WS_BOUND = 20
 MAX_PRETTY_DEPTH = 24
 MAX_OBJECT_STATES = 4000
+MAX_REWRITTEN_BRANCHES = 4000  # branches made by not/if/oneOf rewrites in one schema
 TYPES = ("null", "boolean", "object", "array", "number", "integer", "string")
 UNSUPPORTED = {
     "not",
@@ -93,21 +96,22 @@ UNSUPPORTED = {
     "$dynamicAnchor",
     "$recursiveRef",
     "$recursiveAnchor",
+    CONDITIONS,  # (rewritten before a node is typed: never left unenforced in silence)
 }
 
 
 _GLOBAL_FLAGS = re.compile(r"(?:\(\?[aiLmsux]+\))*")
 
 
-def negated_pattern(node: dict) -> Optional[str]:
-    """Q when `not` is {"pattern": Q} (optionally with "type": "string"): strings must avoid Q."""
-    sub = node.get("not")
-    if not isinstance(sub, dict) or not isinstance(sub.get("pattern"), str):
-        return None
-    rest = {k for k in sub if k not in ANNOTATIONS and k != "pattern"}
-    if rest - {"type"} or sub.get("type", "string") != "string":
-        return None
-    return sub["pattern"]
+def _excluded(node: dict) -> Excluded:
+    """What a native `not` forbids (schema_logic.native_not): nothing when there is none."""
+    got = native_not(node["not"]) if "not" in node else None
+    return got if got is not None else Excluded([], [])
+
+
+def _same(a: Any, b: Any) -> bool:
+    """JSON equality of a scalar value (true is not 1)."""
+    return type(a) is type(b) and a == b if isinstance(a, bool) or isinstance(b, bool) else a == b
 
 
 def _searched(pattern: str) -> str:
@@ -166,6 +170,8 @@ class _Compiler:
         self.marks: dict[str, Mark] = {}
         self.resolver = Resolver(root, self.error)
         self.disjointness = Disjointness(self.resolver, lambda: self.validator)
+        self.logic = Logic(self.resolver, self.explicit, lambda v, sch: self.validator.evolve(schema=sch).is_valid(v))
+        self._rewritten = 0  # branches made by rewrites so far (MAX_REWRITTEN_BRANCHES)
         self.rules: dict[str, Expr] = {}
         self.warnings: list[str] = []
         self._ref_rules: dict[tuple[str, int], str] = {}
@@ -357,12 +363,46 @@ class _Compiler:
         try:
             node = merge_all(schema, ptr, self.resolver)
         except MergeError as e:
+            if e.keyword == "const" and "no instance is valid" in e.message:
+                return NOTHING  # (a branch of a union: the others may hold; alone, "accepts no value")
             raise self.error(e.message, e.pointer, e.keyword) from None
         if "enum" in node or "const" in node:
             return self.enum(schema, node, ptr, depth)
         if "anyOf" in node or "oneOf" in node:
             return self.branches(node, ptr, depth)
-        return self.typed(node, ptr, depth)
+        rewritten = self.rewrite(node, ptr)
+        if rewritten is None:
+            return self.typed(node, ptr, depth)
+        if "anyOf" not in rewritten:
+            return self.value(rewritten, ptr, depth)
+        return self.branches(rewritten, ptr, depth, synthetic=True)
+
+    def rewrite(self, node: dict, ptr: str) -> Optional[dict]:
+        """`node` with `not`, `if`/`then`/`else` and schema dependencies as one `anyOf`
+        (schema_logic), or None when it has none; a rewrite past the limits is refused,
+        or with lenient=True the keyword is dropped."""
+        original = node
+        while True:
+            try:
+                got = self.logic.rewrite(node, ptr)
+                return got if got is not None or node is original else node
+            except LogicLimit as e:
+                self.refuse_logic(e)
+                drop = {
+                    "if": ("if", "then", "else", CONDITIONS),
+                    "dependentSchemas": ("dependentSchemas", "dependencies"),
+                }
+                node = {k: v for k, v in node.items() if k not in drop.get(e.keyword, (e.keyword,))}
+
+    def refuse_logic(self, e: LogicLimit) -> None:
+        """Refuse a LogicLimit (with lenient=True: a warning, and the keyword is not enforced)."""
+        if not self.lenient:
+            raise self.error(
+                f"keyword '{e.keyword}' cannot be enforced: {e.why} (lenient=True ignores it)", e.pointer, e.keyword
+            )
+        msg = f"{self.source}: at {e.pointer}: keyword '{e.keyword}' cannot be enforced: {e.why}; ignored (lenient)"
+        if msg not in self.warnings:
+            self.warnings.append(msg)
 
     def ref(self, ref: Any, ptr: str, depth: int) -> Expr:
         target, tptr = self.resolver.resolve(ref, ptr)
@@ -417,24 +457,34 @@ class _Compiler:
             return seq(*parts, self.close(depth), Literal("]"))
         return Literal(json.dumps(val))
 
-    def branches(self, node: dict, ptr: str, depth: int) -> Expr:
+    def branches(self, node: dict, ptr: str, depth: int, synthetic: bool = False) -> Expr:
+        """anyOf / oneOf: the union of the branches, each with the node's other keywords;
+        a oneOf's branches that may overlap each exclude the others (schema_logic).
+        `synthetic`: the anyOf was made by a rewrite (its branches have no pointer)."""
         kw = "anyOf" if "anyOf" in node else "oneOf"
         subs = node[kw]
         if not isinstance(subs, list) or not subs:
             raise self.error(f"{kw} must be a non-empty array", f"{ptr}/{kw}", kw)
         rest = {k: v for k, v in node.items() if k != kw}
         if kw == "oneOf" and not self.oneof_as_anyof:
-            overlap = self.disjointness.first_overlap(subs, rest)
-            if overlap is not None:
-                raise self.error(
-                    f"oneOf branches {overlap[0]} and {overlap[1]} may overlap; exactly-one cannot be enforced"
-                    " (oneof_as_anyof=True accepts any branch)",
-                    f"{ptr}/oneOf",
-                    "oneOf",
-                )
+            pairs = self.disjointness.overlaps(subs, rest)
+            if pairs:
+                try:
+                    subs = self.logic.exactly_one(subs, rest, pairs, ptr)
+                except LogicLimit as e:
+                    i, j = min(pairs)
+                    e.why = f"branches {i} and {j} may overlap and {e.why} (oneof_as_anyof=True accepts any branch)"
+                    self.refuse_logic(e)
+        self._rewritten += len(subs) if synthetic else 0
+        if self._rewritten > MAX_REWRITTEN_BRANCHES:
+            raise self.error(
+                f"the schema's not/if/oneOf rewrites need more than {MAX_REWRITTEN_BRANCHES:,} branches (the limit)",
+                ptr,
+                kw,
+            )
         opts = []
         for i, sub in enumerate(subs):
-            sptr = f"{ptr}/{kw}/{i}"
+            sptr = ptr if synthetic else f"{ptr}/{kw}/{i}"
             if not any(k not in ANNOTATIONS for k in rest):
                 opts.append(self.value(sub, sptr, depth))
             else:
@@ -446,19 +496,31 @@ class _Compiler:
             if k in UNSUPPORTED and not self._harmless(k, node):
                 self.unsupported(k, ptr)
         types = schema_types(node, ptr, self.error)
+        ex = _excluded(node)
+        if ex.strings_only:
+            types &= {"string"}
+        excluded = ex.values
         opts: list[Expr] = []
-        if "null" in types:
+        if "null" in types and not any(v is None for v in excluded):
             opts.append(Literal("null"))
         if "boolean" in types:
-            opts += [Literal("true"), Literal("false")]
+            opts += [Literal(json.dumps(b)) for b in (True, False) if not any(v is b for v in excluded)]
         if "number" in types or "integer" in types:
             opts.append(self.number(node, ptr, integer="number" not in types))
         if "string" in types:
             opts.append(self.string(node, ptr))
-        if "array" in types:
-            opts.append(self.array(node, ptr, depth))
-        if "object" in types:
-            opts.append(self.obj(node, ptr, depth))
+        for kind, shape, empty, bound in (("array", list, [], "minItems"), ("object", dict, {}, "minProperties")):
+            if kind not in types:
+                continue
+            listed = [v for v in excluded if isinstance(v, shape)]
+            sub = node
+            if listed:
+                if any(v != empty for v in listed):
+                    self.unsupported(
+                        "not", ptr, f"of a listed {kind} value other than {json.dumps(empty)} is not enforced"
+                    )
+                sub = {**node, bound: max(1, node.get(bound, 0) if isinstance(node.get(bound), int) else 1)}
+            opts.append(self.array(sub, ptr, depth) if kind == "array" else self.obj(sub, ptr, depth))
         return _alt(*opts)
 
     def _all_evaluated(self, node: dict) -> bool:
@@ -480,25 +542,30 @@ class _Compiler:
     def _harmless(self, k: str, node: dict) -> bool:
         types = schema_types(node, "", self.error)
         if k in ("uniqueItems",):
-            return (
-                node[k] is False
-                or "array" not in types
-                or (isinstance(node.get("maxItems"), int) and node["maxItems"] <= 1)
-            )
-        if k in ("contains", "minContains", "maxContains", "unevaluatedItems", "additionalItems"):
-            return "array" not in types or (k == "minContains" and "contains" not in node)
+            if node[k] is False or "array" not in types:
+                return True
+            if isinstance(node.get("maxItems"), int) and node["maxItems"] <= 1:
+                return True
+            if "prefixItems" in node or "contains" in node:
+                return False
+            values = finite_items(self, node.get("items", True), "/items")
+            return values is not None and len(values) <= MAX_UNIQUE_VALUES  # enforced by the array
+        if k in ("contains", "minContains", "maxContains"):
+            return True  # enforced by the array (schema_contains); without `contains` the counts say nothing
+        if k in ("unevaluatedItems", "additionalItems"):
+            return "array" not in types
         if k in ("dependentRequired", "dependencies") and required_dependencies(node) is not None:
             return True  # enforced by the object's member machine (schema_objects)
         if k == "unevaluatedProperties" and node[k] is False and self.explicit:
             return self._all_evaluated(node)
         if k == "unevaluatedItems" and node[k] is False and self.explicit:
-            return "prefixItems" in node and "items" not in node and not node.get("contains")
+            return "prefixItems" in node and "items" not in node and "contains" not in node
         if k in ("dependentSchemas", "dependentRequired", "dependencies", "unevaluatedProperties"):
             return "object" not in types or node[k] in ({}, True)
         if k in ("then", "else"):
             return "if" not in node
         if k == "not":
-            return negated_pattern(node) is not None  # enforced on strings, no effect on the rest
+            return native_not(node[k]) is not None  # listed values and patterns: enforced where they apply
         return False
 
     # ------------------------------------------------------------ scalars
@@ -518,6 +585,10 @@ class _Compiler:
         lo, hi = num.int_bounds(
             b.get("minimum"), b.get("maximum"), b.get("exclusiveMinimum"), b.get("exclusiveMaximum")
         )
+        # values a native `not` lists: the ranges are split around them
+        excluded = [v for v in _excluded(node).values if isinstance(v, (int, float)) and not isinstance(v, bool)]
+        points = sorted({int(v) for v in excluded if isinstance(v, int) or v.is_integer()})
+        int_ranges = num.split_range(lo, hi, points)
         if "multipleOf" in node:
             m = node["multipleOf"]
             if isinstance(m, bool) or not isinstance(m, (int, float)) or m <= 0:
@@ -526,18 +597,19 @@ class _Compiler:
                 self.unsupported("multipleOf", ptr, f"with a non-integer value ({m}) is not enforced")
             else:
                 try:
-                    return num.multiples(lo, hi, int(m), self) or NOTHING
+                    return _alt(*(num.multiples(a, z, int(m), self) for a, z in int_ranges))
                 except ValueError as e:
                     self.unsupported("multipleOf", ptr, f"cannot be enforced exactly here: {e}")
-        if not b:
+        if not b and not excluded:
             return self.shared("integer", self.int_syntax()) if integer else self.shared("number", self.any_number())
-        ints = num.int_range(lo, hi)
+        ints = _alt(*(num.int_range(a, z) for a, z in int_ranges))
         if integer:
-            return ints or NOTHING
+            return ints
         flo, fhi = num.float_bounds(
             b.get("minimum"), b.get("maximum"), b.get("exclusiveMinimum"), b.get("exclusiveMaximum")
         )
-        return _alt(ints, num.decimal_range(flo, fhi))
+        floats = num.split_float_range(flo, fhi, [float(v) for v in excluded if abs(v) < 1.7e308])
+        return _alt(ints, *(num.decimal_range(a, z) for a, z in floats))
 
     @staticmethod
     def int_syntax() -> Expr:
@@ -574,8 +646,12 @@ class _Compiler:
                 msg = f"{self.source}: at {ptr}/format: unknown format {fmt!r} is an annotation only"
                 if msg not in self.warnings:
                     self.warnings.append(msg)
-        avoided = negated_pattern(node)
-        if avoided is not None:
+        ex = _excluded(node)
+        avoided = [self.searched_language(p, f"{ptr}/not/pattern") for p in ex.patterns]
+        names = [v for v in ex.values if isinstance(v, str)]
+        if names:
+            avoided.append(alt(*(Literal(n) for n in names)))
+        if avoided:
             if decoded is not None:
                 return _seq(Literal('"'), self.format_within(fmt, decoded, node, avoided, ptr, lo, hi), Literal('"'))
             return _seq(Literal('"'), self.pattern_avoiding(node.get("pattern"), avoided, ptr, lo, hi), Literal('"'))
@@ -601,7 +677,7 @@ class _Compiler:
         return seq(Literal('"'), encode_chars(r), Literal('"'))
 
     def format_within(
-        self, fmt: str, decoded: Expr, node: dict, avoided: Optional[str], ptr: str, lo: int, hi: Optional[int]
+        self, fmt: str, decoded: Expr, node: dict, avoided: Optional[list[Expr]], ptr: str, lo: int, hi: Optional[int]
     ) -> Expr:
         """JSON string content in format `fmt` (its language `decoded`) that also matches the
         node's `pattern`, avoids `avoided` and has `lo` to `hi` characters: one DFA x length
@@ -610,8 +686,7 @@ class _Compiler:
         if "pattern" in node:
             langs.append(self.searched_language(node["pattern"], f"{ptr}/pattern"))
         need = frozenset(range(len(langs)))
-        if avoided is not None:
-            langs.append(self.searched_language(avoided, f"{ptr}/not/pattern"))
+        langs += avoided or []
         try:
             r = pattern_with_length(
                 langs,
@@ -627,7 +702,7 @@ class _Compiler:
                 "pattern"
                 if "pattern" in node
                 else "not"
-                if avoided is not None
+                if avoided
                 else ("maxLength" if hi is not None else "minLength")
             )
             self.unsupported(keyword, ptr, f"together with format '{fmt}' is too large to enforce ({e})")
@@ -698,16 +773,14 @@ class _Compiler:
         except LookupError:
             return NOTHING
 
-    def pattern_avoiding(self, pattern: Any, avoided: str, ptr: str, lo: int, hi: Optional[int]) -> Expr:
-        """Strings that match `pattern` (when given) and not `avoided`, with lo..hi characters."""
-        langs = [
-            self.searched_language("" if pattern is None else pattern, f"{ptr}/pattern"),  # "": every string
-            self.searched_language(avoided, f"{ptr}/not/pattern"),
-        ]
+    def pattern_avoiding(self, pattern: Any, avoided: list[Expr], ptr: str, lo: int, hi: Optional[int]) -> Expr:
+        """Strings that match `pattern` (when given) and none of the `avoided` languages
+        (full-match), with lo..hi characters."""
+        langs = [self.searched_language("" if pattern is None else pattern, f"{ptr}/pattern"), *avoided]
         try:
             r = pattern_with_length(langs, lo, hi, self.fresh, self.define, accept=lambda label: label == {0})
         except PatternTooLarge as e:
-            self.unsupported("not", ptr, f"(a pattern to avoid) is too large to enforce ({e})")
+            self.unsupported("not", ptr, f"(patterns or strings to avoid) is too large to enforce ({e})")
             if pattern is not None:
                 return self.pattern(pattern, f"{ptr}/pattern", lo, hi)
             return Repeat(self.shared("char", COUNTED_CHAR), lo, hi)

@@ -15,6 +15,7 @@ class SchemaContext(Protocol):
     source: str
     explicit: bool  # the generation language (extra_properties="explicit")
     marking: bool  # position marks are on (SchemaOptions.marks)
+    resolver: Any  # the document's $ref resolver (schema_merge.Resolver)
 
     @property
     def validator(self) -> Any:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterator, Optional
 
 from ministruct.errors import MinistructError
 from ministruct.grammar.schema.keywords import ANNOTATIONS
@@ -40,20 +40,26 @@ class Disjointness:
         require one property with listed values (a discriminator), are told apart in one
         pass; only the remaining pairs are compared one by one.
         """
+        return next(self._overlaps(branches, rest), None)
+
+    def overlaps(self, branches: list, rest: dict) -> set[tuple[int, int]]:
+        """Every pair (i, j), i < j, of branches not proven disjoint."""
+        return set(self._overlaps(branches, rest))
+
+    def _overlaps(self, branches: list, rest: dict) -> Iterator[tuple[int, int]]:
         apart: set[tuple[int, int]] = set()
         for group in (self._by_values(branches), self._by_discriminator(branches, rest)):
             apart |= {(i, j) for i in group for j in group if i < j}
         for i in range(len(branches)):
             for j in range(i + 1, len(branches)):
                 if (i, j) not in apart and not self.disjoint(branches[i], branches[j], rest):
-                    return i, j
-        return None
+                    yield i, j
 
     def _by_values(self, branches: list) -> list[int]:
         """Branches listing their values, when no value is listed by two of them."""
         idx = [i for i, b in enumerate(branches) if isinstance(b, dict) and _values(b) is not None]
         owner: dict[str, int] = {}
-        ok = all(owner.setdefault(_canonical(v), i) == i for i in idx for v in _values(branches[i]) or ())
+        ok = all(owner.setdefault(canonical(v), i) == i for i in idx for v in _values(branches[i]) or ())
         return idx if ok and len(idx) > 1 else []
 
     def _by_discriminator(self, branches: list, rest: dict) -> list[int]:
@@ -76,7 +82,7 @@ class Disjointness:
             return []
         for p in set.intersection(*(set(t) for t in tags.values())):
             owner: dict[str, int] = {}
-            if all(owner.setdefault(_canonical(v), i) == i for i, t in tags.items() for v in t[p]):
+            if all(owner.setdefault(canonical(v), i) == i for i, t in tags.items() for v in t[p]):
                 return list(tags)
         return []
 
@@ -184,14 +190,14 @@ def _values(s: dict) -> Optional[list]:
     return None
 
 
-def _canonical(v: Any) -> str:
+def canonical(v: Any) -> str:
     """One text per JSON value (1 and 1.0 are the same number; true is not 1)."""
     if isinstance(v, float) and v.is_integer():
         v = int(v)
     if isinstance(v, list):
-        return "[" + ",".join(_canonical(x) for x in v) + "]"
+        return "[" + ",".join(canonical(x) for x in v) + "]"
     if isinstance(v, dict):
-        return "{" + ",".join(json.dumps(k) + ":" + _canonical(v[k]) for k in sorted(v)) + "}"
+        return "{" + ",".join(json.dumps(k) + ":" + canonical(v[k]) for k in sorted(v)) + "}"
     return json.dumps(v)
 
 

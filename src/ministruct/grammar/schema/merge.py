@@ -16,6 +16,7 @@ from ministruct.grammar.schema.keywords import ANNOTATIONS
 ALL_TYPES = frozenset({"null", "boolean", "object", "array", "number", "integer", "string"})
 _NOT_SCHEMAS = {"enum", "const", "default", "examples", "example"}
 MAX_PRODUCT = 64
+CONDITIONS = "$ministruct:conditions"  # [if, then, else] of merged parts (schema_logic rewrites them)
 
 
 class MergeError(Exception):
@@ -139,9 +140,10 @@ def _json_eq(x: Any, y: Any) -> bool:
 
 # ------------------------------------------------------------ allOf merging
 
-_MAXES = {"minimum", "exclusiveMinimum", "minLength", "minItems", "minProperties"}
-_MINS = {"maximum", "exclusiveMaximum", "maxLength", "maxItems", "maxProperties"}
-_SCHEMA_VALUED = {"propertyNames", "contains", "additionalItems", "unevaluatedItems", "unevaluatedProperties", "not"}
+# (minContains/maxContains: merged only beside one and the same `contains`, see _combine)
+_MAXES = {"minimum", "exclusiveMinimum", "minLength", "minItems", "minProperties", "minContains"}
+_MINS = {"maximum", "exclusiveMaximum", "maxLength", "maxItems", "maxProperties", "maxContains"}
+_SCHEMA_VALUED = {"propertyNames", "additionalItems", "unevaluatedItems", "unevaluatedProperties", "not"}
 _OBJECT_SHAPE = ("properties", "additionalProperties", "patternProperties")
 _ARRAY_SHAPE = ("prefixItems", "items", "additionalItems")
 # Keywords that constrain instances (draft 2020-12 and the draft 4-7 forms ministruct reads).
@@ -189,6 +191,7 @@ _ASSERTING = {
     "$ref",
     "$dynamicRef",
     "$recursiveRef",
+    CONDITIONS,
 }
 
 
@@ -226,6 +229,18 @@ def merge_all(schema: dict, ptr: str, resolver: Resolver) -> dict:
             return {"enum": []}
         if not isinstance(p, dict):
             raise MergeError(f"a schema must be an object or a boolean, not {type(p).__name__}", pptr)
+    parts = [(_conditional_listed(p), q) for p, q in parts]
+    # minContains/maxContains count the `contains` of their own schema: without one they say nothing
+    # (and with one, at least one match unless minContains says otherwise)
+    parts = [
+        (
+            {"minContains": 1, **p}
+            if "contains" in p
+            else {k: v for k, v in p.items() if k not in ("minContains", "maxContains")},
+            q,
+        )
+        for p, q in parts
+    ]
     parts = [(p, q) for p, q in parts if any(k not in ANNOTATIONS for k in p)]
     if not parts:
         return {}
@@ -249,6 +264,18 @@ def merge_all(schema: dict, ptr: str, resolver: Resolver) -> dict:
         out.update({k: arrays[0][0][k] for k in _ARRAY_SHAPE if k in arrays[0][0]})
     elif arrays:
         out.update(_merge_arrays(arrays))
+    return out
+
+
+def _conditional_listed(p: dict) -> dict:
+    """A part's `if`/`then`/`else` as one entry of CONDITIONS, so that the conditionals of
+    several parts merge (each stays a conditional of its own); `then`/`else` without `if`
+    dropped (they assert nothing)."""
+    if not any(k in p for k in ("if", "then", "else")):
+        return p
+    out = {k: v for k, v in p.items() if k not in ("if", "then", "else")}
+    if "if" in p:
+        out[CONDITIONS] = [[p["if"], p.get("then", True), p.get("else", True)]]
     return out
 
 
@@ -301,6 +328,10 @@ def _combine(k: str, a: Any, b: Any, ptr: str) -> Any:
         return _lcm(a, b, ptr)
     if k == "uniqueItems":
         return bool(a) or bool(b)
+    if k == CONDITIONS:
+        return a + b
+    if k == "contains" and not _json_eq(a, b):  # two things to contain are not one thing containing both
+        raise MergeError("allOf: cannot merge two different 'contains' exactly", f"{ptr}/contains", "contains")
     if k == "not":  # not a and not b: not (a or b)
         return {"anyOf": [a, b]}
     if k in _SCHEMA_VALUED:

@@ -165,6 +165,36 @@ def int_bounds(
     return lo, hi
 
 
+def split_range(lo: Optional[int], hi: Optional[int], points: list[int]) -> list[tuple[Optional[int], Optional[int]]]:
+    """[lo, hi] (None: unbounded) without the sorted integer `points`, as intervals."""
+    out: list[tuple[Optional[int], Optional[int]]] = []
+    a = lo
+    for p in points:
+        if (lo is not None and p < lo) or (hi is not None and p > hi):
+            continue
+        if a is None or a <= p - 1:
+            out.append((a, p - 1))
+        a = p + 1
+    if a is None or hi is None or a <= hi:
+        out.append((a, hi))
+    return out
+
+
+def split_float_range(lo: float, hi: float, points: list[float]) -> list[tuple[float, float]]:
+    """The float interval [lo, hi] without the `points`, as intervals."""
+    out = []
+    a = lo
+    for p in sorted(set(points)):
+        if p < lo or p > hi:
+            continue
+        if a <= math.nextafter(p, -math.inf):
+            out.append((a, math.nextafter(p, -math.inf)))
+        a = math.nextafter(p, math.inf)
+    if a <= hi:
+        out.append((a, hi))
+    return out
+
+
 def _float_ge(x) -> float:
     """Smallest float >= x (x int or float)."""
     f = float(x) if abs(x) < 1.7e308 else math.copysign(math.inf, x)

@@ -154,6 +154,7 @@ def object_expr(c: SchemaContext, node: dict, ptr: str, depth: int) -> Expr:
 
     names = list(props) + [r for r in dict.fromkeys(required) if r not in props]
     entries: list[tuple[Expr, bool]] = []
+    never: set[str] = set()  # listed names whose value can be nothing: they never appear
     for n in names:
         req = n in required
         subs = [props[n]] if n in props else []
@@ -175,6 +176,7 @@ def object_expr(c: SchemaContext, node: dict, ptr: str, depth: int) -> Expr:
         if _dead(val):
             if req:
                 return NOTHING
+            never.add(n)
             continue
         seg = pointer_token(n)
         key = c.marked(f"key{ptr}/{seg}", string_literal(n), Mark(None, "key"))
@@ -187,7 +189,7 @@ def object_expr(c: SchemaContext, node: dict, ptr: str, depth: int) -> Expr:
     deps = required_dependencies(node) or {}
     listed = {e[2] for e in entries}
     if kvx is not None:
-        outside = [x for t, needed in deps.items() for x in [t, *needed] if x not in listed]
+        outside = [x for t, needed in deps.items() for x in [t, *needed] if x not in listed and x not in never]
         if outside:  # an additional property could carry the name
             c.unsupported(
                 "dependentRequired",
@@ -512,6 +514,20 @@ def array_expr(c: SchemaContext, node: dict, ptr: str, depth: int) -> Expr:
     min_i = c.bounded_count("minItems", _int_kw(c, node, "minItems", ptr, 0) or 0, ptr) or 0
     max_i = _int_kw(c, node, "maxItems", ptr, None)
     max_i = None if max_i is None else c.bounded_count("maxItems", max_i, ptr)
+    if node.get("uniqueItems") is True and not prefix and "contains" not in node:
+        from ministruct.grammar.schema.contains import MAX_UNIQUE_VALUES, finite_items, unique_array
+
+        values = finite_items(c, items, f"{ptr}/items")
+        if values is not None and len(values) <= MAX_UNIQUE_VALUES:
+            return unique_array(c, values, ptr, depth, min_i, max_i)
+    if "contains" in node and (node.get("minContains", 1) != 0 or "maxContains" in node):
+        from ministruct.grammar.schema.contains import contains_array
+
+        if max_i is not None and max_i < min_i:
+            return NOTHING
+        counted = contains_array(c, node, ptr, depth, prefix, items, min_i, max_i)
+        if counted is not None:
+            return counted
     elems: list[Expr] = []
     for i, s in enumerate(prefix):
         e = c.value(s, f"{ptr}/{pkw}/{i}", depth + 1)

@@ -9,8 +9,9 @@
                       measurements that chose the default
     lenient           False: a keyword the compiler cannot enforce refuses the schema;
                       True: it is dropped, with a warning
-    oneof_as_anyof    False: a `oneOf` whose branches may overlap is refused ("exactly one"
-                      cannot be enforced); True: it is read as `anyOf`
+    oneof_as_anyof    False: `oneOf` is exactly one (a branch that may overlap others is
+                      that branch and not the others, schema/logic.py); True: it is read
+                      as `anyOf`
     extra_properties  explicit (default): objects carry only the properties the schema
                       names, plus those `additionalProperties`, `patternProperties` or
                       `unevaluatedProperties` allow where stated, and an array with

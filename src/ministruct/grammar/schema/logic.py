@@ -1,0 +1,590 @@
+"""Boolean structure of JSON Schema as unions: `not`, `if`/`then`/`else`, schema-valued
+`dependencies`/`dependentSchemas` and exactly-one `oneOf`, each rewritten to `anyOf`.
+
+`negate(S)` is a list of schemas whose union is the set of JSON values that fail S,
+within the value kinds the surrounding schema allows (`Context`): one branch per way
+of failing (a type S does not allow, a bound crossed, a required name absent, a
+property whose value fails its schema, a listed value hit, ...). A `not` inside a
+branch (a property's value, an item) is left for the compiler to rewrite where it is
+compiled; `not` of listed values or of patterns stays as it is (the compiler
+enforces those directly, `native_not`).
+
+Where a way of failing depends on properties the schema does not name (a property
+outside `properties` under `additionalProperties`, `patternProperties` or
+`propertyNames`), the branches name only the properties the surrounding schema lists;
+under the `explicit` extra-properties policy those are all the properties an object
+can have, so the union is exact; otherwise it is a subset (a restriction, never a
+loosening). A keyword whose failures cannot be written at all is a LogicLimit naming
+it; so is a union past MAX_BRANCHES.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Optional
+
+from ministruct.errors import MinistructError
+from ministruct.grammar.schema.disjoint import canonical
+from ministruct.grammar.schema.formats import KNOWN_UNSUPPORTED, SUPPORTED_FORMATS
+from ministruct.grammar.schema.keywords import ANNOTATIONS
+from ministruct.grammar.schema.merge import ALL_TYPES, CONDITIONS, MergeError, Resolver, merge_all
+
+MAX_BRANCHES = 128  # branches of one rewritten union (each is compiled as a schema of its own)
+MAX_NEGATION_DEPTH = 12  # `not` through `$ref`s and nested negations
+KINDS = frozenset({"null", "boolean", "object", "array", "string", "integer", "fraction"})
+_NUMERIC = frozenset({"integer", "fraction"})
+_CONDITIONALS = ("if", "then", "else")
+
+
+class LogicLimit(Exception):
+    """A rewrite that cannot be done (exactly, or within the limits): keyword, pointer, why."""
+
+    def __init__(self, keyword: str, pointer: str, why: str) -> None:
+        super().__init__(why)
+        self.keyword, self.pointer, self.why = keyword, pointer, why
+
+
+@contextmanager
+def _as(keyword: str) -> Iterator[None]:
+    """LogicLimits raised inside are about `keyword` (the construct being rewritten)."""
+    try:
+        yield
+    except LogicLimit as e:
+        if e.keyword == keyword:
+            raise
+        raise LogicLimit(keyword, e.pointer, e.why) from None
+
+
+def kinds_of(node: Any) -> frozenset[str]:
+    """The kinds of value `node`'s own `type` (and listed values) allow."""
+    if node is False:
+        return frozenset()
+    if not isinstance(node, dict):
+        return KINDS
+    out = KINDS
+    t = node.get("type")
+    if t is not None:
+        names = [t] if isinstance(t, str) else t if isinstance(t, list) else []
+        k: set[str] = set()
+        for n in names:
+            if n == "number":
+                k |= _NUMERIC
+            elif n in ALL_TYPES:
+                k.add(n)
+        out = out & frozenset(k)
+    values = [node["const"]] if "const" in node else node.get("enum") if isinstance(node.get("enum"), list) else None
+    if values is not None:
+        out = out & frozenset(_kind(v) for v in values)
+    for sub in node.get("allOf") if isinstance(node.get("allOf"), list) else ():
+        out = out & kinds_of(sub)
+    return out
+
+
+def _kind(v: Any) -> str:
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "boolean"
+    if isinstance(v, int) or (isinstance(v, float) and v.is_integer()):
+        return "integer"
+    if isinstance(v, float):
+        return "fraction"
+    if isinstance(v, str):
+        return "string"
+    return "array" if isinstance(v, list) else "object"
+
+
+def typed(kinds: frozenset[str], **rest: Any) -> Optional[dict]:
+    """A schema of values of these kinds (with `rest`), or None when there is none that can
+    be written (numbers without the integers cannot: those are left out, a restriction)."""
+    if kinds >= KINDS:
+        return dict(rest)
+    names = sorted(k for k in kinds if k not in _NUMERIC)
+    if _NUMERIC <= kinds:
+        names.append("number")
+    elif "integer" in kinds:
+        names.append("integer")
+    if not names:
+        return None
+    return {"type": names[0] if len(names) == 1 else names, **rest}
+
+
+@dataclass
+class Excluded:
+    """What a native `not` forbids: strings matching `patterns`, the listed `values`, and,
+    when `strings_only`, every value that is not a string (`not: {pattern: P}` holds for
+    strings only: `pattern` alone is true of every other value)."""
+
+    patterns: list[str]
+    values: list
+    strings_only: bool = False
+
+
+def native_not(sub: Any) -> Optional[Excluded]:
+    """What `not: sub` forbids when it only names patterns and listed values (also through
+    `anyOf`): the compiler enforces those directly."""
+    out = Excluded([], [])
+    stack = [sub]
+    while stack:
+        s = stack.pop()
+        if not isinstance(s, dict):
+            return None
+        keys = {k for k in s if k not in ANNOTATIONS}
+        if keys == {"anyOf"} and isinstance(s["anyOf"], list) and s["anyOf"]:
+            stack.extend(s["anyOf"])
+        elif isinstance(s.get("pattern"), str) and keys <= {"pattern", "type"} and s.get("type", "string") == "string":
+            out.patterns.append(s["pattern"])
+            out.strings_only = out.strings_only or "type" not in s
+        elif keys == {"enum"} and isinstance(s["enum"], list):
+            out.values.extend(s["enum"])
+        elif keys == {"const"}:
+            out.values.append(s["const"])
+        else:
+            return None
+    return out
+
+
+@dataclass
+class Context:
+    """What the schema around a negation allows: value kinds, the property names its
+    objects list, and whether they may carry others."""
+
+    kinds: frozenset[str]
+    names: tuple[str, ...] = ()
+    closed: bool = False  # objects carry only `names`
+
+    @classmethod
+    def of(cls, node: dict, explicit: bool) -> "Context":
+        props = node.get("properties") if isinstance(node.get("properties"), dict) else {}
+        req = node.get("required") if isinstance(node.get("required"), list) else []
+        names = tuple(dict.fromkeys([*props, *(r for r in req if isinstance(r, str))]))
+        pp = node.get("patternProperties") or {}
+        ap = node.get("additionalProperties", None if explicit and (props or req or pp) else True)
+        closed = ap in (None, False) and not pp
+        return cls(kinds_of(node), names, closed)
+
+
+class Logic:
+    """Rewrites for one schema document (its resolver, its extra-properties policy)."""
+
+    def __init__(self, resolver: Resolver, explicit: bool, is_valid: Callable[[Any, Any], bool]) -> None:
+        self.resolver, self.explicit, self.is_valid = resolver, explicit, is_valid
+
+    # ------------------------------------------------------------ unions
+
+    def product(self, disjunctions: list[list[Any]], keyword: str, ptr: str, base: Any = True) -> list[Any]:
+        """The union of every conjunction taking one schema from each list, at most
+        MAX_BRANCHES of them. Conjunctions that cannot hold (with `base`, which they are
+        compiled beside) are dropped as it goes: kinds that do not meet, and objects whose
+        properties would have to be present and absent, or take a value allowed by one
+        part and excluded by another (a discriminator's cases)."""
+        combos: list[tuple[frozenset[str], list, dict]] = [(kinds_of(base), [], _facts(base, {}))]
+        for options in disjunctions:
+            nxt = []
+            for kinds, parts, facts in combos:
+                if facts is not None and any(_entailed(o, kinds, facts) for o in options):
+                    nxt.append((kinds, parts, facts))  # it holds already: the other options add nothing
+                    continue
+                for o in options:
+                    k = kinds & kinds_of(o)
+                    if not k:
+                        continue
+                    f = _facts(o, facts)
+                    if f is None:  # no object satisfies the parts: what is left are other kinds
+                        k = k - {"object"}
+                        t = typed(k)
+                        if t is None:
+                            continue
+                        nxt.append((k, parts + [o, t], facts))
+                    else:
+                        nxt.append((k, parts + [o], f))
+            if len(nxt) > MAX_BRANCHES:
+                raise LogicLimit(keyword, ptr, f"needs more than {MAX_BRANCHES} branches (the limit)")
+            combos = nxt
+        return [True if not parts else parts[0] if len(parts) == 1 else {"allOf": parts} for _, parts, _ in combos]
+
+    def rewrite(self, node: dict, ptr: str) -> Optional[dict]:
+        """`node` with its `not` (unless native), `if`/`then`/`else` and schema-valued
+        dependencies as one `anyOf` (its other keywords kept); None when it has none.
+        A LogicLimit names the keyword it was rewriting."""
+        conditions: list[list[Any]] = []
+        rest = dict(node)
+        kw = None
+        listed = rest.pop(CONDITIONS, [])
+        if "if" in rest:
+            listed = [[rest.pop("if"), rest.pop("then", True), rest.pop("else", True)], *listed]
+        rest.pop("then", None)
+        rest.pop("else", None)
+        for i, t, e in listed:
+            with _as("if"):
+                if i is True:
+                    if t is not True:
+                        conditions.append([t])
+                elif t is not True or e is not True:
+                    branches = [{"allOf": [i, t]}] if t is not False else []
+                    if e is not False:
+                        ctx = Context.of(rest, self.explicit)
+                        branches += [{"allOf": [n, e]} for n in self.negate(i, ctx, f"{ptr}/if")]
+                    conditions.append(branches)
+                    kw = "if"
+        deps = self._schema_dependencies(rest)
+        for name, d in deps.items():
+            conditions.append([{"properties": {name: False}}, {"type": "object", "required": [name], "allOf": [d]}])
+            kw = kw or "dependentSchemas"
+        if "not" in rest and native_not(rest["not"]) is None:
+            sub = rest.pop("not")
+            with _as("not"):
+                conditions.append(self.negate(sub, Context.of(rest, self.explicit), f"{ptr}/not"))
+            kw = kw or "not"
+        if not conditions:
+            return None if rest.keys() == node.keys() else rest
+        with _as(kw or "not"):
+            union = self.product(conditions, kw or "not", ptr, base=rest)
+        return {**rest, "anyOf": union or [False]}
+
+    def exactly_one(self, branches: list, rest: dict, pairs: set[tuple[int, int]], ptr: str) -> list:
+        """`oneOf` as a union: branch i and not any branch it may overlap (`pairs`)."""
+        out = []
+        for i, b in enumerate(branches):
+            others = [j for j in range(len(branches)) if j != i and (min(i, j), max(i, j)) in pairs]
+            if not others:
+                out.append(b)
+                continue
+            try:
+                ctx = Context.of(merge_all({"allOf": [rest, b]}, ptr, self.resolver), self.explicit)
+            except (MergeError, MinistructError):
+                ctx = Context(KINDS)
+            with _as("oneOf"):
+                union = self.product(
+                    [self.negate(branches[j], ctx, f"{ptr}/oneOf/{j}") for j in others],
+                    "oneOf",
+                    f"{ptr}/oneOf/{i}",
+                    base={"allOf": [rest, b]},
+                )
+            out.append({"allOf": [b, {"anyOf": union or [False]}]})
+        return out
+
+    def _schema_dependencies(self, rest: dict) -> dict[str, Any]:
+        """Pops the schema-valued dependencies (both spellings) from `rest`, merged per name."""
+        out: dict[str, Any] = {}
+        for k in ("dependentSchemas", "dependencies"):
+            v = rest.get(k)
+            if not isinstance(v, dict):
+                continue
+            schemas = {n: d for n, d in v.items() if not isinstance(d, list)}
+            if not schemas:
+                continue
+            left = {n: d for n, d in v.items() if isinstance(d, list)}
+            if left:
+                rest[k] = left
+            else:
+                del rest[k]
+            for n, d in schemas.items():
+                if d is True or (isinstance(d, dict) and not set(d) - ANNOTATIONS):
+                    continue
+                out[n] = d if n not in out else {"allOf": [out[n], d]}
+        return out
+
+    # ------------------------------------------------------------ negation
+
+    def negate(self, s: Any, ctx: Context, ptr: str, depth: int = 0) -> list[Any]:
+        """Schemas whose union is every value of `ctx` that fails `s`."""
+        if s is True:
+            return []
+        if s is False:
+            t = typed(ctx.kinds)
+            return [] if t is None else [t]
+        if not isinstance(s, dict):
+            raise LogicLimit("not", ptr, "applies to something that is not a schema")
+        if depth > MAX_NEGATION_DEPTH:
+            raise LogicLimit("not", ptr, f"nests negations deeper than {MAX_NEGATION_DEPTH} (a recursive not)")
+        out: list[Any] = []
+        own = kinds_of({k: v for k, v in s.items() if k == "type"})
+        if "type" in s:
+            t = typed(ctx.kinds - own)
+            if t is not None:
+                out.append(t)
+        live = ctx.kinds & own
+        if not live:
+            return out
+        inner = Context(live, ctx.names, ctx.closed)
+
+        def add(**kw: Any) -> None:
+            t = typed(live, **kw)
+            if t is not None:
+                out.append(t)
+
+        def add_for(kinds: frozenset[str], **kw: Any) -> None:
+            t = typed(live & kinds, **kw)
+            if t is not None and live & kinds:
+                out.append(t)
+
+        for k, v in s.items():
+            if k in ANNOTATIONS or k == "type":
+                continue
+            where = f"{ptr}/{k}"
+            if k == "$ref":
+                if len(set(self.resolver.bases.values())) > 1:  # where a ref sits decides its target
+                    raise LogicLimit(
+                        "not", where, "the negation of a $ref in a document with nested $id is not enforced"
+                    )
+                target, tptr = self.resolver.resolve(v, ptr)
+                out += self.negate(target, inner, tptr, depth + 1)
+            elif k == "allOf":
+                for i, sub in enumerate(_list(v, where)):
+                    out += self.negate(sub, inner, f"{where}/{i}", depth + 1)
+            elif k == "anyOf":
+                subs = _list(v, where)
+                out += self.product(
+                    [self.negate(sub, inner, f"{where}/{i}", depth + 1) for i, sub in enumerate(subs)], "not", where
+                )
+            elif k == "oneOf":
+                subs = _list(v, where)
+                out += self.product(
+                    [self.negate(sub, inner, f"{where}/{i}", depth + 1) for i, sub in enumerate(subs)], "not", where
+                )
+                pairs = list(itertools.combinations(subs, 2))
+                if len(pairs) > MAX_BRANCHES:
+                    raise LogicLimit(
+                        "not", where, f"the negation of a oneOf needs more than {MAX_BRANCHES} branches (the limit)"
+                    )
+                for a, b in pairs:
+                    add(allOf=[a, b])
+            elif k == "not":
+                add(allOf=[v])
+            elif k == "if":
+                then, else_ = s.get("then", True), s.get("else", True)
+                if then is not True:
+                    add(allOf=[v, {"not": then}])
+                if else_ is not True:
+                    add(allOf=[{"not": v}, {"not": else_}])
+            elif k in ("then", "else"):
+                continue
+            elif k == CONDITIONS:
+                for i, then, else_ in v:
+                    out += self.negate({"if": i, "then": then, "else": else_}, inner, ptr, depth + 1)
+            elif k in ("enum", "const"):
+                add(**{"not": {k: v}})
+            elif k in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
+                if not _number(v):
+                    raise LogicLimit("not", where, f"the negation of a {k} that is not a number is not enforced")
+                flipped = {
+                    "minimum": "exclusiveMaximum",
+                    "maximum": "exclusiveMinimum",
+                    "exclusiveMinimum": "maximum",
+                    "exclusiveMaximum": "minimum",
+                }[k]
+                add_for(_NUMERIC, **{flipped: v})
+            elif k in ("minLength", "minItems", "minProperties"):
+                kind = {"minLength": "string", "minItems": "array", "minProperties": "object"}[k]
+                if _count(v) > 0:
+                    add_for(frozenset({kind}), **{"max" + k[3:]: _count(v) - 1})
+            elif k in ("maxLength", "maxItems", "maxProperties"):
+                kind = {"maxLength": "string", "maxItems": "array", "maxProperties": "object"}[k]
+                add_for(frozenset({kind}), **{"min" + k[3:]: _count(v) + 1})
+            elif k == "pattern":
+                add_for(frozenset({"string"}), **{"not": {"pattern": v}})
+            elif k == "format":
+                if v not in SUPPORTED_FORMATS and v not in KNOWN_UNSUPPORTED:
+                    continue  # an unknown format is an annotation
+                if "string" in live:
+                    raise LogicLimit("not", where, f"the negation of format {v!r} is not enforced")
+            elif k == "multipleOf":
+                if live & _NUMERIC:
+                    raise LogicLimit("not", where, "the negation of multipleOf is not enforced")
+            elif k == "required":
+                for name in _list(v, where):
+                    add_for(frozenset({"object"}), properties={name: False})
+            elif k == "properties":
+                if not isinstance(v, dict):
+                    raise LogicLimit("not", where, "properties must be an object")
+                for name, sub in v.items():
+                    if sub is not True:
+                        add_for(frozenset({"object"}), required=[name], properties={name: {"not": sub}})
+            elif k in ("additionalProperties", "patternProperties", "propertyNames"):
+                self._negate_names(k, v, s, inner, add_for, where)
+            elif k in ("dependentRequired", "dependencies", "dependentSchemas"):
+                if not isinstance(v, dict):
+                    raise LogicLimit("not", where, f"{k} must be an object")
+                for name, d in v.items():
+                    if isinstance(d, list):
+                        for x in d:
+                            add_for(frozenset({"object"}), required=[name], properties={x: False})
+                    elif d is not True:
+                        add_for(frozenset({"object"}), required=[name], allOf=[{"not": d}])
+            elif k == "prefixItems" or (k == "items" and isinstance(v, list)):
+                for i, sub in enumerate(_list(v, where)):
+                    if sub is not True:
+                        add_for(frozenset({"array"}), minItems=i + 1, prefixItems=[True] * i + [{"not": sub}])
+            elif k == "items":
+                if v is True:
+                    continue
+                if "prefixItems" in s:
+                    if "array" in live:
+                        raise LogicLimit("not", where, "the negation of items after prefixItems is not enforced")
+                    continue
+                add_for(frozenset({"array"}), contains={"not": v})
+            elif k in ("additionalItems",):
+                if v is not True and "array" in live:
+                    raise LogicLimit("not", where, f"the negation of {k} is not enforced")
+            elif k == "contains":
+                lo = s.get("minContains", 1)
+                hi = s.get("maxContains")
+                if _count(lo) >= 1:
+                    add_for(frozenset({"array"}), items={"not": v})
+                if _count(lo) > 1:
+                    add_for(frozenset({"array"}), contains=v, minContains=1, maxContains=_count(lo) - 1)
+                if hi is not None:
+                    add_for(frozenset({"array"}), contains=v, minContains=_count(hi) + 1)
+            elif k in ("minContains", "maxContains"):
+                continue
+            elif k == "uniqueItems":
+                if v is True and "array" in live:
+                    raise LogicLimit("not", where, "the negation of uniqueItems is not enforced")
+            elif k in _KNOWN_ASSERTING:
+                raise LogicLimit("not", where, f"the negation of {k} is not enforced")
+        return out
+
+    def _negate_names(self, k: str, v: Any, s: dict, ctx: Context, add_for: Callable, where: str) -> None:
+        """Failing additionalProperties / patternProperties / propertyNames: some property
+        of the surrounding schema's names that falls under `k` with a value (or name) that
+        fails; properties it does not name are not generated (see the module)."""
+        if "object" not in ctx.kinds or v is True:
+            return
+        props = s.get("properties") if isinstance(s.get("properties"), dict) else {}
+        pp = s.get("patternProperties") if isinstance(s.get("patternProperties"), dict) else {}
+        obj = frozenset({"object"})
+        for name in ctx.names:
+            matched = [p for p in pp if _search(p, name, where)]
+            if k == "propertyNames":
+                if not self.is_valid(name, v):
+                    add_for(obj, required=[name])
+            elif k == "patternProperties":
+                for p in matched:
+                    if pp[p] is not True:
+                        add_for(obj, required=[name], properties={name: {"not": pp[p]}})
+            elif name not in props and not matched:
+                add_for(obj, required=[name], properties={name: {"not": v}})
+
+
+def _pure_values(s: Any) -> Optional[list]:
+    """The values of a schema that only lists values (`const`/`enum`, maybe with `type`;
+    annotations aside)."""
+    if not isinstance(s, dict) or {k for k in s if k not in ANNOTATIONS} - {"type"} not in ({"const"}, {"enum"}):
+        return None
+    v = [s["const"]] if "const" in s else s["enum"]
+    if not isinstance(v, list):
+        return None
+    kinds = kinds_of({"type": s["type"]}) if "type" in s else KINDS
+    return [x for x in v if _kind(x) in kinds]
+
+
+def _entailed(o: Any, kinds: frozenset[str], facts: dict) -> bool:
+    """Do `facts` (of objects, with values of `kinds` only) already make `o` hold? Only for
+    options that speak of presence and listed values (False: not known)."""
+    if not isinstance(o, dict) or {k for k in o if k not in ANNOTATIONS} - {"type", "required", "properties"}:
+        return False
+    if not kinds <= kinds_of(o) or kinds - {"object"}:
+        return False
+    req = o.get("required", [])
+    props = o.get("properties", {})
+    if not isinstance(req, list) or not isinstance(props, dict):
+        return False
+    for name in req:
+        if facts.get(name, [None])[0] is not True:
+            return False
+    for name, sub in props.items():
+        present, allowed, banned = facts.get(name, [None, None, frozenset()])
+        if present is False:
+            continue
+        if sub is False:
+            return False
+        if isinstance(sub, dict) and set(sub) == {"not"} and _pure_values(sub["not"]) is not None:
+            hit = {canonical(v) for v in _pure_values(sub["not"]) or ()}
+            if not (hit <= banned or (allowed is not None and not (allowed - banned) & hit)):
+                return False
+        elif _pure_values(sub) is not None:
+            if allowed is None or not (allowed - banned) <= {canonical(v) for v in _pure_values(sub) or ()}:
+                return False
+        else:
+            return False
+    return True
+
+
+def _facts(s: Any, facts: Optional[dict]) -> Optional[dict]:
+    """`facts` (name -> [present: True/False/None, allowed values or None, excluded values])
+    with what `s` says of object properties (through `allOf`), or None when they cannot all
+    hold of one object. A sufficient test: what it cannot read it leaves alone."""
+    if facts is None:
+        return None
+    out = {n: list(f) for n, f in facts.items()}
+    stack = [s]
+    while stack:
+        x = stack.pop()
+        if not isinstance(x, dict):
+            continue
+        if isinstance(x.get("allOf"), list):
+            stack.extend(x["allOf"])
+        req = x.get("required") if isinstance(x.get("required"), list) else []
+        props = x.get("properties") if isinstance(x.get("properties"), dict) else {}
+        for name in req:
+            if isinstance(name, str):
+                f = out.setdefault(name, [None, None, frozenset()])
+                if f[0] is False:
+                    return None
+                f[0] = True
+        for name, sub in props.items():
+            f = out.setdefault(name, [None, None, frozenset()])
+            if sub is False:
+                if f[0] is True:
+                    return None
+                f[0] = False
+                continue
+            vals = _pure_values(sub)
+            if vals is not None:
+                keys = frozenset(canonical(v) for v in vals)
+                f[1] = keys if f[1] is None else f[1] & keys
+            elif isinstance(sub, dict) and set(sub) == {"not"} and _pure_values(sub["not"]) is not None:
+                f[2] = f[2] | {canonical(v) for v in _pure_values(sub["not"]) or ()}
+    for f in out.values():
+        if f[1] is not None and not (f[1] - f[2]):  # no value left: the property must be absent
+            if f[0] is True:
+                return None
+            f[0] = False
+    return out
+
+
+def _list(v: Any, where: str) -> list:
+    if not isinstance(v, list):
+        raise LogicLimit("not", where, "must be an array")
+    return v
+
+
+def _number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def _count(x: Any) -> int:
+    if isinstance(x, float) and x.is_integer():
+        x = int(x)
+    return x if isinstance(x, int) and not isinstance(x, bool) and x >= 0 else 0
+
+
+def _search(pattern: str, name: str, where: str) -> bool:
+    try:
+        return re.search(pattern, name) is not None
+    except re.error:
+        raise LogicLimit("not", where, f"invalid pattern {pattern!r}") from None
+
+
+_KNOWN_ASSERTING = frozenset(
+    {
+        "unevaluatedItems",
+        "unevaluatedProperties",
+        "$dynamicRef",
+        "$recursiveRef",
+    }
+)
