@@ -186,6 +186,20 @@ def test_a_function_without_parameters_takes_an_empty_object():
     assert not accepts(c, '{"name": "now", "arguments": {"x":1}}')
 
 
+def test_one_tool_given_alone_is_a_list_of_one():
+    for alone in (TOOLS[0], TOOLS[0]["function"]):
+        (tool,) = Constraint.from_tools(alone, choice="required").tools.tools
+        assert tool.name == TOOLS[0]["function"]["name"]
+
+
+def test_parameters_that_are_not_an_object_are_refused_by_place():
+    fn = {"name": "shout", "parameters": {"type": "string"}}
+    with pytest.raises(SchemaError, match='at /0/function/parameters/type: .*type "object".*not type "string"'):
+        Constraint.from_tools([{"type": "function", "function": fn}])
+    ok = {"name": "shout", "parameters": {"type": ["object", "null"], "properties": {}}}
+    Constraint.from_tools([ok])
+
+
 def test_format_from_the_chat_template():
     calls = "{% for m in messages %}{% for tc in m.tool_calls or [] %}OPEN{{ tc.function | tojson }}{% endfor %}{% endfor %}"
     assert format_for_template(None) == "json"

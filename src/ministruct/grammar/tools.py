@@ -112,10 +112,13 @@ class ToolSpec:
 
 def parse_tools(value: Any, source: str = "<tools>") -> list[Tool]:
     """The tools of an OpenAI `tools` list (items `{"type": "function", "function": {name,
-    description, parameters}}`; a bare function object is read as one too).
+    description, parameters}}`; a bare function object is read as one too, and one tool
+    given alone as a list of one).
     SchemaError naming the JSON pointer when an item is malformed."""
     if isinstance(value, dict) and isinstance(value.get("tools"), list):
         value = value["tools"]  # a request body or a file holding {"tools": [...]}
+    elif isinstance(value, dict) and ("function" in value or "name" in value):
+        value = [value]  # one tool (or one bare function) given alone
     if not isinstance(value, list) or not value:
         raise SchemaError("a tool list must be a non-empty JSON array of tools", pointer="/", source=source)
     tools: list[Tool] = []
@@ -152,6 +155,13 @@ def parse_tools(value: Any, source: str = "<tools>") -> list[Tool]:
         params = fn.get("parameters", EMPTY_PARAMETERS)
         if not isinstance(params, (dict, bool)):
             raise SchemaError("parameters must be a JSON Schema object", pointer=f"{ptr}/parameters", source=source)
+        kind = params.get("type", "object") if isinstance(params, dict) else "object"
+        if kind != "object" and not (isinstance(kind, list) and "object" in kind):
+            raise SchemaError(
+                f'parameters must describe the arguments object (type "object"), not type {json.dumps(kind)}',
+                pointer=f"{ptr}/parameters/type",
+                source=source,
+            )
         tools.append(Tool(name, desc, params))
     return tools
 
