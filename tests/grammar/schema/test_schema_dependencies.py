@@ -61,13 +61,13 @@ def test_a_dependency_on_a_name_only_additional_properties_give_is_refused():
     with pytest.raises(SchemaError, match="dependentRequired.*'zz'"):
         schema_to_grammar(schema, extra_properties="spec")
     g = schema_to_grammar({**schema, "additionalProperties": False})  # then "a" can never appear
-    assert accepts(g, "{}") and not accepts(g, '{"a":1}')
+    assert accepts(g, "{}") and not accepts(g, '{"a": 1}')
 
 
 def test_schema_form_dependencies_are_presence_conditionals():
     schema = {"type": "object", "properties": {"a": {}, "b": {}}, "dependencies": {"a": {"required": ["b"]}}}
     g = schema_to_grammar(schema)
-    assert accepts(g, "{}") and accepts(g, '{"b":1}') and accepts(g, '{"a":1,"b":2}') and not accepts(g, '{"a":1}')
+    assert accepts(g, "{}") and accepts(g, '{"b": 1}') and accepts(g, '{"a": 1, "b": 2}') and not accepts(g, '{"a": 1}')
     with pytest.raises(SchemaError, match="/properties/a/not/format: keyword 'not'"):
         schema_to_grammar(
             {"type": "object", "dependentSchemas": {"a": {"properties": {"a": {"not": {"format": "email"}}}}}}

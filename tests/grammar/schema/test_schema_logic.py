@@ -99,7 +99,7 @@ def _check(schema: dict, validator=None) -> None:
         assert "branches (the limit)" in msg or "cannot merge two different" in msg, msg
         return
     for v in POOL:
-        text = json.dumps(canonical_order(v, schema), separators=(",", ":"))
+        text = json.dumps(canonical_order(v, schema))
         got, valid = accepts(g, text), validator.is_valid(v)
         assert not got or valid, ("false accept", schema, v)
         if valid and not got:
@@ -177,13 +177,13 @@ def test_overlapping_object_branches_generate_each_branchs_own_values(branches):
     seen = set()
     for v in OBJECTS:
         hits = [i for i, c in enumerate(checks) if c.is_valid(v)]
-        text = json.dumps(canonical_order(v, schema), separators=(",", ":"))
+        text = json.dumps(canonical_order(v, schema))
         assert accepts(g, text) == (len(hits) == 1), (branches, v, hits)
         if len(hits) == 1:
             seen.add(hits[0])
     for text in sample_strings(g, random.Random(1), count=30):
         assert sum(c.is_valid(json.loads(text)) for c in checks) == 1, (branches, text)
-    assert seen or not any(accepts(g, json.dumps(v, separators=(",", ":"))) for v in OBJECTS)
+    assert seen or not any(accepts(g, json.dumps(v)) for v in OBJECTS)
 
 
 ARRAYS = [list(x) for n in range(4) for x in itertools.product([1, 2, "a", None], repeat=n)]
@@ -216,7 +216,7 @@ def test_contains_counts_exactly(contains, items, prefix, lo, hi, min_items, max
         assert "accepts no value" in str(e) and not any(validator.is_valid(v) for v in ARRAYS), schema
         return
     for v in ARRAYS:
-        assert accepts(g, json.dumps(v, separators=(",", ":"))) == validator.is_valid(v), (schema, v)
+        assert accepts(g, json.dumps(v)) == validator.is_valid(v), (schema, v)
     for text in sample_strings(g, random.Random(2), count=20):
         assert validator.is_valid(json.loads(text)), (schema, text)
 
@@ -239,7 +239,7 @@ def test_discriminated_conditionals_stay_small():
     for k in cases:
         for extra in ({"x": 1}, {"y": "s"}, {}):
             v = {"kind": k, **extra}
-            assert accepts(g, json.dumps(v, separators=(",", ":"))) == validator.is_valid(v), v
+            assert accepts(g, json.dumps(v)) == validator.is_valid(v), v
 
 
 def test_a_union_past_the_limit_is_refused_by_pointer():
@@ -284,7 +284,7 @@ def test_unique_items_over_listed_values_is_exact(items, min_items, max_items):
         assert "accepts no value" in str(e) and not any(validator.is_valid(v) for v in pool), schema
         return
     for v in pool:
-        assert accepts(g, json.dumps(v, separators=(",", ":"))) == validator.is_valid(v), (schema, v)
+        assert accepts(g, json.dumps(v)) == validator.is_valid(v), (schema, v)
     for text in sample_strings(g, random.Random(3), count=20):
         assert validator.is_valid(json.loads(text)), (schema, text)
 

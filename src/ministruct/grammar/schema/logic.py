@@ -30,7 +30,7 @@ from ministruct.errors import MinistructError
 from ministruct.grammar.schema.disjoint import canonical
 from ministruct.grammar.schema.formats import KNOWN_UNSUPPORTED, SUPPORTED_FORMATS
 from ministruct.grammar.schema.keywords import ANNOTATIONS
-from ministruct.grammar.schema.merge import ALL_TYPES, CONDITIONS, MergeError, Resolver, merge_all
+from ministruct.grammar.schema.merge import ALL_TYPES, CONDITIONS, MergeError, Resolver, merge_all, value_type
 
 MAX_BRANCHES = 128  # branches of one rewritten union (each is compiled as a schema of its own)
 MAX_NEGATION_DEPTH = 12  # `not` through `$ref`s and nested negations
@@ -84,17 +84,9 @@ def kinds_of(node: Any) -> frozenset[str]:
 
 
 def _kind(v: Any) -> str:
-    if v is None:
-        return "null"
-    if isinstance(v, bool):
-        return "boolean"
-    if isinstance(v, int) or (isinstance(v, float) and v.is_integer()):
-        return "integer"
-    if isinstance(v, float):
-        return "fraction"
-    if isinstance(v, str):
-        return "string"
-    return "array" if isinstance(v, list) else "object"
+    """A value's JSON type, a number that is not an integer named "fraction"."""
+    t = value_type(v)
+    return "fraction" if t == "number" else t
 
 
 def typed(kinds: frozenset[str], **rest: Any) -> Optional[dict]:
