@@ -133,8 +133,8 @@ def test_lenient_is_named_as_parameter_and_flag():
         schema_to_grammar({"type": "array", "uniqueItems": True})
     assert error_text(e.value).endswith("keyword 'uniqueItems' is not enforced (--lenient ignores it)")
     with pytest.raises(SchemaError) as e:
-        schema_to_grammar({"oneOf": [{"type": "string"}, {"type": "string", "minLength": 1}]})
-    assert error_text(e.value).endswith("(--oneof-as-anyof accepts any branch)")
+        schema_to_grammar({"oneOf": [{"type": "string", "format": "email"}, {"type": "string", "minLength": 1}]})
+    assert "(--oneof-as-anyof accepts any branch)" in error_text(e.value)
 
 
 def test_a_grammar_too_large_is_refused_naming_its_largest_rule():

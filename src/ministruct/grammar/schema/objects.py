@@ -476,7 +476,7 @@ def _members(
 def _tail(c: SchemaContext, kvx: Optional[Expr], cnt: int, min_p: int, max_p: Optional[int], depth: int) -> Expr:
     lo = max(0, min_p - cnt)
     hi = None if max_p is None else max_p - cnt
-    if hi is not None and hi < 0:
+    if hi is not None and (hi < 0 or lo > hi):
         return NOTHING
     end = c.empty_inside() if cnt == 0 else c.close(depth)
     if kvx is None or hi == 0:
