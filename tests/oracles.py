@@ -4,6 +4,7 @@
   low-level API, on a vocabulary-only model.
 - brute_force_mask: every token's bytes stepped through the automaton (Automaton.step),
   and small_vocabulary, the hand-made vocabularies it is cheap on.
+- bfs_cost: the fewest tokens that complete a configuration, by breadth-first search.
 """
 
 from __future__ import annotations
@@ -128,3 +129,25 @@ class LlamaGrammarOracle:
             self.close()
         except Exception:
             pass
+
+
+def bfs_cost(automaton, config, pieces: list[bytes], limit: int) -> int:
+    """Fewest tokens among `pieces` that complete `config`: breadth-first over the automaton
+    (INF when none does within `limit`)."""
+    from ministruct.engine.budget import INF
+
+    frontier, seen = [config], {config}
+    for depth in range(limit + 1):
+        if any(automaton.is_accepting(c) for c in frontier):
+            return depth
+        nxt = []
+        for c in frontier:
+            for piece in pieces:
+                d = automaton.step_bytes(c, piece)
+                if d and d not in seen:
+                    seen.add(d)
+                    nxt.append(d)
+        if not nxt:
+            return INF
+        frontier = nxt
+    return INF

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from oracles import bfs_cost  # tests/ is on sys.path (rootdir conftest)
 from test_matcher import TOKENS, VOCAB, exprs
 
-from ministruct.engine.automaton import Automaton
 from ministruct.engine.budget import INF, budget_for
 from ministruct.engine.compile import DEAD, compile_grammar
 from ministruct.engine.matcher import Matcher
@@ -18,25 +18,6 @@ from ministruct.grammar.ir import CharClass, Grammar, Literal, Repeat, RuleRef, 
 SETTINGS = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 ONE_BYTE = sorted({t for t in TOKENS if len(t) == 1})
 ALL_TOKENS = sorted({t for t in TOKENS if t})
-
-
-def bfs_cost(automaton: Automaton, config, pieces: list[bytes], limit: int = 40) -> int:
-    """Fewest tokens among `pieces` that complete `config`: breadth-first over the automaton."""
-    frontier, seen = [config], {config}
-    for depth in range(limit + 1):
-        if any(automaton.is_accepting(c) for c in frontier):
-            return depth
-        nxt = []
-        for c in frontier:
-            for piece in pieces:
-                d = automaton.step_bytes(c, piece)
-                if d and d not in seen:
-                    seen.add(d)
-                    nxt.append(d)
-        if not nxt:
-            return INF
-        frontier = nxt
-    return INF
 
 
 @SETTINGS
@@ -62,8 +43,8 @@ def test_completion_cost_lies_between_the_true_minimum_and_one_token_per_byte(ex
     m = Matcher(compiled)
     for choice in walk + [None]:
         config = compiled.configs[m.state]
-        fewest = bfs_cost(compiled.automaton, config, ALL_TOKENS)
-        one_byte = bfs_cost(compiled.automaton, config, ONE_BYTE)
+        fewest = bfs_cost(compiled.automaton, config, ALL_TOKENS, limit=40)
+        one_byte = bfs_cost(compiled.automaton, config, ONE_BYTE, limit=40)
         got = budget.config_cost(m.state)
         if one_byte < INF:
             assert fewest <= got <= one_byte, (fewest, got, one_byte)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from oracles import brute_force_mask, small_vocabulary  # tests/ is on sys.path (rootdir conftest)
+from oracles import bfs_cost, brute_force_mask, small_vocabulary  # tests/ is on sys.path (rootdir conftest)
 
 from ministruct.engine import cache
 from ministruct.engine import kernel as kernel_module
@@ -159,25 +159,6 @@ def test_bundled_vocabularies_masks_equal_stepping(vocab, which, text):
 # ------------------------------------------------------------------ the token budget
 
 
-def bfs_cost(automaton, config, pieces: list[bytes], limit: int = 60) -> int:
-    """Fewest tokens among `pieces` that complete `config`: breadth-first over the automaton."""
-    frontier, seen = [config], {config}
-    for depth in range(limit + 1):
-        if any(automaton.is_accepting(c) for c in frontier):
-            return depth
-        nxt = []
-        for c in frontier:
-            for piece in pieces:
-                d = automaton.step_bytes(c, piece)
-                if d and d not in seen:
-                    seen.add(d)
-                    nxt.append(d)
-        if not nxt:
-            return INF
-        frontier = nxt
-    return INF
-
-
 @pytest.mark.parametrize("name", sorted(SMALL))
 def test_the_budget_is_the_shortest_greedy_completion(name):
     """The bound is the fewest tokens (one-byte ones, and those that spell the grammar's
@@ -198,7 +179,7 @@ def test_the_budget_is_the_shortest_greedy_completion(name):
         rng = random.Random(seed)
         m = Matcher(c)
         for _ in range(12):
-            want = bfs_cost(c.automaton, c.configs[m.state], one_byte)
+            want = bfs_cost(c.automaton, c.configs[m.state], one_byte, limit=60)
             got = budget.config_cost(m.state)
             assert got == want or (want == INF and got >= INF), (got, want, sorted(c.configs[m.state]))
             legal = [t for t in np.flatnonzero(m.mask()).tolist() if t not in vocab.eog_ids]
