@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -109,3 +110,23 @@ def test_particles_think_first(run_cli):
     rec = json.loads(p.stdout)
     assert rec["output"] in list("123456789") and rec["reasoning"] is not None
     assert rec["particle_method"] == "smc" and 0 < rec["p_valid"] <= 1
+
+
+@pytest.mark.model
+def test_particles_with_tools(run_cli):
+    """--tools with --particles: the call is read back in OpenAI's shape and validates
+    against its tool's schema; the record has the particle fields."""
+    import jsonschema
+
+    tools = json.loads((Path(__file__).resolve().parents[2] / "samples/tools/everyday.json").read_text())
+    schemas = {t["function"]["name"]: t["function"]["parameters"] for t in tools}
+    p = run_cli(
+        "gen", "What is the weather in Oslo?", "--tools", "samples/tools/everyday.json", "--tool-choice", "required",
+        "--particles", "3", "--top-p", "1", "--max-tokens", "64", "--format", "json", *RAW,
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    rec = json.loads(p.stdout)
+    assert rec["particle_method"] == "smc" and 0 <= rec["p_valid"] <= 1 and rec["ess_min"] is not None
+    assert rec["tool_calls"]
+    for call in rec["tool_calls"]:
+        jsonschema.validate(json.loads(call["function"]["arguments"]), schemas[call["function"]["name"]])

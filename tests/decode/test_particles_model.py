@@ -84,3 +84,36 @@ def test_particles_proper_estimate_p_valid_without_bias(model, contexts):
     got = np.array([particle_run(job, prompt, s, 4, contexts, {}, exact=False).particles.p_valid for s in range(60)])
     se = got.std(ddof=1) / math.sqrt(len(got))
     assert abs(got.mean() - exact) < 5 * se + 1e-12 * exact, (got.mean(), exact, se)
+
+
+@pytest.mark.parametrize(
+    "params",
+    [SamplingParams(), SamplingParams(temperature=1.0, top_p=1.0), SamplingParams(top_k=5, repeat_penalty=1.2)],
+)
+def test_one_particle_draws_todays_tokens_on_the_model_for_every_seed(model, params):
+    """The identity law on the bundled model, with a schema whose keys and punctuation are
+    dictated (fast-forwarded as today): 25 seeds, the same tokens, stop and fast-forwards."""
+    schema = {"type": "object", "properties": {"answer": {"type": "integer"}}, "required": ["answer"]}
+    plain = GenerationJob(model, Constraint.from_json_schema(schema), params, max_tokens=12)
+    one = GenerationJob(model, plain.constraint, replace(params, particles=1), max_tokens=12)
+    dictated = 0
+    for seed in range(25):
+        want = plain.decoder("How many legs does a spider have?", seed=seed).run()
+        got = one.decoder("How many legs does a spider have?", seed=seed).run()
+        assert (got.tokens, got.stop_reason) == (want.tokens, want.stop_reason), seed
+        assert got.n_fast_forward == want.n_fast_forward
+        assert got.particles.method == "smc" and 0 <= got.particles.p_valid <= 1
+        dictated += got.n_fast_forward
+    assert dictated > 0
+
+
+def test_without_a_constraint_every_weight_is_one(model):
+    """Nothing is refused, so the base is its own proposal: p_valid 1, log weight 0, for one
+    particle and for several."""
+    for n in (1, 3):
+        job = GenerationJob(model, None, replace(BASE, particles=n), max_tokens=6)
+        for seed in range(3):
+            gen = job.decoder("Say something.", seed=seed).run()
+            assert gen.particles.p_valid == pytest.approx(1.0, abs=1e-12)
+            assert gen.particles.log_weight == pytest.approx(0.0, abs=1e-12)
+            assert gen.particles.resamples == 0

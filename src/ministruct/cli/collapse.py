@@ -193,7 +193,14 @@ def _study(
     )
     model = Model.load(run.model or spec.model, **run.load_options())
     cs = build_study(spec, model, options=options, seeds=override, base=run.params)
-    runner = StudyRun(cs, report_dir, free_control=spec.free_control, resume=resume, parallel=parallel)
+    runner = StudyRun(
+        cs,
+        report_dir,
+        free_control=spec.free_control,
+        resume=resume,
+        parallel=parallel,
+        p_valid_particles=spec.p_valid_particles,
+    )
     total = len(runner.units) + len(runner.free_units)
     with Progress(
         enabled=not no_progress, total=total, label="collapse study", plain_every=30.0, unit="generations"

@@ -366,6 +366,11 @@ class GenerationJob:
         if self._compiled is not None:
             self._compiled.persist()
 
+    def close(self) -> None:
+        """Free the particles' llama.cpp context and enumeration (made again when needed)."""
+        self._particle_contexts.close()
+        self._exact.clear()
+
 
 @dataclass
 class MarkedAnswer:

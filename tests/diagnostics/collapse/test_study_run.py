@@ -6,6 +6,7 @@ anything twice and ends with the same report); the CLI, killed and resumed."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import signal
@@ -18,10 +19,13 @@ import numpy as np
 import pytest
 from json_replay import Replay  # tests/ is on sys.path (rootdir conftest)
 
+from ministruct.decode.sampling import SamplingParams
 from ministruct.diagnostics.collapse.markdown import StudyReport
 from ministruct.diagnostics.collapse.runner import DATA, StudyRun, build_study
 from ministruct.diagnostics.collapse.studyfile import load_study
 from ministruct.errors import UsageError
+from ministruct.grammar.constraint import Constraint
+from ministruct.jobs.job import GenerationJob
 
 pytestmark = pytest.mark.model
 
@@ -30,6 +34,7 @@ SAMPLES = Path(__file__).resolve().parents[3] / "samples" / "study"
 TINY = f"""
 seeds = 2
 max_tokens = 20
+p_valid_particles = 8
 [grid]
 temperatures = [0.7, 1.0]
 top_ps = [0.9, 1.0]
@@ -56,7 +61,12 @@ def run_into(
 ):
     spec = load_study(study)
     runner = StudyRun(
-        build_study(spec, model), str(folder), free_control=spec.free_control, resume=resume, parallel=parallel
+        build_study(spec, model),
+        str(folder),
+        free_control=spec.free_control,
+        resume=resume,
+        parallel=parallel,
+        p_valid_particles=spec.p_valid_particles,
     )
     seen = []
 
@@ -129,6 +139,66 @@ def test_order_of_operations_is_recorded_for_every_step(either):
         assert ((tv >= 0) & (tv <= 1)).all()
 
 
+def test_p_valid_shown_vs_withheld_is_gens_p_valid_at_the_models_own_distribution(model, tiny, whole):
+    """One P(valid) run per schema, prompt and condition: the p_valid `gen --particles 8`
+    reports at T=1 without truncation for the same prompt (schema shown or not); the enum
+    enumerated exactly, and that sum agrees with scoring each member's tokens (and the end)
+    one at a time with llama.cpp directly, within the rows' noise between batch shapes; the
+    schema shown makes a valid output far more probable; the report's table says so."""
+    folder, result = whole
+    runs = {(r.schema, r.condition): r for r in result.p_valid}
+    assert sorted(runs) == [("enum", "shown"), ("enum", "withheld"), ("integer", "shown"), ("integer", "withheld")]
+    assert {r.method for r in result.p_valid} == {"exact", "smc"} and runs["enum", "shown"].method == "exact"
+    spec = load_study(tiny)
+    schemas = {s.name: s for s in spec.schemas}
+    params = SamplingParams(temperature=1.0, top_p=1.0, particles=8, seed=0)
+    for (name, cond), r in runs.items():
+        c = Constraint.from_json_schema(schemas[name].schema)
+        job = GenerationJob(model, c, params, max_tokens=20, show_schema=cond == "shown")
+        rec = job.run(schemas[name].prompts[0])
+        assert rec.particles["p_valid"] == pytest.approx(r.p_valid, rel=1e-9), (name, cond)
+        assert rec.particles["particle_method"] == r.method and 0 < r.p_valid <= 1
+        if name == "enum":  # the canonical tokenization of each member, then the end, scored directly
+            eog = sorted(model.vocabulary.eog_ids)
+            direct = 0.0
+            for member in schemas[name].schema["properties"]["sentiment"]["enum"]:
+                model.reset()
+                model.eval(job.prompt_tokens(schemas[name].prompts[0]))
+                lp = 0.0
+                for t in [*model.tokenize_bytes(json.dumps({"sentiment": member}).encode()), None]:
+                    row = model.logits().astype(np.float64)
+                    logp = row - np.logaddexp.reduce(row)
+                    lp += np.logaddexp.reduce(logp[eog]) if t is None else logp[t]
+                    if t is not None:
+                        model.eval([t])
+                direct += math.exp(lp)
+            model.reset()
+            # rows computed in other batch shapes differ by up to ~1 logit on this Q4 model
+            # (docs/sampling.md): a few tenths of a nat over an output
+            assert abs(math.log(r.p_valid / direct)) < 0.5, (cond, r.p_valid, direct)
+    rows = {row["schema"]: row for row in json.loads((folder / "report.json").read_text())["p_valid"]}
+    for name in ("integer", "enum"):
+        row = rows[name]
+        assert row["p_valid_shown"] == runs[name, "shown"].p_valid
+        assert row["p_valid_withheld"] == runs[name, "withheld"].p_valid
+        assert row["ratio"] == pytest.approx(row["p_valid_shown"] / row["p_valid_withheld"])
+        assert row["ratio"] > 100  # the schema in the prompt carries the format
+    md = (folder / "report.md").read_text()
+    assert "## P(valid), schema shown vs withheld" in md
+    assert f"| enum | 1 | {runs['enum', 'shown'].p_valid:.3g} | {runs['enum', 'withheld'].p_valid:.3g} |" in md
+    assert "8 particles (an enum enumerated exactly), T=1, no truncation" in md
+
+
+def test_p_valid_runs_can_be_turned_off_and_their_count_is_checked(model, tiny):
+    spec = load_study(tiny)
+    study = build_study(spec, model)
+    on = StudyRun(study, "unused", p_valid_particles=8)
+    off = StudyRun(study, "unused", p_valid_particles=0)
+    assert len(on.p_valid_units) == 4 and off.p_valid_units == [] and on.key != off.key
+    with pytest.raises(UsageError, match="particles must be an integer in \\[1, 64\\]"):
+        StudyRun(study, "unused", p_valid_particles=65)
+
+
 def test_a_stopped_study_resumes_to_the_same_report(model, tiny, whole, tmp_path):
     folder, full = whole
     with pytest.raises(KeyboardInterrupt):
@@ -140,7 +210,7 @@ def test_a_stopped_study_resumes_to_the_same_report(model, tiny, whole, tmp_path
     with pytest.raises(UsageError, match="--resume"):
         run_into(model, tiny, tmp_path)
     resumed = run_into(model, tiny, tmp_path, resume=True)
-    assert resumed.ran == 12 - 3
+    assert resumed.ran == 16 - 3  # 8 generations, 4 of the free control, 4 P(valid) runs
     for name in ("report.md", "report.json"):
         assert (tmp_path / name).read_text() == (folder / name).read_text()
     again = run_into(model, tiny, tmp_path, resume=True)
@@ -163,9 +233,9 @@ def test_a_batched_study_repeats_itself_and_resumes_to_the_same_report(model, ti
     with pytest.raises(UsageError, match="parallel=2, not 3"):
         run_into(model, tiny, stopped, resume=True, parallel=3)
     resumed = run_into(model, tiny, stopped, resume=True, parallel=None)  # the folder's parallel
-    assert (resumed.ran, resumed.rerun) == (12, 3)
+    assert (resumed.ran, resumed.rerun) == (16, 3)
     lines = (stopped / DATA).read_text().splitlines()
-    assert len(lines) == 1 + 12 and len({json.loads(x)["key"] for x in lines[1:]}) == 12
+    assert len(lines) == 1 + 16 and len({json.loads(x)["key"] for x in lines[1:]}) == 16
     for name in ("report.md", "report.json"):
         assert (stopped / name).read_text() == (folder / name).read_text()
     assert run_into(model, tiny, stopped, resume=True, parallel=None).ran == 0

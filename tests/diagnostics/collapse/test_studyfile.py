@@ -69,6 +69,18 @@ def test_json_study_files_are_read_too(tmp_path):
             "schemas[1].name",
         ),
         ("schemas = 3", "schemas: must be a list"),
+        (
+            'p_valid_particles = -1\n[[schemas]]\nname="a"\nschema={}\nprompts=["x"]',
+            "p_valid_particles: must be in [0, 64]",
+        ),
+        (
+            'p_valid_particles = 65\n[[schemas]]\nname="a"\nschema={}\nprompts=["x"]',
+            "p_valid_particles: must be in [0, 64]",
+        ),
+        (
+            'p_valid_particles = true\n[[schemas]]\nname="a"\nschema={}\nprompts=["x"]',
+            "p_valid_particles: must be an integer",
+        ),
         ("seeds = 3 3", "line 1, column 11"),
     ],
 )

@@ -12,6 +12,7 @@ from typing import Any, Sequence
 from ministruct.diagnostics.collapse import figures
 from ministruct.diagnostics.collapse.breakdown import order_rows, position_rows
 from ministruct.diagnostics.collapse.diversity import diversity, free_control
+from ministruct.diagnostics.collapse.p_valid import p_valid_rows
 from ministruct.diagnostics.collapse.report import ALL
 from ministruct.diagnostics.collapse.runner import StudyResult
 from ministruct.diagnostics.collapse.studyfile import StudySpec
@@ -94,6 +95,7 @@ class StudyReport:
         self.order = order_rows(gens)
         self.diversity = diversity(gens, schemas)
         self.free = free_control(result.free, schemas)
+        self.p_valid = p_valid_rows(result.p_valid)
 
     def to_dict(self) -> dict:
         base = self.report.to_dict()
@@ -105,6 +107,8 @@ class StudyReport:
             diversity=self.diversity,
             free_control=self.free,
             free_generations=[r.to_state() for r in self.result.free],
+            p_valid=self.p_valid,
+            p_valid_runs=[r.to_state() for r in self.result.p_valid],
         )
         return base
 
@@ -177,6 +181,7 @@ class StudyReport:
             ("system", st.system or "(none)"),
             ("decoding", self._decoding()),
             ("free control", "the same prompts, schema shown, no constraint" if self.result.free else "off"),
+            ("P(valid)", self._p_valid_setting()),
         ]
         out.append(table(["setting", "value"], rows))
         out.append("\n## The seed experiment's published numbers beside ours\n\n")
@@ -245,6 +250,7 @@ class StudyReport:
                     ],
                 )
             )
+        self._p_valid_section(out)
         self._figure(out, figure_names, "fig1", "Figure 1: free-choice vs constrained nucleus sizes")
         out.append("\n## Figure 2: the collapse rate over the grid\n\n")
         for cond in r.conditions():
@@ -353,6 +359,50 @@ class StudyReport:
             )
         )
         return "".join(out)
+
+    def _p_valid_setting(self) -> str:
+        runs = self.result.p_valid
+        if not runs:
+            return "off"
+        return (
+            f"{runs[0].particles} particles (an enum enumerated exactly), T=1, no truncation, seed {runs[0].seed}, "
+            "once per schema, prompt and condition"
+        )
+
+    def _p_valid_section(self, out: list[str]) -> None:
+        """P(valid), shown vs withheld, per schema (p_valid.py)."""
+        if not self.p_valid:
+            return
+        out.append("\n## P(valid), schema shown vs withheld\n\n")
+        out.append(
+            "The probability that the model, sampling its own distribution (T=1, no truncation: the one Z is "
+            "defined on) without the constraint, writes an output the schema accepts within max_tokens, its "
+            "end included: `gen --particles N`'s `p_valid` (docs/sampling.md), per prompt, averaged over the "
+            "schema's prompts. ratio: shown / withheld, how much of the format the prompt already carried. "
+            "method: `exact` (the language enumerated) or `smc` (particles; ESS min: their smallest effective "
+            "sample size). It is about the format, not whether an answer is right.\n\n"
+        )
+
+        def pv(x: float | None) -> str:
+            return "n/a" if x is None else f"{x:.3g}"
+
+        out.append(
+            table(
+                ["schema", "prompts", "P(valid) shown", "P(valid) withheld", "ratio", "method", "ESS min"],
+                [
+                    (
+                        r["schema"],
+                        r["prompts"],
+                        pv(r["p_valid_shown"]),
+                        pv(r["p_valid_withheld"]),
+                        "n/a" if r["ratio"] is None else f"{r['ratio']:.3g}",
+                        ", ".join(r["methods"]),
+                        "n/a" if r["ess_min"] is None else f"{r['ess_min']:.1f} of {r['particles']}",
+                    )
+                    for r in self.p_valid
+                ],
+            )
+        )
 
     @staticmethod
     def _figure(out: list[str], names: dict[str, str], key: str, title: str) -> None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
@@ -27,6 +27,7 @@ from ministruct.decode.defaults import DEFAULT_PARALLEL, checked_parallel
 from ministruct.decode.sampling import SamplingParams
 from ministruct.diagnostics.collapse.defaults import BLOCK_PER_SLOT
 from ministruct.diagnostics.collapse.grid import GenerationGrid, Grid, StudySettings
+from ministruct.diagnostics.collapse.p_valid import DEFAULT_PARTICLES, PValidRun
 from ministruct.diagnostics.collapse.report import CollapseReport
 from ministruct.diagnostics.collapse.study import CollapseStudy, FreeRun, Unit
 from ministruct.diagnostics.collapse.studyfile import StudySpec
@@ -50,6 +51,7 @@ class StudyResult:
     ran: int  # generations computed in this run (the others were read back)
     rerun: int = 0  # of those, already in the folder: run again with their cut-off block
     parallel: int = 1  # generations decoded at once
+    p_valid: list[PValidRun] = field(default_factory=list)  # P(valid) shown vs withheld (p_valid.py)
 
 
 def build_study(
@@ -85,7 +87,7 @@ def build_study(
     return CollapseStudy(model, constraints, [], settings, prompts_of=[s.prompts for s in spec.schemas])
 
 
-def fingerprint(study: CollapseStudy, free_control: bool) -> str:
+def fingerprint(study: CollapseStudy, free_control: bool, p_valid_particles: int = 0) -> str:
     """What must be equal for a folder's lines to belong to this study."""
     m = study.model
     try:
@@ -100,6 +102,7 @@ def fingerprint(study: CollapseStudy, free_control: bool) -> str:
         "schemas": [(c.source, c.text) for c in study.constraints],
         "prompts": study.prompts_of,
         "free_control": free_control,
+        **({"p_valid_particles": p_valid_particles} if p_valid_particles else {}),
     }
     return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:24]
 
@@ -115,18 +118,23 @@ class StudyRun:
         free_control: bool = True,
         resume: bool = False,
         parallel: int | None = 1,
+        p_valid_particles: int = DEFAULT_PARTICLES,
     ) -> None:
         if parallel is not None:
             checked_parallel(parallel)
+        if p_valid_particles:  # 0: no P(valid) runs
+            SamplingParams(particles=p_valid_particles)  # the same range as gen --particles
         self.study = study
         self.requested_parallel = parallel  # None: the folder's, else DEFAULT_PARALLEL
         self.parallel = parallel or DEFAULT_PARALLEL
         self.folder = Path(folder)
         self.free_control = free_control
         self.resume = resume
-        self.key = fingerprint(study, free_control)
+        self.p_valid_particles = p_valid_particles
+        self.key = fingerprint(study, free_control, p_valid_particles)
         self.units = study.plan()
         self.free_units = study.free_plan() if free_control else []
+        self.p_valid_units = study.p_valid_plan() if p_valid_particles else []
 
     @property
     def path(self) -> Path:
@@ -187,7 +195,7 @@ class StudyRun:
             )
         self.parallel = parallel
         plan = self.units + self.free_units
-        total = len(plan)
+        total = len(plan) + len(self.p_valid_units)
         ran = rerun = 0
         try:
             f = open(self.path, "r+b" if good else "wb")
@@ -203,7 +211,7 @@ class StudyRun:
         with f:
             if not good:
                 self._write(f, {"type": "header", "v": RECORD_VERSION, "study": self.key, "parallel": parallel})
-            count = sum(u.key in done for u in plan)
+            count = sum(u.key in done for u in plan + self.p_valid_units)
             if on_done is not None:
                 on_done(count, total)
             try:
@@ -226,15 +234,30 @@ class StudyRun:
                         count += 1
                         if on_done is not None:
                             on_done(count, total)
+                if batch is not None:
+                    batch.close()
+                    batch = None
+                for unit in self.p_valid_units:
+                    if unit.key in done:
+                        continue
+                    state = self.study.run_p_valid(unit, self.p_valid_particles).to_state()
+                    ran += 1
+                    done[unit.key] = rec = {"type": "p_valid", "key": unit.key, "state": state}
+                    self._write(f, rec)
+                    count += 1
+                    if on_done is not None:
+                        on_done(count, total)
             finally:
                 if batch is not None:
                     batch.close()
                 self.study.persist()
+                self.study.close()
         n_cells = len(self.study.settings.evaluated)
         gens = [GenerationGrid.from_state(done[u.key]["state"], n_cells) for u in self.units]
         free = [FreeRun.from_state(done[u.key]["state"]) for u in self.free_units]
+        p_valid = [PValidRun.from_state(done[u.key]["state"]) for u in self.p_valid_units]
         report = CollapseReport(self.study.settings, gens, self.study.describe())
-        return StudyResult(report, free, ran, rerun, parallel)
+        return StudyResult(report, free, ran, rerun, parallel, p_valid)
 
     def blocks(self) -> list[list[Unit]]:
         """The plan in the blocks it runs in: one generation each at `parallel` 1, else

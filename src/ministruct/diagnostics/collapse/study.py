@@ -47,6 +47,8 @@ from ministruct.diagnostics.collapse.grid import (
     StudySettings,
 )
 from ministruct.diagnostics.collapse.order import compare_orders
+from ministruct.diagnostics.collapse.p_valid import CONDITION_PREFIX as P_VALID
+from ministruct.diagnostics.collapse.p_valid import PValidRun, p_valid_params
 from ministruct.diagnostics.collapse.report import CollapseReport
 from ministruct.diagnostics.stats import FREE, StepRecord, StepStats
 from ministruct.engine.budget import output_budget
@@ -284,6 +286,7 @@ class CollapseStudy:
         self.think = think
         self.notes: list[str] = []  # what the report should say about how it ran
         self.jobs = [self._job(c, None) for c in self.constraints]
+        self._p_valid_jobs: dict[tuple[int, int], GenerationJob] = {}
         self.think_jobs = [self._job(c, think) for c in self.constraints] if think is not None else []
 
     def _job(self, c: "Constraint", think: "ThinkSettings | None") -> GenerationJob:
@@ -334,6 +337,58 @@ class CollapseStudy:
             for pi in range(len(self.prompts_of[ci]))
             for seed in self.settings.seeds
         ]
+
+    def p_valid_plan(self) -> list[Unit]:
+        """The P(valid) runs (p_valid.py): each schema's prompts under each of its
+        conditions (the think arm's aside), with the first seed."""
+        first = self.settings.seeds[0]
+        return [
+            Unit(ci, pi, first, f"{P_VALID}{cond}")
+            for ci, c in enumerate(self.constraints)
+            for pi in range(len(self.prompts_of[ci]))
+            for cond in self.conditions(c)
+            if not cond.endswith(THINK_ARM)
+        ]
+
+    def run_p_valid(self, unit: Unit, particles: int) -> PValidRun:
+        """One P(valid) run of `p_valid_plan` with `particles` particles."""
+        c = self.constraints[unit.constraint]
+        prompt = self.prompts_of[unit.constraint][unit.prompt]
+        condition = unit.condition.removeprefix(P_VALID)
+        key = (unit.constraint, particles)
+        if key not in self._p_valid_jobs:
+            s, job = self.settings, self.jobs[unit.constraint]
+            self._p_valid_jobs[key] = GenerationJob(
+                model=self.model,
+                constraint=c,
+                params=p_valid_params(s.params, particles, unit.seed),
+                max_tokens=s.max_tokens,
+                chat=s.chat,
+                system=s.system,
+                budget_aware=job.budget_aware,
+            )
+        job = self._p_valid_jobs[key]
+        job.show_schema = condition == "shown"
+        dec = job.decoder(prompt, seed=unit.seed)
+        for _ in dec.steps():
+            pass
+        gen = dec.result
+        stats = gen.particles
+        assert stats is not None
+        return PValidRun(
+            schema=c.source,
+            prompt=prompt,
+            prompt_index=unit.prompt,
+            condition=condition,
+            seed=unit.seed,
+            particles=particles,
+            method=stats.method,
+            p_valid=stats.p_valid,
+            ess_min=stats.ess_min,
+            resamples=stats.resamples,
+            left_out=stats.left_out,
+            output=gen.text,
+        )
 
     @property
     def n_generations(self) -> int:
@@ -441,8 +496,14 @@ class CollapseStudy:
 
     def persist(self) -> None:
         """Save the compiled grammars' learned masks to the disk cache."""
-        for job in self.jobs + self.think_jobs:
+        for job in [*self.jobs, *self.think_jobs, *self._p_valid_jobs.values()]:
             job.persist()
+
+    def close(self) -> None:
+        """Free the P(valid) runs' particle contexts."""
+        for job in self._p_valid_jobs.values():
+            job.close()
+        self._p_valid_jobs.clear()
 
     def describe(self) -> dict:
         """The report's settings beyond StudySettings: model, constraints, prompts."""

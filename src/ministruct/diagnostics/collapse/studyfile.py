@@ -11,6 +11,7 @@ multi-line prompts without escapes, and the standard library reads it (tomllib).
     chat = true                       # apply the model's chat template
     system = "..."                    # optional system message
     free_control = true               # the same prompts, schema shown, unconstrained
+    p_valid_particles = 16            # P(valid) shown vs withheld with N particles (0: off)
 
     [reference]                       # the setting every generation is sampled at
     temperature = 0.7
@@ -37,10 +38,24 @@ from typing import Any
 
 import tomllib
 
+from ministruct.decode.sampling import MAX_PARTICLES
 from ministruct.diagnostics.collapse.grid import CONDITIONS, DEFAULT_TEMPERATURES, DEFAULT_TOP_PS, REFERENCE
+from ministruct.diagnostics.collapse.p_valid import DEFAULT_PARTICLES
 from ministruct.errors import InputError
 
-KEYS = {"model", "seeds", "conditions", "max_tokens", "chat", "system", "free_control", "reference", "grid", "schemas"}
+KEYS = {
+    "model",
+    "seeds",
+    "conditions",
+    "max_tokens",
+    "chat",
+    "system",
+    "free_control",
+    "p_valid_particles",
+    "reference",
+    "grid",
+    "schemas",
+}
 SCHEMA_KEYS = {"name", "file", "schema", "prompts"}
 
 
@@ -70,6 +85,7 @@ class StudySpec:
     system: str | None = None
     model: str | None = None
     free_control: bool = True
+    p_valid_particles: int = DEFAULT_PARTICLES  # 0: no P(valid) runs
     extra: dict = field(default_factory=dict)
 
 
@@ -147,6 +163,11 @@ def load_study(path: str) -> StudySpec:
         raise _fail(path, "max_tokens", f"must be >= 1, got {spec.max_tokens}")
     if "free_control" in data:
         spec.free_control = _typed(path, "free_control", data["free_control"], bool, "true or false")
+    if "p_valid_particles" in data:
+        n = _typed(path, "p_valid_particles", data["p_valid_particles"], int, "an integer")
+        if not 0 <= n <= MAX_PARTICLES:
+            raise _fail(path, "p_valid_particles", f"must be in [0, {MAX_PARTICLES}] (0: off), got {n}")
+        spec.p_valid_particles = n
     for key in ("system", "model"):
         if key in data:
             v = _typed(path, key, data[key], str, "a string")
