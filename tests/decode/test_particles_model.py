@@ -117,3 +117,28 @@ def test_without_a_constraint_every_weight_is_one(model):
             assert gen.particles.p_valid == pytest.approx(1.0, abs=1e-12)
             assert gen.particles.log_weight == pytest.approx(0.0, abs=1e-12)
             assert gen.particles.resamples == 0
+
+
+def test_the_enumeration_scores_as_the_model_scores_one_token_at_a_time(model, contexts):
+    """Every member's log probability in the enumeration (end included) equals scoring its
+    tokens one at a time in the model's own context: llama.cpp's rows depend on the batch's
+    shape (up to ~1 logit on this Q4 model), so the enumeration evaluates one token a decode,
+    whatever order it visits the prefixes in."""
+    schema = {"type": "object", "properties": {"sentiment": {"enum": ["positive", "negative", "neutral"]}}}
+    prompt = "Is this review positive, negative or neutral? 'Great stuff.'"
+    job = GenerationJob(model, Constraint.from_json_schema({**schema, "required": ["sentiment"]}), BASE, max_tokens=16)
+    enum = exact_of(job, prompt, contexts)  # jumps between branches: several tokens at once before
+    eog = sorted(model.vocabulary.eog_ids)
+    prompt_tokens = job.prompt_tokens(prompt)
+    for seq, lp, _ in sorted(enum.members, key=lambda m: -m[1])[:6]:
+        model.reset()
+        model.eval(prompt_tokens)
+        direct = 0.0
+        for t in [*seq, None]:
+            row = model.logits().astype(np.float64)
+            logp = row - np.logaddexp.reduce(row)
+            direct += np.logaddexp.reduce(logp[eog]) if t is None else logp[t]
+            if t is not None:
+                model.eval([t])
+        assert lp == pytest.approx(direct, abs=1e-6), seq
+    model.reset()

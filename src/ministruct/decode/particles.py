@@ -101,7 +101,12 @@ class PrefixRows:
         if not seqs.truncate(0, len(self.prompt) + common):
             seqs.copy(seqs.store, 0)
             common = 0
-        row = seqs.decode([(0, list(seq[common:]), 1)])[0][-1]
+        # one token a decode, so that every row (and the KV cache under it) is computed in
+        # the same batch shape whatever order the prefixes are visited in; logits for the last only
+        *between, last = seq[common:]
+        for t in between:
+            seqs.decode([(0, [t], 0)])
+        row = seqs.decode([(0, [last], 1)])[0][-1]
         self.current = seq
         return row
 

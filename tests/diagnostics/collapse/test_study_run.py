@@ -173,9 +173,8 @@ def test_p_valid_shown_vs_withheld_is_gens_p_valid_at_the_models_own_distributio
                         model.eval([t])
                 direct += math.exp(lp)
             model.reset()
-            # rows computed in other batch shapes differ by up to ~1 logit on this Q4 model
-            # (docs/sampling.md): a few tenths of a nat over an output
-            assert abs(math.log(r.p_valid / direct)) < 0.5, (cond, r.p_valid, direct)
+            # the enumeration counts every tokenization; the canonical ones carry almost all of it
+            assert direct * (1 - 1e-9) <= r.p_valid <= 1.1 * direct, (cond, r.p_valid, direct)
     rows = {row["schema"]: row for row in json.loads((folder / "report.json").read_text())["p_valid"]}
     for name in ("integer", "enum"):
         row = rows[name]
