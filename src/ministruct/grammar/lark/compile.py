@@ -44,6 +44,7 @@ from ministruct.grammar.ir import (
     walk,
 )
 from ministruct.grammar.lark.gaps import NOTHING, LeadingGaps
+from ministruct.grammar.lark.json_escapes import DEFAULT_ESCAPES, restrict_escapes
 from ministruct.grammar.lark.lazy import LAZY_ATTRIBUTES, check_lazy_attributes, shortest_matches, terminal_body
 from ministruct.grammar.lark.special import special_token
 from ministruct.grammar.lark.substring import regex_ext
@@ -518,14 +519,17 @@ class Scope:
         if not isinstance(schema, (dict, bool)):
             raise LarkProblem("failed to compile inline JSON schema: a schema is a JSON object or a boolean", n.tok)
         options = self.c.options
+        escapes: tuple[str, bool] | None = None
         if isinstance(schema, dict) and "x-guidance" in schema:
             schema = dict(schema)
-            options = _guidance_options(schema.pop("x-guidance"), options, n.tok)
+            options, escapes = _guidance_options(schema.pop("x-guidance"), options, n.tok)
         where = f"{self.c.source}:{n.tok.line}:{n.tok.column} %json"
         try:
             g = schema_to_grammar(schema, options, source=where)
         except SchemaError as e:
             raise LarkProblem(f"failed to compile JSON schema: {e}", n.tok) from None
+        if escapes is not None:
+            g = restrict_escapes(g, *escapes)
         return self.c.embed(g, "json")
 
     def _nested(self, n: Node) -> Expr:
@@ -644,12 +648,21 @@ def _count(tok: Token) -> int:
         raise LarkProblem(f"a repetition count must be a whole number, not {tok}", tok) from None
 
 
-def _guidance_options(x: Any, options: SchemaOptions, tok: Token) -> SchemaOptions:
-    """SchemaOptions with llguidance's `x-guidance` JSON options applied (those that map)."""
+def _guidance_options(x: Any, options: SchemaOptions, tok: Token) -> tuple[SchemaOptions, tuple[str, bool] | None]:
+    """SchemaOptions with llguidance's `x-guidance` JSON options applied (those that map),
+    and its escapes (the characters allowed after a backslash, `\\u` of any character in
+    free strings?) where it names them (grammar/lark/json_escapes.py)."""
     if not isinstance(x, dict):
         raise LarkProblem("failed to compile JSON schema: x-guidance must be an object", tok)
     values = options.to_dict()
+    letters, general, named = DEFAULT_ESCAPES, False, False
     for k, v in x.items():
+        if k == "json_allowed_escapes" and isinstance(v, str):
+            letters, named = v, True
+            continue
+        if k == "json_allow_general_unicode_escapes" and isinstance(v, bool):
+            general, named = v, True
+            continue
         if k == "whitespace_flexible" and isinstance(v, bool):
             values["whitespace"] = "flexible" if v else "compact"
         elif k == "lenient" and isinstance(v, bool):  # llguidance's lenient also reads oneOf as anyOf
@@ -658,7 +671,7 @@ def _guidance_options(x: Any, options: SchemaOptions, tok: Token) -> SchemaOptio
             values["oneof_as_anyof"] = v
         else:
             raise LarkProblem(f"failed to compile JSON schema: x-guidance option {k!r} is not supported", tok)
-    return SchemaOptions(**values)
+    return SchemaOptions(**values), ((letters, general) if named else None)
 
 
 def compile_items(text: str, source: str, options: SchemaOptions, lexer: str = "greedy") -> Grammar:
