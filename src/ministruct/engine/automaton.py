@@ -648,6 +648,11 @@ class Automaton:
         if not any(x is not None for x in self._class_skip):
             return boundary
         consumes, token_edges = self.consumes, self.token_edges
+        if len(self._class_skip) == 1:  # (one class: its skip wherever some lexeme may follow)
+            if not any(st and (consumes(st[-1]) or token_edges[st[-1]]) for st in boundary):
+                return boundary
+            rels = self.local(self._class_skip[0])[0]  # type: ignore[arg-type]
+            return boundary | frozenset(st + rel for st in boundary for rel in rels)
         allowed = {self._class_of(st) for st in boundary if st and (consumes(st[-1]) or token_edges[st[-1]])}
         if not allowed:
             return boundary

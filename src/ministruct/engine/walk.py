@@ -208,6 +208,9 @@ def _fill_wanted(
     for their children are filled (`Transitions.fill_cells`)."""
     configs, states = tr.configs, wants.tolist()  # (a few: Python beats numpy's set operations)
     wide = [s for s in states if len(configs[s]) >= CELLS_MIN_STACKS]
+    if tr.greedy:  # lexemes that may end: their row needs the whole row after they end, a cell only its cell
+        has_markers = tr.automaton.has_markers
+        wide += [s for s in states if len(configs[s]) < CELLS_MIN_STACKS and has_markers(configs[s])]
     if len(wide) < len(states):
         tr.fill_rows([s for s in states if s not in wide] if wide else states)
     if not wide:
