@@ -189,12 +189,14 @@ class Automaton:
         self._class_skip: list[int | None] = [None]  # class -> its skip lexeme's start state
         self._class_parent: list[int] = [-1]
         self._class_cache: dict[Stack, int] = {}  # stack -> _class_of
+        self._any_lazy = False
         if lex is None:
             return
         for name in lex.lexemes:
             if name in ends:
                 self.lexeme_end[ends[name]] = name in lex.lazy
                 self._lexeme_rules.add(self.rule_names.index(name))
+        self._any_lazy = any(self.lexeme_end.values())
         if lex.classes:
             for name, k in lex.classes:
                 if name in ends:
@@ -616,6 +618,8 @@ class Automaton:
     def settle(self, config: Config) -> Config:
         """A lazy lexeme ends at its first match: where one may end, it does, and the
         other candidates die."""
+        if not self._any_lazy:
+            return config
         lazy = [st for st in config if st and self.lexeme_end.get(st[-1])]
         return self.resolve(frozenset(lazy)) if lazy else config
 
@@ -689,11 +693,15 @@ class Automaton:
         """Every stack stepped on its own."""
         first: frozenset | None = None
         out: set[Stack] | None = None
+        cached, closure = self._target_cache, self.closure
         for st in config:
             if not st:
                 continue
-            for t in self._targets(st[-1], byte):
-                reached = self.closure(st[:-1] + (t,))
+            ts = cached.get((st[-1] << 8) | byte)
+            if ts is None:
+                ts = self._targets(st[-1], byte)
+            for t in ts:
+                reached = closure(st[:-1] + (t,))
                 if first is None:
                     first = reached
                 elif out is None:
@@ -749,7 +757,7 @@ class Automaton:
                 ok = ends.get(st)
                 if ok is None:
                     local = self.local
-                    ok = all(local(q)[1] for q in st[:-1])
+                    ok = all(local(q)[1] for q in reversed(st[:-1]))  # (the top frames fail first)
                     if len(ends) > 100_000:
                         ends.clear()
                     ends[st] = ok

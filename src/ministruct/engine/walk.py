@@ -216,7 +216,9 @@ def _fill_wanted(
     if not wide:
         return
     if len(wide) > 8:
-        wanted = np.isin(blocked[1], wide)
+        mark = np.zeros(len(configs), dtype=bool)
+        mark[wide] = True
+        wanted = mark[blocked[1]]
     else:
         wanted = blocked[1] == wide[0]
         for s in wide[1:]:
