@@ -24,8 +24,9 @@ rounds, the median of each side: on these shared machines one fresh process in a
 at about half speed throughout, an idle machine too), and each schema of masks.py's
 jsonschemabench sample (`--pool N`, one round; `--pool-rounds` more), whose median first
 mask and pooled mean mask time (every step of every walk) are reported; and the 200-tool
-file (`--tools ... --tool-choice required`) and benchmarks/grammars/sql_select.lark
-(`--lark`), each at seeds 0-5: all steps pooled, the median walk, the worst p99.
+file (`--tools ... --tool-choice required`), benchmarks/grammars/sql_select.lark and
+python_expr.lark (`--lark`), each at seeds 0-5: all steps pooled, the median walk, the
+worst p99.
 
     .venv/bin/python benchmarks/startup.py [--rounds 5] [--models smollm2,gemma3] [--pool 50]
                                            [--pool-rounds 1] [--json out.json]
@@ -59,7 +60,7 @@ TARGET_HELP_S = 0.5
 TARGET_FIRST_MASK_MS = 50.0
 TARGET_POOL_RATIO = 2.0
 WALK_STEPS = 200
-SEEDS = 6  # walks of the 200-tool file and of sql_select.lark (seeds 0-5): issues 24 and 25's mask target, p99 under 1 ms in each
+SEEDS = 6  # walks of the 200-tool file and of the Lark grammars (seeds 0-5): issues 24 and 25's mask target, p99 under 1 ms in each
 
 # llguidance on one constraint in a fresh process of its own: argv: model, kind (schema or
 # grammar), its file, seed, benchmarks folder, steps. The walk is the one `bench --seed` takes (drawn from our masks
@@ -344,7 +345,7 @@ def walks(model: str, n: int, rounds: int = 1, pool_rounds: int = 1) -> list[dic
         ratio = r["mask_mean_us"] / r["llg_mask_mean_us"]
         out.append({"model": model, **r, "ratio": round(ratio, 3), "met": ratio <= TARGET_POOL_RATIO})
     for spec in mb.named_specs([]):
-        if spec.name in ("200 tools", "sql_select.lark"):
+        if spec.name in ("200 tools", "sql_select.lark", "python_expr.lark"):
             out.append({"model": model, **seeded_walks(path, spec)})
     rows = [median_walk(path, spec, i, pool_rounds) for i, spec in enumerate(specs)]
     ours, theirs = pooled(rows)

@@ -107,6 +107,36 @@ def cfl_walk(automaton, rng: random.Random, max_len: int) -> bytes:
     return bytes(out)
 
 
+NESTED_GRAMMARS = 40
+NESTED_IGNORES = ["", "", '%ignore " "', '%ignore "-"', "%import common.WS\n%ignore WS"]
+
+
+def nested_grammar(rng: random.Random) -> str:
+    """A random grammar with `%lark` blocks inside (one or two levels), each with its own
+    `%ignore` or none: which skip is allowed where (lexeme classes) is what they test."""
+
+    def block(depth: int, indent: str) -> str:
+        lits = rng.sample(['"a"', '"b"', '"c"', '"d"', "NAME"], 3)
+        mid = rng.choice(["", "inner ", "inner? "] if depth < 2 else [""])
+        body = f"{lits[0]} {mid}{lits[1]}{rng.choice(['', '?', '*'])}"
+        if rng.random() < 0.3:
+            body += f" | {lits[2]}"
+        lines = [f"start: {body}", "NAME: /[a-z]+/"]
+        if "inner" in body:
+            lines += ["inner: %lark {", block(depth + 1, "  "), "}"]
+        ignore = rng.choice(NESTED_IGNORES)
+        if ignore:
+            lines += ignore.split("\n")
+        return "\n".join(indent + x for x in "\n".join(lines).split("\n"))
+
+    use = rng.choice(["inner", "inner?", "(inner | NUM)", "inner+"])
+    end = rng.choice(['"y"', '"y"?', ""])
+    outer = f'start: "x" {use} {end}'
+    lines = [outer, "NUM: /[0-9]+/", "inner: %lark {", block(1, "  "), "}"]
+    ignore = rng.choice(NESTED_IGNORES)
+    return "\n".join(lines + ([ignore] if ignore else [])) + "\n"
+
+
 def cases() -> list[dict]:
     """The grammars and strings (deterministic)."""
     from ministruct.engine.automaton import Automaton
@@ -126,6 +156,16 @@ def cases() -> list[dict]:
         except MinistructError:
             continue
         grammars.append((f"small-{len(grammars) - len(BENCH)}", text, WALKS_PER_SMALL))
+    rng = random.Random(4848)
+    n = len(grammars)
+    while len(grammars) < n + NESTED_GRAMMARS:
+        text = nested_grammar(rng)
+        try:
+            parse_lark(text)
+            Automaton(parse_lark(text, lexer="cfl"))
+        except MinistructError:
+            continue
+        grammars.append((f"nested-{len(grammars) - n}", text, WALKS_PER_SMALL))
     for name, text, walks in grammars:
         auto = Automaton(parse_lark(text, lexer="cfl"))
         wrng = random.Random(name)

@@ -101,6 +101,35 @@ def test_the_two_readings_have_their_own_cache_keys():
     assert cache.grammar_key(greedy, "v") == cache.grammar_key(again, "v")
 
 
+def _mask_with_token_edges(c: CompiledGrammar, cid: int) -> np.ndarray:
+    """brute_force_mask, plus the control tokens the grammar's token edges take from here."""
+    out = brute_force_mask(c, cid)
+    config = c.configs[cid]
+    for t in c.vocab.control_ids - c.vocab.eog_ids:
+        out[t] = bool(c.automaton.step_token_edges(config, t, c.token_edges.resolve))
+    return out
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "start: NAME <[5]> NAME\nNAME: /[a-z]+/\n",
+        'start: (NAME <|sep|>)+ NAME?\nNAME: /[a-z]+/\n%ignore " "\n',
+        'start: NAME ("," NAME)* <[5]>\nNAME: /[a-z]+/\n%import common.WS\n%ignore WS\n',
+    ],
+)
+def test_a_special_token_right_after_a_lexeme(text):
+    """A token atom after a greedy lexeme: the lexeme ends at the token (a token is no byte
+    that could continue it), so the mask allows the token wherever stepping does."""
+    toks = [b"a", b"b", b"ab", b" ", b"x", b"<|sep|>", b",", b"b,", b""]
+    v = Vocabulary.from_bytes(toks, eog_ids=[8], control_ids=[5], control_text={5: "<|sep|>"})
+    c = compile_grammar(Constraint.from_lark(text).grammar, v, use_cache=False)
+    after_name = c.step_token(c.initial, 0)
+    assert c.mask(after_name)[5]  # `a` then the token
+    for seed in range(4):
+        assert _walk(c, seed, 12, _mask_with_token_edges) >= 2
+
+
 # ------------------------------------------------------------------ the bundled vocabularies
 
 

@@ -171,33 +171,40 @@ class Automaton:
             if self.consumes(q) and not self.eps[q] and not self.calls[q] and q not in self.final
         }
         self._resolved: OrderedDict[Config, Config] = OrderedDict()
+        self._ends_text: dict[Stack, bool] = {}  # end marker -> does the text end with its lexeme
         initial = self.closure((self.start[grammar.root],))
         if self.greedy and grammar.lexer is not None and grammar.lexer.initial_skip:
-            initial = self._with_skips(initial)
+            initial = self._with_skips(initial, 0)
         self.initial: Config = initial
         self.has_token_edges = any(self.token_edges)
 
     def _set_lexer(self, grammar: Grammar, ends: dict[str, int]) -> None:
         """Greedy lexemes (Grammar.lexer): the end state of each lexeme rule (lexeme_end:
-        end state -> lazy?), the skip lexeme's start per lexeme rule."""
+        end state -> lazy?), each lexeme rule's class, each class's skip start and parent."""
         lex = grammar.lexer
         self.greedy = lex is not None
         self.lexeme_end: dict[int, bool] = {}
         self._lexeme_rules: set[int] = set()
-        self._skip_start: dict[int, int] = {}  # lexeme rule index -> its skip's start state
-        self._skip_cache: dict[Stack, int] = {}  # stack -> _skip_of (-1: none)
-        self._top_skip: int | None = None
+        self._lexeme_class: dict[int, int] = {}  # lexeme rule index -> its class (absent: 0)
+        self._class_skip: list[int | None] = [None]  # class -> its skip lexeme's start state
+        self._class_parent: list[int] = [-1]
+        self._class_cache: dict[Stack, int] = {}  # stack -> _class_of
+        self._any_lazy = False
         if lex is None:
             return
         for name in lex.lexemes:
             if name in ends:
                 self.lexeme_end[ends[name]] = name in lex.lazy
                 self._lexeme_rules.add(self.rule_names.index(name))
-        for name, skip in lex.skip:
-            if name in ends and skip in self.start:
-                self._skip_start[self.rule_names.index(name)] = self.start[skip]
-        if lex.top_skip is not None and lex.top_skip in self.start:
-            self._top_skip = self.start[lex.top_skip]
+        self._any_lazy = any(self.lexeme_end.values())
+        if lex.classes:
+            for name, k in lex.classes:
+                if name in ends:
+                    self._lexeme_class[self.rule_names.index(name)] = k
+            self._class_skip = [self.start.get(x) if x else None for x in lex.class_skips]
+            self._class_parent = list(lex.class_parents)
+        elif lex.top_skip is not None:
+            self._class_skip = [self.start.get(lex.top_skip)]
 
     # ------------------------------------------------------------ building
 
@@ -597,10 +604,12 @@ class Automaton:
         if hit is not None:
             return hit
         out: set[Stack] = set()
+        ended = 0  # (lexemes of several classes ending at once: the innermost grammar's)
         for st in config:
             if st and st[-1] in self.lexeme_end:
                 out |= self.closure(st[:-1])
-        res = self._with_skips(frozenset(out))
+                ended = max(ended, self._lexeme_class.get(self.rule_of[st[-1]], 0))
+        res = self._with_skips(frozenset(out), ended)
         if len(self._resolved) > 100_000:
             self._resolved.popitem(last=False)
         self._resolved[config] = res
@@ -609,44 +618,68 @@ class Automaton:
     def settle(self, config: Config) -> Config:
         """A lazy lexeme ends at its first match: where one may end, it does, and the
         other candidates die."""
+        if not self._any_lazy:
+            return config
         lazy = [st for st in config if st and self.lexeme_end.get(st[-1])]
         return self.resolve(frozenset(lazy)) if lazy else config
 
-    def _skip_of(self, st: Stack) -> int | None:
-        """The start of the skip lexeme allowed before the lexeme `st` is about to read."""
-        if not st:
-            return self._top_skip
+    def _class_of(self, st: Stack) -> int:
+        """The class of the lexeme the stack `st` is reading (that of its innermost lexeme rule)."""
+        classes = self._lexeme_class
+        if not classes:
+            return 0
         r = self.rule_of[st[-1]]
         if r in self._lexeme_rules:  # (most stacks: the top is in the lexeme rule itself)
-            return self._skip_start.get(r)
-        hit = self._skip_cache.get(st)
+            return classes.get(r, 0)
+        hit = self._class_cache.get(st)
         if hit is None:
-            hit = self._top_skip
+            hit = 0
             for q in reversed(st):
                 r = self.rule_of[q]
                 if r in self._lexeme_rules:
-                    hit = self._skip_start.get(r)
+                    hit = classes.get(r, 0)
                     break
-            if len(self._skip_cache) > 100_000:
-                self._skip_cache.clear()
-            self._skip_cache[st] = -1 if hit is None else hit
-        return None if hit == -1 else hit
+            if len(self._class_cache) > 100_000:
+                self._class_cache.clear()
+            self._class_cache[st] = hit
+        return hit
 
-    def _with_skips(self, boundary: Config) -> Config:
-        """A boundary between lexemes with its skip candidates: a skip may come before
-        each lexeme (and at the end, while some lexeme may still follow); when it ends,
-        the parse is where it was."""
-        if not self._skip_start and self._top_skip is None:
+    def _with_skips(self, boundary: Config, ended: int) -> Config:
+        """A boundary between lexemes with its skip candidates (llguidance's): after a
+        lexeme of class `ended`, that class's skip where a lexeme of the class may follow,
+        else the skip of the nearest enclosing class whose lexemes may; when the skip ends,
+        the parse is where it was (every stack of the boundary, the end of the text too)."""
+        if not any(x is not None for x in self._class_skip):
             return boundary
-        if not any(st and self.consumes(st[-1]) or (st and self.token_edges[st[-1]]) for st in boundary):
+        consumes, token_edges = self.consumes, self.token_edges
+        if len(self._class_skip) == 1:  # (one class: its skip wherever some lexeme may follow)
+            if not any(st and (consumes(st[-1]) or token_edges[st[-1]]) for st in boundary):
+                return boundary
+            rels = self.local(self._class_skip[0])[0]  # type: ignore[arg-type]
+            return boundary | frozenset(st + rel for st in boundary for rel in rels)
+        allowed = {self._class_of(st) for st in boundary if st and (consumes(st[-1]) or token_edges[st[-1]])}
+        if not allowed:
             return boundary
-        out = set(boundary)
-        skip_of = self._skip_of
-        for st in boundary:
-            skip = skip_of(st)
-            if skip is not None:  # (a skip is a lexeme: its closure never returns past its marker)
-                out.update([st + rel for rel in self.local(skip)[0]])
-        return frozenset(out)
+        k = ended
+        while k >= 0 and k not in allowed:
+            k = self._class_parent[k]
+        skip = self._class_skip[k] if k >= 0 else None
+        if skip is None:
+            return boundary
+        rels = self.local(skip)[0]  # (a skip is a lexeme: its closure never returns past its marker)
+        outer = {k}
+        while self._class_parent[k] >= 0:
+            k = self._class_parent[k]
+            outer.add(k)
+        class_of = self._class_of
+        # (a grammar nested in class k's that has not read a lexeme yet is left, as llguidance
+        # leaves it when it pops its grammar stack to the skip's class)
+        kept = (
+            [st for st in boundary if not st or class_of(st) in outer]
+            if len(outer) < len(self._class_skip)
+            else boundary
+        )
+        return boundary | frozenset(st + rel for st in kept for rel in rels)
 
     def is_terminated(self, config: Config) -> bool:
         """Complete, and nothing but the end can follow."""
@@ -660,11 +693,15 @@ class Automaton:
         """Every stack stepped on its own."""
         first: frozenset | None = None
         out: set[Stack] | None = None
+        cached, closure = self._target_cache, self.closure
         for st in config:
             if not st:
                 continue
-            for t in self._targets(st[-1], byte):
-                reached = self.closure(st[:-1] + (t,))
+            ts = cached.get((st[-1] << 8) | byte)
+            if ts is None:
+                ts = self._targets(st[-1], byte)
+            for t in ts:
+                reached = closure(st[:-1] + (t,))
                 if first is None:
                     first = reached
                 elif out is None:
@@ -714,8 +751,19 @@ class Automaton:
             return ACCEPT in hit
         # (skips add no ACCEPT: a lexeme that ends here completes the text when every frame
         # below it can end its rule, which is when its closure holds ACCEPT)
-        lexeme_end, local = self.lexeme_end, self.local
-        return any(st and st[-1] in lexeme_end and all(local(q)[1] for q in st[:-1]) for st in config)
+        lexeme_end, ends = self.lexeme_end, self._ends_text
+        for st in config:
+            if st and st[-1] in lexeme_end:
+                ok = ends.get(st)
+                if ok is None:
+                    local = self.local
+                    ok = all(local(q)[1] for q in reversed(st[:-1]))  # (the top frames fail first)
+                    if len(ends) > 100_000:
+                        ends.clear()
+                    ends[st] = ok
+                if ok:
+                    return True
+        return False
 
     def allowed_bytes(self, config: Config) -> list[tuple[int, int]]:
         """Byte ranges that can come next (merged), for error messages."""

@@ -104,6 +104,7 @@ class Transitions:
         self.part_ids = np.zeros(0, dtype=np.int64)
         self._n_part_ids = 0
         self._unions: dict[tuple[int, ...], int] = {}
+        self._templates: dict[Config, list] = {}  # (greedy) relative stacks -> their pieces (_greedy_pieces)
         # state -> the same state in a representative copy of a long repeat (see
         # Automaton.canonical_states); canon[id] is the id of the configuration's image
         self.canon_map: dict[int, int] = {}
@@ -406,7 +407,7 @@ class Transitions:
         automaton = self.automaton
         config = self.configs[state]
         cells = [DEAD] * self.n_classes
-        for lo, hi, target in self.pieces_of(state):
+        for lo, hi, target in self._greedy_pieces(state):
             cid = self.intern(automaton.settle(target))
             cells[lo:hi] = [cid] * (hi - lo)
         if automaton.has_markers(config):
@@ -414,6 +415,34 @@ class Transitions:
             cells = [c if c != DEAD else a for c, a in zip(cells, after)]
         self.table[state] = cells  # (intern may have grown the table)
         self.complete[state] = 1
+
+    def _greedy_pieces(self, state: int) -> list[tuple[int, int, Config]]:
+        """`pieces_of` a configuration of many stacks (a boundary between lexemes: one stack
+        per lexeme that may come next), from the pieces of its stacks above the frames they
+        all share, which boundaries in other contexts (another nesting, another caller)
+        share too; where a byte would return below those frames, as pieces_of."""
+        config = self.configs[state]
+        if len(config) < CELLS_MIN_STACKS or ACCEPT in config:
+            return self.pieces_of(state)
+        lo_st, hi_st = min(config), max(config)
+        p = min(len(lo_st), len(hi_st)) - 1
+        while p > 0 and lo_st[:p] != hi_st[:p]:
+            p -= 1
+        if p == 0 or any(len(st) <= p for st in config):
+            return self.pieces_of(state)
+        rel = frozenset(st[p:] for st in config)
+        tpl = self._templates.get(rel)
+        if tpl is None:
+            tpl = self.pieces(rel)
+            if any(ACCEPT in target for _, _, target in tpl):
+                tpl = ()  # (a byte returns below the shared frames: no template)
+            if len(self._templates) >= MERGED_KEPT:
+                self._templates.clear()
+            self._templates[rel] = tpl
+        if not tpl:
+            return self.pieces_of(state)
+        prefix = lo_st[:p]
+        return [(lo, hi, frozenset([prefix + st for st in target])) for lo, hi, target in tpl]
 
     def _fill_chain(self, state: int, st: tuple) -> None:
         """The row of a one-stack configuration on a state of one byte edge (inside a

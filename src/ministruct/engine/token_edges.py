@@ -23,6 +23,9 @@ class TokenEdges:
 
     def add_to(self, config: Config, legal: np.ndarray) -> None:
         """OR into `legal` the tokens that token edges allow from `config`."""
+        automaton = self.automaton
+        if automaton.greedy and automaton.has_markers(config):
+            config = config | automaton.resolve(config)  # (a token is no byte: the lexemes here end first)
         for st in config:
             if not st:
                 continue

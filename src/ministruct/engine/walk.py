@@ -208,12 +208,17 @@ def _fill_wanted(
     for their children are filled (`Transitions.fill_cells`)."""
     configs, states = tr.configs, wants.tolist()  # (a few: Python beats numpy's set operations)
     wide = [s for s in states if len(configs[s]) >= CELLS_MIN_STACKS]
+    if tr.greedy:  # lexemes that may end: their row needs the whole row after they end, a cell only its cell
+        has_markers = tr.automaton.has_markers
+        wide += [s for s in states if len(configs[s]) < CELLS_MIN_STACKS and has_markers(configs[s])]
     if len(wide) < len(states):
         tr.fill_rows([s for s in states if s not in wide] if wide else states)
     if not wide:
         return
     if len(wide) > 8:
-        wanted = np.isin(blocked[1], wide)
+        mark = np.zeros(len(configs), dtype=bool)
+        mark[wide] = True
+        wanted = mark[blocked[1]]
     else:
         wanted = blocked[1] == wide[0]
         for s in wide[1:]:

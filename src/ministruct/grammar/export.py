@@ -44,11 +44,23 @@ def with_gaps(grammar: Grammar) -> Grammar:
         return grammar
     skip_of = dict(lex.skip)
     lexemes = set(lex.lexemes) - set(skip_of.values()) - {lex.top_skip}
+    gaps = {n: [k] for n, k in skip_of.items()}
+    top = [lex.top_skip] if lex.top_skip is not None else []
+    if lex.classes:  # (nested blocks: after a block's lexeme its skip may come before the enclosing grammar's)
+        below: dict[int, list[str]] = {}
+        for k, skip in enumerate(lex.class_skips):
+            up = k
+            while up >= 0:
+                if skip is not None and skip not in below.setdefault(up, []):
+                    below[up].append(skip)
+                up = lex.class_parents[up]
+        gaps = {n: below.get(k, []) for n, k in lex.classes}
+        top = below.get(0, [])
 
     def gapped(e: Expr) -> Expr:
         if isinstance(e, RuleRef):
-            if e.name in lexemes and skip_of.get(e.name):
-                return seq(Repeat(RuleRef(skip_of[e.name]), 0, None), e)
+            if e.name in lexemes and gaps.get(e.name):
+                return seq(Repeat(alt(*(RuleRef(k) for k in gaps[e.name])), 0, None), e)
             return e
         if isinstance(e, Seq):
             return seq(*(gapped(x) for x in e.items))
@@ -60,8 +72,8 @@ def with_gaps(grammar: Grammar) -> Grammar:
 
     rules = {n: (b if n in lex.lexemes else gapped(b)) for n, b in grammar.rules.items()}
     root = grammar.root
-    if lex.top_skip is not None:
-        rules[root] = seq(rules[root], Repeat(RuleRef(lex.top_skip), 0, None))
+    if top:
+        rules[root] = seq(rules[root], Repeat(alt(*(RuleRef(k) for k in top)), 0, None))
     return Grammar(rules, root=root, source=grammar.source, warnings=list(grammar.warnings))
 
 

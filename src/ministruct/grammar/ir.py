@@ -200,13 +200,23 @@ class Lexer:
     lexeme rule, the skip lexeme (`%ignore`) allowed before it, which leaves the parse
     where it was; `top_skip` is the one allowed at the end of the text (while some lexeme
     may still follow); `initial_skip`: skips before the first lexeme too. Without a Lexer
-    a grammar is the context-free language over its characters."""
+    a grammar is the context-free language over its characters.
+
+    Lexeme classes (llguidance's: one per distinct `%ignore`, a nested `%lark` block's
+    lexemes in its own unless its skip is its parent's): `classes` names each lexeme's
+    class (none: every lexeme in class 0), `class_skips` each class's skip rule and
+    `class_parents` the class of the grammar around it (-1: none). After a lexeme of class
+    K ends, the one skip allowed is K's where a lexeme of class K may follow, else that of
+    the nearest enclosing class with a lexeme that may follow."""
 
     lexemes: frozenset[str]
     lazy: frozenset[str] = frozenset()
     skip: tuple[tuple[str, str], ...] = ()
     top_skip: str | None = None
     initial_skip: bool = False
+    classes: tuple[tuple[str, int], ...] = ()
+    class_skips: tuple[str | None, ...] = ()
+    class_parents: tuple[int, ...] = ()
 
     def key(self) -> str:
         """Canonical text of the lexer, for cache keys."""
@@ -218,6 +228,13 @@ class Lexer:
             + " | skip: "
             + " ".join(f"{a}>{b}" for a, b in sorted(self.skip))
             + f" | top {self.top_skip} | initial {self.initial_skip}"
+            + (
+                " | classes: "
+                + " ".join(f"{a}>{k}" for a, k in sorted(self.classes))
+                + f" skips {list(self.class_skips)} parents {list(self.class_parents)}"
+                if self.classes
+                else ""
+            )
         )
 
 

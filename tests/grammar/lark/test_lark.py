@@ -11,6 +11,7 @@ import pytest
 from ministruct.check.grammar import check_text
 from ministruct.errors import CompileLimitError, GrammarSyntaxError
 from ministruct.grammar.constraint import Constraint
+from ministruct.grammar.export import with_gaps
 from ministruct.grammar.ir import TokenRef, walk
 from ministruct.grammar.lark import parse_lark
 
@@ -33,6 +34,37 @@ def test_ignore_fills_gaps_between_lexemes_only():
     assert not accepts(g, " abc") and not accepts(g, "abc ") and not accepts(g, "ab c")
     nested = '%ignore " "\nstart: x+ "z"\nx: "" | "y" x?'
     assert accepts(nested, "y yz") and accepts(nested, "z") and not accepts(nested, " z")
+
+
+NESTED_SKIPS = {  # llguidance 1.9.1's verdicts (byte tokenizer); the differential table has more
+    'start: "x" inner "y"\ninner: %lark {\n start: "a" "b"?\n %ignore " "\n}': {
+        "xa y": True,  # the block's skip after its lexeme, then the outer grammar's
+        "xa by": True,
+        "xab y": False,  # the block is done: the outer grammar (no skip) is what may follow
+        "x ay": False,  # no skip before a block's first lexeme
+    },
+    'start: inner\ninner: %lark {\n start: "a" "b"?\n %ignore " "\n}': {"a ": True, "a b": True, "ab ": False},
+    'start: "x" inner "y"\n%ignore " "\ninner: %lark {\n start: "a" "b"?\n}': {
+        "xa y": False,  # after the block's lexeme, its class (no skip) while it may go on
+        "xab y": True,
+        "x ay": False,
+    },
+    'start: "x" i "y"\n%ignore " "\ni: %lark {\n start: "a" "b"?\n %ignore " "\n}': {
+        "x a b y": True,  # the same skip: one class, as the outer grammar's
+    },
+    'start: "x" i "y"\ni: %lark {\n start: "a" j? "c"\n j: %lark {\n  start: "b" "d"?\n  %ignore "-"\n }\n'
+    ' %ignore " "\n}': {"xab-cy": True, "xab cy": False, "xabd cy": True, "xa cy": True, "xa bcy": False},
+}
+
+
+@pytest.mark.parametrize("grammar", sorted(NESTED_SKIPS))
+def test_a_nested_grammar_s_skip_is_its_lexemes_class_s(grammar):
+    """A `%lark` block's `%ignore` is allowed after its own lexemes while one of them may
+    follow (the trailing one too), else the enclosing grammar's (llguidance's classes)."""
+    for text, verdict in NESTED_SKIPS[grammar].items():
+        assert accepts(grammar, text) is verdict, text
+    wide = with_gaps(Constraint.from_lark(grammar).grammar)  # (what llama.cpp servers are sent holds them)
+    assert all(check_text(wide, t).accepted for t, v in NESTED_SKIPS[grammar].items() if v)
 
 
 def test_an_empty_literal_is_no_lexeme():

@@ -44,6 +44,7 @@ from ministruct.grammar.ir import (
     walk,
 )
 from ministruct.grammar.lark.gaps import NOTHING, LeadingGaps
+from ministruct.grammar.lark.json_escapes import DEFAULT_ESCAPES, restrict_escapes
 from ministruct.grammar.lark.lazy import LAZY_ATTRIBUTES, check_lazy_attributes, shortest_matches, terminal_body
 from ministruct.grammar.lark.special import special_token
 from ministruct.grammar.lark.substring import regex_ext
@@ -170,6 +171,10 @@ class Compiler:
         self.lazy: set[str] = set()
         self.top_skip: str | None = None
         self.initial_skip = False
+        self.lexeme_class: dict[str, int] = {}  # lexeme rule -> its class (greedy; Lexer.classes)
+        self.class_of_skip: dict[Expr | None, int] = {}  # one class per distinct skip, as llguidance
+        self.class_skips: list[str | None] = []
+        self.class_parents: list[int] = []
         self.rules: dict[str, Expr] = {}
         self.fresh = Namer()
         self.warnings: list[str] = []
@@ -207,6 +212,8 @@ class Scope:
         self.initial_skip = False
         self.ign: Expr = EMPTY
         self.skip_rule: str | None = None  # the skip lexeme (greedy)
+        self.cls = 0  # its lexemes' class (greedy), and the class of the grammar around it
+        self.parent_cls = -1
         self.lexeme_rules: dict[tuple[Expr, bool], str] = {}
         self.lexeme_nullable: dict[tuple[Expr, bool], bool] = {}
         for d in items:
@@ -282,6 +289,9 @@ class Scope:
             if ir not in written:
                 self.c.warnings.append(f"rule '{name}' is unreachable from 'start'")
         used = reachable_rules(Grammar(self.c.rules, root=start))
+        skips = sorted({k for k in self.c.lexemes.values() if k} - used)  # (a nested grammar's: the lexer's)
+        if skips:
+            used |= reachable_rules(Grammar(self.c.rules, root=start), roots=skips)
         for n in set(self.c.rules) - existing - used:
             del self.c.rules[n]
 
@@ -460,6 +470,7 @@ class Scope:
             body = nonempty_of(e, self.c.rules, self.c.fresh)
             self.c.rules[name] = body
             self.c.lexemes[name] = self.skip_rule
+            self.c.lexeme_class[name] = self.cls
             if lazy:
                 self.c.lazy.add(name)
         if self.lexeme_nullable.setdefault(key, _nullable_expr(e, self.c.rules)):
@@ -508,14 +519,17 @@ class Scope:
         if not isinstance(schema, (dict, bool)):
             raise LarkProblem("failed to compile inline JSON schema: a schema is a JSON object or a boolean", n.tok)
         options = self.c.options
+        escapes: tuple[str, bool] | None = None
         if isinstance(schema, dict) and "x-guidance" in schema:
             schema = dict(schema)
-            options = _guidance_options(schema.pop("x-guidance"), options, n.tok)
+            options, escapes = _guidance_options(schema.pop("x-guidance"), options, n.tok)
         where = f"{self.c.source}:{n.tok.line}:{n.tok.column} %json"
         try:
             g = schema_to_grammar(schema, options, source=where)
         except SchemaError as e:
             raise LarkProblem(f"failed to compile JSON schema: {e}", n.tok) from None
+        if escapes is not None:
+            g = restrict_escapes(g, *escapes)
         return self.c.embed(g, "json")
 
     def _nested(self, n: Node) -> Expr:
@@ -525,6 +539,7 @@ class Scope:
         try:
             items = parse_items(self.c.text, n.data.start, n.data.end)
             inner = Scope(self.c, items, top=False)
+            inner.parent_cls = self.cls
             try:
                 return RuleRef(inner.build(prefix="lark"))
             except LarkProblem as p:
@@ -533,6 +548,20 @@ class Scope:
                 raise
         finally:
             self.c.nested -= 1
+
+    def _set_class(self) -> None:
+        """This grammar's lexeme class: a new one, or the class of an earlier grammar with
+        the same skip (llguidance shares them, so a block whose `%ignore` is its parent's
+        allows the skip before its first lexeme)."""
+        key = self.c.rules[self.skip_rule] if self.skip_rule else None
+        cls = self.c.class_of_skip.get(key)
+        if cls is None:
+            cls = self.c.class_of_skip[key] = len(self.c.class_skips)
+            self.c.class_skips.append(self.skip_rule)
+            self.c.class_parents.append(self.parent_cls)
+        self.cls = cls
+        if self.skip_rule:
+            self.c.lexeme_class[self.skip_rule] = cls
 
     def build(self, prefix: str = "") -> str:
         """Compile every rule; the IR name of this grammar's root (its start rule, or the
@@ -556,6 +585,8 @@ class Scope:
             gaps = alt(*(_unrepeated(self.term(x, ())) for x in self.ignores))
             self.c.rules[ign] = Repeat(gaps, 0, None)
             self.ign = RuleRef(ign)
+        if self.c.greedy:
+            self._set_class()
         existing = set(self.c.rules)
         for name, d in self.rule_defs.items():
             if name in self.lazy_rules:
@@ -617,12 +648,21 @@ def _count(tok: Token) -> int:
         raise LarkProblem(f"a repetition count must be a whole number, not {tok}", tok) from None
 
 
-def _guidance_options(x: Any, options: SchemaOptions, tok: Token) -> SchemaOptions:
-    """SchemaOptions with llguidance's `x-guidance` JSON options applied (those that map)."""
+def _guidance_options(x: Any, options: SchemaOptions, tok: Token) -> tuple[SchemaOptions, tuple[str, bool] | None]:
+    """SchemaOptions with llguidance's `x-guidance` JSON options applied (those that map),
+    and its escapes (the characters allowed after a backslash, `\\u` of any character in
+    free strings?) where it names them (grammar/lark/json_escapes.py)."""
     if not isinstance(x, dict):
         raise LarkProblem("failed to compile JSON schema: x-guidance must be an object", tok)
     values = options.to_dict()
+    letters, general, named = DEFAULT_ESCAPES, False, False
     for k, v in x.items():
+        if k == "json_allowed_escapes" and isinstance(v, str):
+            letters, named = v, True
+            continue
+        if k == "json_allow_general_unicode_escapes" and isinstance(v, bool):
+            general, named = v, True
+            continue
         if k == "whitespace_flexible" and isinstance(v, bool):
             values["whitespace"] = "flexible" if v else "compact"
         elif k == "lenient" and isinstance(v, bool):  # llguidance's lenient also reads oneOf as anyOf
@@ -631,7 +671,7 @@ def _guidance_options(x: Any, options: SchemaOptions, tok: Token) -> SchemaOptio
             values["oneof_as_anyof"] = v
         else:
             raise LarkProblem(f"failed to compile JSON schema: x-guidance option {k!r} is not supported", tok)
-    return SchemaOptions(**values)
+    return SchemaOptions(**values), ((letters, general) if named else None)
 
 
 def compile_items(text: str, source: str, options: SchemaOptions, lexer: str = "greedy") -> Grammar:
@@ -649,6 +689,9 @@ def compile_items(text: str, source: str, options: SchemaOptions, lexer: str = "
             skip=tuple(sorted((n, k) for n, k in c.lexemes.items() if k is not None)),
             top_skip=c.top_skip,
             initial_skip=c.initial_skip,
+            classes=tuple(sorted(c.lexeme_class.items())) if len(c.class_skips) > 1 else (),
+            class_skips=tuple(c.class_skips) if len(c.class_skips) > 1 else (),
+            class_parents=tuple(c.class_parents) if len(c.class_skips) > 1 else (),
         )
     return Grammar(order, root="root", source=source, warnings=c.warnings, lexer=spec)
 
