@@ -70,6 +70,7 @@ from ministruct.grammar.schema.merge import CONDITIONS, MergeError, Resolver, me
 from ministruct.grammar.schema.objects import required_dependencies
 from ministruct.grammar.schema.options import SchemaOptions
 from ministruct.grammar.schema.patterns import MAX_FORMAT_PRODUCT_STATES, PatternTooLarge, pattern_with_length
+from ministruct.grammar.schema.unevaluated import without_unevaluated
 
 __all__ = ["schema_to_grammar", "canonical_order", "SchemaError"]
 
@@ -857,6 +858,7 @@ def schema_to_grammar(
     if odd is not None:
         raise SchemaError("NaN and Infinity are not JSON numbers", pointer=odd, source=source)
     refuse_ref_cycles(schema, source)
+    schema = without_unevaluated(schema, source)
     c = _Compiler(schema, options, source)
     c.rules["root"] = NOTHING
     c.at = "/"
@@ -901,4 +903,8 @@ def canonical_order(value: Any, schema: Any) -> Any:
     """`value` with object keys reordered to the layout the grammar generates."""
     from ministruct.grammar.schema.objects import reorder
 
+    try:
+        schema = without_unevaluated(schema)
+    except SchemaError:
+        pass  # (a schema the compiler refuses: any order will do)
     return reorder(value, schema, Resolver(schema, lambda m, p, k=None: SchemaError(m, pointer=p, keyword=k)), "")

@@ -336,6 +336,10 @@ def _combine(k: str, a: Any, b: Any, ptr: str) -> Any:
         return {"anyOf": [a, b]}
     if k in _SCHEMA_VALUED:
         return {"allOf": [a, b]}
+    if k == "oneOf":  # exactly one of a and exactly one of b: exactly one pair
+        if len(a) * len(b) > MAX_PRODUCT:
+            raise MergeError("allOf: several oneOf lists with too many combinations", f"{ptr}/oneOf", "oneOf")
+        return [{"allOf": [x, y]} for x in a for y in b]
     if k == "anyOf":
         if len(a) * len(b) > MAX_PRODUCT:
             raise MergeError("allOf: several anyOf lists with too many combinations", f"{ptr}/anyOf", "anyOf")
@@ -357,7 +361,7 @@ def _merge_shapes(shape: list) -> dict:
     """Exact merge of properties / additionalProperties / patternProperties of several parts."""
     with_pp = [p for p, _ in shape if p.get("patternProperties")]
     strict_ap = [p for p, _ in shape if p.get("additionalProperties", True) is not True]
-    if len(with_pp) > 1 and strict_ap:
+    if len(with_pp) > 1 and strict_ap and not _patterns_cover(shape):
         raise MergeError(
             "allOf: patternProperties in several parts with additionalProperties", shape[0][1], "patternProperties"
         )
@@ -383,12 +387,31 @@ def _merge_shapes(shape: list) -> dict:
     pps: dict = {}
     for p, _ in shape:
         for pat, s in (p.get("patternProperties") or {}).items():
-            others = [o.get("additionalProperties", True) for o, _ in shape if o is not p]
-            others = [o for o in others if o is not True]
-            pps[pat] = s if not others else {"allOf": [s] + others}
+            # a part without the pattern applies its additionalProperties (_patterns_cover:
+            # a part with its own patterns and a strict additionalProperties has them all)
+            others = [
+                o.get("additionalProperties", True)
+                for o, _ in shape
+                if o is not p and pat not in (o.get("patternProperties") or {})
+            ]
+            pps.setdefault(pat, []).extend([s] + [o for o in others if o is not True])
     if pps:
-        out["patternProperties"] = pps
+        out["patternProperties"] = {}
+        for pat, subs in pps.items():
+            subs = [json.loads(t) for t in dict.fromkeys(json.dumps(x, sort_keys=True) for x in subs if x is not True)]
+            out["patternProperties"][pat] = True if not subs else subs[0] if len(subs) == 1 else {"allOf": subs}
     return out
+
+
+def _patterns_cover(shape: list) -> bool:
+    """Does every part with a strict additionalProperties list every part's patterns (so
+    that it applies exactly where no pattern of any part matches)?"""
+    every = {pat for p, _ in shape for pat in (p.get("patternProperties") or {})}
+    return all(
+        every <= set(p.get("patternProperties") or {})
+        for p, _ in shape
+        if p.get("additionalProperties", True) is not True
+    )
 
 
 def _search(pattern: str, name: str, ptr: str) -> bool:
