@@ -20,7 +20,7 @@ from jsonschema import Draft202012Validator
 from grammar.helpers import sample_strings
 from ministruct.engine.automaton import accepts
 from ministruct.errors import SchemaError
-from ministruct.grammar.schema.compiler import canonical_order, schema_to_grammar
+from ministruct.grammar.schema.compiler import schema_to_grammar
 from ministruct.grammar.schema.unevaluated import without_unevaluated
 
 EXAMPLES = int(os.environ.get("MINISTRUCT_HYPOTHESIS_EXAMPLES", 120))
@@ -98,8 +98,7 @@ def _check(schema: dict) -> None:
         return
     plain = _plain_accepts(schema)
     for v in POOL:
-        text = json.dumps(canonical_order(v, schema))
-        got, valid = accepts(exact, text), validator.is_valid(v)
+        got, valid = _accepted(exact, v), validator.is_valid(v)
         assert not got or valid, ("false accept", schema, v)
         # the one restriction allowed is the logic rewrites' (not, if, oneOf, dependentSchemas)
         # on names the schema does not list under JSON Schema's extra properties
@@ -123,7 +122,15 @@ def _plain_accepts(schema: dict):
         g = schema_to_grammar(plain, extra_properties="spec")
     except SchemaError:
         return lambda v: False
-    return lambda v: accepts(g, json.dumps(canonical_order(v, plain)))
+    return lambda v: _accepted(g, v)
+
+
+def _accepted(g, v) -> bool:
+    """Does `g` accept `v` written with its keys in some order? (The grammar fixes one
+    order per case of the schema; canonical_order guesses it, and a guess is no oracle.)"""
+    if isinstance(v, dict):
+        return any(accepts(g, json.dumps(dict(p))) for p in itertools.permutations(v.items()))
+    return accepts(g, json.dumps(v))
 
 
 def _true_unevaluated(schema: dict) -> dict:

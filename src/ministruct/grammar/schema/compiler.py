@@ -52,6 +52,7 @@ from ministruct.grammar.schema import numbers as num
 from ministruct.grammar.schema.contains import MAX_UNIQUE_VALUES, finite_items
 from ministruct.grammar.schema.cycles import refuse_ref_cycles
 from ministruct.grammar.schema.disjoint import Disjointness
+from ministruct.grammar.schema.documents import bundle
 from ministruct.grammar.schema.formats import (
     ANY_STRING,
     COUNTED_CHAR,
@@ -857,6 +858,7 @@ def schema_to_grammar(
     odd = non_json_number(schema)
     if odd is not None:
         raise SchemaError("NaN and Infinity are not JSON numbers", pointer=odd, source=source)
+    schema = bundle(schema, options.documents, source)
     refuse_ref_cycles(schema, source)
     schema = without_unevaluated(schema, source)
     c = _Compiler(schema, options, source)
@@ -899,12 +901,14 @@ def schema_to_grammar(
     return g
 
 
-def canonical_order(value: Any, schema: Any) -> Any:
-    """`value` with object keys reordered to the layout the grammar generates."""
+def canonical_order(value: Any, schema: Any, documents: Any = ()) -> Any:
+    """`value` with object keys reordered to the layout the grammar generates (with
+    `documents` as SchemaOptions.documents for the schema's remote references)."""
+    from ministruct.grammar.schema.documents import normalize_documents
     from ministruct.grammar.schema.objects import reorder
 
     try:
-        schema = without_unevaluated(schema)
+        schema = without_unevaluated(bundle(schema, normalize_documents(documents)))
     except SchemaError:
         pass  # (a schema the compiler refuses: any order will do)
     return reorder(value, schema, Resolver(schema, lambda m, p, k=None: SchemaError(m, pointer=p, keyword=k)), "")

@@ -58,6 +58,16 @@ def value_type(v: Any) -> str:
     return "array" if isinstance(v, list) else "object"
 
 
+def join_uri(base: str, ref: str) -> str:
+    """`ref` resolved against `base` (RFC 3986; a fragment alone also against a URN, which
+    urllib's urljoin leaves as it is)."""
+    if not base:
+        return ref
+    if ref.startswith("#") or ref == "":
+        return urllib.parse.urldefrag(base)[0] + ref
+    return urllib.parse.urljoin(base, ref)
+
+
 class Resolver:
     """Finds `$ref` targets inside one schema document (no remote references)."""
 
@@ -73,7 +83,7 @@ class Resolver:
     def _scan(self, node: Any, ptr: str, base: str) -> None:
         if isinstance(node, dict):
             if isinstance(node.get("$id"), str):
-                base = urllib.parse.urldefrag(urllib.parse.urljoin(base, node["$id"]))[0]
+                base = urllib.parse.urldefrag(join_uri(base, node["$id"]))[0]
                 self.ids.setdefault(base, ptr)
             if isinstance(node.get("$anchor"), str):
                 self.anchors.setdefault(f"{base}#{node['$anchor']}", ptr)
@@ -101,14 +111,18 @@ class Resolver:
         if not isinstance(ref, str):
             raise self.error("$ref must be a string", where, "$ref")
         base = self.bases.get(ptr, self.root_doc)
-        full = urllib.parse.urljoin(base, ref) if base else ref
+        full = join_uri(base, ref)
         doc, frag = urllib.parse.urldefrag(full)
         if doc == "" or doc == self.root_doc:
             start = ""
         elif doc in self.ids:
             start = self.ids[doc]
         else:
-            raise self.error(f"remote $ref {ref!r} is not supported (only references inside the schema)", where, "$ref")
+            raise self.error(
+                f"remote $ref {ref!r} is not among the `documents` given (nothing is fetched from the network)",
+                where,
+                "$ref",
+            )
         frag = urllib.parse.unquote(frag)
         if frag == "" or frag.startswith("/"):
             tptr = start + frag if frag else start
