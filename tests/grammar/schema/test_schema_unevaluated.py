@@ -241,3 +241,15 @@ def test_two_oneofs_in_allof_are_exactly_one_pair():
     g = schema_to_grammar(schema, whitespace="compact")
     for v in range(-2, 9):
         assert accepts(g, json.dumps(v)) is Draft202012Validator(schema).is_valid(v), v
+
+
+def test_lenient_drops_what_cannot_be_rewritten_with_a_warning():
+    schema = {
+        "$defs": {"x": {"$dynamicRef": "#m"}, "m": {"$dynamicAnchor": "m"}},
+        "allOf": [{"$ref": "#/$defs/x"}],
+        "unevaluatedProperties": False,
+    }
+    with pytest.raises(SchemaError):
+        schema_to_grammar(schema)
+    g = schema_to_grammar(schema, lenient=True)
+    assert any("unevaluatedProperties" in w and "(lenient)" in w for w in g.warnings), g.warnings

@@ -53,6 +53,7 @@ from ministruct.grammar.schema.contains import MAX_UNIQUE_VALUES, finite_items
 from ministruct.grammar.schema.cycles import refuse_ref_cycles
 from ministruct.grammar.schema.disjoint import Disjointness
 from ministruct.grammar.schema.documents import bundle
+from ministruct.grammar.schema.dynamic import EMPTY_SCOPE, Dynamic
 from ministruct.grammar.schema.formats import (
     ANY_STRING,
     COUNTED_CHAR,
@@ -95,7 +96,6 @@ UNSUPPORTED = {
     "unevaluatedItems",
     "unevaluatedProperties",
     "$dynamicRef",
-    "$dynamicAnchor",
     "$recursiveRef",
     "$recursiveAnchor",
     CONDITIONS,  # (rewritten before a node is typed: never left unenforced in silence)
@@ -176,7 +176,9 @@ class _Compiler:
         self._rewritten = 0  # branches made by rewrites so far (MAX_REWRITTEN_BRANCHES)
         self.rules: dict[str, Expr] = {}
         self.warnings: list[str] = []
-        self._ref_rules: dict[tuple[str, int], str] = {}
+        self._ref_rules: dict[tuple[str, int, Any], str] = {}
+        self.dynamic = Dynamic(self.resolver)
+        self._scope, self._resource, self._lost = EMPTY_SCOPE, None, False
         self._any_rules: dict[int, str] = {}
         self._validator = None
         self._shared: dict[str, str] = {}
@@ -350,6 +352,40 @@ class _Compiler:
 
     def value(self, schema: Any, ptr: str, depth: int) -> Expr:
         """The JSON text of values valid against `schema` (at JSON pointer ptr)."""
+        if not self.dynamic.used:
+            return self._value(schema, ptr, depth)
+        saved = self._scope, self._resource, self._lost
+        try:  # the dynamic scope (schema/dynamic.py): the resource of a node in its place is entered
+            if not self._lost and not self._in_place(schema, ptr):
+                ptr = self.dynamic.place_of(schema) or ptr  # a part merged from elsewhere: where it is
+            if self._lost or not self._in_place(schema, ptr):
+                self._lost = True  # (a part made by a merge: its place, and so its scope, is unknown)
+            else:
+                r = self.dynamic.resource_of(ptr)
+                if r != self._resource:
+                    self._scope, self._resource = self.dynamic.enter(self._scope, r), r
+            return self._value(schema, ptr, depth)
+        finally:
+            self._scope, self._resource, self._lost = saved
+
+    def _in_place(self, schema: Any, ptr: str) -> bool:
+        """Is `schema` the node at `ptr` of the document?"""
+        try:
+            return self.resolver.get(ptr) is schema
+        except (KeyError, IndexError, ValueError, TypeError):
+            return False
+
+    def dynamic_ref(self, schema: dict, ptr: str, depth: int) -> Expr:
+        """A `$dynamicRef` (with annotations only beside it), resolved in the scope walked."""
+        if self._lost or set(schema) - ANNOTATIONS != {"$dynamicRef"}:
+            self.unsupported(
+                "$dynamicRef", ptr, "beside other keywords, or reached through a merged $ref, is not enforced"
+            )
+            return self.any_value(depth)
+        target, tptr = self.dynamic.resolve(schema["$dynamicRef"], ptr, self._scope)
+        return self.ref_rule(target, tptr, depth)
+
+    def _value(self, schema: Any, ptr: str, depth: int) -> Expr:
         self.at = ptr  # the deepest place reached, for "nests too deeply" messages
         if schema is True:
             return self.any_value(depth)
@@ -362,6 +398,8 @@ class _Compiler:
             return self.any_value(depth)
         if set(schema) - ANNOTATIONS == {"$ref"}:
             return self.ref(schema["$ref"], ptr, depth)
+        if "$dynamicRef" in schema:
+            return self.dynamic_ref(schema, ptr, depth)
         try:
             node = merge_all(schema, ptr, self.resolver)
         except MergeError as e:
@@ -408,7 +446,12 @@ class _Compiler:
 
     def ref(self, ref: Any, ptr: str, depth: int) -> Expr:
         target, tptr = self.resolver.resolve(ref, ptr)
-        key = (tptr, self.key_depth(depth))
+        return self.ref_rule(target, tptr, depth)
+
+    def ref_rule(self, target: Any, tptr: str, depth: int) -> Expr:
+        """The rule of the schema at `tptr` (one per depth where that matters, and per
+        dynamic scope where the document has `$dynamicRef`s)."""
+        key = (tptr, self.key_depth(depth), self._scope if self.dynamic.used else None)
         if key in self._ref_rules:
             return RuleRef(self._ref_rules[key])
         if not self._depth_ok(depth):
@@ -860,8 +903,10 @@ def schema_to_grammar(
         raise SchemaError("NaN and Infinity are not JSON numbers", pointer=odd, source=source)
     schema = bundle(schema, options.documents, source)
     refuse_ref_cycles(schema, source)
-    schema = without_unevaluated(schema, source)
+    dropped: list[str] = []
+    schema = without_unevaluated(schema, source, dropped if options.lenient else None)
     c = _Compiler(schema, options, source)
+    c.warnings += dropped
     c.rules["root"] = NOTHING
     c.at = "/"
     try:
@@ -895,7 +940,7 @@ def schema_to_grammar(
     g = Grammar(rules, root="root", source=source, warnings=c.warnings, marks=marks)
     cycle = find_left_recursion(g)
     if cycle is not None:  # refuse_ref_cycles should have said so: never hand out a left-recursive grammar
-        where = {name: ptr for (ptr, _), name in c._ref_rules.items()}
+        where = {name: ptr for (ptr, _, _), name in c._ref_rules.items()}
         ptr = next((where[n] for n in cycle if n in where), "/")
         raise SchemaError(f"the schema recurses without reading into the value ({' -> '.join(cycle)})", pointer=ptr)
     return g

@@ -85,8 +85,9 @@ class Resolver:
             if isinstance(node.get("$id"), str):
                 base = urllib.parse.urldefrag(join_uri(base, node["$id"]))[0]
                 self.ids.setdefault(base, ptr)
-            if isinstance(node.get("$anchor"), str):
-                self.anchors.setdefault(f"{base}#{node['$anchor']}", ptr)
+            for k in ("$anchor", "$dynamicAnchor"):  # (a $ref reaches a $dynamicAnchor as a plain anchor)
+                if isinstance(node.get(k), str):
+                    self.anchors.setdefault(f"{base}#{node[k]}", ptr)
             self.bases[ptr] = base
             for k, v in node.items():
                 if k not in _NOT_SCHEMAS:

@@ -98,8 +98,9 @@ class _TooMany(Exception):
 class Rewriter:
     """The rewrite of one document (read from the original, written to a copy)."""
 
-    def __init__(self, root: Any, source: str) -> None:
+    def __init__(self, root: Any, source: str, warnings: list[str] | None = None) -> None:
         self.root, self.source = root, source
+        self.warnings = warnings  # None: refuse what cannot be done; a list: drop it, with a warning
         self.res = Resolver(root, lambda m, p, k=None: SchemaError(m, pointer=p, keyword=k, source=source))
 
     def error(self, message: str, ptr: str, keyword: str) -> SchemaError:
@@ -223,7 +224,13 @@ class Rewriter:
                 for k in present:
                     kind = "properties" if k == "unevaluatedProperties" else "items"
                     where = f"{ptr}/allOf/{len(node.get('allOf') or []) + len(extra)}"
-                    r = self.constraint(node, ptr, kind, node[k], where)
+                    try:
+                        r = self.constraint(node, ptr, kind, node[k], where)
+                    except SchemaError as e:
+                        if self.warnings is None:
+                            raise
+                        self.warnings.append(f"{self.source}: at {e.pointer}: {e.reason}; ignored (lenient)")
+                        r = True
                     if r is not True:
                         extra.append(r)
                 edits.append((ptr, extra))
@@ -310,12 +317,13 @@ def _get(root: Any, ptr: str) -> Any:
     return node
 
 
-def without_unevaluated(schema: Any, source: str = "<schema>") -> Any:
+def without_unevaluated(schema: Any, source: str = "<schema>", warnings: list[str] | None = None) -> Any:
     """`schema` with every `unevaluatedProperties` / `unevaluatedItems` rewritten to plain
-    keywords (the same instances are valid); SchemaError by pointer where it cannot be."""
+    keywords (the same instances are valid); SchemaError by pointer where it cannot be,
+    or, given a `warnings` list (lenient), that keyword dropped and a warning added."""
     if not _mentions(schema):
         return schema
-    return Rewriter(schema, source).rewrite()
+    return Rewriter(schema, source, warnings).rewrite()
 
 
 def _mentions(x: Any) -> bool:
