@@ -58,6 +58,8 @@ def _schemas(draw):
         root["$ref"] = "middle"
     else:
         root["$ref"] = "generic"
+    if draw(st.booleans()):  # a keyword beside the $ref: the compiler merges the chain of $refs
+        root["minItems"] = 0
     return root
 
 
@@ -113,3 +115,30 @@ def test_a_dynamic_ref_beside_other_keywords_is_refused_by_pointer():
     with pytest.raises(SchemaError) as ei:
         schema_to_grammar(schema)
     assert ei.value.pointer == "/items/$dynamicRef"
+
+
+def test_resources_passed_by_a_merged_chain_of_refs_enter_the_scope():
+    """A $ref with a keyword beside it is merged with its target, and the target's $ref
+    with its own: the resources on that chain are in the dynamic scope all the same."""
+    schema = {
+        "$id": "https://example.com/root",
+        "$ref": "numbers",
+        "maxItems": 3,
+        "$defs": {
+            "generic": {
+                "$id": "generic",
+                "type": "array",
+                "items": {"$dynamicRef": "#t"},
+                "$defs": {"d": {"$dynamicAnchor": "t"}},
+            },
+            "numbers": {
+                "$id": "numbers",
+                "$ref": "generic",
+                "$defs": {"t": {"$dynamicAnchor": "t", "type": "integer"}},
+            },
+        },
+    }
+    g = schema_to_grammar(schema, whitespace="compact", extra_properties="spec")
+    v = Draft202012Validator(schema)
+    for value in ([1, 2], ["a"], [], [1, 2, 3, 4], [None]):
+        assert accepts(g, json.dumps(value, separators=(",", ":"))) is v.is_valid(value), value

@@ -68,7 +68,7 @@ from ministruct.grammar.schema.formats import (
 )
 from ministruct.grammar.schema.keywords import ANNOTATIONS
 from ministruct.grammar.schema.logic import Excluded, Logic, LogicLimit, native_not
-from ministruct.grammar.schema.merge import CONDITIONS, MergeError, Resolver, merge_all, schema_types
+from ministruct.grammar.schema.merge import AMBIGUOUS, CONDITIONS, MergeError, Resolver, merge_all, schema_types
 from ministruct.grammar.schema.objects import required_dependencies
 from ministruct.grammar.schema.options import SchemaOptions
 from ministruct.grammar.schema.patterns import MAX_FORMAT_PRODUCT_STATES, PatternTooLarge, pattern_with_length
@@ -178,6 +178,8 @@ class _Compiler:
         self.warnings: list[str] = []
         self._ref_rules: dict[tuple[str, int, Any], str] = {}
         self.dynamic = Dynamic(self.resolver)
+        if self.dynamic.used:
+            self.resolver.part_paths = {}
         self._scope, self._resource, self._lost = EMPTY_SCOPE, None, False
         self._any_rules: dict[int, str] = {}
         self._validator = None
@@ -357,7 +359,15 @@ class _Compiler:
         saved = self._scope, self._resource, self._lost
         try:  # the dynamic scope (schema/dynamic.py): the resource of a node in its place is entered
             if not self._lost and not self._in_place(schema, ptr):
-                ptr = self.dynamic.place_of(schema) or ptr  # a part merged from elsewhere: where it is
+                # a part a merge took from elsewhere: where it is, and the nodes passed on the way
+                # (allOf parts, $ref targets: their resources enter the scope)
+                real, path = self.dynamic.place_of(schema), self.resolver.part_paths.get(id(schema))
+                if real is not None and path is not None and path != AMBIGUOUS:
+                    for p in path:
+                        r = self.dynamic.resource_of(p)
+                        if r != self._resource:
+                            self._scope, self._resource = self.dynamic.enter(self._scope, r), r
+                    ptr = real
             if self._lost or not self._in_place(schema, ptr):
                 self._lost = True  # (a part made by a merge: its place, and so its scope, is unknown)
             else:

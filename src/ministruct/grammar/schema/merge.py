@@ -16,6 +16,7 @@ from ministruct.grammar.schema.keywords import ANNOTATIONS
 ALL_TYPES = frozenset({"null", "boolean", "object", "array", "number", "integer", "string"})
 _NOT_SCHEMAS = {"enum", "const", "default", "examples", "example"}
 MAX_PRODUCT = 64
+AMBIGUOUS: tuple[str, ...] = ("?",)  # Resolver.part_paths of a subschema merged in from two places
 CONDITIONS = "$ministruct:conditions"  # [if, then, else] of merged parts (schema_logic rewrites them)
 
 
@@ -73,6 +74,7 @@ class Resolver:
 
     def __init__(self, root: Any, error: Callable) -> None:
         self.root, self.error = root, error
+        self.part_paths: Optional[dict[int, tuple[str, ...]]] = None  # set: _flatten records them
         self.ids: dict[str, str] = {}
         self.anchors: dict[str, str] = {}
         self.bases: dict[str, str] = {}
@@ -210,7 +212,9 @@ _ASSERTING = {
 }
 
 
-def _flatten(schema: Any, ptr: str, resolver: Resolver, chain: tuple[str, ...], out: list) -> None:
+def _flatten(
+    schema: Any, ptr: str, resolver: Resolver, chain: tuple[str, ...], out: list, path: tuple[str, ...] = ()
+) -> None:
     if schema is True:
         return
     if schema is False or not isinstance(schema, dict):
@@ -218,19 +222,25 @@ def _flatten(schema: Any, ptr: str, resolver: Resolver, chain: tuple[str, ...], 
         return
     own = {k: v for k, v in schema.items() if k not in ("allOf", "$ref")}
     out.append((own, ptr))
+    path = path + (ptr,)
+    if resolver.part_paths is not None:  # the nodes evaluation passed to reach this part's subschemas
+        for v in own.values():
+            for x in [v, *(v.values() if isinstance(v, dict) else v if isinstance(v, list) else ())]:
+                if isinstance(x, (dict, list)) and resolver.part_paths.setdefault(id(x), path) != path:
+                    resolver.part_paths[id(x)] = AMBIGUOUS  # reached by two ways: its scope is not one
     if "$ref" in schema:
         target, tptr = resolver.resolve(schema["$ref"], ptr)
         if tptr in chain:
             raise MergeError(
                 f"$ref {schema['$ref']!r} recurses into itself inside allOf/$ref siblings", f"{ptr}/$ref", "$ref"
             )
-        _flatten(target, tptr, resolver, chain + (tptr,), out)
+        _flatten(target, tptr, resolver, chain + (tptr,), out, path)
     if "allOf" in schema:
         subs = schema["allOf"]
         if not isinstance(subs, list) or not subs:
             raise MergeError("allOf must be a non-empty array", f"{ptr}/allOf", "allOf")
         for i, s in enumerate(subs):
-            _flatten(s, f"{ptr}/allOf/{i}", resolver, chain, out)
+            _flatten(s, f"{ptr}/allOf/{i}", resolver, chain, out, path)
 
 
 def merge_all(schema: dict, ptr: str, resolver: Resolver) -> dict:
