@@ -11,7 +11,6 @@ import json
 import os
 import random
 
-import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
@@ -110,11 +109,16 @@ def test_the_outermost_anchor_wins_and_each_scope_is_compiled_apart():
         assert accepts(g, json.dumps(value, separators=(",", ":"))) is v.is_valid(value), value
 
 
-def test_a_dynamic_ref_beside_other_keywords_is_refused_by_pointer():
-    schema = {"$defs": {"a": {"$dynamicAnchor": "a"}}, "items": {"$dynamicRef": "#a", "minLength": 1}}
-    with pytest.raises(SchemaError) as ei:
-        schema_to_grammar(schema)
-    assert ei.value.pointer == "/items/$dynamicRef"
+def test_a_dynamic_ref_beside_other_keywords_is_merged_with_its_target():
+    schema = {
+        "$id": "https://example.com/root",
+        "$defs": {"a": {"$dynamicAnchor": "a", "type": "string"}},
+        "items": {"$dynamicRef": "#a", "minLength": 2},
+    }
+    g = schema_to_grammar(schema, whitespace="compact", extra_properties="spec")
+    v = Draft202012Validator(schema)
+    for value in (["ab"], ["a"], [1], [], ["abc", "de"]):
+        assert accepts(g, json.dumps(value, separators=(",", ":"))) is v.is_valid(value), value
 
 
 def test_resources_passed_by_a_merged_chain_of_refs_enter_the_scope():

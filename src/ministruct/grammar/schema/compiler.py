@@ -111,6 +111,10 @@ def _excluded(node: dict) -> Excluded:
     return got if got is not None else Excluded([], [])
 
 
+def _has_id(node: Any) -> bool:
+    return isinstance(node, dict) and "$id" in node
+
+
 def _same(a: Any, b: Any) -> bool:
     """JSON equality of a scalar value (true is not 1)."""
     return type(a) is type(b) and a == b if isinstance(a, bool) or isinstance(b, bool) else a == b
@@ -180,7 +184,9 @@ class _Compiler:
         self.dynamic = Dynamic(self.resolver)
         if self.dynamic.used:
             self.resolver.part_paths = {}
-        self._scope, self._resource, self._lost = EMPTY_SCOPE, None, False
+            self.resolver.dynamic_hook = self._dynamic_in_merge
+        self._scope, self._resource, self._lost, self._here = EMPTY_SCOPE, None, False, None
+        self._merge_paths: dict[int, tuple] = {}  # Resolver.part_paths of the merge whose parts are compiled
         self._any_rules: dict[int, str] = {}
         self._validator = None
         self._shared: dict[str, str] = {}
@@ -356,27 +362,56 @@ class _Compiler:
         """The JSON text of values valid against `schema` (at JSON pointer ptr)."""
         if not self.dynamic.used:
             return self._value(schema, ptr, depth)
-        saved = self._scope, self._resource, self._lost
+        saved = self._scope, self._resource, self._lost, self._here, self._merge_paths
         try:  # the dynamic scope (schema/dynamic.py): the resource of a node in its place is entered
-            if not self._lost and not self._in_place(schema, ptr):
+            in_place = self._lost or self._in_place(schema, ptr)
+            if not in_place:
                 # a part a merge took from elsewhere: where it is, and the nodes passed on the way
                 # (allOf parts, $ref targets: their resources enter the scope)
-                real, path = self.dynamic.place_of(schema), self.resolver.part_paths.get(id(schema))
-                if real is not None and path is not None and path != AMBIGUOUS:
-                    for p in path:
-                        r = self.dynamic.resource_of(p)
-                        if r != self._resource:
-                            self._scope, self._resource = self.dynamic.enter(self._scope, r), r
-                    ptr = real
-            if self._lost or not self._in_place(schema, ptr):
-                self._lost = True  # (a part made by a merge: its place, and so its scope, is unknown)
-            else:
-                r = self.dynamic.resource_of(ptr)
-                if r != self._resource:
-                    self._scope, self._resource = self.dynamic.enter(self._scope, r), r
+                real, path = self.dynamic.place_of(schema), self._merge_paths.get(id(schema))
+                if real is not None and path is not None and path != AMBIGUOUS and self._walk(path):
+                    ptr, in_place = real, True
+            if in_place and not self._lost:
+                self._enter(ptr)
+                self._here = ptr
+            elif not in_place and not (ptr == self._here and not _has_id(schema)):
+                # (a node a rewrite made of the node in place here, without an $id, keeps its scope;
+                # anything else made by a merge has no known place, and so no known scope)
+                self._lost = True
             return self._value(schema, ptr, depth)
         finally:
-            self._scope, self._resource, self._lost = saved
+            self._scope, self._resource, self._lost, self._here, self._merge_paths = saved
+
+    def _enter(self, ptr: str) -> None:
+        """Enter the resource of the node at `ptr` into the dynamic scope."""
+        r = self.dynamic.resource_of(ptr)
+        if r != self._resource:
+            self._scope, self._resource = self.dynamic.enter(self._scope, r), r
+
+    def _dynamic_in_merge(self, ref: str, path: tuple) -> Optional[tuple[Any, str]]:
+        """The target of a `$dynamicRef` a merge reached by `path` (from the node compiled
+        now), or None when a node on the way has no known place."""
+        saved = self._scope, self._resource
+        try:
+            if self._lost or not self._walk(path):
+                return None
+            p, node = path[-1]
+            where = p if self._in_place(node, p) else self.dynamic.place_of(node)
+            if where is None:
+                return None
+            return self.dynamic.resolve(ref, where, self._scope)
+        finally:
+            self._scope, self._resource = saved
+
+    def _walk(self, path: tuple) -> bool:
+        """Enter the resources of the nodes a merge passed (False: one of them has no known place)."""
+        for p, node in path:
+            where = p if self._in_place(node, p) else self.dynamic.place_of(node)
+            if where is not None:
+                self._enter(where)
+            elif _has_id(node):
+                return False
+        return True
 
     def _in_place(self, schema: Any, ptr: str) -> bool:
         """Is `schema` the node at `ptr` of the document?"""
@@ -387,10 +422,8 @@ class _Compiler:
 
     def dynamic_ref(self, schema: dict, ptr: str, depth: int) -> Expr:
         """A `$dynamicRef` (with annotations only beside it), resolved in the scope walked."""
-        if self._lost or set(schema) - ANNOTATIONS != {"$dynamicRef"}:
-            self.unsupported(
-                "$dynamicRef", ptr, "beside other keywords, or reached through a merged $ref, is not enforced"
-            )
+        if self._lost:
+            self.unsupported("$dynamicRef", ptr, "reached through parts merged from unknown places is not enforced")
             return self.any_value(depth)
         target, tptr = self.dynamic.resolve(schema["$dynamicRef"], ptr, self._scope)
         return self.ref_rule(target, tptr, depth)
@@ -408,10 +441,12 @@ class _Compiler:
             return self.any_value(depth)
         if set(schema) - ANNOTATIONS == {"$ref"}:
             return self.ref(schema["$ref"], ptr, depth)
-        if "$dynamicRef" in schema:
-            return self.dynamic_ref(schema, ptr, depth)
+        if set(schema) - ANNOTATIONS == {"$dynamicRef"}:
+            return self.dynamic_ref(schema, ptr, depth)  # (beside other keywords: merged as a $ref is)
         try:
             node = merge_all(schema, ptr, self.resolver)
+            if self.resolver.part_paths:  # (this merge's: the parts' subschemas are compiled next)
+                self._merge_paths, self.resolver.part_paths = self.resolver.part_paths, {}
         except MergeError as e:
             if e.keyword == "const" and "no instance is valid" in e.message:
                 return NOTHING  # (a branch of a union: the others may hold; alone, "accepts no value")

@@ -16,7 +16,7 @@ from ministruct.grammar.schema.keywords import ANNOTATIONS
 ALL_TYPES = frozenset({"null", "boolean", "object", "array", "number", "integer", "string"})
 _NOT_SCHEMAS = {"enum", "const", "default", "examples", "example"}
 MAX_PRODUCT = 64
-AMBIGUOUS: tuple[str, ...] = ("?",)  # Resolver.part_paths of a subschema merged in from two places
+AMBIGUOUS: tuple = ("?",)  # Resolver.part_paths of a subschema merged in from two places
 CONDITIONS = "$ministruct:conditions"  # [if, then, else] of merged parts (schema_logic rewrites them)
 
 
@@ -74,7 +74,11 @@ class Resolver:
 
     def __init__(self, root: Any, error: Callable) -> None:
         self.root, self.error = root, error
-        self.part_paths: Optional[dict[int, tuple[str, ...]]] = None  # set: _flatten records them
+        # set: _flatten records, for each subschema of a part, the nodes passed to reach it
+        # (their pointers as the merge saw them, and the nodes themselves)
+        self.part_paths: Optional[dict[int, tuple]] = None
+        # set: (a $dynamicRef, the path to it) -> (target, its pointer), or None where unknown
+        self.dynamic_hook: Optional[Callable[[str, tuple], Optional[tuple[Any, str]]]] = None
         self.ids: dict[str, str] = {}
         self.anchors: dict[str, str] = {}
         self.bases: dict[str, str] = {}
@@ -212,17 +216,20 @@ _ASSERTING = {
 }
 
 
-def _flatten(
-    schema: Any, ptr: str, resolver: Resolver, chain: tuple[str, ...], out: list, path: tuple[str, ...] = ()
-) -> None:
+def _flatten(schema: Any, ptr: str, resolver: Resolver, chain: tuple[str, ...], out: list, path: tuple = ()) -> None:
     if schema is True:
         return
     if schema is False or not isinstance(schema, dict):
         out.append((schema, ptr))
         return
     own = {k: v for k, v in schema.items() if k not in ("allOf", "$ref")}
+    path = path + ((ptr, schema),)
+    dynamic = None  # a $dynamicRef among the parts, resolved in the scope of its path (the compiler's hook)
+    if isinstance(schema.get("$dynamicRef"), str) and resolver.dynamic_hook is not None:
+        dynamic = resolver.dynamic_hook(schema["$dynamicRef"], path)
+        if dynamic is not None:
+            del own["$dynamicRef"]
     out.append((own, ptr))
-    path = path + (ptr,)
     if resolver.part_paths is not None:  # the nodes evaluation passed to reach this part's subschemas
         for v in own.values():
             for x in [v, *(v.values() if isinstance(v, dict) else v if isinstance(v, list) else ())]:
@@ -235,6 +242,11 @@ def _flatten(
                 f"$ref {schema['$ref']!r} recurses into itself inside allOf/$ref siblings", f"{ptr}/$ref", "$ref"
             )
         _flatten(target, tptr, resolver, chain + (tptr,), out, path)
+    if dynamic is not None:
+        target, tptr = dynamic
+        if tptr in chain:
+            raise MergeError("$dynamicRef recurses into itself inside allOf/$ref siblings", f"{ptr}/$dynamicRef")
+        _flatten(target, tptr, resolver, chain + (tptr,), out, path)
     if "allOf" in schema:
         subs = schema["allOf"]
         if not isinstance(subs, list) or not subs:
@@ -245,7 +257,7 @@ def _flatten(
 
 def merge_all(schema: dict, ptr: str, resolver: Resolver) -> dict:
     """One schema object equivalent to `schema` with its `allOf` and `$ref` folded in."""
-    if "allOf" not in schema and "$ref" not in schema:
+    if "allOf" not in schema and "$ref" not in schema and "$dynamicRef" not in schema:
         return schema
     parts: list = []
     _flatten(schema, ptr, resolver, (), parts)
