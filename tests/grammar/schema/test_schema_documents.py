@@ -86,4 +86,6 @@ def test_documents_are_checked_once_naming_the_option():
     assert ei.value.parameter == "documents"
     with pytest.raises(UsageError):
         SchemaOptions(documents=5)
-    assert SchemaOptions(documents={"https://a/": "d", "https://a/b/": "e"}).documents[0][0] == "https://a/b/"
+    opts = SchemaOptions(documents={"https://a/": "d", "https://a/b/": {"type": "integer"}})
+    assert opts.documents[0][:2] == ("https://a/b/", "json")
+    assert SchemaOptions(**opts.to_dict()) == opts  # (options rebuilt from their dict: a Lark %json's)

@@ -31,9 +31,10 @@ PREFIX = "ministruct:"
 MAX_DOCUMENTS = 256
 
 
-def normalize_documents(documents: Any) -> tuple[tuple[str, str], ...]:
-    """SchemaOptions.documents as a tuple of (URI or prefix, a path or a schema's JSON
-    text), sorted longest URI first; UsageError naming `documents` when malformed."""
+def normalize_documents(documents: Any) -> tuple[tuple[str, str, str], ...]:
+    """SchemaOptions.documents as a tuple of (URI or prefix, "path" or "json", a path or a
+    schema's JSON text), sorted longest URI first (given in that form, kept as it is);
+    UsageError naming `documents` when malformed."""
     if documents is None or documents == ():
         return ()
     if isinstance(documents, Mapping):
@@ -44,35 +45,37 @@ def normalize_documents(documents: Any) -> tuple[tuple[str, str], ...]:
         raise UsageError("documents must map URIs to files, directories or schemas", parameter="documents")
     out = []
     for item in items:
+        if isinstance(item, tuple) and len(item) == 3 and item[1] in ("path", "json"):
+            out.append(item)  # (already in this form)
+            continue
         if not (isinstance(item, (list, tuple)) and len(item) == 2 and isinstance(item[0], str)):
             raise UsageError("documents must map URIs to files, directories or schemas", parameter="documents")
         uri, where = item
         if urllib.parse.urlsplit(uri).scheme == "":
             raise UsageError(f"documents: {uri!r} is not an absolute URI", parameter="documents")
         if isinstance(where, (dict, bool)):
-            where = "json:" + json.dumps(where, sort_keys=True)
+            out.append((uri, "json", json.dumps(where, sort_keys=True)))
         elif isinstance(where, (str, Path)):
-            where = "path:" + str(where)
+            out.append((uri, "path", str(where)))
         else:
             raise UsageError(f"documents: {uri!r} maps to neither a path nor a schema", parameter="documents")
-        out.append((uri, where))
     return tuple(sorted(out, key=lambda x: -len(x[0])))
 
 
-def load_document(documents: tuple[tuple[str, str], ...], uri: str) -> tuple[bool, Any]:
+def load_document(documents: tuple[tuple[str, str, str], ...], uri: str) -> tuple[bool, Any]:
     """(found, schema) for the document at `uri` (no fragment) among `documents`."""
-    for key, where in documents:
+    for key, kind, where in documents:
         if key.endswith("/") and uri.startswith(key):
             rest = uri[len(key) :]
         elif uri == key:
             rest = ""
         else:
             continue
-        if where.startswith("json:"):
+        if kind == "json":
             if rest:
                 continue
-            return True, json.loads(where[5:])
-        path = Path(where[5:])
+            return True, json.loads(where)
+        path = Path(where)
         if rest:
             parts = [urllib.parse.unquote(p) for p in rest.split("/")]
             if any(p in ("..", ".") for p in parts):
@@ -125,7 +128,7 @@ def _node_at(root: Any, ptr: str) -> Any:
     return node
 
 
-def bundle(schema: Any, documents: tuple[tuple[str, str], ...], source: str = "<schema>") -> Any:
+def bundle(schema: Any, documents: tuple[tuple[str, str, str], ...], source: str = "<schema>") -> Any:
     """`schema` with the documents its remote references reach embedded (a copy; the
     schema itself when it reaches none)."""
     if not documents or not isinstance(schema, dict):

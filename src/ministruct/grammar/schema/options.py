@@ -23,7 +23,7 @@
     documents         (): the schema documents remote `$ref`s may reach, never fetched
                       from the network: a map (or pairs) from a URI, or a URI prefix
                       ending in `/`, to a schema, a JSON file or a directory
-                      (schema/documents.py); kept as sorted (URI, "path:..."/"json:...")
+                      (schema/documents.py); kept as sorted (URI, "path"/"json", value)
 
 Checked once, when built: a bad value is a UsageError naming the option.
 """
