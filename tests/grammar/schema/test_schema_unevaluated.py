@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
-from grammar.helpers import sample_strings
+from grammar.helpers import duplicate_keys, sample_strings
 from ministruct.engine.automaton import accepts
 from ministruct.errors import SchemaError
 from ministruct.grammar.schema.compiler import schema_to_grammar
@@ -110,7 +110,7 @@ def _check(schema: dict) -> None:
         assert "accepts no value" in str(e), str(e)
         return
     for text in sample_strings(g, random.Random(0), count=20):
-        if _duplicate_keys(text):  # not prevented among additional properties (compiler.py says so)
+        if duplicate_keys(text):  # not prevented among additional properties (compiler.py says so)
             continue
         assert validator.is_valid(json.loads(text)), ("generated an invalid instance", schema, text)
 
@@ -137,18 +137,6 @@ def _true_unevaluated(schema: dict) -> dict:
     """`schema` with its own unevaluated* keywords true (nested ones are kept: the same
     rewrites, so the same restrictions, apply to both)."""
     return {k: True if k in ("unevaluatedProperties", "unevaluatedItems") else v for k, v in schema.items()}
-
-
-def _duplicate_keys(text: str) -> bool:
-    dup = []
-
-    def pairs(kv: list) -> dict:
-        if len({k for k, _ in kv}) < len(kv):
-            dup.append(kv)
-        return dict(kv)
-
-    json.loads(text, object_pairs_hook=pairs)
-    return bool(dup)
 
 
 @SETTINGS

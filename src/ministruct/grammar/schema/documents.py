@@ -24,7 +24,7 @@ from typing import Any, Iterator, Mapping, Optional
 
 from ministruct.errors import SchemaError, UsageError
 from ministruct.grammar.limits import pointer_token
-from ministruct.grammar.schema.merge import join_uri
+from ministruct.grammar.schema.merge import join_uri, node_at
 
 REF_KEYWORDS = ("$ref", "$dynamicRef")
 PREFIX = "ministruct:"
@@ -118,16 +118,6 @@ def _ids(node: Any, base: str, out: set) -> None:
             _ids(v, base, out)
 
 
-def _node_at(root: Any, ptr: str) -> Any:
-    from ministruct.grammar.limits import pointer_key
-
-    node = root
-    for tok in ptr.split("/")[1:]:
-        tok = pointer_key(tok)
-        node = node[int(tok)] if isinstance(node, list) else node[tok]
-    return node
-
-
 def bundle(schema: Any, documents: tuple[tuple[str, str, str], ...], source: str = "<schema>") -> Any:
     """`schema` with the documents its remote references reach embedded (a copy; the
     schema itself when it reaches none)."""
@@ -180,7 +170,7 @@ def bundle(schema: Any, documents: tuple[tuple[str, str, str], ...], source: str
             full = join_uri(base, ref)
             uri, frag = urllib.parse.urldefrag(full)
             if uri in aliases:
-                _node_at(out, ptr)[kw] = aliases[uri] + (f"#{frag}" if frag else "")
+                node_at(out, ptr)[kw] = aliases[uri] + (f"#{frag}" if frag else "")
     return out
 
 

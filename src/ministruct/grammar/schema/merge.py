@@ -59,6 +59,15 @@ def value_type(v: Any) -> str:
     return "array" if isinstance(v, list) else "object"
 
 
+def node_at(root: Any, ptr: str) -> Any:
+    """The node at JSON pointer `ptr` of `root` (KeyError, IndexError, ValueError, TypeError when none)."""
+    node = root
+    for tok in ptr.split("/")[1:]:
+        tok = pointer_key(tok)
+        node = node[int(tok)] if isinstance(node, list) else node[tok]
+    return node
+
+
 def join_uri(base: str, ref: str) -> str:
     """`ref` resolved against `base` (RFC 3986; a fragment alone also against a URN, which
     urllib's urljoin leaves as it is)."""
@@ -103,14 +112,7 @@ class Resolver:
                 self._scan(v, f"{ptr}/{i}", base)
 
     def get(self, ptr: str) -> Any:
-        node = self.root
-        for tok in ptr.split("/")[1:]:
-            tok = pointer_key(tok)
-            if isinstance(node, list):
-                node = node[int(tok)]
-            else:
-                node = node[tok]
-        return node
+        return node_at(self.root, ptr)
 
     def resolve(self, ref: Any, ptr: str) -> tuple[Any, str]:
         """(target schema, its JSON pointer) for a `$ref` found in the node at `ptr`."""

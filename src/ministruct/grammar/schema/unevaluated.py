@@ -38,8 +38,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ministruct.errors import SchemaError
-from ministruct.grammar.limits import pointer_key, pointer_token
-from ministruct.grammar.schema.merge import Resolver
+from ministruct.grammar.limits import pointer_token
+from ministruct.grammar.schema.merge import Resolver, node_at
 
 MAX_CHOICES = 64  # choices of one node (each becomes a branch of a union)
 KEYWORDS = ("unevaluatedProperties", "unevaluatedItems")
@@ -209,7 +209,7 @@ class Rewriter:
             return self.root
         out = copy.deepcopy(self.root)
         for ptr, extra in edits:
-            node = _get(out, ptr)
+            node = node_at(out, ptr)
             for k in KEYWORDS:
                 node.pop(k, None)
             if extra:
@@ -307,14 +307,6 @@ def _restriction(ev: Evaluated, kind: str, u: Any, ref: Callable[[str], dict]) -
     contains = [ref(c) for c in sorted(ev.contains)]
     r["items"] = u if not contains else {"anyOf": [*contains, u]}
     return r
-
-
-def _get(root: Any, ptr: str) -> Any:
-    node = root
-    for tok in ptr.split("/")[1:]:
-        tok = pointer_key(tok)
-        node = node[int(tok)] if isinstance(node, list) else node[tok]
-    return node
 
 
 def without_unevaluated(schema: Any, source: str = "<schema>", warnings: list[str] | None = None) -> Any:
