@@ -135,3 +135,17 @@ def test_what_was_expected_is_said_in_characters_not_byte_classes(run_cli, regex
     # issue 52: `[^a]` said "expected [\x00-`b-\x7f] or a non-ASCII character", `é` "a non-ASCII character"
     p = run_cli("check", "--regex", regex, text)
     assert p.returncode == 1 and p.stdout.strip().endswith(f"; expected {expected}"), p.stdout
+
+
+def test_schema_documents_give_remote_refs_to_both_checks(run_cli, tmp_path):
+    """--schema-documents URI=PATH: the grammar (--as-generated) and the validator find the
+    remote document there; without it the schema is refused naming the flag (exit 2)."""
+    (tmp_path / "count.json").write_text(json.dumps({"type": "integer", "minimum": 1}))
+    schema = tmp_path / "s.json"
+    schema.write_text(json.dumps({"type": "array", "items": {"$ref": "https://example.com/count.json"}}))
+    docs = ["--schema-documents", f"https://example.com/={tmp_path}"]
+    for mode in ([], ["--as-generated"]):
+        assert run_cli("check", "--schema", str(schema), *docs, *mode, "[1, 2]").returncode == 0
+        assert run_cli("check", "--schema", str(schema), *docs, *mode, "[0]").returncode == 1
+    bad = run_cli("check", "--schema", str(schema), "--as-generated", "[1]")
+    assert bad.returncode == 2 and "--schema-documents" in bad.stderr

@@ -139,3 +139,19 @@ def shared_suites() -> Path:
         if (p / "shared" / "suites").is_dir():
             return p / "shared" / "suites"
     return here.parents[2] / ".." / "shared" / "suites"
+
+
+def duplicate_keys(text: str) -> bool:
+    """Does the JSON text hold an object with a key twice? (Not prevented among additional
+    properties: the schema compiler says so.)"""
+    import json
+
+    dup = []
+
+    def pairs(kv: list) -> dict:
+        if len({k for k, _ in kv}) < len(kv):
+            dup.append(kv)
+        return dict(kv)
+
+    json.loads(text, object_pairs_hook=pairs)
+    return bool(dup)

@@ -152,9 +152,11 @@ def _verdict(constraint: o.ConstraintFlags, prefix: bool, as_generated: bool) ->
             raise UsageError("--extra-properties explicit asks about generated text: add --as-generated")
         from ministruct.check.instance import InstanceChecker  # each checker loads when its question is asked
         from ministruct.grammar.constraint import load_schema_text, read_text
+        from ministruct.grammar.schema.documents import document_registry
 
         text, source = read_text(constraint.schema, "schema")
-        return InstanceChecker(load_schema_text(text, source), source=source).check
+        registry = document_registry(o.documents_from_flag(constraint.schema_documents))
+        return InstanceChecker(load_schema_text(text, source), source=source, registry=registry).check
     if as_generated and constraint.schema is None and constraint.tools is None:
         raise UsageError("--as-generated applies to --schema and --tools")
     c = constraint.load()

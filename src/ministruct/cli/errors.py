@@ -27,6 +27,7 @@ FLAGS = {
     "whitespace": "--whitespace",
     "extra_properties": "--extra-properties",
     "oneof_as_anyof": "--oneof-as-anyof",
+    "documents": "--schema-documents",
     "chat": "--chat/--raw",
     "system": "--system",
     "seeds": "--seeds",

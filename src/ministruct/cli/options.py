@@ -138,6 +138,16 @@ OneOfAsAnyOf = Annotated[
         "--oneof-as-anyof", help="Treat a oneOf whose branches may overlap as anyOf.", rich_help_panel="Constraint"
     ),
 ]
+SchemaDocuments = Annotated[
+    Optional[list[str]],
+    typer.Option(
+        "--schema-documents",
+        metavar="URI=PATH",
+        help="Where a schema's remote $refs are found: URI (or a prefix ending in /) = a JSON file or a "
+        "directory whose relative paths follow the prefix. Repeatable. Nothing is fetched from the network.",
+        rich_help_panel="Constraint",
+    ),
+]
 ExtraProperties = Annotated[
     Optional[str],
     typer.Option(
@@ -291,16 +301,30 @@ def constraint_from_flags(
     extra_properties: str = "explicit",
     tools: ToolFlags | None = None,
     lark_lexer: str | None = None,
+    schema_documents: list[str] | None = None,
 ) -> Constraint:
     """The one constraint the flags name (UsageError when none or several)."""
     from ministruct.grammar.constraint import load_constraint
     from ministruct.grammar.schema.options import SchemaOptions
 
-    options = SchemaOptions(whitespace, lenient, oneof_as_anyof, extra_properties)
+    options = SchemaOptions(
+        whitespace, lenient, oneof_as_anyof, extra_properties, documents=documents_from_flag(schema_documents)
+    )
     given = dict(
         regex=regex, grammar=grammar, schema=schema, choice=choice, lark=lark, root=root, lark_lexer=lark_lexer
     )
     return load_constraint(**given, schema_options=options, **asdict(tools or ToolFlags()))
+
+
+def documents_from_flag(values: list[str] | None) -> list[tuple[str, str]]:
+    """--schema-documents URI=PATH values as SchemaOptions.documents pairs."""
+    out = []
+    for v in values or []:
+        uri, eq, path = v.partition("=")
+        if not eq or not uri or not path:
+            raise UsageError(f"--schema-documents takes URI=PATH, not {v!r}")
+        out.append((uri, path))
+    return out
 
 
 @dataclass
@@ -339,6 +363,7 @@ class ConstraintFlags:
     chat_template_file: str | None = None  # --chat-template
     chat_template: str | None = None  # the template --tool-format auto reads (with_model, or the file)
     lark_lexer: str | None = None  # None: greedy
+    schema_documents: list[str] | None = None  # --schema-documents URI=PATH
 
     def refuse_stdin_twice(self, input: str | None) -> None:
         """UsageError when --input and a constraint flag would both read stdin ('-')."""
@@ -415,6 +440,7 @@ class ConstraintFlags:
             self.extra_properties or extra_default,
             ToolFlags(self.tools, self.tool_choice, self.parallel_tool_calls, self.tool_format, self.chat_template),
             self.lark_lexer,
+            self.schema_documents,
         )
 
 
@@ -462,6 +488,7 @@ _CONSTRAINT_PARAMS = (
     ("lenient", Lenient, False),
     ("oneof_as_anyof", OneOfAsAnyOf, False),
     ("extra_properties", ExtraProperties, None),
+    ("schema_documents", SchemaDocuments, None),
     ("tools", ToolsOpt, None),
     ("tool_choice", ToolChoice, None),
     ("parallel_tool_calls", ParallelToolCalls, False),

@@ -22,7 +22,12 @@ CASES = [
     ("if", {"if": {"format": "email"}, "then": {"minLength": 1}}, "/if/format", "'if'"),
     ("contains", {"contains": {"type": "string"}, "minContains": 3000}, "/contains", "the limit"),
     ("dependentRequired", {"dependentRequired": {"a": ["b"]}}, "/dependentRequired", None),
-    ("unevaluated", {"unevaluatedProperties": False}, "/unevaluatedProperties", None),
+    (
+        "unevaluated",
+        {"$dynamicRef": "#/$defs/m", "$defs": {"m": {}}, "unevaluatedProperties": False},
+        "/",
+        "$dynamicRef",
+    ),
     ("oneOf overlap", {"oneOf": [{"type": "string"}, {"format": "email"}]}, "/oneOf/1/format", "overlap"),
     ("float multipleOf", {"type": "number", "multipleOf": 0.1}, "/multipleOf", "multipleOf"),
     ("allOf clash", {"allOf": [{"pattern": "a"}, {"pattern": "b"}]}, "/allOf/1/pattern", "allOf"),

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft7Validator, Draft202012Validator
 
-from grammar.helpers import sample_strings
+from grammar.helpers import duplicate_keys, sample_strings
 from ministruct.engine.automaton import accepts
 from ministruct.errors import SchemaError
 from ministruct.grammar.schema.compiler import canonical_order, schema_to_grammar
@@ -106,21 +106,9 @@ def _check(schema: dict, validator=None) -> None:
             assert isinstance(v, float) or (isinstance(v, list) and len(v) > 1), ("false reject", schema, v)
     rng = random.Random(0)
     for text in sample_strings(g, rng, count=20):
-        if _duplicate_keys(text):  # not prevented among additional properties (compiler.py says so)
+        if duplicate_keys(text):  # not prevented among additional properties (compiler.py says so)
             continue
         assert validator.is_valid(json.loads(text)), ("generated an invalid instance", schema, text)
-
-
-def _duplicate_keys(text: str) -> bool:
-    dup = []
-
-    def pairs(kv: list) -> dict:
-        if len({k for k, _ in kv}) < len(kv):
-            dup.append(kv)
-        return dict(kv)
-
-    json.loads(text, object_pairs_hook=pairs)
-    return bool(dup)
 
 
 @SETTINGS

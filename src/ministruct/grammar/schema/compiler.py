@@ -52,6 +52,8 @@ from ministruct.grammar.schema import numbers as num
 from ministruct.grammar.schema.contains import MAX_UNIQUE_VALUES, finite_items
 from ministruct.grammar.schema.cycles import refuse_ref_cycles
 from ministruct.grammar.schema.disjoint import Disjointness
+from ministruct.grammar.schema.documents import bundle
+from ministruct.grammar.schema.dynamic import EMPTY_SCOPE, Dynamic
 from ministruct.grammar.schema.formats import (
     ANY_STRING,
     COUNTED_CHAR,
@@ -66,10 +68,11 @@ from ministruct.grammar.schema.formats import (
 )
 from ministruct.grammar.schema.keywords import ANNOTATIONS
 from ministruct.grammar.schema.logic import Excluded, Logic, LogicLimit, native_not
-from ministruct.grammar.schema.merge import CONDITIONS, MergeError, Resolver, merge_all, schema_types
+from ministruct.grammar.schema.merge import AMBIGUOUS, CONDITIONS, MergeError, Resolver, merge_all, schema_types
 from ministruct.grammar.schema.objects import required_dependencies
 from ministruct.grammar.schema.options import SchemaOptions
 from ministruct.grammar.schema.patterns import MAX_FORMAT_PRODUCT_STATES, PatternTooLarge, pattern_with_length
+from ministruct.grammar.schema.unevaluated import without_unevaluated
 
 __all__ = ["schema_to_grammar", "canonical_order", "SchemaError"]
 
@@ -93,7 +96,6 @@ UNSUPPORTED = {
     "unevaluatedItems",
     "unevaluatedProperties",
     "$dynamicRef",
-    "$dynamicAnchor",
     "$recursiveRef",
     "$recursiveAnchor",
     CONDITIONS,  # (rewritten before a node is typed: never left unenforced in silence)
@@ -107,6 +109,10 @@ def _excluded(node: dict) -> Excluded:
     """What a native `not` forbids (schema_logic.native_not): nothing when there is none."""
     got = native_not(node["not"]) if "not" in node else None
     return got if got is not None else Excluded([], [])
+
+
+def _has_id(node: Any) -> bool:
+    return isinstance(node, dict) and "$id" in node
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -174,7 +180,13 @@ class _Compiler:
         self._rewritten = 0  # branches made by rewrites so far (MAX_REWRITTEN_BRANCHES)
         self.rules: dict[str, Expr] = {}
         self.warnings: list[str] = []
-        self._ref_rules: dict[tuple[str, int], str] = {}
+        self._ref_rules: dict[tuple[str, int, Any], str] = {}
+        self.dynamic = Dynamic(self.resolver)
+        if self.dynamic.used:
+            self.resolver.part_paths = {}
+            self.resolver.dynamic_hook = self._dynamic_in_merge
+        self._scope, self._resource, self._lost, self._here = EMPTY_SCOPE, None, False, None
+        self._merge_paths: dict[int, tuple] = {}  # Resolver.part_paths of the merge whose parts are compiled
         self._any_rules: dict[int, str] = {}
         self._validator = None
         self._shared: dict[str, str] = {}
@@ -348,6 +360,75 @@ class _Compiler:
 
     def value(self, schema: Any, ptr: str, depth: int) -> Expr:
         """The JSON text of values valid against `schema` (at JSON pointer ptr)."""
+        if not self.dynamic.used:
+            return self._value(schema, ptr, depth)
+        saved = self._scope, self._resource, self._lost, self._here, self._merge_paths
+        try:  # the dynamic scope (schema/dynamic.py): the resource of a node in its place is entered
+            in_place = self._lost or self._in_place(schema, ptr)
+            if not in_place:
+                # a part a merge took from elsewhere: where it is, and the nodes passed on the way
+                # (allOf parts, $ref targets: their resources enter the scope)
+                real, path = self.dynamic.place_of(schema), self._merge_paths.get(id(schema))
+                if real is not None and path is not None and path != AMBIGUOUS and self._walk(path):
+                    ptr, in_place = real, True
+            if in_place and not self._lost:
+                self._enter(ptr)
+                self._here = ptr
+            elif not in_place and not (ptr == self._here and not _has_id(schema)):
+                # (a node a rewrite made of the node in place here, without an $id, keeps its scope;
+                # anything else made by a merge has no known place, and so no known scope)
+                self._lost = True
+            return self._value(schema, ptr, depth)
+        finally:
+            self._scope, self._resource, self._lost, self._here, self._merge_paths = saved
+
+    def _enter(self, ptr: str) -> None:
+        """Enter the resource of the node at `ptr` into the dynamic scope."""
+        r = self.dynamic.resource_of(ptr)
+        if r != self._resource:
+            self._scope, self._resource = self.dynamic.enter(self._scope, r), r
+
+    def _dynamic_in_merge(self, ref: str, path: tuple) -> Optional[tuple[Any, str]]:
+        """The target of a `$dynamicRef` a merge reached by `path` (from the node compiled
+        now), or None when a node on the way has no known place."""
+        saved = self._scope, self._resource
+        try:
+            if self._lost or not self._walk(path):
+                return None
+            p, node = path[-1]
+            where = p if self._in_place(node, p) else self.dynamic.place_of(node)
+            if where is None:
+                return None
+            return self.dynamic.resolve(ref, where, self._scope)
+        finally:
+            self._scope, self._resource = saved
+
+    def _walk(self, path: tuple) -> bool:
+        """Enter the resources of the nodes a merge passed (False: one of them has no known place)."""
+        for p, node in path:
+            where = p if self._in_place(node, p) else self.dynamic.place_of(node)
+            if where is not None:
+                self._enter(where)
+            elif _has_id(node):
+                return False
+        return True
+
+    def _in_place(self, schema: Any, ptr: str) -> bool:
+        """Is `schema` the node at `ptr` of the document?"""
+        try:
+            return self.resolver.get(ptr) is schema
+        except (KeyError, IndexError, ValueError, TypeError):
+            return False
+
+    def dynamic_ref(self, schema: dict, ptr: str, depth: int) -> Expr:
+        """A `$dynamicRef` (with annotations only beside it), resolved in the scope walked."""
+        if self._lost:
+            self.unsupported("$dynamicRef", ptr, "reached through parts merged from unknown places is not enforced")
+            return self.any_value(depth)
+        target, tptr = self.dynamic.resolve(schema["$dynamicRef"], ptr, self._scope)
+        return self.ref_rule(target, tptr, depth)
+
+    def _value(self, schema: Any, ptr: str, depth: int) -> Expr:
         self.at = ptr  # the deepest place reached, for "nests too deeply" messages
         if schema is True:
             return self.any_value(depth)
@@ -360,8 +441,12 @@ class _Compiler:
             return self.any_value(depth)
         if set(schema) - ANNOTATIONS == {"$ref"}:
             return self.ref(schema["$ref"], ptr, depth)
+        if set(schema) - ANNOTATIONS == {"$dynamicRef"}:
+            return self.dynamic_ref(schema, ptr, depth)  # (beside other keywords: merged as a $ref is)
         try:
             node = merge_all(schema, ptr, self.resolver)
+            if self.resolver.part_paths:  # (this merge's: the parts' subschemas are compiled next)
+                self._merge_paths, self.resolver.part_paths = self.resolver.part_paths, {}
         except MergeError as e:
             if e.keyword == "const" and "no instance is valid" in e.message:
                 return NOTHING  # (a branch of a union: the others may hold; alone, "accepts no value")
@@ -406,7 +491,12 @@ class _Compiler:
 
     def ref(self, ref: Any, ptr: str, depth: int) -> Expr:
         target, tptr = self.resolver.resolve(ref, ptr)
-        key = (tptr, self.key_depth(depth))
+        return self.ref_rule(target, tptr, depth)
+
+    def ref_rule(self, target: Any, tptr: str, depth: int) -> Expr:
+        """The rule of the schema at `tptr` (one per depth where that matters, and per
+        dynamic scope where the document has `$dynamicRef`s)."""
+        key = (tptr, self.key_depth(depth), self._scope if self.dynamic.used else None)
         if key in self._ref_rules:
             return RuleRef(self._ref_rules[key])
         if not self._depth_ok(depth):
@@ -856,8 +946,12 @@ def schema_to_grammar(
     odd = non_json_number(schema)
     if odd is not None:
         raise SchemaError("NaN and Infinity are not JSON numbers", pointer=odd, source=source)
+    schema = bundle(schema, options.documents, source)
     refuse_ref_cycles(schema, source)
+    dropped: list[str] = []
+    schema = without_unevaluated(schema, source, dropped if options.lenient else None)
     c = _Compiler(schema, options, source)
+    c.warnings += dropped
     c.rules["root"] = NOTHING
     c.at = "/"
     try:
@@ -891,14 +985,20 @@ def schema_to_grammar(
     g = Grammar(rules, root="root", source=source, warnings=c.warnings, marks=marks)
     cycle = find_left_recursion(g)
     if cycle is not None:  # refuse_ref_cycles should have said so: never hand out a left-recursive grammar
-        where = {name: ptr for (ptr, _), name in c._ref_rules.items()}
+        where = {name: ptr for (ptr, _, _), name in c._ref_rules.items()}
         ptr = next((where[n] for n in cycle if n in where), "/")
         raise SchemaError(f"the schema recurses without reading into the value ({' -> '.join(cycle)})", pointer=ptr)
     return g
 
 
-def canonical_order(value: Any, schema: Any) -> Any:
-    """`value` with object keys reordered to the layout the grammar generates."""
+def canonical_order(value: Any, schema: Any, documents: Any = ()) -> Any:
+    """`value` with object keys reordered to the layout the grammar generates (with
+    `documents` as SchemaOptions.documents for the schema's remote references)."""
+    from ministruct.grammar.schema.documents import normalize_documents
     from ministruct.grammar.schema.objects import reorder
 
+    try:
+        schema = without_unevaluated(bundle(schema, normalize_documents(documents)))
+    except SchemaError:
+        pass  # (a schema the compiler refuses: any order will do)
     return reorder(value, schema, Resolver(schema, lambda m, p, k=None: SchemaError(m, pointer=p, keyword=k)), "")

@@ -15,6 +15,7 @@ ANNOTATIONS = frozenset(
         "$id",
         "id",
         "$anchor",
+        "$dynamicAnchor",
         "$vocabulary",
         "$defs",
         "definitions",

@@ -16,6 +16,7 @@ from ministruct.grammar.schema.keywords import ANNOTATIONS
 ALL_TYPES = frozenset({"null", "boolean", "object", "array", "number", "integer", "string"})
 _NOT_SCHEMAS = {"enum", "const", "default", "examples", "example"}
 MAX_PRODUCT = 64
+AMBIGUOUS: tuple = ("?",)  # Resolver.part_paths of a subschema merged in from two places
 CONDITIONS = "$ministruct:conditions"  # [if, then, else] of merged parts (schema_logic rewrites them)
 
 
@@ -58,11 +59,35 @@ def value_type(v: Any) -> str:
     return "array" if isinstance(v, list) else "object"
 
 
+def node_at(root: Any, ptr: str) -> Any:
+    """The node at JSON pointer `ptr` of `root` (KeyError, IndexError, ValueError, TypeError when none)."""
+    node = root
+    for tok in ptr.split("/")[1:]:
+        tok = pointer_key(tok)
+        node = node[int(tok)] if isinstance(node, list) else node[tok]
+    return node
+
+
+def join_uri(base: str, ref: str) -> str:
+    """`ref` resolved against `base` (RFC 3986; a fragment alone also against a URN, which
+    urllib's urljoin leaves as it is)."""
+    if not base:
+        return ref
+    if ref.startswith("#") or ref == "":
+        return urllib.parse.urldefrag(base)[0] + ref
+    return urllib.parse.urljoin(base, ref)
+
+
 class Resolver:
     """Finds `$ref` targets inside one schema document (no remote references)."""
 
     def __init__(self, root: Any, error: Callable) -> None:
         self.root, self.error = root, error
+        # set: _flatten records, for each subschema of a part, the nodes passed to reach it
+        # (their pointers as the merge saw them, and the nodes themselves)
+        self.part_paths: Optional[dict[int, tuple]] = None
+        # set: (a $dynamicRef, the path to it) -> (target, its pointer), or None where unknown
+        self.dynamic_hook: Optional[Callable[[str, tuple], Optional[tuple[Any, str]]]] = None
         self.ids: dict[str, str] = {}
         self.anchors: dict[str, str] = {}
         self.bases: dict[str, str] = {}
@@ -73,10 +98,11 @@ class Resolver:
     def _scan(self, node: Any, ptr: str, base: str) -> None:
         if isinstance(node, dict):
             if isinstance(node.get("$id"), str):
-                base = urllib.parse.urldefrag(urllib.parse.urljoin(base, node["$id"]))[0]
+                base = urllib.parse.urldefrag(join_uri(base, node["$id"]))[0]
                 self.ids.setdefault(base, ptr)
-            if isinstance(node.get("$anchor"), str):
-                self.anchors.setdefault(f"{base}#{node['$anchor']}", ptr)
+            for k in ("$anchor", "$dynamicAnchor"):  # (a $ref reaches a $dynamicAnchor as a plain anchor)
+                if isinstance(node.get(k), str):
+                    self.anchors.setdefault(f"{base}#{node[k]}", ptr)
             self.bases[ptr] = base
             for k, v in node.items():
                 if k not in _NOT_SCHEMAS:
@@ -86,14 +112,7 @@ class Resolver:
                 self._scan(v, f"{ptr}/{i}", base)
 
     def get(self, ptr: str) -> Any:
-        node = self.root
-        for tok in ptr.split("/")[1:]:
-            tok = pointer_key(tok)
-            if isinstance(node, list):
-                node = node[int(tok)]
-            else:
-                node = node[tok]
-        return node
+        return node_at(self.root, ptr)
 
     def resolve(self, ref: Any, ptr: str) -> tuple[Any, str]:
         """(target schema, its JSON pointer) for a `$ref` found in the node at `ptr`."""
@@ -101,14 +120,18 @@ class Resolver:
         if not isinstance(ref, str):
             raise self.error("$ref must be a string", where, "$ref")
         base = self.bases.get(ptr, self.root_doc)
-        full = urllib.parse.urljoin(base, ref) if base else ref
+        full = join_uri(base, ref)
         doc, frag = urllib.parse.urldefrag(full)
         if doc == "" or doc == self.root_doc:
             start = ""
         elif doc in self.ids:
             start = self.ids[doc]
         else:
-            raise self.error(f"remote $ref {ref!r} is not supported (only references inside the schema)", where, "$ref")
+            raise self.error(
+                f"remote $ref {ref!r} is not among the `documents` given (nothing is fetched from the network)",
+                where,
+                "$ref",
+            )
         frag = urllib.parse.unquote(frag)
         if frag == "" or frag.startswith("/"):
             tptr = start + frag if frag else start
@@ -195,32 +218,48 @@ _ASSERTING = {
 }
 
 
-def _flatten(schema: Any, ptr: str, resolver: Resolver, chain: tuple[str, ...], out: list) -> None:
+def _flatten(schema: Any, ptr: str, resolver: Resolver, chain: tuple[str, ...], out: list, path: tuple = ()) -> None:
     if schema is True:
         return
     if schema is False or not isinstance(schema, dict):
         out.append((schema, ptr))
         return
     own = {k: v for k, v in schema.items() if k not in ("allOf", "$ref")}
+    path = path + ((ptr, schema),)
+    dynamic = None  # a $dynamicRef among the parts, resolved in the scope of its path (the compiler's hook)
+    if isinstance(schema.get("$dynamicRef"), str) and resolver.dynamic_hook is not None:
+        dynamic = resolver.dynamic_hook(schema["$dynamicRef"], path)
+        if dynamic is not None:
+            del own["$dynamicRef"]
     out.append((own, ptr))
+    if resolver.part_paths is not None:  # the nodes evaluation passed to reach this part's subschemas
+        for v in own.values():
+            for x in [v, *(v.values() if isinstance(v, dict) else v if isinstance(v, list) else ())]:
+                if isinstance(x, (dict, list)) and resolver.part_paths.setdefault(id(x), path) != path:
+                    resolver.part_paths[id(x)] = AMBIGUOUS  # reached by two ways: its scope is not one
     if "$ref" in schema:
         target, tptr = resolver.resolve(schema["$ref"], ptr)
         if tptr in chain:
             raise MergeError(
                 f"$ref {schema['$ref']!r} recurses into itself inside allOf/$ref siblings", f"{ptr}/$ref", "$ref"
             )
-        _flatten(target, tptr, resolver, chain + (tptr,), out)
+        _flatten(target, tptr, resolver, chain + (tptr,), out, path)
+    if dynamic is not None:
+        target, tptr = dynamic
+        if tptr in chain:
+            raise MergeError("$dynamicRef recurses into itself inside allOf/$ref siblings", f"{ptr}/$dynamicRef")
+        _flatten(target, tptr, resolver, chain + (tptr,), out, path)
     if "allOf" in schema:
         subs = schema["allOf"]
         if not isinstance(subs, list) or not subs:
             raise MergeError("allOf must be a non-empty array", f"{ptr}/allOf", "allOf")
         for i, s in enumerate(subs):
-            _flatten(s, f"{ptr}/allOf/{i}", resolver, chain, out)
+            _flatten(s, f"{ptr}/allOf/{i}", resolver, chain, out, path)
 
 
 def merge_all(schema: dict, ptr: str, resolver: Resolver) -> dict:
     """One schema object equivalent to `schema` with its `allOf` and `$ref` folded in."""
-    if "allOf" not in schema and "$ref" not in schema:
+    if "allOf" not in schema and "$ref" not in schema and "$dynamicRef" not in schema:
         return schema
     parts: list = []
     _flatten(schema, ptr, resolver, (), parts)
@@ -336,6 +375,10 @@ def _combine(k: str, a: Any, b: Any, ptr: str) -> Any:
         return {"anyOf": [a, b]}
     if k in _SCHEMA_VALUED:
         return {"allOf": [a, b]}
+    if k == "oneOf":  # exactly one of a and exactly one of b: exactly one pair
+        if len(a) * len(b) > MAX_PRODUCT:
+            raise MergeError("allOf: several oneOf lists with too many combinations", f"{ptr}/oneOf", "oneOf")
+        return [{"allOf": [x, y]} for x in a for y in b]
     if k == "anyOf":
         if len(a) * len(b) > MAX_PRODUCT:
             raise MergeError("allOf: several anyOf lists with too many combinations", f"{ptr}/anyOf", "anyOf")
@@ -357,7 +400,7 @@ def _merge_shapes(shape: list) -> dict:
     """Exact merge of properties / additionalProperties / patternProperties of several parts."""
     with_pp = [p for p, _ in shape if p.get("patternProperties")]
     strict_ap = [p for p, _ in shape if p.get("additionalProperties", True) is not True]
-    if len(with_pp) > 1 and strict_ap:
+    if len(with_pp) > 1 and strict_ap and not _patterns_cover(shape):
         raise MergeError(
             "allOf: patternProperties in several parts with additionalProperties", shape[0][1], "patternProperties"
         )
@@ -383,12 +426,31 @@ def _merge_shapes(shape: list) -> dict:
     pps: dict = {}
     for p, _ in shape:
         for pat, s in (p.get("patternProperties") or {}).items():
-            others = [o.get("additionalProperties", True) for o, _ in shape if o is not p]
-            others = [o for o in others if o is not True]
-            pps[pat] = s if not others else {"allOf": [s] + others}
+            # a part without the pattern applies its additionalProperties (_patterns_cover:
+            # a part with its own patterns and a strict additionalProperties has them all)
+            others = [
+                o.get("additionalProperties", True)
+                for o, _ in shape
+                if o is not p and pat not in (o.get("patternProperties") or {})
+            ]
+            pps.setdefault(pat, []).extend([s] + [o for o in others if o is not True])
     if pps:
-        out["patternProperties"] = pps
+        out["patternProperties"] = {}
+        for pat, subs in pps.items():
+            subs = [json.loads(t) for t in dict.fromkeys(json.dumps(x, sort_keys=True) for x in subs if x is not True)]
+            out["patternProperties"][pat] = True if not subs else subs[0] if len(subs) == 1 else {"allOf": subs}
     return out
+
+
+def _patterns_cover(shape: list) -> bool:
+    """Does every part with a strict additionalProperties list every part's patterns (so
+    that it applies exactly where no pattern of any part matches)?"""
+    every = {pat for p, _ in shape for pat in (p.get("patternProperties") or {})}
+    return all(
+        every <= set(p.get("patternProperties") or {})
+        for p, _ in shape
+        if p.get("additionalProperties", True) is not True
+    )
 
 
 def _search(pattern: str, name: str, ptr: str) -> bool:

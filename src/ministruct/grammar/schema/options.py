@@ -20,6 +20,10 @@
     marks             False; True: position marks (Grammar.marks) on every key, value,
                       array item and container, for per-step position tags (the collapse
                       study); the language is the same, the grammar has more rules
+    documents         (): the schema documents remote `$ref`s may reach, never fetched
+                      from the network: a map (or pairs) from a URI, or a URI prefix
+                      ending in `/`, to a schema, a JSON file or a directory
+                      (schema/documents.py); kept as sorted (URI, "path"/"json", value)
 
 Checked once, when built: a bad value is a UsageError naming the option.
 """
@@ -45,8 +49,12 @@ class SchemaOptions:
     oneof_as_anyof: bool = False
     extra_properties: str = "explicit"
     marks: bool = False
+    documents: Any = ()
 
     def __post_init__(self) -> None:
+        from ministruct.grammar.schema.documents import normalize_documents
+
+        object.__setattr__(self, "documents", normalize_documents(self.documents))
         if self.whitespace not in WHITESPACE:
             raise UsageError(
                 f"whitespace must be spaced, compact, flexible or pretty, not {self.whitespace!r}",
