@@ -203,6 +203,35 @@ def think_and_tools(run: Runner) -> dict[str, str]:
     return {"think-tools": block, "tools-prose": _tools_prose(score)}
 
 
+FRUIT = (
+    'ministruct gen --choice "The potato" --choice "An apple" --choice banana '
+    '--temperature 1 --top-p 1 "Which is a fruit?" --n 200'
+)
+
+
+def particles(run: Runner) -> dict[str, str]:
+    masked = FRUIT + " | sort | uniq -c"
+    weighed = FRUIT + " --particles 16 | sort | uniq -c"
+    m, w = run(masked), run(weighed)
+    block = _shown((masked, m), (weighed, w))
+
+    def counts(text: str) -> dict[str, int]:
+        return {line.split(None, 1)[1]: int(line.split(None, 1)[0]) for line in text.strip().splitlines()}
+
+    mc, wc = counts(m), counts(w)
+    top_m = max(mc, key=lambda k: mc[k])
+    top_w = max(wc, key=lambda k: wc[k])
+    text = (
+        f"Valid is not the same as what the model would have said: under the mask the bundled model "
+        f"answers `{top_m}` {mc[top_m] / 200:.0%} of the time and `{top_w}` {mc.get(top_w, 0) / 200:.0%} "
+        f'(it likes to begin with "The"), while `--particles 16` samples what the model would have said '
+        f"given a valid answer (here exactly, every option scored under the model, the language being small): "
+        f"`{top_w}` {wc[top_w] / 200:.0%}. Each record then carries `p_valid`, the chance the model writes a "
+        f"valid answer unconstrained ([docs/sampling.md](docs/sampling.md))."
+    )
+    return {"particles": block, "particles-prose": _wrap(text)}
+
+
 def _tools_prose(score: dict) -> str:
     by = {s["name"]: s["share"] for s in score["scores"]}
     top = max(by, key=lambda k: by[k])
@@ -234,7 +263,7 @@ def _wrap(text: str, width: int = 90) -> str:
     return "\n".join(lines) + "\n"
 
 
-RECIPES: list[Callable[[Runner], dict[str, str]]] = [capital, conj, more, think_and_tools]
+RECIPES: list[Callable[[Runner], dict[str, str]]] = [capital, conj, more, think_and_tools, particles]
 
 
 # ---------------------------------------------------------------- README

@@ -31,7 +31,16 @@ def test_every_shown_output_is_a_generated_block():
         if line.startswith("    $ "):
             after = lines[i + 1]
             assert not after.startswith("    ") or after.startswith("    $ "), f"unchecked output after {line!r}"
-    assert set(regen.blocks(text)) == {"capital", "conj", "conj-prose", "more", "think-tools", "tools-prose"}
+    assert set(regen.blocks(text)) == {
+        "capital",
+        "conj",
+        "conj-prose",
+        "more",
+        "think-tools",
+        "tools-prose",
+        "particles",
+        "particles-prose",
+    }
     assert not re.search(r"^    \{", outside, re.M)  # (no shown record outside them)
 
 
