@@ -50,15 +50,10 @@ class Ministruct:
 
     def __init__(self, job: dict) -> None:
         from ministruct.diagnostics.bench import prepare_vocabulary
-        from ministruct.engine import kernel
 
         self.model = _load_model(job["model"])
         self.vocab = self.model.vocabulary
         prepare_vocabulary(self.vocab)
-        # the compiled walk loaded before the clock, as the peers' native code is at import
-        # (a fresh process loads it on a background thread once numpy walks have taken
-        # 0.2 s: a long-running process, which the throwaway schema stands for, has it)
-        kernel.available()
         self.options = {"whitespace": job["layout"], "extra_properties": job["properties"]}
         self.folder = Path(job["folder"])
 

@@ -3,7 +3,8 @@ above the caller's return point) gives the exact legal set: masks of one compile
 shared by configurations that differ below their tops (another caller, another item, a
 deeper nesting), equal masks computed from scratch (brute force over Automaton.step_bytes:
 no table, no trie, no walk) along random walks of random grammars whose rules are called
-from several places, and of random JSON schemas."""
+from several places, and of random JSON schemas; and a token's step through the top (the
+stacks below riding along) is the whole configuration's step."""
 
 from __future__ import annotations
 
@@ -78,8 +79,12 @@ def walk_against_scratch(compiled, seed: int, steps: int) -> int:
         legal = [t for t in np.flatnonzero(mask).tolist() if t not in compiled.eog]
         if not legal:
             break
-        cid = compiled.step_token(cid, rng.choice(legal))
-        assert cid != DEAD
+        token = rng.choice(legal)
+        nxt = compiled.step_token(cid, token)
+        # the step through the top (the base riding along) is the whole configuration's step
+        want_config = compiled.automaton.step_bytes(compiled.configs[cid], compiled.vocab.tokens[token])
+        assert nxt != DEAD and compiled.configs[nxt] == want_config, (seed, checked, token)
+        cid = nxt
     return checked
 
 

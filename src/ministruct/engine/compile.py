@@ -26,6 +26,7 @@ bounded string's counts, an e-mail's local part), so the first mask inside each 
 
 from __future__ import annotations
 
+import gc
 import threading
 import time
 from collections import OrderedDict
@@ -316,17 +317,60 @@ class CompiledGrammar:
             if hit is not None:
                 return hit
             nxt = DEAD
-            with gc_paused():  # (as in `mask`)
+            # (as in `mask`: no collection while the step makes configurations; inline,
+            # since most steps make none and this runs on every new token)
+            enabled, made = gc.isenabled(), len(self.configs)
+            if enabled:
+                gc.disable()
+            try:
                 if token_id not in self.vocab.control_ids:
                     data = self.vocab.token_bytes(token_id)
                     if data:
-                        nxt = self.transitions.step_bytes(cid, data)
+                        nxt = self._step_through_top(cid, data)
                 if self.automaton.has_token_edges:
                     extra = self.automaton.step_token_edges(self.configs[cid], token_id, self.token_edges.resolve)
                     if extra:
                         nxt = self.transitions.intern(self.configs[nxt] | extra)
+            finally:
+                if enabled:
+                    if len(self.configs) != made and gc.get_freeze_count() == 0:
+                        gc.freeze()  # (what it made joins the oldest generation, as in gc_paused)
+                        gc.unfreeze()
+                    gc.enable()
             self._token_steps[key] = nxt
             return nxt
+
+    def _step_through_top(self, cid: int, data: bytes) -> int:
+        """`Transitions.step_bytes` of a configuration through the rows of its top (the
+        relative configuration of the top split, whose rows its mask's walk filled along
+        every legal token where no slice decided it): while the top does not return, the
+        stacks below only ride along, and the result is the base under the stepped top.
+        Where the top may return before the last byte, the rest is stepped from the whole
+        configuration."""
+        tr = self.transitions
+        if self.automaton.greedy or cid == DEAD:
+            return tr.step_bytes(cid, data)
+        base, rel = self._split(cid, ROOT_KEEP_FRAMES)  # (the top split, without asking the slices)
+        if not base:
+            return tr.step_bytes(cid, data)
+        byte_class, get = self.byte_class, tr.get
+        x = rel
+        for i, b in enumerate(data):
+            x = get(x, int(byte_class[b]))
+            if x == DEAD:
+                return DEAD
+            if tr.accept[x] and i + 1 < len(data):  # (the top may return here: the base goes on; the array grows)
+                return tr.step_bytes(self._under(base, x), data[i + 1 :])
+        return self._under(base, x)
+
+    def _under(self, base: Stack, rel: int) -> int:
+        """The configuration of `base` under the stacks of `rel` (returning into it where
+        `rel` holds ACCEPT)."""
+        config = self.configs[rel]
+        stacks = {base + st for st in config if st}
+        if ACCEPT in config:
+            stacks |= self.configs[self._return_to(base)]
+        return self.transitions.intern(frozenset(stacks))
 
     def is_accepting(self, cid: int) -> bool:
         return self.automaton.is_accepting(self.configs[cid])
