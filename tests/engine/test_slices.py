@@ -525,6 +525,8 @@ def test_a_string_called_from_each_copy_of_a_repeat_is_walked_above_the_callers_
         return rels
 
     assert len(relative_configurations(lambda c: c._slice_split)) == 1
+    # neither the top split (one frame kept) nor the shallower one: one per copy
+    monkeypatch.setattr(compile_module, "ROOT_KEEP_FRAMES", compile_module.KEEP_FRAMES)
     monkeypatch.setattr(compile_module.CompiledGrammar, "_shallower", lambda self, base, rel, chains: (base, rel))
     assert len(relative_configurations(lambda c: c._slice_split)) == 3
 

@@ -26,6 +26,7 @@ bounded string's counts, an e-mail's local part), so the first mask inside each 
 
 from __future__ import annotations
 
+import gc
 import threading
 import time
 from collections import OrderedDict
@@ -68,6 +69,10 @@ ROOT = -1  # a walk that starts at the trie's root
 # frames kept above a base: with one, a rule called per character (a repeated item) would
 # return after every character, and strings could not be taken by slices
 KEEP_FRAMES = 2
+# ... except at the top of a mask, where one is kept: the frame below is the caller's
+# return point (which property, which item), and every caller of the rule shares the walk
+# of the frames above it; a slice's chain takes the frames it needs back (_slice_split)
+ROOT_KEEP_FRAMES = 1
 PRUNE_MIN_TOKENS = 2048  # a node with fewer tokens below is walked, not analysed
 WORD_PRUNE_MIN_TOKENS = 1  # the word slice's check is a set lookup: every node is asked
 # an open chain whose characters make fewer tokens than this is walked: its rest trie
@@ -312,16 +317,60 @@ class CompiledGrammar:
             if hit is not None:
                 return hit
             nxt = DEAD
-            if token_id not in self.vocab.control_ids:
-                data = self.vocab.token_bytes(token_id)
-                if data:
-                    nxt = self.transitions.step_bytes(cid, data)
-            if self.automaton.has_token_edges:
-                extra = self.automaton.step_token_edges(self.configs[cid], token_id, self.token_edges.resolve)
-                if extra:
-                    nxt = self.transitions.intern(self.configs[nxt] | extra)
+            # (as in `mask`: no collection while the step makes configurations; inline,
+            # since most steps make none and this runs on every new token)
+            enabled, made = gc.isenabled(), len(self.configs)
+            if enabled:
+                gc.disable()
+            try:
+                if token_id not in self.vocab.control_ids:
+                    data = self.vocab.token_bytes(token_id)
+                    if data:
+                        nxt = self._step_through_top(cid, data)
+                if self.automaton.has_token_edges:
+                    extra = self.automaton.step_token_edges(self.configs[cid], token_id, self.token_edges.resolve)
+                    if extra:
+                        nxt = self.transitions.intern(self.configs[nxt] | extra)
+            finally:
+                if enabled:
+                    if len(self.configs) != made and gc.get_freeze_count() == 0:
+                        gc.freeze()  # (what it made joins the oldest generation, as in gc_paused)
+                        gc.unfreeze()
+                    gc.enable()
             self._token_steps[key] = nxt
             return nxt
+
+    def _step_through_top(self, cid: int, data: bytes) -> int:
+        """`Transitions.step_bytes` of a configuration through the rows of its top (the
+        relative configuration of the top split, whose rows its mask's walk filled along
+        every legal token where no slice decided it): while the top does not return, the
+        stacks below only ride along, and the result is the base under the stepped top.
+        Where the top may return before the last byte, the rest is stepped from the whole
+        configuration."""
+        tr = self.transitions
+        if self.automaton.greedy or cid == DEAD:
+            return tr.step_bytes(cid, data)
+        base, rel = self._split(cid, ROOT_KEEP_FRAMES)  # (the top split, without asking the slices)
+        if not base:
+            return tr.step_bytes(cid, data)
+        byte_class, get = self.byte_class, tr.get
+        x = rel
+        for i, b in enumerate(data):
+            x = get(x, int(byte_class[b]))
+            if x == DEAD:
+                return DEAD
+            if tr.accept[x] and i + 1 < len(data):  # (the top may return here: the base goes on; the array grows)
+                return tr.step_bytes(self._under(base, x), data[i + 1 :])
+        return self._under(base, x)
+
+    def _under(self, base: Stack, rel: int) -> int:
+        """The configuration of `base` under the stacks of `rel` (returning into it where
+        `rel` holds ACCEPT)."""
+        config = self.configs[rel]
+        stacks = {base + st for st in config if st}
+        if ACCEPT in config:
+            stacks |= self.configs[self._return_to(base)]
+        return self.transitions.intern(frozenset(stacks))
 
     def is_accepting(self, cid: int) -> bool:
         return self.automaton.is_accepting(self.configs[cid])
@@ -353,7 +402,11 @@ class CompiledGrammar:
                 return hit
             bits = self._packed.pop(cid, None)
             if bits is None:
-                m = self._compute_mask(cid)
+                # (what a mask makes, configurations and rows, lives as long as the grammar:
+                # collections that traverse it free nothing, and on a big grammar a full one
+                # took 150-300 ms in the middle of a step)
+                with gc_paused():
+                    m = self._compute_mask(cid)
             else:  # (unpackbits gives bytes of 0 or 1: a bool view)
                 m = np.unpackbits(bits, count=self.vocab.n_logits).view(bool)
             if m.flags.writeable:
@@ -463,10 +516,10 @@ class CompiledGrammar:
         self._chunk_used += 1
         return self._chunk[self._chunk_used - 1]
 
-    def _split(self, cid: int) -> tuple[Stack, int]:
+    def _split(self, cid: int, keep: int = KEEP_FRAMES) -> tuple[Stack, int]:
         """(base, relative configuration id): the longest prefix all stacks share such that
-        each keeps its top KEEP_FRAMES frames, and the stacks above it."""
-        hit = self._splits.get(cid)
+        each keeps its top `keep` frames, and the stacks above it."""
+        hit = self._splits.get(cid if keep == KEEP_FRAMES else -cid - 1)
         if hit is not None:
             return hit
         config = self.configs[cid]
@@ -474,7 +527,7 @@ class CompiledGrammar:
             hit = ((), cid)
         else:
             stacks = list(config)
-            p = max(0, min(map(len, stacks)) - KEEP_FRAMES)
+            p = max(0, min(map(len, stacks)) - keep)
             # the prefix all stacks share is the one the (lexicographically) least and
             # greatest share; prefix equality is monotone, so bisect on its length
             lo, hi = min(stacks), max(stacks)
@@ -488,7 +541,7 @@ class CompiledGrammar:
                         b = mid
                 p = a
             hit = ((), cid) if p == 0 else (lo[:p], self.transitions.intern(frozenset(s[p:] for s in stacks)))
-        self._splits[cid] = hit
+        self._splits[cid if keep == KEEP_FRAMES else -cid - 1] = hit
         return hit
 
     def _slice_split(self, cid: int) -> tuple[Stack, int]:
@@ -501,16 +554,35 @@ class CompiledGrammar:
         hit = self._slice_splits.get(cid)
         if hit is not None:
             return hit
-        base, rel = self._split(cid)
         name = next((n for n in CHAIN_SLICES if n in self._slices), None)  # (the slice _slice_for takes)
         chains = self._chains_of(name) if name is not None else None
+        # the top alone (one frame kept) when a slice decides it or none decides either split;
+        # else the usual split, deepened as a slice needs (a string body of a rule of its own)
+        hit = top = self._split(cid, ROOT_KEEP_FRAMES)
+        if chains is not None and name is not None:
+            top = self._deepened(*top, name, chains)
+            hit = top
+            if not self._decided(top[1], name, chains):
+                usual = self._deepened(*self._split(cid), name, chains)
+                if self._decided(usual[1], name, chains):
+                    hit = usual
+        self._slice_splits[cid] = hit
+        return hit
+
+    def _decided(self, rel: int, name: str, chains: SliceChains) -> bool:
+        """Does the slice decide the walk from `rel` (a chain, or an open chain)?"""
+        return chains.limit(rel) is not None or name == OPEN_SLICE and chains.open_limit(rel) is not None
+
+    def _deepened(self, base: Stack, rel: int, name: str, chains: SliceChains) -> tuple[Stack, int]:
+        """A split with frames moved between base and relative configuration while that lets
+        the slice decide the part above (see _slice_split)."""
         # a chain above a caller's frame is the chain without that frame: tried first, it is
         # followed once for every caller (a bounded string's one or two stacks); for many stacks
         # (a tool's name among 200) only when a chain starts there at all
-        if chains is not None and (len(self.configs[rel]) <= FEW_STACKS or chains.limit(rel) is not None):
+        if len(self.configs[rel]) <= FEW_STACKS or chains.limit(rel) is not None:
             base, rel = self._shallower(base, rel, chains)
         for _ in range(KEEP_FRAMES):
-            if chains is None or not base or chains.limit(rel) is not None:
+            if not base or chains.limit(rel) is not None:
                 break
             closed = chains.char_step(rel) is not None
             # (the same for an open chain: `"." part` repeated, part ::= [a-z]{1,64}, of an
@@ -526,7 +598,6 @@ class CompiledGrammar:
             if not (closed and chains.limit(deeper) is not None or opened and chains.open_limit(deeper) is not None):
                 break
             base, rel = base[:-1], deeper
-        self._slice_splits[cid] = (base, rel)
         return base, rel
 
     def _shallower(self, base: Stack, rel: int, chains: SliceChains) -> tuple[Stack, int]:

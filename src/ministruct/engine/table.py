@@ -480,14 +480,16 @@ class Transitions:
         sub = self.table[list(parts)]
         cells = sub.max(axis=0)  # (DEAD where no part goes on, the one target where one does)
         several = np.flatnonzero((sub != DEAD).sum(axis=0) > 1)
-        columns = sub[:, several].T.tolist()
-        by_column: dict[tuple[int, ...], int] = {}
-        for c, col in zip(several.tolist(), columns):
-            col = tuple(x for x in col if x != DEAD)
-            cid = by_column.get(col)
-            if cid is None:
-                cid = by_column[col] = self.union(list(col))
-            cells[c] = cid
+        if len(several):
+            # (the columns repeat: classes that every part treats alike; one union per distinct one)
+            by_column: dict[tuple[int, ...], int] = {}
+            ids = []
+            for col in map(tuple, sub[:, several].T.tolist()):
+                cid = by_column.get(col)
+                if cid is None:
+                    cid = by_column[col] = self.union([x for x in col if x != DEAD])
+                ids.append(cid)
+            cells[several] = ids
         self.table[state] = cells  # (union may have grown the table)
         self.complete[state] = 1
 
