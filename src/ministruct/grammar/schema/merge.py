@@ -17,6 +17,8 @@ ALL_TYPES = frozenset({"null", "boolean", "object", "array", "number", "integer"
 _NOT_SCHEMAS = {"enum", "const", "default", "examples", "example"}
 MAX_PRODUCT = 64
 CONDITIONS = "$ministruct:conditions"  # [if, then, else] of merged parts (schema_logic rewrites them)
+NOT_MULTIPLE_OF = "$ministruct:notMultipleOf"  # steps a number is not a multiple of (schema_multiples)
+PATTERNS = "$ministruct:patterns"  # the patterns of merged parts besides `pattern` (a string matches all)
 
 
 class MergeError(Exception):
@@ -192,6 +194,8 @@ _ASSERTING = {
     "$dynamicRef",
     "$recursiveRef",
     CONDITIONS,
+    NOT_MULTIPLE_OF,
+    PATTERNS,
 }
 
 
@@ -251,6 +255,10 @@ def merge_all(schema: dict, ptr: str, resolver: Resolver) -> dict:
         for k, v in p.items():
             if k in ANNOTATIONS or k in _OBJECT_SHAPE or k in _ARRAY_SHAPE:
                 continue
+            if k == "pattern" and k in out and out[k] != v and isinstance(v, str):
+                if v not in out.get(PATTERNS, []):
+                    out[PATTERNS] = [*out.get(PATTERNS, []), v]  # a string must match both
+                continue
             out[k] = v if k not in out else _combine(k, out[k], v, pptr)
     shape = [(p, q) for p, q in parts if any(k in p for k in _OBJECT_SHAPE)]
     if len(shape) == 1:
@@ -303,7 +311,13 @@ def _lcm(a: Any, b: Any, ptr: str) -> Any:
     if all(isinstance(x, int) or (isinstance(x, float) and x.is_integer()) for x in (a, b)):
         a, b = int(a), int(b)
         return a * b // math.gcd(a, b)
-    raise MergeError("allOf: cannot merge non-integer multipleOf values", f"{ptr}/multipleOf", "multipleOf")
+    from ministruct.grammar.schema.multiples import decimal_lcm
+
+    if all(isinstance(x, (int, float)) and not isinstance(x, bool) and x > 0 for x in (a, b)):
+        got = decimal_lcm(a, b)  # multiples of both decimal steps: of their least common multiple
+        if got is not None:
+            return got
+    raise MergeError("allOf: cannot merge these multipleOf values exactly", f"{ptr}/multipleOf", "multipleOf")
 
 
 def _combine(k: str, a: Any, b: Any, ptr: str) -> Any:
@@ -328,7 +342,7 @@ def _combine(k: str, a: Any, b: Any, ptr: str) -> Any:
         return _lcm(a, b, ptr)
     if k == "uniqueItems":
         return bool(a) or bool(b)
-    if k == CONDITIONS:
+    if k in (CONDITIONS, NOT_MULTIPLE_OF, PATTERNS):
         return a + b
     if k == "contains" and not _json_eq(a, b):  # two things to contain are not one thing containing both
         raise MergeError("allOf: cannot merge two different 'contains' exactly", f"{ptr}/contains", "contains")

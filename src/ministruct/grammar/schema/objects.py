@@ -515,11 +515,13 @@ def array_expr(c: SchemaContext, node: dict, ptr: str, depth: int) -> Expr:
     max_i = _int_kw(c, node, "maxItems", ptr, None)
     max_i = None if max_i is None else c.bounded_count("maxItems", max_i, ptr)
     if node.get("uniqueItems") is True and not prefix and "contains" not in node:
-        from ministruct.grammar.schema.contains import MAX_UNIQUE_VALUES, finite_items, unique_array
+        from ministruct.grammar.schema.unique import item_values, unique_items_array
 
-        values = finite_items(c, items, f"{ptr}/items")
-        if values is not None and len(values) <= MAX_UNIQUE_VALUES:
-            return unique_array(c, values, ptr, depth, min_i, max_i)
+        values = item_values(c, items, f"{ptr}/items")
+        if values is not None:
+            got = unique_items_array(c, values, ptr, depth, min_i, max_i)
+            if got is not None:
+                return got
     if "contains" in node and (node.get("minContains", 1) != 0 or "maxContains" in node):
         from ministruct.grammar.schema.contains import contains_array
 
