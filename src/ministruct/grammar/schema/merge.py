@@ -311,7 +311,7 @@ def _lcm(a: Any, b: Any, ptr: str) -> Any:
     if all(isinstance(x, int) or (isinstance(x, float) and x.is_integer()) for x in (a, b)):
         a, b = int(a), int(b)
         return a * b // math.gcd(a, b)
-    from ministruct.grammar.schema.multiples import decimal_lcm
+    from ministruct.grammar.schema.numbers import decimal_lcm
 
     if all(isinstance(x, (int, float)) and not isinstance(x, bool) and x > 0 for x in (a, b)):
         got = decimal_lcm(a, b)  # multiples of both decimal steps: of their least common multiple

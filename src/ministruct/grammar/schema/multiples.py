@@ -20,13 +20,13 @@ are compared as the shortest decimals that read as their floats.
 from __future__ import annotations
 
 import math
-from decimal import Decimal
 from fractions import Fraction
 from typing import Any, Callable, Optional
 
 from ministruct.grammar.ir import EMPTY, CharClass, Expr, RuleRef, alt, seq
 from ministruct.grammar.schema.complement import ComplementError, build_dfa
 from ministruct.grammar.schema.merge import NOT_MULTIPLE_OF
+from ministruct.grammar.schema.numbers import as_decimal, step_of
 
 MAX_MULTIPLE_STATES = 4000
 SIGNIFICANT_DIGITS = 15  # decimals of at most 15 digits read back from a float as themselves
@@ -35,33 +35,6 @@ _CHARS = "-.0123456789"
 
 class MultipleTooLarge(ValueError):
     """The machine for these steps and bounds would need more than MAX_MULTIPLE_STATES states."""
-
-
-def as_decimal(x: Any) -> Decimal:
-    """The decimal a JSON number stands for: an int exactly, a float as its shortest repr."""
-    return Decimal(repr(x)) if isinstance(x, float) else Decimal(x)
-
-
-def step_of(m: Any) -> tuple[int, int]:
-    """(p, s) with m = p / 10**s, p a positive integer."""
-    _, digits, exp = as_decimal(m).normalize().as_tuple()
-    p = int("".join(map(str, digits)))
-    assert isinstance(exp, int)
-    return (p * 10**exp, 0) if exp >= 0 else (p, -exp)
-
-
-def decimal_lcm(a: Any, b: Any) -> Optional[Any]:
-    """The least common multiple of two steps, as a JSON number (None when it has no float
-    that reads back as itself)."""
-    (pa, sa), (pb, sb) = step_of(a), step_of(b)
-    s = max(sa, sb)
-    qa, qb = pa * 10 ** (s - sa), pb * 10 ** (s - sb)
-    n = qa * qb // math.gcd(qa, qb)
-    if s == 0:
-        return n
-    value = Decimal(n).scaleb(-s)
-    f = float(value)
-    return f if as_decimal(f) == value.normalize() else None
 
 
 def integer_step(p: int, s: int) -> int:
