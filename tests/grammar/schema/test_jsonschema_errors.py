@@ -27,8 +27,8 @@ CASES = [
     ("big multipleOf", {"type": "number", "multipleOf": 0.9973, "minimum": 3.3}, "/multipleOf", "the limit"),
     (
         "allOf clash",
-        {"allOf": [{"contains": {"type": "string"}}, {"contains": {"type": "integer"}}]},
-        "/allOf/1/contains",
+        {"allOf": [{"items": [{"type": "string"}]}, {"prefixItems": [{"type": "integer"}]}]},
+        "/allOf/0",
         "allOf",
     ),
     ("negative minLength", {"minLength": -1}, "/minLength", "non-negative"),

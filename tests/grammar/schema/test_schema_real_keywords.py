@@ -242,3 +242,60 @@ def test_patterns_of_several_allof_parts_all_hold(patterns, texts):
     from grammar.helpers import check_strings_against_jsonschema
 
     check_strings_against_jsonschema({"type": "string", "allOf": [{"pattern": p} for p in patterns]}, texts)
+
+
+_ITEM_VALUES = [None, True, 0, 1, 2, "a", "b", [], {}]
+
+
+@st.composite
+def _contains_parts(draw):
+    part: dict = {"contains": draw(st.sampled_from([{"type": "string"}, {"type": "integer"}, {"const": 1}, {}]))}
+    if draw(st.booleans()):
+        part["minContains"] = draw(st.integers(0, 2))
+    if draw(st.booleans()):
+        part["maxContains"] = draw(st.integers(0, 2))
+    return part
+
+
+@settings(max_examples=40)
+@given(
+    st.lists(_contains_parts(), min_size=2, max_size=3),
+    st.booleans(),
+    st.lists(st.lists(st.sampled_from(_ITEM_VALUES), max_size=5), min_size=1, max_size=10),
+    st.integers(0, 2**16),
+)
+def test_contains_of_several_allof_parts_each_count(parts, negated, arrays, seed):
+    schema = {"type": "array", "maxItems": 5, "allOf": parts}
+    if negated:
+        schema = {"type": "array", "maxItems": 5, "not": {"allOf": parts}}
+    validator = Draft202012Validator(schema)
+    try:
+        g = schema_to_grammar(schema, whitespace="compact")
+    except SchemaError as e:
+        assert "accepts no value" in str(e) or "the limit" in str(e), e
+        return
+    for a in arrays:
+        assert accepts(g, json.dumps(a, separators=(",", ":"))) == validator.is_valid(a), (schema, a)
+    for t in sample_strings(g, random.Random(seed), count=10):
+        assert validator.is_valid(json.loads(t)), (schema, t)
+
+
+def test_a_large_oneof_told_apart_by_an_optional_tag_needs_no_exactly_one(monkeypatch):
+    """Eleven object branches whose `kind` lists a value of its own, `kind` not required: an
+    object without it satisfies them all. Where exactly-one would need more than its limit of
+    branches (made small here), `kind` is required (a restriction): then no two branches
+    share an instance."""
+    from ministruct.grammar.schema import logic
+
+    monkeypatch.setattr(logic, "MAX_BRANCHES", 4)
+    base = {"type": "object", "properties": {f"p{i}": {"type": "integer"} for i in range(6)}}
+    branches = [
+        {"allOf": [base, {"properties": {"kind": {"enum": [f"k{i}"]}, f"x{i}": {"type": "string"}}}]} for i in range(11)
+    ]
+    schema = {"type": "object", "oneOf": branches}
+    g = schema_to_grammar(schema, whitespace="compact")
+    checks = [Draft202012Validator(b) for b in branches]
+    for t in sample_strings(g, random.Random(3), count=60):
+        value = json.loads(t)
+        assert sum(c.is_valid(value) for c in checks) == 1 and "kind" in value, t
+    assert accepts(g, '{"p0":1,"kind":"k3","x3":"a"}') and not accepts(g, '{"p0":1}')

@@ -50,6 +50,7 @@ from ministruct.grammar.json_text import non_json_number
 from ministruct.grammar.limits import MAX_JSON_NESTING, MAX_REPEAT, nesting_error, reshape, short_pointer
 from ministruct.grammar.schema import numbers as num
 from ministruct.grammar.schema.budget import below, within_length
+from ministruct.grammar.schema.complement import MAX_DFA_WORK
 from ministruct.grammar.schema.cycles import refuse_ref_cycles
 from ministruct.grammar.schema.disjoint import Disjointness
 from ministruct.grammar.schema.formats import (
@@ -187,7 +188,10 @@ class _Compiler:
         self.logic = Logic(self.resolver, self.explicit, lambda v, sch: self.validator.evolve(schema=sch).is_valid(v))
         self._rewritten = 0  # branches made by rewrites so far (MAX_REWRITTEN_BRANCHES)
         self._product_rules = 0  # rules made by pattern/format/length products so far
+        self._dfa_work = [MAX_DFA_WORK]  # what is left of the schema's budget for building automata
         self._merged_rules: dict[tuple, str] = {}
+        self.multiples_made: dict[tuple, Optional[Expr]] = {}  # schema_multiples: machines made
+        self.multiple_states = 0  # and their states together
         self._merged_done: set[str] = set()
         self._document_ids = _object_ids(root)  # the schema objects of the document (kept alive by it)
         self._nested_ids = len(set(self.resolver.bases.values())) > 1  # where a $ref sits decides its target
@@ -516,18 +520,20 @@ class _Compiler:
         rest = {k: v for k, v in node.items() if k != kw}
         if kw == "oneOf" and not self.oneof_as_anyof:
             pairs = self.disjointness.overlaps(subs, rest)
-            tag = self.disjointness.tag(subs, rest) if pairs else None
-            if tag is not None:
-                # branches told apart by the values of one property when it is there: with it
-                # there (a restriction), they share no instance and need no exactly-one
-                subs = [{"allOf": [sub, {"required": [tag]}]} for sub in subs]
-            elif pairs:
+            if pairs:
                 try:
                     subs = self.logic.exactly_one(subs, rest, pairs, ptr)
                 except LogicLimit as e:
-                    i, j = min(pairs)
-                    e.why = f"branches {i} and {j} may overlap and {e.why} (oneof_as_anyof=True accepts any branch)"
-                    self.refuse_logic(e)
+                    tag = self.disjointness.tag(subs, rest)
+                    if tag is not None:
+                        # branches told apart by the values of one property when it is there:
+                        # with it there (a restriction), they share no instance, and need no
+                        # exactly-one past its limits
+                        subs = [{"allOf": [sub, {"required": [tag]}]} for sub in subs]
+                    else:
+                        i, j = min(pairs)
+                        e.why = f"branches {i} and {j} may overlap and {e.why} (oneof_as_anyof=True accepts any branch)"
+                        self.refuse_logic(e)
         self._rewritten += len(subs) if synthetic else 0
         if self._rewritten > MAX_REWRITTEN_BRANCHES:
             raise self.error(
@@ -817,7 +823,15 @@ class _Compiler:
         left = MAX_SCHEMA_PRODUCT_RULES - self._product_rules if fits else MAX_PRODUCT_RULES
         try:
             return pattern_with_length(
-                langs, lo, hi, fresh, self.define, accept=accept, max_states=max_states, max_rules=left
+                langs,
+                lo,
+                hi,
+                fresh,
+                self.define,
+                accept=accept,
+                max_states=max_states,
+                max_rules=left,
+                work=self._dfa_work,
             )
         finally:
             self._product_rules += made if fits else 0

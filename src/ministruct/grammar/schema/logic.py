@@ -33,6 +33,7 @@ from ministruct.grammar.schema.keywords import ANNOTATIONS
 from ministruct.grammar.schema.merge import (
     ALL_TYPES,
     CONDITIONS,
+    CONTAINS,
     NOT_MULTIPLE_OF,
     PATTERNS,
     MergeError,
@@ -478,6 +479,9 @@ class Logic:
                     add_for(frozenset({"array"}), contains=v, minContains=_count(hi) + 1)
             elif k in ("minContains", "maxContains"):
                 continue
+            elif k == CONTAINS:
+                for part in _list(v, where):
+                    out += self.negate(part, inner, where, depth + 1)
             elif k == "uniqueItems":
                 if v is True and "array" in live:
                     raise LogicLimit("not", where, "the negation of uniqueItems is not enforced")

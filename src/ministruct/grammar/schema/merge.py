@@ -19,6 +19,9 @@ MAX_PRODUCT = 64
 CONDITIONS = "$ministruct:conditions"  # [if, then, else] of merged parts (schema_logic rewrites them)
 NOT_MULTIPLE_OF = "$ministruct:notMultipleOf"  # steps a number is not a multiple of (schema_multiples)
 PATTERNS = "$ministruct:patterns"  # the patterns of merged parts besides `pattern` (a string matches all)
+# the `contains` of merged parts besides the first, each {contains, minContains, maxContains} (schema_contains)
+CONTAINS = "$ministruct:contains"
+_COUNTS = ("contains", "minContains", "maxContains")
 
 
 class MergeError(Exception):
@@ -196,6 +199,7 @@ _ASSERTING = {
     CONDITIONS,
     NOT_MULTIPLE_OF,
     PATTERNS,
+    CONTAINS,
 }
 
 
@@ -252,6 +256,10 @@ def merge_all(schema: dict, ptr: str, resolver: Resolver) -> dict:
         return parts[0][0]
     out: dict = {}
     for p, pptr in parts:
+        if "contains" in p and "contains" in out and not _json_eq(p["contains"], out["contains"]):
+            # two things to contain are not one thing containing both: each keeps its counts
+            out[CONTAINS] = [*out.get(CONTAINS, []), {k: p[k] for k in _COUNTS if k in p}]
+            p = {k: v for k, v in p.items() if k not in _COUNTS}
         for k, v in p.items():
             if k in ANNOTATIONS or k in _OBJECT_SHAPE or k in _ARRAY_SHAPE:
                 continue
@@ -342,7 +350,7 @@ def _combine(k: str, a: Any, b: Any, ptr: str) -> Any:
         return _lcm(a, b, ptr)
     if k == "uniqueItems":
         return bool(a) or bool(b)
-    if k in (CONDITIONS, NOT_MULTIPLE_OF, PATTERNS):
+    if k in (CONDITIONS, NOT_MULTIPLE_OF, PATTERNS, CONTAINS):
         return a + b
     if k == "contains" and not _json_eq(a, b):  # two things to contain are not one thing containing both
         raise MergeError("allOf: cannot merge two different 'contains' exactly", f"{ptr}/contains", "contains")

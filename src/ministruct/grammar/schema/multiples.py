@@ -29,6 +29,7 @@ from ministruct.grammar.schema.merge import NOT_MULTIPLE_OF
 from ministruct.grammar.schema.numbers import as_decimal, step_of
 
 MAX_MULTIPLE_STATES = 4000
+MAX_SCHEMA_MULTIPLE_STATES = 8000  # the machines of one schema together
 SIGNIFICANT_DIGITS = 15  # decimals of at most 15 digits read back from a float as themselves
 _CHARS = "-.0123456789"
 
@@ -87,6 +88,7 @@ def multiples_expr(
     steps: list[tuple[int, int, bool]],
     fresh: Callable[[str], str],
     define: Callable[[str, Expr], None],
+    max_states: int = MAX_MULTIPLE_STATES,
 ) -> Optional[Expr]:
     """The texts of `numbers` (plain decimal texts, no exponent) that are multiples of each
     step (p, s, True) and of no step (p, s, False), with at most magnitude_cap()'s fraction
@@ -96,7 +98,7 @@ def multiples_expr(
     mods = [p * 10 ** (big_s - s) for p, s, _ in steps]
     wants = [w for _, _, w in steps]
     try:
-        dfa = build_dfa([numbers], max_states=MAX_MULTIPLE_STATES)
+        dfa = build_dfa([numbers], max_states=max_states)
     except ComplementError as e:
         raise MultipleTooLarge(str(e)) from None
     step_on: list[dict[str, int]] = []
@@ -146,8 +148,8 @@ def multiples_expr(
         st = todo.pop()
         if st in graph:
             continue
-        if len(graph) >= MAX_MULTIPLE_STATES:
-            raise MultipleTooLarge(f"more than {MAX_MULTIPLE_STATES} states")
+        if len(graph) >= max_states:
+            raise MultipleTooLarge(f"more than {max_states} states")
         graph[st] = moves(st)
         todo.extend(graph[st].values())
     live = {st for st in graph if accepting(st)}
@@ -220,11 +222,26 @@ def number_multiples(
         numbers = _alt(*ints, *float_ranges(-float(cap), float(cap)))
     if numbers is None:
         return None
+    key = (numbers, tuple(steps))
+    if key in c.multiples_made:  # the same numbers and steps elsewhere in the schema: one machine
+        return c.multiples_made[key]
+    made = 0
+
+    def fresh(hint: str) -> str:
+        nonlocal made
+        made += 1
+        return c.fresh(hint)
+
+    left = MAX_SCHEMA_MULTIPLE_STATES - c.multiple_states
     try:
-        return multiples_expr(numbers, steps, c.fresh, c.define)
+        got = multiples_expr(numbers, steps, fresh, c.define, min(MAX_MULTIPLE_STATES, left))
     except MultipleTooLarge as e:
         c.unsupported("multipleOf", ptr, f"with these bounds needs a machine of {e} (the limit)")
         return numbers
+    finally:
+        c.multiple_states += made
+    c.multiples_made[key] = got
+    return got
 
 
 def _alt(*opts: Optional[Expr]) -> Optional[Expr]:

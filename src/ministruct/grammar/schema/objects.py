@@ -23,7 +23,7 @@ from ministruct.grammar.schema.formats import (
     string_literal,
 )
 from ministruct.grammar.schema.keywords import ANNOTATIONS
-from ministruct.grammar.schema.merge import Resolver, merge_all
+from ministruct.grammar.schema.merge import CONTAINS, Resolver, merge_all
 
 MAX_OBJECT_STATES = 4000
 _HEXNZ = CharClass(((49, 57), (65, 70), (97, 102)))
@@ -522,7 +522,7 @@ def array_expr(c: SchemaContext, node: dict, ptr: str, depth: int) -> Expr:
             got = unique_items_array(c, values, ptr, depth, min_i, max_i)
             if got is not None:
                 return got
-    if "contains" in node and (node.get("minContains", 1) != 0 or "maxContains" in node):
+    if "contains" in node and (node.get("minContains", 1) != 0 or "maxContains" in node or CONTAINS in node):
         from ministruct.grammar.schema.contains import contains_array
 
         if max_i is not None and max_i < min_i:
