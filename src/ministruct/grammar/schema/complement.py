@@ -23,7 +23,7 @@ from ministruct.grammar.regex.printer import inline_root
 
 MAX_NFA_STATES = 50_000
 MAX_DFA_STATES = 5_000
-MAX_DFA_WORK = 300_000  # range ends gone through while building one DFA (bounded work)
+MAX_DFA_WORK = 300_000  # range ends gone through building a schema's automata (bounded work)
 
 
 class ComplementError(ValueError):
@@ -111,11 +111,11 @@ def build_dfa(
     components: list[Expr],
     max_states: int = MAX_DFA_STATES,
     max_nfa: int = MAX_NFA_STATES,
-    max_work: int = MAX_DFA_WORK,
+    max_work: Optional[int] = None,
 ) -> KeyDFA:
     """One DFA for all component languages at once (each a full-match language). Its
     `work` is the count of range ends it went through (large classes, such as `\\w`
-    over Unicode, make each state costly): past `max_work`, ComplementError."""
+    over Unicode, make each state costly): past `max_work` (when given), ComplementError."""
     nfa = _NFA(max_nfa)
     start = nfa.new()
     accept: dict[int, int] = {}
@@ -180,7 +180,7 @@ def build_dfa(
         trans.append([(normalize_ranges(rs), t) for t, rs in groups.items()])
         i += 1
         work += len(points)
-        if work > max_work:
+        if max_work is not None and work > max_work:
             raise ComplementError(f"more than {max_work:,} steps to build its automaton")
     labels = [frozenset(accept[n] for n in s if n in accept) for s in sets]
     return KeyDFA(trans, labels, index.get(frozenset()), work)
