@@ -67,6 +67,10 @@ def not_in_names(c: SchemaContext, names: list[str]) -> Expr:
     they fit, so their byte paths are built, and stepped, once."""
     if not names:
         return ANY_STRING
+    made = getattr(c, "keys_made", None)  # the same names elsewhere in the schema: one rule
+    key = tuple(sorted(set(names)))
+    if made is not None and key in made:
+        return made[key]
     trie: dict = {}
     for n in names:
         t = trie
@@ -103,7 +107,10 @@ def not_in_names(c: SchemaContext, names: list[str]) -> Expr:
             opts.append(seq(encode_chars(Literal(k)), build(t[k])))
         return alt(*opts) if opts else NOTHING
 
-    return c.rule("other_key", seq(Literal('"'), build(trie)))
+    got = c.rule("other_key", seq(Literal('"'), build(trie)))
+    if made is not None:
+        made[key] = got
+    return got
 
 
 def _minus(cls: CharClass, excluded: list[tuple[int, int]]) -> Optional[CharClass]:
