@@ -1,7 +1,7 @@
 """Generation under JSON Schemas on the real model: every completed output validates.
 
-The judge is the `jsonschema` package (Draft 2020-12, with its format checker), not
-ministruct. Schemas: samples/conj.json and 30 real schemas from JSONSchemaBench,
+The judge is the `jsonschema` package (Draft 2020-12, with its format checker, and
+`multipleOf` with the standard's meaning), not ministruct. Schemas: samples/conj.json and 30 real schemas from JSONSchemaBench,
 picked deterministically among those ministruct compiles.
 """
 
@@ -27,8 +27,12 @@ N_SCHEMAS = 30
 
 
 def validate(schema, value) -> None:
+    """`multipleOf` as JSON Schema reads it (schema/multiples.py: the package divides floats,
+    and would call 1230.55 no multiple of 0.01)."""
+    from ministruct.grammar.schema.multiples import exact_validator
+
     cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-    cls(schema, format_checker=cls.FORMAT_CHECKER).validate(value)
+    exact_validator(cls)(schema, format_checker=cls.FORMAT_CHECKER).validate(value)
 
 
 def run(model, schema, prompt: str, max_tokens: int, seed: int = 0):

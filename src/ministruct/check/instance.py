@@ -5,6 +5,9 @@ either. So the verdict comes from the `jsonschema` validator (the dialect the sc
 `$schema` names, Draft 2020-12 by default), after our own reading of the JSON text,
 which reports a syntax error by line, column and byte offset.
 
+`multipleOf` is read as the standard says (schema/multiples.py: 0.07 is a multiple of
+0.01, which the `jsonschema` package's float division denies).
+
 `format` is asserted (`format_assertion=True`, the default), as ministruct's generation
 enforces it and as real-world schemas expect (JSONSchemaBench's invalid instances are
 mostly format violations); Draft 2020-12 makes it an annotation unless a validator is
@@ -23,6 +26,7 @@ from ministruct.errors import SchemaError
 from ministruct.grammar.limits import pointer_token
 from ministruct.grammar.schema.cycles import refuse_ref_cycles
 from ministruct.grammar.schema.metaschema import check_schema, json_pointer, short_reason
+from ministruct.grammar.schema.multiples import exact_validator
 
 
 def _no_constant(name: str) -> Any:
@@ -47,7 +51,7 @@ class InstanceChecker:
         if format_assertion:  # every format the package knows, whatever the draft introduced it
             options["format_checker"] = FormatChecker()
         self.schema = schema
-        self.validator = cls(schema, **options)
+        self.validator = exact_validator(cls)(schema, **options)  # multipleOf as the standard reads it
         self._best_match = exceptions.best_match
 
     def check(self, text: str) -> CheckResult:

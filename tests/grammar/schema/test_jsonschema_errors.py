@@ -29,8 +29,13 @@ CASES = [
         "$dynamicRef",
     ),
     ("oneOf overlap", {"oneOf": [{"type": "string"}, {"format": "email"}]}, "/oneOf/1/format", "overlap"),
-    ("float multipleOf", {"type": "number", "multipleOf": 0.1}, "/multipleOf", "multipleOf"),
-    ("allOf clash", {"allOf": [{"pattern": "a"}, {"pattern": "b"}]}, "/allOf/1/pattern", "allOf"),
+    ("big multipleOf", {"type": "number", "multipleOf": 0.9973, "minimum": 3.3}, "/multipleOf", "the limit"),
+    (
+        "allOf clash",
+        {"allOf": [{"items": [{"type": "string"}]}, {"prefixItems": [{"type": "integer"}]}]},
+        "/allOf/0",
+        "allOf",
+    ),
     ("negative minLength", {"minLength": -1}, "/minLength", "non-negative"),
     ("empty language", {"type": "string", "enum": [1]}, "/", "accepts no value"),
     (

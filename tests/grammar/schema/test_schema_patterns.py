@@ -63,9 +63,12 @@ def test_impossible_bounds_accept_nothing():
     assert accepts(g, "1") and not any(accepts(g, json.dumps(t)) for t in ["abab", "bb\n", "a", "bbbb"])
 
 
-def test_a_product_too_large_is_refused_by_name():
-    with pytest.raises(SchemaError, match="pattern.*too large"):
-        schema_to_grammar({"type": "string", "pattern": "a|b[0-9a-f]{40}c", "maxLength": MAX_PRODUCT_RULES})
+def test_a_product_too_large_is_a_part_of_the_pattern_that_fits():
+    # (schema_budget: past the product's limit, strings the pattern matches as a whole,
+    # the length budget shared out over its parts; every string stays valid)
+    g = schema_to_grammar({"type": "string", "pattern": "a|b[0-9a-f]{40}c", "maxLength": MAX_PRODUCT_RULES})
+    assert accepts(g, json.dumps("a")) and accepts(g, json.dumps("b" + "0" * 40 + "c"))
+    assert not accepts(g, json.dumps("xyz")) and not accepts(g, json.dumps("a" * (MAX_PRODUCT_RULES + 1)))
 
 
 def test_a_pattern_syntax_error_gives_the_column_in_the_pattern():
@@ -128,12 +131,15 @@ def test_a_format_with_a_pattern_or_length_is_both_at_once(fmt, extra):
 
 def test_a_format_whose_product_is_too_large_is_refused_by_name():
     # an e-mail's host name counts up to 62 characters in each of four labels: some 1,700
-    # DFA states (a URI 784): products of more than 400 are refused
-    with pytest.raises(
-        SchemaError, match="at /maxLength: keyword 'maxLength' together with format 'email' is too large"
-    ):
-        schema_to_grammar({"type": "string", "format": "email", "maxLength": 64})
-    g = schema_to_grammar({"type": "string", "format": "email", "maxLength": 64}, lenient=True)
-    assert accepts(g, json.dumps("a" * 80 + "@example.com"))  # the format alone, as the warning says
-    with pytest.raises(SchemaError, match="at /pattern: keyword 'pattern' together with format 'uri' is too large"):
-        schema_to_grammar({"type": "string", "format": "uri", "pattern": "^https://"})
+    # DFA states (a URI 784): exact products of more than 400 give way to a part of the
+    # format that fits (length bounds) or a smaller part of the format (patterns), but what
+    # must be avoided (`not`) has no such part
+    g = schema_to_grammar({"type": "string", "format": "email", "maxLength": 64})
+    assert accepts(g, json.dumps("jane@example.com")) and not accepts(g, json.dumps("a" * 80 + "@example.com"))
+    g = schema_to_grammar({"type": "string", "format": "uri", "pattern": "^https://"})
+    assert accepts(g, json.dumps("https://example.com/x")) and not accepts(g, json.dumps("http://example.com/x"))
+    schema = {"type": "string", "format": "email", "maxLength": 254, "not": {"pattern": "^admin@"}}
+    with pytest.raises(SchemaError, match="at /not: keyword 'not' together with format 'email' is too large"):
+        schema_to_grammar(schema)
+    g = schema_to_grammar(schema, lenient=True)
+    assert accepts(g, json.dumps("admin@example.com"))  # the format alone, as the warning says

@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from ministruct.errors import GrammarSyntaxError, SchemaError, UsageError
 from ministruct.grammar.analysis import find_left_recursion, productive_rules, prune_unproductive
@@ -49,30 +49,49 @@ from ministruct.grammar.ir import (
 from ministruct.grammar.json_text import non_json_number
 from ministruct.grammar.limits import MAX_JSON_NESTING, MAX_REPEAT, nesting_error, reshape, short_pointer
 from ministruct.grammar.schema import numbers as num
-from ministruct.grammar.schema.contains import MAX_UNIQUE_VALUES, finite_items
+from ministruct.grammar.schema.budget import below, within_length
+from ministruct.grammar.schema.complement import MAX_DFA_WORK
 from ministruct.grammar.schema.cycles import refuse_ref_cycles
 from ministruct.grammar.schema.disjoint import Disjointness
 from ministruct.grammar.schema.documents import bundle
 from ministruct.grammar.schema.dynamic import EMPTY_SCOPE, Dynamic
 from ministruct.grammar.schema.formats import (
     ANY_STRING,
+    ASCII_FORMATS,
     COUNTED_CHAR,
     KNOWN_UNSUPPORTED,
     SUPPORTED_FORMATS,
     encode_chars,
     format_expr,
+    length_bounds,
     restrict_length,
     search_core,
     search_with_length,
+    small_format_expr,
     string_literal,
 )
 from ministruct.grammar.schema.keywords import ANNOTATIONS
 from ministruct.grammar.schema.logic import Excluded, Logic, LogicLimit, native_not
-from ministruct.grammar.schema.merge import AMBIGUOUS, CONDITIONS, MergeError, Resolver, merge_all, schema_types
+from ministruct.grammar.schema.merge import (
+    AMBIGUOUS,
+    CONDITIONS,
+    PATTERNS,
+    MergeError,
+    Resolver,
+    merge_all,
+    schema_types,
+)
+from ministruct.grammar.schema.multiples import exact_validator, number_multiples, read_steps
 from ministruct.grammar.schema.objects import required_dependencies
 from ministruct.grammar.schema.options import SchemaOptions
-from ministruct.grammar.schema.patterns import MAX_FORMAT_PRODUCT_STATES, PatternTooLarge, pattern_with_length
+from ministruct.grammar.schema.patterns import (
+    MAX_FORMAT_PRODUCT_STATES,
+    MAX_PRODUCT_RULES,
+    PatternTooLarge,
+    pattern_with_length,
+)
 from ministruct.grammar.schema.unevaluated import without_unevaluated
+from ministruct.grammar.schema.unique import item_values
 
 __all__ = ["schema_to_grammar", "canonical_order", "SchemaError"]
 
@@ -80,6 +99,10 @@ WS_BOUND = 20
 MAX_PRETTY_DEPTH = 24
 MAX_OBJECT_STATES = 4000
 MAX_REWRITTEN_BRANCHES = 4000  # branches made by not/if/oneOf rewrites in one schema
+# rules made by pattern/format/length products in one schema; past it, a product that
+# length bounds need is replaced by a part of the language that fits (schema_budget)
+MAX_SCHEMA_PRODUCT_RULES = 8_000
+SHORTER_MAXIMA = (256, 128, 64)  # a format, a pattern and a maxLength too large together: these maxima
 TYPES = ("null", "boolean", "object", "array", "number", "integer", "string")
 UNSUPPORTED = {
     "not",
@@ -178,6 +201,15 @@ class _Compiler:
         self.disjointness = Disjointness(self.resolver, lambda: self.validator)
         self.logic = Logic(self.resolver, self.explicit, lambda v, sch: self.validator.evolve(schema=sch).is_valid(v))
         self._rewritten = 0  # branches made by rewrites so far (MAX_REWRITTEN_BRANCHES)
+        self._product_rules = 0  # rules made by pattern/format/length products so far
+        self._dfa_work = [MAX_DFA_WORK]  # what is left of the schema's budget for building automata
+        self._merged_rules: dict[tuple, str] = {}
+        self.multiples_made: dict[tuple, Optional[Expr]] = {}  # schema_multiples: machines made
+        self.multiple_states = 0  # and their states together
+        self.keys_made: dict[tuple, Expr] = {}  # schema_objects.not_in_names: keys other than names
+        self._merged_done: set[str] = set()
+        self._document_ids = _object_ids(root)  # the schema objects of the document (kept alive by it)
+        self._nested_ids = len(set(self.resolver.bases.values())) > 1  # where a $ref sits decides its target
         self.rules: dict[str, Expr] = {}
         self.warnings: list[str] = []
         self._ref_rules: dict[tuple[str, int, Any], str] = {}
@@ -206,9 +238,13 @@ class _Compiler:
             self.warnings.append(msg)
 
     def bounded_count(self, keyword: str, x: int, ptr: str) -> int | None:
-        """x, or None when it is beyond the repetition limit (refused; ignored with lenient)."""
+        """x, or None when it is beyond the repetition limit (refused; ignored with lenient).
+        A maximum past the limit is the limit (MAX_REPEAT characters or items: a restriction
+        no output of a model's context comes near)."""
         if x <= MAX_REPEAT:
             return x
+        if keyword.startswith("max"):
+            return MAX_REPEAT
         self.unsupported(keyword, ptr, f"({x:,}) is beyond the compile limit of {MAX_REPEAT:,}")
         return None
 
@@ -245,7 +281,7 @@ class _Compiler:
         if self._validator is None:
             from jsonschema import Draft202012Validator
 
-            self._validator = Draft202012Validator(
+            self._validator = exact_validator(Draft202012Validator)(
                 self.resolver.root, format_checker=Draft202012Validator.FORMAT_CHECKER
             )
         return self._validator
@@ -443,6 +479,36 @@ class _Compiler:
             return self.ref(schema["$ref"], ptr, depth)
         if set(schema) - ANNOTATIONS == {"$dynamicRef"}:
             return self.dynamic_ref(schema, ptr, depth)  # (beside other keywords: merged as a $ref is)
+        if "$ref" in schema or "allOf" in schema:
+            key = _shape_key(schema, self._document_ids)
+            if key is not None:
+                return self.merged(schema, key, ptr, depth)
+        return self.merged_value(schema, ptr, depth)
+
+    def merged(self, schema: dict, shape: Any, ptr: str, depth: int) -> Expr:
+        """A `$ref` or `allOf` with keywords beside it: one rule per schema (`shape`:
+        _shape_key), as `ref` makes one per target, so that a recursion through it refers
+        back to the rule instead of merging the referenced schemas again without end."""
+        key = (
+            shape,
+            self.key_depth(depth),
+            ptr if self._nested_ids else "",
+            (self._scope, self._lost) if self.dynamic.used else None,
+        )
+        if key in self._merged_rules:
+            name = self._merged_rules[key]
+            return NOTHING if self.rules.get(name) == NOTHING and name in self._merged_done else RuleRef(name)
+        if not self._depth_ok(depth):
+            return NOTHING
+        name = self.fresh(("all" + ptr) if self.ws != "pretty" else f"all{ptr}-d{depth}")
+        self._merged_rules[key] = name
+        body = self.merged_value(schema, ptr, depth)
+        self.define(name, body)
+        self._merged_done.add(name)
+        return body if _dead(body) else RuleRef(name)  # (no value: said plainly, for the union around it)
+
+    def merged_value(self, schema: dict, ptr: str, depth: int) -> Expr:
+        """value() of a schema object with keywords to merge, enforce or rewrite."""
         try:
             node = merge_all(schema, ptr, self.resolver)
             if self.resolver.part_paths:  # (this merge's: the parts' subschemas are compiled next)
@@ -562,9 +628,16 @@ class _Compiler:
                 try:
                     subs = self.logic.exactly_one(subs, rest, pairs, ptr)
                 except LogicLimit as e:
-                    i, j = min(pairs)
-                    e.why = f"branches {i} and {j} may overlap and {e.why} (oneof_as_anyof=True accepts any branch)"
-                    self.refuse_logic(e)
+                    tag = self.disjointness.tag(subs, rest)
+                    if tag is not None:
+                        # branches told apart by the values of one property when it is there:
+                        # with it there (a restriction), they share no instance, and need no
+                        # exactly-one past its limits
+                        subs = [{"allOf": [sub, {"required": [tag]}]} for sub in subs]
+                    else:
+                        i, j = min(pairs)
+                        e.why = f"branches {i} and {j} may overlap and {e.why} (oneof_as_anyof=True accepts any branch)"
+                        self.refuse_logic(e)
         self._rewritten += len(subs) if synthetic else 0
         if self._rewritten > MAX_REWRITTEN_BRANCHES:
             raise self.error(
@@ -638,8 +711,7 @@ class _Compiler:
                 return True
             if "prefixItems" in node or "contains" in node:
                 return False
-            values = finite_items(self, node.get("items", True), "/items")
-            return values is not None and len(values) <= MAX_UNIQUE_VALUES  # enforced by the array
+            return item_values(self, node.get("items", True), "/items") is not None  # enforced by the array
         if k in ("contains", "minContains", "maxContains"):
             return True  # enforced by the array (schema_contains); without `contains` the counts say nothing
         if k in ("unevaluatedItems", "additionalItems"):
@@ -679,27 +751,24 @@ class _Compiler:
         excluded = [v for v in _excluded(node).values if isinstance(v, (int, float)) and not isinstance(v, bool)]
         points = sorted({int(v) for v in excluded if isinstance(v, int) or v.is_integer()})
         int_ranges = num.split_range(lo, hi, points)
-        if "multipleOf" in node:
-            m = node["multipleOf"]
-            if isinstance(m, bool) or not isinstance(m, (int, float)) or m <= 0:
-                raise self.error("multipleOf must be a positive number", f"{ptr}/multipleOf", "multipleOf")
-            if isinstance(m, float) and not m.is_integer():
-                self.unsupported("multipleOf", ptr, f"with a non-integer value ({m}) is not enforced")
-            else:
-                try:
-                    return _alt(*(num.multiples(a, z, int(m), self) for a, z in int_ranges))
-                except ValueError as e:
-                    self.unsupported("multipleOf", ptr, f"cannot be enforced exactly here: {e}")
+        flo, fhi = num.float_bounds(
+            b.get("minimum"), b.get("maximum"), b.get("exclusiveMinimum"), b.get("exclusiveMaximum")
+        )
+
+        def fractions(lo: float, hi: float) -> list[Expr]:
+            floats = num.split_float_range(max(flo, lo), min(fhi, hi), [float(v) for v in excluded if abs(v) < 1.7e308])
+            return [e for e in (num.decimal_range(a, z) for a, z in floats) if e is not None]
+
+        steps = read_steps(self, node, ptr)
+        if steps:
+            got = number_multiples(self, steps, int_ranges, fractions, integer, ptr)
+            return NOTHING if got is None else got
         if not b and not excluded:
             return self.shared("integer", self.int_syntax()) if integer else self.shared("number", self.any_number())
         ints = _alt(*(num.int_range(a, z) for a, z in int_ranges))
         if integer:
             return ints
-        flo, fhi = num.float_bounds(
-            b.get("minimum"), b.get("maximum"), b.get("exclusiveMinimum"), b.get("exclusiveMaximum")
-        )
-        floats = num.split_float_range(flo, fhi, [float(v) for v in excluded if abs(v) < 1.7e308])
-        return _alt(ints, *(num.decimal_range(a, z) for a, z in floats))
+        return _alt(ints, *fractions(-math.inf, math.inf))
 
     @staticmethod
     def int_syntax() -> Expr:
@@ -741,10 +810,11 @@ class _Compiler:
         names = [v for v in ex.values if isinstance(v, str)]
         if names:
             avoided.append(alt(*(Literal(n) for n in names)))
-        if avoided:
+        if avoided or node.get(PATTERNS):
             if decoded is not None:
                 return _seq(Literal('"'), self.format_within(fmt, decoded, node, avoided, ptr, lo, hi), Literal('"'))
-            return _seq(Literal('"'), self.pattern_avoiding(node.get("pattern"), avoided, ptr, lo, hi), Literal('"'))
+            patterns = [node.get("pattern", ""), *node.get(PATTERNS, [])]
+            return _seq(Literal('"'), self.pattern_avoiding(patterns, avoided, ptr, lo, hi), Literal('"'))
         if "pattern" in node:
             if decoded is not None:
                 return _seq(Literal('"'), self.format_within(fmt, decoded, node, None, ptr, lo, hi), Literal('"'))
@@ -773,21 +843,30 @@ class _Compiler:
         node's `pattern`, avoids `avoided` and has `lo` to `hi` characters: one DFA x length
         product (schema_patterns), or the format alone when that is too large."""
         langs = [decoded]
-        if "pattern" in node:
-            langs.append(self.searched_language(node["pattern"], f"{ptr}/pattern"))
+        for p in [node["pattern"]] if "pattern" in node else []:
+            langs.append(self.searched_language(p, f"{ptr}/pattern"))
+        for p in node.get(PATTERNS, []):
+            langs.append(self.searched_language(p, f"{ptr}/allOf"))
         need = frozenset(range(len(langs)))
         langs += avoided or []
+        if fmt in ASCII_FORMATS:  # the other languages' characters past ASCII are never in the product
+            langs = [decoded, *(below(e, 0x7F) for e in langs[1:])]
+        a, b = length_bounds(decoded)
+        if a >= lo and (hi is None or (b is not None and b <= hi)):
+            lo, hi = 0, None  # every string of the format has an allowed length
         try:
-            r = pattern_with_length(
+            r = self.product(
                 langs,
                 lo,
                 hi,
-                self.fresh,
-                self.define,
                 accept=lambda label: label == need,
                 max_states=MAX_FORMAT_PRODUCT_STATES,
+                fits=not avoided,
             )
         except PatternTooLarge as e:
+            smaller = self.format_by_budget(fmt, langs[1:], need, lo, hi)
+            if smaller is not None:
+                return smaller
             keyword = (
                 "pattern"
                 if "pattern" in node
@@ -799,6 +878,68 @@ class _Compiler:
             return encode_chars(decoded)
         return NOTHING if r is None else r
 
+    def format_by_budget(
+        self, fmt: str, others: list[Expr], need: frozenset, lo: int, hi: Optional[int]
+    ) -> Optional[Expr]:
+        """Where the exact product of format `fmt` with patterns (`others`) or length bounds is
+        too large: a part of the format that fits (schema/budget.py), or with patterns the
+        product with the format's smaller sub-language (formats.small_format_expr), its
+        maximum length lowered until the product fits; None when neither does."""
+        if not others:
+            r = within_length(format_expr(fmt), lo, hi)
+            return None if r is None else encode_chars(r)
+        for top in dict.fromkeys((hi, *SHORTER_MAXIMA)):
+            if (top is not None and top < lo) or (hi is not None and top is not None and top > hi):
+                continue
+            try:
+                r = self.product(
+                    [small_format_expr(fmt), *others],
+                    lo,
+                    top,
+                    accept=lambda label: label == need,
+                    max_states=2 * MAX_FORMAT_PRODUCT_STATES,
+                    fits=False,
+                )
+            except PatternTooLarge:
+                continue
+            return NOTHING if r is None else r
+        return None
+
+    def product(
+        self,
+        langs: list[Expr],
+        lo: int,
+        hi: Optional[int],
+        accept: Optional[Callable[[frozenset[int]], bool]] = None,
+        max_states: Optional[int] = None,
+        fits: bool = True,
+    ) -> Optional[Expr]:
+        """schema_patterns.pattern_with_length; a product with a fallback (`fits`: a part of
+        the language that fits, schema_budget) within what is left of the schema's budget
+        of product rules (MAX_SCHEMA_PRODUCT_RULES): past it, PatternTooLarge."""
+        made = 0
+
+        def fresh(hint: str) -> str:
+            nonlocal made
+            made += 1
+            return self.fresh(hint)
+
+        left = MAX_SCHEMA_PRODUCT_RULES - self._product_rules if fits else MAX_PRODUCT_RULES
+        try:
+            return pattern_with_length(
+                langs,
+                lo,
+                hi,
+                fresh,
+                self.define,
+                accept=accept,
+                max_states=max_states,
+                max_rules=left,
+                work=self._dfa_work,
+            )
+        finally:
+            self._product_rules += made if fits else 0
+
     def regex_language(self, pattern: Any, text: str, ptr: str) -> Expr:
         """The IR of `text`, a regex made from the schema's `pattern` at `ptr`."""
         from ministruct.grammar.regex.parse import parse_regex
@@ -806,7 +947,7 @@ class _Compiler:
         if not isinstance(pattern, str):
             raise self.error("pattern must be a string", ptr, "pattern")
         try:
-            g = parse_regex(text, source=f"{self.source}#{ptr}")
+            g = _parse_regex_anywhere(text, f"{self.source}#{ptr}")
         except GrammarSyntaxError as e:
             reason = e.reason
             if text != pattern:  # `text` wraps the pattern: say where in the pattern itself
@@ -863,24 +1004,41 @@ class _Compiler:
         except LookupError:
             return NOTHING
 
-    def pattern_avoiding(self, pattern: Any, avoided: list[Expr], ptr: str, lo: int, hi: Optional[int]) -> Expr:
-        """Strings that match `pattern` (when given) and none of the `avoided` languages
-        (full-match), with lo..hi characters."""
-        langs = [self.searched_language("" if pattern is None else pattern, f"{ptr}/pattern"), *avoided]
+    def pattern_avoiding(self, patterns: list[str], avoided: list[Expr], ptr: str, lo: int, hi: Optional[int]) -> Expr:
+        """Strings that match every one of `patterns` ("" matches all) and none of the
+        `avoided` languages (full-match), with lo..hi characters."""
+        langs = [self.searched_language(p, f"{ptr}/pattern") for p in patterns]
+        need = frozenset(range(len(langs)))
         try:
-            r = pattern_with_length(langs, lo, hi, self.fresh, self.define, accept=lambda label: label == {0})
+            r = self.product([*langs, *avoided], lo, hi, accept=lambda label: label == need, fits=False)
         except PatternTooLarge as e:
-            self.unsupported("not", ptr, f"(patterns or strings to avoid) is too large to enforce ({e})")
-            if pattern is not None:
-                return self.pattern(pattern, f"{ptr}/pattern", lo, hi)
+            what = "(patterns or strings to avoid)" if avoided else "(several patterns together)"
+            self.unsupported("not" if avoided else "pattern", ptr, f"{what} is too large to enforce ({e})")
+            if patterns[0]:
+                return self.pattern(patterns[0], f"{ptr}/pattern", lo, hi)
             return Repeat(self.shared("char", COUNTED_CHAR), lo, hi)
         return NOTHING if r is None else r
+
+    def pattern_by_budget(self, pattern: str, ptr: str, lo: int, hi: Optional[int]) -> Optional[Expr]:
+        """Strings the pattern matches as a whole (re.fullmatch: it is then found in them too),
+        or, without anchors, such a match followed by anything, with lo..hi characters
+        (schema_budget), as JSON string content; None when none was found. (The whole
+        match rather than a match anywhere: a part with one way of reading each string,
+        which the engine steps cheaply, and what a writer of the pattern expects.)"""
+        whole = self.regex_language(pattern, pattern, ptr)
+        fitted = within_length(whole, lo, hi)
+        if fitted is None and not re.search(r"\$|\\[bBZAz]", pattern):
+            fitted = within_length(seq(whole, Repeat(CharClass((), negated=True), 0, None)), lo, hi)
+        return None if fitted is None else encode_chars(fitted)
 
     def pattern_by_dfa(self, pattern: str, ptr: str, lo: int, hi: Optional[int]) -> Expr:
         """`pattern` with length bounds through a DFA x length product (see schema_patterns)."""
         try:
-            r = pattern_with_length(self.searched_language(pattern, ptr), lo, hi, self.fresh, self.define)
+            r = self.product([self.searched_language(pattern, ptr)], lo, hi)
         except PatternTooLarge as e:
+            fitted = self.pattern_by_budget(pattern, ptr, lo, hi)
+            if fitted is not None:
+                return fitted
             self.unsupported(
                 "pattern", ptr.rsplit("/", 1)[0], f"combined with minLength/maxLength is too large to enforce ({e})"
             )
@@ -898,6 +1056,78 @@ class _Compiler:
         from ministruct.grammar.schema.objects import object_expr
 
         return object_expr(self, node, ptr, depth)
+
+
+def _object_ids(root: Any) -> set[int]:
+    """The ids of the JSON objects in a document."""
+    out: set[int] = set()
+    stack = [root]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, dict):
+            out.add(id(x))
+            stack.extend(x.values())
+        elif isinstance(x, list):
+            stack.extend(x)
+    return out
+
+
+MAX_SHAPE_NODES = 64
+
+
+def _shape_key(schema: Any, document: set[int]) -> Any:
+    """A hashable key equal for equal schemas: a document object by its id, a schema made
+    while compiling (`{"allOf": [part, branch]}`) by its parts; None past MAX_SHAPE_NODES."""
+    budget = [MAX_SHAPE_NODES]
+
+    def key(x: Any) -> Any:
+        if isinstance(x, (dict, list)) and id(x) in document:
+            return ("doc", id(x))
+        budget[0] -= 1
+        if budget[0] < 0:
+            raise LookupError
+        if isinstance(x, dict):
+            return ("{", tuple(sorted((k, key(v)) for k, v in x.items())))
+        if isinstance(x, list):
+            return ("[", tuple(key(v) for v in x))
+        return (type(x).__name__, x)
+
+    try:
+        return key(schema)
+    except (LookupError, TypeError):
+        return None
+
+
+def _parse_regex_anywhere(text: str, source: str) -> Grammar:
+    """parse_regex, also deep inside a schema's recursion: where the stack left is too
+    short for the regex parser, it parses on a fresh one (a thread of its own)."""
+    import threading
+
+    from ministruct.grammar.regex.parse import parse_regex
+
+    try:
+        return parse_regex(text, source=source)
+    except GrammarSyntaxError as e:
+        if e.reason != "regex nested too deeply":
+            raise
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["grammar"] = parse_regex(text, source=source)
+        except GrammarSyntaxError as err:
+            box["error"] = err
+
+    old = threading.stack_size(64 * 1024 * 1024)
+    try:
+        worker = threading.Thread(target=run)
+        worker.start()
+        worker.join()
+    finally:
+        threading.stack_size(old)
+    if "error" in box:
+        raise box["error"]
+    return box["grammar"]
 
 
 def _top_level_bar(text: str) -> bool:

@@ -23,6 +23,7 @@ from ministruct.grammar.regex.printer import inline_root
 
 MAX_NFA_STATES = 50_000
 MAX_DFA_STATES = 5_000
+MAX_DFA_WORK = 300_000  # range ends gone through building a schema's automata (bounded work)
 
 
 class ComplementError(ValueError):
@@ -103,10 +104,18 @@ class KeyDFA:
     states: list[list[tuple[tuple[tuple[int, int], ...], int]]]
     labels: list[frozenset[int]]
     free: Optional[int]
+    work: int = 0
 
 
-def build_dfa(components: list[Expr], max_states: int = MAX_DFA_STATES, max_nfa: int = MAX_NFA_STATES) -> KeyDFA:
-    """One DFA for all component languages at once (each a full-match language)."""
+def build_dfa(
+    components: list[Expr],
+    max_states: int = MAX_DFA_STATES,
+    max_nfa: int = MAX_NFA_STATES,
+    max_work: Optional[int] = None,
+) -> KeyDFA:
+    """One DFA for all component languages at once (each a full-match language). Its
+    `work` is the count of range ends it went through (large classes, such as `\\w`
+    over Unicode, make each state costly): past `max_work` (when given), ComplementError."""
     nfa = _NFA(max_nfa)
     start = nfa.new()
     accept: dict[int, int] = {}
@@ -146,11 +155,13 @@ def build_dfa(components: list[Expr], max_states: int = MAX_DFA_STATES, max_nfa:
     state(closure(frozenset([start])))
     trans: list[list[tuple[tuple[tuple[int, int], ...], int]]] = []
     i = 0
+    work = 0
     while i < len(sets):
         cur = sets[i]
         events: dict[int, list[tuple[int, int]]] = {}
         for n in cur:
             for rs, t in nfa.edges[n]:
+                work += len(rs)
                 for a, b in rs:
                     events.setdefault(a, []).append((t, 1))
                     events.setdefault(b + 1, []).append((t, -1))
@@ -168,8 +179,11 @@ def build_dfa(components: list[Expr], max_states: int = MAX_DFA_STATES, max_nfa:
             prev = p
         trans.append([(normalize_ranges(rs), t) for t, rs in groups.items()])
         i += 1
+        work += len(points)
+        if max_work is not None and work > max_work:
+            raise ComplementError(f"more than {max_work:,} steps to build its automaton")
     labels = [frozenset(accept[n] for n in s if n in accept) for s in sets]
-    return KeyDFA(trans, labels, index.get(frozenset()))
+    return KeyDFA(trans, labels, index.get(frozenset()), work)
 
 
 def live_states(dfa: KeyDFA, good: set[int]) -> set[int]:

@@ -11,6 +11,7 @@ schema is refused by pointer.
 
 from __future__ import annotations
 
+import itertools
 from typing import Any, Optional
 
 from ministruct.errors import SchemaError
@@ -36,6 +37,9 @@ def _count(c: SchemaContext, node: dict, k: str, ptr: str, default: Optional[int
     return x
 
 
+MAX_COUNTED = 3  # `contains` of one array (merged allOf parts): 2**3 kinds of item
+
+
 def contains_array(
     c: SchemaContext,
     node: dict,
@@ -47,56 +51,70 @@ def contains_array(
     max_i: Optional[int],
 ) -> Optional[Expr]:
     """The array text: items `prefix[i]` then `tail` (False: none), minItems..maxItems items,
-    of which minContains..maxContains match `contains`; None when `contains` is not enforced
-    (past the limit, with lenient=True)."""
-    contains = node["contains"]
-    lo = _count(c, node, "minContains", ptr, 1) or 0
-    hi = _count(c, node, "maxContains", ptr, None)
-    if hi is not None and hi < lo:
-        return NOTHING
-    top_c = hi + 1 if hi is not None else lo  # counts at or past top_c are alike (dead, or enough)
+    of which minContains..maxContains match `contains` (and as many match each `contains`
+    of other merged parts, CONTAINS); None when not enforced (past the limit, lenient=True)."""
+    from ministruct.grammar.schema.merge import CONTAINS
+
+    counted = [node, *node.get(CONTAINS, [])]
+    if len(counted) > MAX_COUNTED:
+        c.unsupported("contains", ptr, f"of more than {MAX_COUNTED} allOf parts together is not enforced")
+        return None
+    conds = []  # (schema, lo, top: counts at or past it are alike, hi)
+    for part in counted:
+        lo = _count(c, part, "minContains", ptr, 1) or 0
+        hi = _count(c, part, "maxContains", ptr, None)
+        if hi is not None and hi < lo:
+            return NOTHING
+        conds.append((part["contains"], lo, hi + 1 if hi is not None else lo, hi))
     top_n = max_i if max_i is not None else max(min_i, len(prefix), 1)  # (0 items: no separator yet)
-    if (top_n + 1) * (top_c + 1) > MAX_CONTAINS_STATES:
+    states = top_n + 1
+    for _, _, top, _ in conds:
+        states *= top + 1
+    if states > MAX_CONTAINS_STATES:
         c.unsupported(
             "contains", ptr, f"with these item counts needs more than {MAX_CONTAINS_STATES} states (the limit)"
         )
         return None
     where = f"{ptr}/contains"
-    yes_no: dict[int, tuple[Expr, Expr]] = {}
+    kinds: dict[int, list[tuple[Expr, tuple[int, ...]]]] = {}
 
-    def items(n: int) -> tuple[Expr, Expr]:
-        """(a matching item, an item that does not match) at position n."""
+    def items(n: int) -> list[tuple[Expr, tuple[int, ...]]]:
+        """(an item at position n, which conditions it matches (1) or not (0)) per kind."""
         i = min(n, len(prefix))
-        if i not in yes_no:
+        if i not in kinds:
             s = prefix[i] if i < len(prefix) else tail
-            if s is False:
-                yes_no[i] = (NOTHING, NOTHING)
-            else:
-                yes = c.value({"allOf": [s, contains]} if s is not True else contains, where, depth + 1)
-                no = c.value({"allOf": [s, {"not": contains}]}, where, depth + 1)
-                yes_no[i] = tuple(c.marked(f"item{ptr}/{i}", e, Mark("*", "value")) for e in (yes, no))  # type: ignore[assignment]
-        return yes_no[i]
+            kinds[i] = []
+            if s is not False:
+                for bits in itertools.product((1, 0), repeat=len(conds)):
+                    parts = [s] if s is not True else []
+                    parts += [x if b else {"not": x} for (x, _, _, _), b in zip(conds, bits)]
+                    e = c.value(parts[0] if len(parts) == 1 else {"allOf": parts}, where, depth + 1)
+                    if not _dead(e):
+                        kinds[i].append((c.marked(f"item{ptr}/{i}", e, Mark("*", "value")), bits))
+        return kinds[i]
 
     def after(n: int) -> int:
         return n + 1 if max_i is not None or n + 1 <= top_n else top_n
 
-    ends: dict[tuple[int, int], bool] = {}
-    moves: dict[tuple[int, int], list[tuple[Expr, Expr, tuple[int, int]]]] = {}
-    todo = [(0, 0)]
+    ends: dict[tuple, bool] = {}
+    moves: dict[tuple, list[tuple[Expr, Expr, tuple]]] = {}
+    start = (0, *(0 for _ in conds))
+    todo = [start]
     while todo:
         st = todo.pop()
         if st in moves:
             continue
-        n, k = st
-        ends[st] = n >= min_i and k >= lo and (hi is None or k <= hi)
+        n, ks = st[0], st[1:]
+        ends[st] = n >= min_i and all(k >= lo and (hi is None or k <= hi) for k, (_, lo, _, hi) in zip(ks, conds))
         moves[st] = []
         if max_i is None or n < max_i:
             sep = c.open_(depth) if n == 0 else c.comma(depth)
-            yes, no = items(n)
-            for item, k2 in ((yes, min(k + 1, top_c)), (no, k)):
-                if not _dead(item) and (hi is None or k2 <= hi):
-                    moves[st].append((sep, item, (after(n), k2)))
-                    todo.append((after(n), k2))
+            for item, bits in items(n):
+                ks2 = tuple(min(k + b, top) for k, b, (_, _, top, _) in zip(ks, bits, conds))
+                if all(hi is None or k <= hi for k, (_, _, _, hi) in zip(ks2, conds)):
+                    nxt = (after(n), *ks2)
+                    moves[st].append((sep, item, nxt))
+                    todo.append(nxt)
     live = {st for st, e in ends.items() if e}  # states from which the array can be closed
     changed = True
     while changed:
@@ -105,14 +123,14 @@ def contains_array(
             if st not in live and any(m[2] in live for m in ms):
                 live.add(st)
                 changed = True
-    if (0, 0) not in live:
+    if start not in live:
         return NOTHING
     names = {st: RuleRef(c.fresh(f"arr{ptr}-contains")) for st in sorted(live)}
     for st in sorted(live):
         opts: list[Expr] = [c.empty_inside() if st[0] == 0 else c.close(depth)] if ends[st] else []
         opts += [seq(sep, item, names[nxt]) for sep, item, nxt in moves[st] if nxt in live]
         c.define(names[st].name, alt(*opts))
-    return c.marked(f"arr{ptr}", seq(Literal("["), names[(0, 0)], Literal("]")), Mark(None, "structure"))
+    return c.marked(f"arr{ptr}", seq(Literal("["), names[start], Literal("]")), Mark(None, "structure"))
 
 
 MAX_UNIQUE_VALUES = 12  # uniqueItems over listed values: one state per set of values used (2**n)

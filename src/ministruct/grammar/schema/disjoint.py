@@ -86,6 +86,30 @@ class Disjointness:
                 return list(tags)
         return []
 
+    def tag(self, branches: list, rest: dict) -> Optional[str]:
+        """A property every branch gives distinct listed values (objects only), required or
+        not: with it required, no two branches share an instance. None when there is none."""
+        tags: list[dict[str, list]] = []
+        for b in branches:
+            b = self._normal({"allOf": [rest, b]} if any(k not in ANNOTATIONS for k in rest) else b)
+            if not isinstance(b, dict) or self._types(b, 0) - {"object"}:
+                return None
+            props = b.get("properties") if isinstance(b.get("properties"), dict) else {}
+            found = {}
+            for p, sub in props.items():
+                sub = self._normal(sub)
+                vals = _values(sub) if isinstance(sub, dict) else None
+                if vals:  # (none at all: the property can never be there)
+                    found[p] = vals
+            tags.append(found)
+        if len(tags) < 2:
+            return None
+        for p in sorted(set.intersection(*(set(t) for t in tags))):
+            owner: dict[str, int] = {}
+            if all(owner.setdefault(canonical(v), i) == i for i, t in enumerate(tags) for v in t[p]):
+                return p
+        return None
+
     def disjoint(self, a: Any, b: Any, rest: dict) -> bool:
         """True when no instance satisfies `rest` and both `a` and `b` (False: not proven)."""
         if any(k not in ANNOTATIONS for k in rest):

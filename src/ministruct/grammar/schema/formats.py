@@ -184,19 +184,27 @@ def _minus_unsafe(a: int, b: int):
     return out
 
 
-def encode_chars(e: Expr) -> Expr:
-    """Map a decoded-string expression to the JSON string content that writes it."""
+def encode_chars(e: Expr, _done: Optional[dict] = None) -> Expr:
+    """Map a decoded-string expression to the JSON string content that writes it (a
+    sub-expression shared in the expression is encoded once, and shared in the result)."""
+    done: dict = {} if _done is None else _done
+    got = done.get(id(e))
+    if got is not None:
+        return got[1]
     if isinstance(e, Literal):
-        return seq(*[_encode_cp(ord(ch)) for ch in e.text]) if e.text else EMPTY
-    if isinstance(e, CharClass):
-        return encode_class(e)
-    if isinstance(e, Seq):
-        return seq(*[encode_chars(x) for x in e.items])
-    if isinstance(e, Alt):
-        return alt(*[encode_chars(x) for x in e.options])
-    if isinstance(e, Repeat):
-        return Repeat(encode_chars(e.item), e.min, e.max)
-    return e  # RuleRef: the caller encodes rule bodies too
+        out = seq(*[_encode_cp(ord(ch)) for ch in e.text]) if e.text else EMPTY
+    elif isinstance(e, CharClass):
+        out = encode_class(e)
+    elif isinstance(e, Seq):
+        out = seq(*[encode_chars(x, done) for x in e.items])
+    elif isinstance(e, Alt):
+        out = alt(*[encode_chars(x, done) for x in e.options])
+    elif isinstance(e, Repeat):
+        out = Repeat(encode_chars(e.item, done), e.min, e.max)
+    else:
+        out = e  # RuleRef: the caller encodes rule bodies too
+    done[id(e)] = (e, out)  # (e kept alive: its id stays its own)
+    return out
 
 
 @lru_cache(maxsize=4096)
@@ -426,7 +434,7 @@ def _ipv6() -> Expr:
     )
 
 
-def _uri_parts():
+def _uri_parts(ip_literal: bool = True):
     unreserved = C("a-zA-Z0-9._~-")
     pct = seq(L("%"), HEX, HEX)
     sub = C("!$&'()*+,;=")
@@ -436,7 +444,9 @@ def _uri_parts():
     userinfo = rep(alt(unreserved, pct, sub, L(":")), 0)
     future = seq(L("v"), rep(HEX, 1), L("."), rep(alt(unreserved, sub, L(":")), 1))
     # IP-literal, or reg-name (which holds IPv4address)
-    host = alt(seq(L("["), alt(_ipv6(), future), L("]")), rep(alt(unreserved, pct, sub), 0))
+    host = rep(alt(unreserved, pct, sub), 0)
+    if ip_literal:
+        host = alt(seq(L("["), alt(_ipv6(), future), L("]")), host)
     authority = seq(opt(seq(userinfo, L("@"))), host, opt(seq(L(":"), rep(D, 0, 5))))
     abempty = rep(seq(L("/"), segment), 0)
     absolute = seq(L("/"), opt(seq(segment_nz, abempty)))
@@ -447,17 +457,17 @@ def _uri_parts():
     return authority, abempty, absolute, rootless, tail, nc
 
 
-def _uri() -> Expr:
-    authority, abempty, absolute, rootless, tail, _ = _uri_parts()
+def _uri(ip_literal: bool = True) -> Expr:
+    authority, abempty, absolute, rootless, tail, _ = _uri_parts(ip_literal)
     scheme = seq(C("a-zA-Z"), rep(C("a-zA-Z0-9+.-"), 0))
     hier = alt(seq(L("//"), authority, abempty), absolute, rootless, EMPTY)
     return seq(scheme, L(":"), hier, tail)
 
 
-def _uri_reference() -> Expr:
-    authority, abempty, absolute, _, tail, nc = _uri_parts()
+def _uri_reference(ip_literal: bool = True) -> Expr:
+    authority, abempty, absolute, _, tail, nc = _uri_parts(ip_literal)
     rel = seq(alt(seq(L("//"), authority, abempty), absolute, seq(nc, abempty), EMPTY), tail)
-    return alt(_uri(), rel)
+    return alt(_uri(ip_literal), rel)
 
 
 def _email() -> Expr:
@@ -485,6 +495,62 @@ def _json_pointer() -> Expr:
     return rep(seq(L("/"), rep(ch, 0)), 0)
 
 
+REGEX_DEPTH = 6  # groups nested in a generated `format: regex` pattern
+
+
+def _regex() -> Expr:
+    """Patterns valid both as ECMA-262 regular expressions (with and without the `u` flag,
+    as JSON Schema's `regex` format reads them) and for Python's `re` (the `jsonschema`
+    package's check): literal characters, escapes both dialects read alike, `.`, classes
+    (ranges within 0-9, a-z, A-Z, in order), groups `(...)` `(?:...)`, lookaheads (of no groups), `^ $ \\b
+    \\B`, quantifiers `* + ? {n} {n,} {n,m}` (lazy or not; n <= m < 1000) on what can be
+    repeated, and alternation, groups nested at most REGEX_DEPTH deep. Left out, as one of
+    the dialects refuses or reads them otherwise: `{` `}` `]` unescaped, `{,n}`, named
+    groups, lookbehinds, backreferences, `\\c`, `\\p`, octal escapes, `[]`, `[^]`."""
+    syntax = "^$\\.*+?()[]{}|"
+    literal = alt(
+        CharClass(tuple((c, c) for c in range(0x20, 0x7F) if chr(c) not in syntax)),
+        CharClass(((0xA0, 0xD7FF), (0xE000, 0xFFFD))),
+    )
+    hex_escape = alt(
+        seq(L("\\x"), HEX, HEX),
+        seq(L("\\u"), alt(seq(C("0-9a-cA-CefEF"), rep(HEX, 3, 3)), seq(C("dD"), C("0-7"), HEX, HEX))),
+    )
+    shorthand = seq(L("\\"), C("dDwWsS"))
+    control = seq(L("\\"), C("nrtfv"))
+    escape = alt(shorthand, control, seq(L("\\"), C("\\/.*+?()[]{}|^$")), hex_escape)
+    class_char = CharClass(tuple((c, c) for c in range(0x20, 0x7F) if chr(c) not in "\\]-[^&~|"))
+    class_escape = alt(shorthand, control, seq(L("\\"), C("\\][^./-")), hex_escape)
+    ranges = []
+    for first, last in (("0", "9"), ("a", "z"), ("A", "Z")):
+        for c in range(ord(first), ord(last) + 1):
+            ranges.append(seq(L(chr(c)), L("-"), CharClass(((c, ord(last)),))))
+    class_item = alt(class_char, class_escape, *ranges)
+    char_class = seq(L("["), opt(L("^")), rep(class_item, 1), L("]"))
+    count = alt(L("0"), seq(C("1-9"), rep(D, 0, 2)))
+    counted = alt(
+        seq(L("{"), count, opt(L(",")), L("}")),
+        *(seq(L("{" + str(d) + ","), _count_from(d), L("}")) for d in range(10)),
+    )
+    quantifier = seq(alt(C("*+?"), counted), opt(L("?")))
+    assertion = alt(C("^$"), seq(L("\\"), C("bB")))
+    simple = alt(literal, escape, L("."), char_class)
+    # (a sequence of pieces and `|`s is a disjunction of alternatives, empty ones included)
+    flat = rep(alt(seq(simple, opt(quantifier)), assertion, L("|")), 0)  # no groups: what a lookahead holds
+    look = seq(alt(L("(?="), L("(?!")), flat, L(")"))
+    inner: Expr = flat
+    for _ in range(REGEX_DEPTH):  # each level once inside the next: an expression of linear size
+        group = seq(alt(L("("), L("(?:")), inner, L(")"))
+        inner = rep(alt(seq(alt(simple, group), opt(quantifier)), assertion, look, L("|")), 0)
+    return inner
+
+
+def _count_from(d: int) -> Expr:
+    """The counts d..999, without leading zeros."""
+    small = CharClass(((48 + d, 57),))
+    return alt(small, seq(C("1-9"), rep(D, 1, 2)))
+
+
 _BUILDERS = {
     "date": _date,
     "time": _time,
@@ -498,11 +564,13 @@ _BUILDERS = {
     "uri": _uri,
     "uri-reference": _uri_reference,
     "json-pointer": _json_pointer,
+    "regex": _regex,
 }
 SUPPORTED_FORMATS = frozenset(_BUILDERS)
+ASCII_FORMATS = SUPPORTED_FORMATS - {"json-pointer", "regex"}  # formats whose strings are ASCII only
 # formats some validator can check but ministruct does not enforce: an error (a warning when lenient)
 KNOWN_UNSUPPORTED = frozenset(
-    {"idn-email", "idn-hostname", "iri", "iri-reference", "uri-template", "relative-json-pointer", "regex"}
+    {"idn-email", "idn-hostname", "iri", "iri-reference", "uri-template", "relative-json-pointer"}
 )
 
 
@@ -510,6 +578,29 @@ KNOWN_UNSUPPORTED = frozenset(
 def format_expr(name: str) -> Expr:
     """Decoded-string expression for a supported format (a subset of the format's language)."""
     return _BUILDERS[name]()
+
+
+SMALL_REPEAT = 8
+
+
+@cache
+def small_format_expr(name: str) -> Expr:
+    """A sub-language of the format whose DFA is small, for products with patterns: no IP
+    literals as URI hosts (`http://[::1]/`), and counted repetitions capped at
+    SMALL_REPEAT (host name labels of at most 8 characters)."""
+    e = {"uri": lambda: _uri(False), "uri-reference": lambda: _uri_reference(False)}.get(name, _BUILDERS[name])()
+    return _capped(e, SMALL_REPEAT)
+
+
+def _capped(e: Expr, cap: int) -> Expr:
+    if isinstance(e, Repeat):
+        top = e.max if e.max is None or e.max <= cap else max(e.min, cap)
+        return Repeat(_capped(e.item, cap), e.min, top)
+    if isinstance(e, Seq):
+        return seq(*(_capped(x, cap) for x in e.items))
+    if isinstance(e, Alt):
+        return alt(*(_capped(x, cap) for x in e.options))
+    return e
 
 
 @cache

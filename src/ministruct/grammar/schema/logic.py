@@ -30,7 +30,17 @@ from ministruct.errors import MinistructError
 from ministruct.grammar.schema.disjoint import canonical
 from ministruct.grammar.schema.formats import KNOWN_UNSUPPORTED, SUPPORTED_FORMATS
 from ministruct.grammar.schema.keywords import ANNOTATIONS
-from ministruct.grammar.schema.merge import ALL_TYPES, CONDITIONS, MergeError, Resolver, merge_all, value_type
+from ministruct.grammar.schema.merge import (
+    ALL_TYPES,
+    CONDITIONS,
+    CONTAINS,
+    NOT_MULTIPLE_OF,
+    PATTERNS,
+    MergeError,
+    Resolver,
+    merge_all,
+    value_type,
+)
 
 MAX_BRANCHES = 128  # branches of one rewritten union (each is compiled as a schema of its own)
 MAX_NEGATION_DEPTH = 12  # `not` through `$ref`s and nested negations
@@ -238,26 +248,55 @@ class Logic:
         return {**rest, "anyOf": union or [False]}
 
     def exactly_one(self, branches: list, rest: dict, pairs: set[tuple[int, int]], ptr: str) -> list:
-        """`oneOf` as a union: branch i and not any branch it may overlap (`pairs`)."""
+        """`oneOf` as a union: branch i and not any branch it may overlap (`pairs`). What
+        branch j shares with branch i (the same `$ref`, the same part of an `allOf`) holds
+        beside branch i anyway: only j's other parts are negated."""
         out = []
+        parts = [self._parts(b) for b in branches]
         for i, b in enumerate(branches):
             others = [j for j in range(len(branches)) if j != i and (min(i, j), max(i, j)) in pairs]
             if not others:
                 out.append(b)
                 continue
+            mine = {k for k, _ in parts[i]}
+            left = {j: [x for k, x in parts[j] if k not in mine] for j in others}
+            if any(not xs for xs in left.values()):  # branch j holds wherever branch i does
+                out.append(False)
+                continue
+            reduced = {j: xs[0] if len(xs) == 1 else {"allOf": xs} for j, xs in left.items()}
             try:
                 ctx = Context.of(merge_all({"allOf": [rest, b]}, ptr, self.resolver), self.explicit)
             except (MergeError, MinistructError):
                 ctx = Context(KINDS)
             with _as("oneOf"):
                 union = self.product(
-                    [self.negate(branches[j], ctx, f"{ptr}/oneOf/{j}") for j in others],
+                    [self.negate(reduced[j], ctx, f"{ptr}/oneOf/{j}") for j in others],
                     "oneOf",
                     f"{ptr}/oneOf/{i}",
                     base={"allOf": [rest, b]},
                 )
             out.append({"allOf": [b, {"anyOf": union or [False]}]})
         return out
+
+    def _parts(self, s: Any, depth: int = 0) -> list[tuple[str, Any]]:
+        """The conjuncts of a schema (through `allOf` and `$ref`), each with a key equal for
+        equal schemas."""
+        if isinstance(s, dict) and depth < MAX_NEGATION_DEPTH:
+            keys = {k for k in s if k not in ANNOTATIONS}
+            if keys == {"allOf"} and isinstance(s["allOf"], list):
+                return [p for x in s["allOf"] for p in self._parts(x, depth + 1)]
+            if keys == {"$ref"} and len(set(self.resolver.bases.values())) <= 1:
+                try:
+                    return self._parts(self.resolver.resolve(s["$ref"], "")[0], depth + 1)
+                except MinistructError:
+                    pass
+            if "allOf" in keys and isinstance(s["allOf"], list):
+                own = {k: v for k, v in s.items() if k != "allOf" and k not in ANNOTATIONS}
+                return self._parts(own, depth + 1) + [p for x in s["allOf"] for p in self._parts(x, depth + 1)]
+        try:
+            return [(canonical(s), s)]
+        except (TypeError, ValueError):
+            return [(str(id(s)), s)]
 
     def _schema_dependencies(self, rest: dict) -> dict[str, Any]:
         """Pops the schema-valued dependencies (both spellings) from `rest`, merged per name."""
@@ -385,8 +424,15 @@ class Logic:
                 if "string" in live:
                     raise LogicLimit("not", where, f"the negation of format {v!r} is not enforced")
             elif k == "multipleOf":
-                if live & _NUMERIC:
-                    raise LogicLimit("not", where, "the negation of multipleOf is not enforced")
+                if not _number(v) or v <= 0:
+                    raise LogicLimit("not", where, "multipleOf must be a positive number")
+                add_for(_NUMERIC, **{NOT_MULTIPLE_OF: [v]})
+            elif k == PATTERNS:
+                for pat in _list(v, where):
+                    add_for(frozenset({"string"}), **{"not": {"pattern": pat}})
+            elif k == NOT_MULTIPLE_OF:
+                for m in _list(v, where):
+                    add_for(_NUMERIC, multipleOf=m)
             elif k == "required":
                 for name in _list(v, where):
                     add_for(frozenset({"object"}), properties={name: False})
@@ -433,6 +479,9 @@ class Logic:
                     add_for(frozenset({"array"}), contains=v, minContains=_count(hi) + 1)
             elif k in ("minContains", "maxContains"):
                 continue
+            elif k == CONTAINS:
+                for part in _list(v, where):
+                    out += self.negate(part, inner, where, depth + 1)
             elif k == "uniqueItems":
                 if v is True and "array" in live:
                     raise LogicLimit("not", where, "the negation of uniqueItems is not enforced")

@@ -18,6 +18,11 @@ _NOT_SCHEMAS = {"enum", "const", "default", "examples", "example"}
 MAX_PRODUCT = 64
 AMBIGUOUS: tuple = ("?",)  # Resolver.part_paths of a subschema merged in from two places
 CONDITIONS = "$ministruct:conditions"  # [if, then, else] of merged parts (schema_logic rewrites them)
+NOT_MULTIPLE_OF = "$ministruct:notMultipleOf"  # steps a number is not a multiple of (schema_multiples)
+PATTERNS = "$ministruct:patterns"  # the patterns of merged parts besides `pattern` (a string matches all)
+# the `contains` of merged parts besides the first, each {contains, minContains, maxContains} (schema_contains)
+CONTAINS = "$ministruct:contains"
+_COUNTS = ("contains", "minContains", "maxContains")
 
 
 class MergeError(Exception):
@@ -215,6 +220,9 @@ _ASSERTING = {
     "$dynamicRef",
     "$recursiveRef",
     CONDITIONS,
+    NOT_MULTIPLE_OF,
+    PATTERNS,
+    CONTAINS,
 }
 
 
@@ -287,8 +295,16 @@ def merge_all(schema: dict, ptr: str, resolver: Resolver) -> dict:
         return parts[0][0]
     out: dict = {}
     for p, pptr in parts:
+        if "contains" in p and "contains" in out and not _json_eq(p["contains"], out["contains"]):
+            # two things to contain are not one thing containing both: each keeps its counts
+            out[CONTAINS] = [*out.get(CONTAINS, []), {k: p[k] for k in _COUNTS if k in p}]
+            p = {k: v for k, v in p.items() if k not in _COUNTS}
         for k, v in p.items():
             if k in ANNOTATIONS or k in _OBJECT_SHAPE or k in _ARRAY_SHAPE:
+                continue
+            if k == "pattern" and k in out and out[k] != v and isinstance(v, str):
+                if v not in out.get(PATTERNS, []):
+                    out[PATTERNS] = [*out.get(PATTERNS, []), v]  # a string must match both
                 continue
             out[k] = v if k not in out else _combine(k, out[k], v, pptr)
     shape = [(p, q) for p, q in parts if any(k in p for k in _OBJECT_SHAPE)]
@@ -342,7 +358,13 @@ def _lcm(a: Any, b: Any, ptr: str) -> Any:
     if all(isinstance(x, int) or (isinstance(x, float) and x.is_integer()) for x in (a, b)):
         a, b = int(a), int(b)
         return a * b // math.gcd(a, b)
-    raise MergeError("allOf: cannot merge non-integer multipleOf values", f"{ptr}/multipleOf", "multipleOf")
+    from ministruct.grammar.schema.numbers import decimal_lcm
+
+    if all(isinstance(x, (int, float)) and not isinstance(x, bool) and x > 0 for x in (a, b)):
+        got = decimal_lcm(a, b)  # multiples of both decimal steps: of their least common multiple
+        if got is not None:
+            return got
+    raise MergeError("allOf: cannot merge these multipleOf values exactly", f"{ptr}/multipleOf", "multipleOf")
 
 
 def _combine(k: str, a: Any, b: Any, ptr: str) -> Any:
@@ -367,7 +389,7 @@ def _combine(k: str, a: Any, b: Any, ptr: str) -> Any:
         return _lcm(a, b, ptr)
     if k == "uniqueItems":
         return bool(a) or bool(b)
-    if k == CONDITIONS:
+    if k in (CONDITIONS, NOT_MULTIPLE_OF, PATTERNS, CONTAINS):
         return a + b
     if k == "contains" and not _json_eq(a, b):  # two things to contain are not one thing containing both
         raise MergeError("allOf: cannot merge two different 'contains' exactly", f"{ptr}/contains", "contains")

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from decimal import Decimal
-from typing import Optional, Protocol
+from typing import Any, Optional, Protocol
 
 from ministruct.grammar.ir import EMPTY, CharClass, Expr, Literal, Repeat, RuleRef, alt, seq
 
@@ -444,3 +444,33 @@ def _residue_automaton(m: int, zero_ok: bool, sink: RuleSink) -> Expr:
     for t, ds in groups2.items():
         first.append(seq(CharClass(tuple((48 + d, 48 + d) for d in ds)), names[t]))
     return alt(*first)
+
+
+# ------------------------------------------------------------- decimal steps
+
+
+def as_decimal(x: Any) -> Decimal:
+    """The decimal a JSON number stands for: an int exactly, a float as its shortest repr."""
+    return Decimal(repr(x)) if isinstance(x, float) else Decimal(x)
+
+
+def step_of(m: Any) -> tuple[int, int]:
+    """(p, s) with m = p / 10**s, p a positive integer."""
+    _, digits, exp = as_decimal(m).normalize().as_tuple()
+    p = int("".join(map(str, digits)))
+    assert isinstance(exp, int)
+    return (p * 10**exp, 0) if exp >= 0 else (p, -exp)
+
+
+def decimal_lcm(a: Any, b: Any) -> Optional[Any]:
+    """The least common multiple of two steps, as a JSON number (None when it has no float
+    that reads back as itself)."""
+    (pa, sa), (pb, sb) = step_of(a), step_of(b)
+    s = max(sa, sb)
+    qa, qb = pa * 10 ** (s - sa), pb * 10 ** (s - sb)
+    n = qa * qb // math.gcd(qa, qb)
+    if s == 0:
+        return n
+    value = Decimal(n).scaleb(-s)
+    f = float(value)
+    return f if as_decimal(f) == value.normalize() else None

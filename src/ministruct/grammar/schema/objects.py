@@ -23,7 +23,7 @@ from ministruct.grammar.schema.formats import (
     string_literal,
 )
 from ministruct.grammar.schema.keywords import ANNOTATIONS
-from ministruct.grammar.schema.merge import Resolver, merge_all
+from ministruct.grammar.schema.merge import CONTAINS, Resolver, merge_all
 
 MAX_OBJECT_STATES = 4000
 _HEXNZ = CharClass(((49, 57), (65, 70), (97, 102)))
@@ -67,6 +67,10 @@ def not_in_names(c: SchemaContext, names: list[str]) -> Expr:
     they fit, so their byte paths are built, and stepped, once."""
     if not names:
         return ANY_STRING
+    made = getattr(c, "keys_made", None)  # the same names elsewhere in the schema: one rule
+    key = tuple(sorted(set(names)))
+    if made is not None and key in made:
+        return made[key]
     trie: dict = {}
     for n in names:
         t = trie
@@ -103,7 +107,10 @@ def not_in_names(c: SchemaContext, names: list[str]) -> Expr:
             opts.append(seq(encode_chars(Literal(k)), build(t[k])))
         return alt(*opts) if opts else NOTHING
 
-    return c.rule("other_key", seq(Literal('"'), build(trie)))
+    got = c.rule("other_key", seq(Literal('"'), build(trie)))
+    if made is not None:
+        made[key] = got
+    return got
 
 
 def _minus(cls: CharClass, excluded: list[tuple[int, int]]) -> Optional[CharClass]:
@@ -515,12 +522,14 @@ def array_expr(c: SchemaContext, node: dict, ptr: str, depth: int) -> Expr:
     max_i = _int_kw(c, node, "maxItems", ptr, None)
     max_i = None if max_i is None else c.bounded_count("maxItems", max_i, ptr)
     if node.get("uniqueItems") is True and not prefix and "contains" not in node:
-        from ministruct.grammar.schema.contains import MAX_UNIQUE_VALUES, finite_items, unique_array
+        from ministruct.grammar.schema.unique import item_values, unique_items_array
 
-        values = finite_items(c, items, f"{ptr}/items")
-        if values is not None and len(values) <= MAX_UNIQUE_VALUES:
-            return unique_array(c, values, ptr, depth, min_i, max_i)
-    if "contains" in node and (node.get("minContains", 1) != 0 or "maxContains" in node):
+        values = item_values(c, items, f"{ptr}/items")
+        if values is not None:
+            got = unique_items_array(c, values, ptr, depth, min_i, max_i)
+            if got is not None:
+                return got
+    if "contains" in node and (node.get("minContains", 1) != 0 or "maxContains" in node or CONTAINS in node):
         from ministruct.grammar.schema.contains import contains_array
 
         if max_i is not None and max_i < min_i:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Callable, Optional
 
 from ministruct.grammar.ir import EMPTY, CharClass, Expr, Literal, RuleRef, alt, seq
-from ministruct.grammar.schema.complement import ComplementError, build_dfa
+from ministruct.grammar.schema.complement import MAX_DFA_STATES, MAX_DFA_WORK, ComplementError, build_dfa
 from ministruct.grammar.schema.formats import encode_class
 
 MAX_PRODUCT_RULES = 20_000
@@ -37,24 +37,40 @@ def pattern_with_length(
     define: Callable[[str, Expr], None],
     accept: Optional[Callable[[frozenset[int]], bool]] = None,
     max_states: Optional[int] = None,
+    max_rules: int = MAX_PRODUCT_RULES,
+    work: Optional[list[int]] = None,
 ) -> Optional[Expr]:
     """JSON string content (no quotes) whose decoded text is in `searched` (a full-match
     language) and has `lo` to `hi` characters; None when no string qualifies.
 
     With several languages, `accept(indices of those that match)` decides (default: any).
     `fresh(hint)` reserves a new rule name, `define(name, body)` sets its body. PatternTooLarge
-    when the product is too large, or the DFA has more than `max_states` states.
+    when the product would need more than `max_rules` rules, or the DFA has more than
+    `max_states` states (found out while the DFA is built: a large one is never finished),
+    or its building would take more than `work[0]` steps (what is left is kept there).
     """
-    try:
-        dfa = build_dfa(searched if isinstance(searched, list) else [searched])
-    except ComplementError as e:
-        raise PatternTooLarge(str(e)) from None
     top = hi if hi is not None else lo
+    max_rules = min(max_rules, MAX_PRODUCT_RULES)
+    cap = max_rules // (top + 1)
+    if max_states is not None:
+        cap = min(cap, max_states)
+    if cap < 1:
+        raise PatternTooLarge(f"{top + 1} lengths need more than {max_rules} rules (the limit)")
+    try:
+        dfa = build_dfa(
+            searched if isinstance(searched, list) else [searched],
+            max_states=min(cap, MAX_DFA_STATES),
+            max_work=MAX_DFA_WORK if work is None else max(work[0], 0),
+        )
+        if work is not None:
+            work[0] -= dfa.work
+    except ComplementError as e:
+        if "steps" in str(e):
+            raise PatternTooLarge(f"{e} (the limit)") from None
+        if max_states is not None and cap == max_states:
+            raise PatternTooLarge(f"more than {max_states} DFA states (the limit)") from None
+        raise PatternTooLarge(f"{e} x {top + 1} lengths: more than {max_rules} rules (the limit)") from None
     n_states = len(dfa.states)
-    if max_states is not None and n_states > max_states:
-        raise PatternTooLarge(f"{n_states} DFA states, more than {max_states}")
-    if n_states * (top + 1) > MAX_PRODUCT_RULES:
-        raise PatternTooLarge(f"{n_states} DFA states x {top + 1} lengths")
     accepting = [(accept or bool)(label) for label in dfa.labels]
 
     def after(n: int) -> int:

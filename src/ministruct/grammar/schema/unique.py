@@ -1,0 +1,106 @@
+"""`uniqueItems` where the items' language is finite: listed values (`enum`/`const`,
+booleans) or a small range of integers, exactly.
+
+Two machines, whichever is small enough: any order, one state per set of values used so
+far (the sets of at most maxItems of the values: MAX_UNIQUE_STATES at most); or, past it,
+the values in the order they are listed (integers ascending), one state per (next value
+that may come, items so far): every set of distinct values is still written, in one
+order, as `properties` are. Past MAX_ORDERED_VALUES values, or items whose language is
+not finite (free strings: no grammar can tell two of them apart), the schema is refused
+by pointer (with lenient=True the keyword is not enforced, and `gen --lenient` checks each
+output against the whole schema afterwards).
+"""
+
+from __future__ import annotations
+
+from math import comb
+from typing import Any, Optional
+
+from ministruct.errors import SchemaError
+from ministruct.grammar.ir import NOTHING, Expr, Literal, Mark, RuleRef, alt, seq
+from ministruct.grammar.schema.contains import finite_items, unique_array
+from ministruct.grammar.schema.context import SchemaContext
+
+MAX_UNIQUE_STATES = 4096  # sets of values used (any order)
+MAX_ORDERED_VALUES = 1000  # values in listed order
+MAX_ORDERED_STATES = 20_000  # (next value, items so far)
+
+
+def item_values(c: SchemaContext, items: Any, ptr: str) -> Optional[list]:
+    """The values an array item may take, when they are few enough to track (listed values,
+    booleans, integers in a small range), or None."""
+    values = finite_items(c, items, ptr)
+    if values is not None:
+        return values if len(values) <= MAX_ORDERED_VALUES else None
+    return _integer_range(c, items, ptr)
+
+
+def _integer_range(c: SchemaContext, items: Any, ptr: str) -> Optional[list]:
+    from ministruct.grammar.schema import numbers as num
+    from ministruct.grammar.schema.merge import MergeError, merge_all
+
+    if not isinstance(items, dict):
+        return None
+    try:
+        node = merge_all(items, ptr, c.resolver)
+    except (MergeError, SchemaError):
+        return None
+    if node.get("type") not in ("integer", ["integer"]):
+        return None
+    b = {k: node[k] for k in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum") if k in node}
+    if any(isinstance(x, bool) or not isinstance(x, (int, float)) for x in b.values()):
+        return None
+    lo, hi = num.int_bounds(b.get("minimum"), b.get("maximum"), b.get("exclusiveMinimum"), b.get("exclusiveMaximum"))
+    if lo is None or hi is None or hi - lo + 1 > MAX_ORDERED_VALUES:
+        return None
+    valid = c.validator.evolve(schema=items).is_valid
+    return [v for v in range(lo, hi + 1) if valid(v)]
+
+
+def any_order_states(n: int, max_i: Optional[int]) -> int:
+    """The sets of at most max_i of n values."""
+    top = n if max_i is None else min(n, max_i)
+    return sum(comb(n, i) for i in range(top + 1))
+
+
+def unique_items_array(
+    c: SchemaContext, values: list, ptr: str, depth: int, min_i: int, max_i: Optional[int]
+) -> Optional[Expr]:
+    """Arrays of distinct items from `values`, min_i..max_i of them; None (refused, or not
+    enforced with lenient=True) past the limits."""
+    n = len(values)
+    if any_order_states(n, max_i) <= MAX_UNIQUE_STATES:
+        return unique_array(c, values, ptr, depth, min_i, max_i)
+    top = n if max_i is None else min(n, max_i)
+    if min_i > top:
+        return NOTHING
+    counts = top + 1 if max_i is not None else max(min_i, 1) + 1
+    if (n + 1) * counts > MAX_ORDERED_STATES:
+        c.unsupported(
+            "uniqueItems",
+            ptr,
+            f"over {n} values needs {(n + 1) * counts:,} states, more than {MAX_ORDERED_STATES:,} (the limit)",
+        )
+        return None
+    texts = [c.value({"const": v}, f"{ptr}/items", depth + 1) for v in values]
+    cap = top if max_i is not None else max(min_i, 1)  # counts past min_i (and 0) are alike without a maximum
+
+    def after(i: int, k: int) -> Expr:
+        """k items written, the next value (if any) from index i on."""
+        opts: list[Expr] = []
+        if k >= min_i:
+            opts.append(c.empty_inside() if k == 0 else c.close(depth))
+        if i < n and (max_i is None or k < max_i) and k + (n - i) >= min_i:
+            opts.append(take[(i, k)])
+        return alt(*opts) if opts else NOTHING
+
+    # take[(i, k)]: one of the values i.. as the next item after k, then what may follow it
+    take = {(i, k): RuleRef(c.fresh(f"arr{ptr}-unique")) for i in range(n) for k in range(cap + 1)}
+    for i in range(n - 1, -1, -1):  # (each rule refers to later values only)
+        for k in range(cap + 1):
+            sep = c.open_(depth) if k == 0 else c.comma(depth)
+            opts: list[Expr] = [seq(sep, texts[i], after(i + 1, min(k + 1, cap)))]
+            if i + 1 < n:
+                opts.append(take[(i + 1, k)])
+            c.define(take[(i, k)].name, alt(*opts))
+    return c.marked(f"arr{ptr}", seq(Literal("["), after(0, 0), Literal("]")), Mark(None, "structure"))

@@ -1,0 +1,301 @@
+"""The keywords real schemas use that used to be refused: non-integer `multipleOf` (and
+its negation), `pattern` or `format` with length bounds past an exact product (a part of
+the language that fits), `format: regex`, a maxLength past the repetition limit.
+
+Oracles: the `jsonschema` validator with the standard's `multipleOf` (schema/multiples.py
+says where the package's float division differs), exact decimal arithmetic on the text,
+Python's `re` and, where node is installed, JavaScript's own `RegExp` (ECMA-262).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import shutil
+import subprocess
+import warnings
+from decimal import Decimal
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from jsonschema import Draft202012Validator
+
+from grammar.helpers import sample_strings
+from ministruct.engine.automaton import accepts
+from ministruct.errors import SchemaError
+from ministruct.grammar.limits import MAX_REPEAT
+from ministruct.grammar.schema.compiler import schema_to_grammar
+from ministruct.grammar.schema.multiples import exact_validator
+
+EXACT = exact_validator(Draft202012Validator)
+STEPS = [0.01, 0.1, 0.25, 2.5, 0.5, 0.05, 1.5, 0.001, 3, 7]
+
+
+def _valid(schema, value) -> bool:
+    return EXACT(schema, format_checker=Draft202012Validator.FORMAT_CHECKER).is_valid(value)
+
+
+@st.composite
+def _number_texts(draw):
+    whole = draw(st.sampled_from(["0", "1", "2", "7", "10", "25", "99", "100", "1234", "98765"]))
+    if draw(st.booleans()):
+        whole += "." + draw(st.text(st.sampled_from("0123456789"), min_size=1, max_size=5))
+    return ("-" if draw(st.booleans()) else "") + whole
+
+
+@st.composite
+def _number_schemas(draw):
+    schema: dict = {"type": draw(st.sampled_from(["number", "integer"]))}
+    step = draw(st.sampled_from(STEPS))
+    if draw(st.booleans()):
+        schema["multipleOf"] = step
+    else:
+        schema["not"] = {"multipleOf": step}
+    for k in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"):
+        if draw(st.integers(0, 3)) == 0:
+            schema[k] = draw(st.sampled_from([-10, -2.5, 0, 0.3, 1, 7.25, 50, 1000]))
+    return schema
+
+
+@settings(max_examples=60)
+@given(_number_schemas(), st.lists(_number_texts(), min_size=5, max_size=25), st.integers(0, 2**16))
+def test_multiples_accept_only_valid_numbers_and_generate_valid_ones(schema, texts, seed):
+    try:
+        g = schema_to_grammar(schema, whitespace="compact")
+    except SchemaError as e:
+        assert "accepts no value" in str(e), e
+        return
+    for t in texts:
+        value = json.loads(t)
+        if accepts(g, t):
+            assert _valid(schema, value), (schema, t)
+            step = schema.get("multipleOf", schema.get("not", {}).get("multipleOf"))
+            exact = (Decimal(t) / Decimal(repr(step))) % 1 == 0  # the text's own digits
+            assert exact == ("multipleOf" in schema), (schema, t)
+    for t in sample_strings(g, random.Random(seed), count=10):
+        assert _valid(schema, json.loads(t)), (schema, t)
+
+
+def test_decimal_multiples_are_the_standards_not_the_float_divisions():
+    """0.07 is a multiple of 0.01 (7 times): JSON Schema says so; the `jsonschema` package
+    divides floats (0.07 / 0.01 = 7.000000000000001) and says no. The grammar takes the
+    standard's side, and so does `check` (InstanceChecker)."""
+    from ministruct.check.instance import InstanceChecker
+
+    schema = {"type": "number", "multipleOf": 0.01, "minimum": 0, "maximum": 1}
+    g = schema_to_grammar(schema, whitespace="compact")
+    assert accepts(g, "0.07") and accepts(g, "0.1") and accepts(g, "1") and accepts(g, "0.50")
+    assert not accepts(g, "0.071") and not accepts(g, "1.01") and not accepts(g, "-0.01")
+    assert not Draft202012Validator(schema).is_valid(0.07)  # the package's float division
+    assert EXACT(schema).is_valid(0.07) and InstanceChecker(schema).check("0.07").accepted
+    assert not InstanceChecker(schema).check("0.075").accepted
+
+
+def test_multiples_of_decimal_steps_merge_by_their_least_common_multiple():
+    g = schema_to_grammar(
+        {"allOf": [{"multipleOf": 0.1}, {"multipleOf": 0.25}], "type": "number"}, whitespace="compact"
+    )
+    assert accepts(g, "0.5") and accepts(g, "1.5") and accepts(g, "-2")
+    assert not accepts(g, "0.25") and not accepts(g, "0.1") and not accepts(g, "0.75")
+
+
+def test_generated_multiples_keep_to_fifteen_significant_digits():
+    # so that the float a validator reads is the number the digits say
+    g = schema_to_grammar({"type": "number", "multipleOf": 0.5}, whitespace="compact")
+    assert accepts(g, "123456789.5") and not accepts(g, "12345678901234.5")
+
+
+def test_a_multiple_machine_past_its_limit_is_refused_by_pointer():
+    schema = {"type": "object", "properties": {"x": {"type": "number", "multipleOf": 0.9973, "minimum": 3.3}}}
+    with pytest.raises(SchemaError, match=r"at /properties/x/multipleOf: .*more than 4000 states \(the limit\)"):
+        schema_to_grammar(schema)
+
+
+# ------------------------------------------------------------ lengths past a product
+
+
+def _check_samples(schema, n=40, seed=0):
+    g = schema_to_grammar(schema, whitespace="compact")
+    rng = random.Random(seed)
+    for t in sample_strings(g, rng, count=n):
+        value = json.loads(t)
+        assert _valid(schema, value), (schema, t)
+    return g
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "string", "format": "email", "maxLength": 64},
+        {"type": "string", "format": "email", "maxLength": 254, "minLength": 6},
+        {"type": "string", "format": "uri", "maxLength": 2048},
+        {"type": "string", "format": "uri-reference", "maxLength": 100},
+        {"type": "string", "format": "hostname", "maxLength": 63},
+        {"type": "string", "pattern": "^(?:\\S+\\s+){0,19}\\S+$", "maxLength": 200},
+        {"type": "string", "pattern": "^[A-Za-z0-9+/]*={0,2}$", "minLength": 4, "maxLength": 32768},
+        {"type": "string", "pattern": "[a-z]", "minLength": 50, "maxLength": 500},
+        {"type": "string", "format": "uri", "pattern": "^https://"},
+        {"type": "string", "format": "email", "pattern": "^\\w+([.-]?\\w+)*@\\w+([.-]?\\w+)*(\\.\\w{2,})+$"},
+    ],
+    ids=lambda s: json.dumps(s)[:60],
+)
+def test_a_product_past_its_limit_is_a_part_of_the_language_that_fits(schema):
+    g = _check_samples(schema)
+    typical = {
+        "email": "jane.doe@example.com",
+        "uri": "https://example.com/a/b?x=1",
+        "uri-reference": "/a/b?x=1",
+        "hostname": "api.example.com",
+    }.get(schema.get("format", ""))
+    if typical is not None and "pattern" not in schema:
+        assert accepts(g, json.dumps(typical))
+
+
+@settings(max_examples=40)
+@given(
+    st.sampled_from(["^[a-z]+(-[a-z]+)*$", "[0-9]", "^a.*b$", "x|yz", "^(ab|c)+$", "\\d{3}"]),
+    st.integers(0, 30),
+    st.integers(0, 400),
+    st.integers(0, 2**16),
+)
+def test_within_length_keeps_to_the_language_and_the_bounds(pattern, lo, extra, seed):
+    from ministruct.grammar.regex.parse import parse_regex
+    from ministruct.grammar.schema.budget import within_length
+    from ministruct.grammar.schema.compiler import _searched
+    from ministruct.grammar.schema.formats import length_bounds
+
+    g = parse_regex(_searched(pattern))
+    got = within_length(g.rules[g.root], lo, lo + extra)
+    if got is None:
+        return
+    a, b = length_bounds(got)
+    assert lo <= a and b is not None and b <= lo + extra
+    from ministruct.grammar.ir import Grammar
+
+    for t in sample_strings(Grammar({"root": got}, root="root"), random.Random(seed), count=5):
+        assert lo <= len(t) <= lo + extra and re.search(pattern, t), (pattern, t)
+
+
+def test_a_maxlength_past_the_repetition_limit_is_the_limit():
+    g = schema_to_grammar({"type": "string", "maxLength": 1_000_000})
+    assert accepts(g, json.dumps("a" * 10)) and accepts(g, json.dumps("a" * MAX_REPEAT))
+    assert not accepts(g, json.dumps("a" * (MAX_REPEAT + 1)))
+    with pytest.raises(SchemaError, match="minLength.*beyond the compile limit"):
+        schema_to_grammar({"type": "string", "minLength": 1_000_000})
+
+
+def test_a_not_pattern_product_past_its_limit_is_refused_by_pointer_and_limit():
+    schema = {"type": "string", "maxLength": 20000, "not": {"pattern": "a[0-9a-f]{40}"}}
+    with pytest.raises(SchemaError, match=r"at /not: keyword 'not' .*too large.*more than 20000 rules \(the limit\)"):
+        schema_to_grammar(schema)
+
+
+# ------------------------------------------------------------ format: regex
+
+VALID_REGEXES = ["^[a-z]+$", "a|b", "(foo|bar)*", "^\\d{3}-\\d{4}$", "x{2,5}?", "(?:ab)+c", "[^\\s,]+", "(?=a)a", ""]
+INVALID_REGEXES = ["a{,3}", "(?<n>x)", "[", "a**", "\\c", "(?P<n>x)", "a{3,2}", "[z-a]", "]", "(?<=a)b", "\\1(a)"]
+
+
+def test_format_regex_accepts_patterns_both_dialects_read_and_refuses_the_rest():
+    g = schema_to_grammar({"type": "string", "format": "regex"})
+    for p in VALID_REGEXES:
+        assert accepts(g, json.dumps(p)), p
+    for p in INVALID_REGEXES:
+        assert not accepts(g, json.dumps(p)), p
+
+
+def _python_valid(p: str) -> bool:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        try:
+            re.compile(p)
+            return True
+        except (re.error, FutureWarning, DeprecationWarning):
+            return False
+
+
+def test_format_regex_samples_compile_in_python_and_in_javascript():
+    g = schema_to_grammar({"type": "string", "format": "regex"}, whitespace="compact")
+    texts = [json.loads(t) for t in sample_strings(g, random.Random(5), max_depth=14, count=600)]
+    assert all(_python_valid(t) for t in texts), [t for t in texts if not _python_valid(t)][:5]
+    assert all(_valid({"format": "regex"}, t) for t in texts)
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node (an ECMA-262 engine) is not installed: Python's re checked only")
+    script = (
+        "const xs=JSON.parse(require('fs').readFileSync(0,'utf8'));const bad=[];"
+        "for(const x of xs){for(const f of ['','u']){try{new RegExp(x,f)}catch(e){bad.push([x,f])}}}"
+        "console.log(JSON.stringify(bad))"
+    )
+    out = subprocess.run([node, "-e", script], input=json.dumps(texts), capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout) == []
+
+
+@settings(max_examples=40)
+@given(
+    st.lists(st.sampled_from(["a", "^a", "b$", "[0-9]", "^[a-z]+$", "ab|ba"]), min_size=2, max_size=3, unique=True),
+    st.lists(st.text(st.sampled_from("ab0z\n"), max_size=6), min_size=1, max_size=8),
+)
+def test_patterns_of_several_allof_parts_all_hold(patterns, texts):
+    from grammar.helpers import check_strings_against_jsonschema
+
+    check_strings_against_jsonschema({"type": "string", "allOf": [{"pattern": p} for p in patterns]}, texts)
+
+
+_ITEM_VALUES = [None, True, 0, 1, 2, "a", "b", [], {}]
+
+
+@st.composite
+def _contains_parts(draw):
+    part: dict = {"contains": draw(st.sampled_from([{"type": "string"}, {"type": "integer"}, {"const": 1}, {}]))}
+    if draw(st.booleans()):
+        part["minContains"] = draw(st.integers(0, 2))
+    if draw(st.booleans()):
+        part["maxContains"] = draw(st.integers(0, 2))
+    return part
+
+
+@settings(max_examples=40)
+@given(
+    st.lists(_contains_parts(), min_size=2, max_size=3),
+    st.booleans(),
+    st.lists(st.lists(st.sampled_from(_ITEM_VALUES), max_size=5), min_size=1, max_size=10),
+    st.integers(0, 2**16),
+)
+def test_contains_of_several_allof_parts_each_count(parts, negated, arrays, seed):
+    schema = {"type": "array", "maxItems": 5, "allOf": parts}
+    if negated:
+        schema = {"type": "array", "maxItems": 5, "not": {"allOf": parts}}
+    validator = Draft202012Validator(schema)
+    try:
+        g = schema_to_grammar(schema, whitespace="compact")
+    except SchemaError as e:
+        assert "accepts no value" in str(e) or "the limit" in str(e), e
+        return
+    for a in arrays:
+        assert accepts(g, json.dumps(a, separators=(",", ":"))) == validator.is_valid(a), (schema, a)
+    for t in sample_strings(g, random.Random(seed), count=10):
+        assert validator.is_valid(json.loads(t)), (schema, t)
+
+
+def test_a_large_oneof_told_apart_by_an_optional_tag_needs_no_exactly_one(monkeypatch):
+    """Eleven object branches whose `kind` lists a value of its own, `kind` not required: an
+    object without it satisfies them all. Where exactly-one would need more than its limit of
+    branches (made small here), `kind` is required (a restriction): then no two branches
+    share an instance."""
+    from ministruct.grammar.schema import logic
+
+    monkeypatch.setattr(logic, "MAX_BRANCHES", 4)
+    base = {"type": "object", "properties": {f"p{i}": {"type": "integer"} for i in range(6)}}
+    branches = [
+        {"allOf": [base, {"properties": {"kind": {"enum": [f"k{i}"]}, f"x{i}": {"type": "string"}}}]} for i in range(11)
+    ]
+    schema = {"type": "object", "oneOf": branches}
+    g = schema_to_grammar(schema, whitespace="compact")
+    checks = [Draft202012Validator(b) for b in branches]
+    for t in sample_strings(g, random.Random(3), count=60):
+        value = json.loads(t)
+        assert sum(c.is_valid(value) for c in checks) == 1 and "kind" in value, t
+    assert accepts(g, '{"p0":1,"kind":"k3","x3":"a"}') and not accepts(g, '{"p0":1}')
