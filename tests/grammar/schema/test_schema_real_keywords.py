@@ -151,6 +151,10 @@ def test_a_product_past_its_limit_is_a_part_of_the_language_that_fits(schema):
     }.get(schema.get("format", ""))
     if typical is not None and "pattern" not in schema:
         assert accepts(g, json.dumps(typical))
+    if schema.get("pattern") == "[a-z]":  # (its product fits: exact, nothing to say)
+        assert not g.warnings and accepts(g, json.dumps("1" * 49 + "a"))
+    else:
+        assert any("a restriction" in w for w in g.warnings), g.warnings  # said, not silent
 
 
 @settings(max_examples=40)
@@ -299,3 +303,17 @@ def test_a_large_oneof_told_apart_by_an_optional_tag_needs_no_exactly_one(monkey
         value = json.loads(t)
         assert sum(c.is_valid(value) for c in checks) == 1 and "kind" in value, t
     assert accepts(g, '{"p0":1,"kind":"k3","x3":"a"}') and not accepts(g, '{"p0":1}')
+    assert any("/oneOf" in w and "'kind' present" in w for w in g.warnings), g.warnings
+
+
+def test_unique_items_past_the_any_order_limit_are_listed_order_and_say_so():
+    """Integers 0..99, unique: more sets than the any-order machine holds, so arrays are
+    generated ascending (a restriction, said in a warning); never a duplicate."""
+    schema = {"type": "array", "items": {"type": "integer", "minimum": 0, "maximum": 99}, "uniqueItems": True}
+    g = schema_to_grammar(schema, whitespace="compact")
+    assert any("/uniqueItems" in w and "a restriction" in w for w in g.warnings), g.warnings
+    check = Draft202012Validator(schema)
+    for t in sample_strings(g, random.Random(5), count=40):
+        value = json.loads(t)
+        assert check.is_valid(value) and value == sorted(value), t
+    assert accepts(g, "[1,5,70]") and not accepts(g, "[5,1]") and not accepts(g, "[3,3]")

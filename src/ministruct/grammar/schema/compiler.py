@@ -237,6 +237,14 @@ class _Compiler:
         if msg not in self.warnings:
             self.warnings.append(msg)
 
+    def restricted(self, keyword: str, ptr: str, why: str) -> None:
+        """Say (one warning) that `keyword` at `ptr` is enforced on a smaller language than
+        the schema's: every output is valid, some valid instances are never generated."""
+        where = f"{ptr}/{keyword}" if ptr != "/" else f"/{keyword}"
+        msg = f"{self.source}: at {where}: keyword '{keyword}' {why} (a restriction: every output is valid)"
+        if msg not in self.warnings:
+            self.warnings.append(msg)
+
     def bounded_count(self, keyword: str, x: int, ptr: str) -> int | None:
         """x, or None when it is beyond the repetition limit (refused; ignored with lenient).
         A maximum past the limit is the limit (MAX_REPEAT characters or items: a restriction
@@ -634,6 +642,7 @@ class _Compiler:
                         # with it there (a restriction), they share no instance, and need no
                         # exactly-one past its limits
                         subs = [{"allOf": [sub, {"required": [tag]}]} for sub in subs]
+                        self.restricted(kw, ptr, f"is generated with property {tag!r} present ({e.why})")
                     else:
                         i, j = min(pairs)
                         e.why = f"branches {i} and {j} may overlap and {e.why} (oneof_as_anyof=True accepts any branch)"
@@ -866,6 +875,7 @@ class _Compiler:
         except PatternTooLarge as e:
             smaller = self.format_by_budget(fmt, langs[1:], need, lo, hi)
             if smaller is not None:
+                self.restricted("format", ptr, f"'{fmt}' with patterns or length bounds is a part of it ({e})")
                 return smaller
             keyword = (
                 "pattern"
@@ -1038,6 +1048,8 @@ class _Compiler:
         except PatternTooLarge as e:
             fitted = self.pattern_by_budget(pattern, ptr, lo, hi)
             if fitted is not None:
+                where = ptr.rsplit("/", 1)[0]
+                self.restricted("pattern", where, f"with minLength/maxLength is a part of its language ({e})")
                 return fitted
             self.unsupported(
                 "pattern", ptr.rsplit("/", 1)[0], f"combined with minLength/maxLength is too large to enforce ({e})"

@@ -30,6 +30,9 @@ class SchemaContext(Protocol):
     def unsupported(self, keyword: str, ptr: str, why: str = "is not enforced") -> None:
         """Refuse a keyword that cannot be enforced (or warn, when lenient)."""
 
+    def restricted(self, keyword: str, ptr: str, why: str) -> None:
+        """Warn that a keyword is enforced on a smaller language (every output still valid)."""
+
     def fresh(self, hint: str) -> str:
         """A new rule name."""
 

@@ -82,6 +82,7 @@ def unique_items_array(
             f"over {n} values needs {(n + 1) * counts:,} states, more than {MAX_ORDERED_STATES:,} (the limit)",
         )
         return None
+    c.restricted("uniqueItems", ptr, f"over {n} values is generated in the order listed (integers ascending)")
     texts = [c.value({"const": v}, f"{ptr}/items", depth + 1) for v in values]
     cap = top if max_i is not None else max(min_i, 1)  # counts past min_i (and 0) are alike without a maximum
 
