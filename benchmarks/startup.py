@@ -15,7 +15,8 @@ commands: `check --schema` on one short text, `check --regex`, `--help`, beside
 `python -c pass` (the interpreter alone).
 
 masks: `bench --no-generate --json` in fresh processes: `first_mask_ms` (schema or
-grammar read, compiled, first mask; vocabulary cache warm) and the walk's mean, cold
+grammar read, compiled, first mask; vocabulary cache warm; the front end's modules
+imported before the clock, `import_ms` apart) and the walk's mean, cold
 walk (this process's first steps) and warm walk apart.
 
 walks: 200-step walks in fresh `bench` processes, beside llguidance in a fresh process of
@@ -57,7 +58,7 @@ TARGET_GEN = 1.15
 TARGET_CHECK_SCHEMA_S = 0.6
 TARGET_CHECK_REGEX_S = 0.5
 TARGET_HELP_S = 0.5
-TARGET_FIRST_MASK_MS = 50.0
+TARGET_FIRST_MASK_MS = 10.0  # issue 49: the first mask of a fresh process, front-end imports apart (import_ms)
 TARGET_POOL_RATIO = 2.0
 WALK_STEPS = 200
 SEEDS = 6  # walks of the 200-tool file and of the Lark grammars (seeds 0-5): issues 24 and 25's mask target, p99 under 1 ms in each
@@ -243,6 +244,7 @@ def masks(model: str, rounds: int) -> list[dict]:
             "model": model,
             "case": case,
             "first_mask_ms": round(first, 2),
+            "import_ms": round(statistics.median(r["import_ms"] for r in reports), 2),  # (before the clock)
             "mask_mean_us": round(statistics.median(r["mask_us"]["mean"] for r in reports), 2),
             "target_first_mask_ms": TARGET_FIRST_MASK_MS,
             "met": first <= TARGET_FIRST_MASK_MS,
@@ -403,7 +405,7 @@ def main(argv: list[str] | None = None) -> int:
                 extra = "".join(f", {k} {v}" for k, v in r.items() if k.endswith("_us_mean"))
                 print(
                     f"masks {model:8} {r['case']:9} first mask {r['first_mask_ms']:.1f} ms (target <= {TARGET_FIRST_MASK_MS} ms: "
-                    f"{'met' if r['met'] else 'NOT met'}), mean {r['mask_mean_us']:.1f} us{extra}"
+                    f"{'met' if r['met'] else 'NOT met'}; front-end imports {r['import_ms']:.1f} ms apart), mean {r['mask_mean_us']:.1f} us{extra}"
                 )
         if "walks" in only:
             for r in walks(model, args.pool, args.rounds, args.pool_rounds):

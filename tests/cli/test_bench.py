@@ -22,6 +22,7 @@ KEYS = [
     "peak_rss_mb",
     "vocab_ms",
     "kernel_ms",
+    "import_ms",
     "cold_mask_us",
     "first_steps_us",
     "warm_mask_us",
@@ -48,7 +49,7 @@ def test_json_masks_only_has_exactly_the_contract_keys(run_cli):
     assert r["first_mask_ms"] >= r["compile_ms"]
     assert r["cold_mask_us"] == r["mask_us"] and set(r["warm_mask_us"]) == set(m)
     assert len(r["first_steps_us"]) == 10 and max(r["first_steps_us"]) <= m["max"]
-    assert r["vocab_ms"] > 0 and r["kernel_ms"] >= 0 and r["ttft_ms"] is None
+    assert r["vocab_ms"] > 0 and r["kernel_ms"] >= 0 and r["import_ms"] >= 0 and r["ttft_ms"] is None
 
 
 @pytest.mark.model

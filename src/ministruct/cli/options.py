@@ -373,6 +373,15 @@ class ConstraintFlags:
             if "-" in value:
                 raise UsageError(f"--input and {flag} both read stdin ('-'): give one of them a file")
 
+    @property
+    def kind(self) -> str | None:
+        """Which kind of constraint the flags name (a key of grammar/constraint.py's
+        FRONT_ENDS), None when none; `load()` says what is wrong with several."""
+        for kind in ("tools", "regex", "grammar", "schema", "choice", "lark"):
+            if getattr(self, kind):
+                return kind
+        return None
+
     def load(self, extra_default: str = "explicit") -> Constraint:
         """The one Constraint; `extra_default` is the command's --extra-properties default."""
         schemas = self._schemas()
