@@ -184,7 +184,7 @@ def test_cli_errors_are_one_line_for_bad_constraints():
         ("--regex", "a{1000000}"),
         ("--regex", "(a"),
         ("--grammar", write("bad.gbnf", "root ::= (")),
-        ("--schema", write("bad.json", '{"type": "string", "maxLength": 1e8}'), "--as-generated"),
+        ("--schema", write("bad.json", '{"type": "string", "minLength": 1e8}'), "--as-generated"),
     ):
         code, out, err = run("check", *args, "a")
         assert_clean(code, err)

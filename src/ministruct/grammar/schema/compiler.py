@@ -252,6 +252,7 @@ class _Compiler:
         if x <= MAX_REPEAT:
             return x
         if keyword.startswith("max"):
+            self.restricted(keyword, ptr, f"({x:,}) is read as the compile limit of {MAX_REPEAT:,}")
             return MAX_REPEAT
         self.unsupported(keyword, ptr, f"({x:,}) is beyond the compile limit of {MAX_REPEAT:,}")
         return None

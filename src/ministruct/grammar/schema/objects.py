@@ -513,6 +513,7 @@ def array_expr(c: SchemaContext, node: dict, ptr: str, depth: int) -> Expr:
         c.explicit
         and prefix
         and more not in node
+        and "contains" not in node  # (an item past the tuple may be the one it asks for)
         and not (isinstance(node.get("minItems"), int) and node["minItems"] > len(prefix))
     ):
         items = False  # the generation language: a tuple has no further items unless stated
