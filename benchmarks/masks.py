@@ -211,21 +211,25 @@ class Spec:
             return llguidance.grammar_from("lark", self.text)
         if self.kind == "tools":
             return tools_lark(json.loads(self.text))
-        return llguidance.LLMatcher.grammar_from_json_schema(
-            self.text, overrides={"whitespace_flexible": False, "item_separator": ",", "key_separator": ":"}
-        )
+        return llguidance.LLMatcher.grammar_from_json_schema(self.text, overrides=llg_layout())
+
+
+def llg_layout() -> dict:
+    """llguidance's JSON Schema overrides for ministruct's default layout (the walks' tokens)."""
+    item, key = xgrammar_walk.SCHEMA_SEPARATORS
+    return {"whitespace_flexible": False, "item_separator": item, "key_separator": key}
 
 
 def tools_lark(tools: list[dict]) -> str:
     """The same language as `--tools FILE --tool-choice required` in llguidance's own way: the
-    name among constants, then one `%json` per tool (compact, as ours)."""
+    name among constants, then one `%json` per tool (in ministruct's default layout, as ours)."""
     import llguidance
 
-    compact = {"whitespace_flexible": False, "item_separator": ",", "key_separator": ":"}
+    layout = llg_layout()
     alts = []
     for t in tools:
         f = t["function"]
-        schema = {**f["parameters"], "x-guidance": compact}
+        schema = {**f["parameters"], "x-guidance": layout}
         alts.append(json.dumps(json.dumps(f["name"]) + ', "arguments": ') + " %json " + json.dumps(schema))
     return llguidance.grammar_from("lark", 'start: "{\\"name\\": " (' + " | ".join(alts) + ') "}"\n')
 

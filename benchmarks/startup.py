@@ -323,6 +323,7 @@ def seeded_walks(path: str, spec) -> dict:
         "p99_max_us": p99,
         "walks_p99_over_1ms": sum(r["mask_p99_us"] > 1000 for r in rows),
         "met": ours / theirs <= TARGET_POOL_RATIO and p99 < 1000,
+        "llg_rejected_our_token": sum(r["llg_rejected_our_token"] for r in rows),
         "per_seed": rows,
     }
 
@@ -420,10 +421,19 @@ def main(argv: list[str] | None = None) -> int:
                         f", median walk {r['median_walk_ratio']:.2f}x, worst p99 {r['p99_max_us'] / 1000:.2f} ms "
                         f"({r['walks_p99_over_1ms']} walks over 1 ms)"
                     )
+                # a token of our walk llguidance refused leaves it masking a dead matcher (cheap) until the
+                # walk's next reset, which lowers its mean: a few where the languages differ (ours takes
+                # -0 under minimum 0, a const's "\/" escape), many when the layouts differ
+                refused = r.get("llg_rejected_our_token", 0)
                 print(
                     f"walk {model:8} {r['constraint']:20} fresh processes: mean {r['mask_mean_us']:.1f} us vs llguidance "
                     f"{r['llg_mask_mean_us']:.1f} us: {r['ratio']:.2f}x{first} (target <= {TARGET_POOL_RATIO}x: "
                     f"{'met' if r['met'] else 'NOT met'})"
+                    + (
+                        f"; llguidance refused {refused} of our tokens (masked a dead matcher after each)"
+                        if refused
+                        else ""
+                    )
                 )
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(report, indent=1) + "\n")

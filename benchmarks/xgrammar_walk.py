@@ -3,9 +3,10 @@ took (the `xgrammar` extra; it imports torch). Skipped with a note when not inst
 
 XGrammar reads the vocabulary as ministruct does: each token's exact bytes (VocabType.RAW,
 built from the GGUF by model.py), control tokens empty (so XGrammar never allows them),
-every end-of-generation id a stop token. Constraints it takes: JSON Schema (compact
-separators, as ours and llguidance's), regex, GBNF (its EBNF reads llama.cpp's dialect,
-where it can) and Lark; the tool list (llguidance's `%json` Lark) is not given to it.
+every end-of-generation id a stop token. Constraints it takes: JSON Schema (the separators of
+ministruct's default layout, `SCHEMA_SEPARATORS`, as llguidance's in masks.py), regex, GBNF
+(its EBNF reads llama.cpp's dialect, where it can) and Lark; the tool list (llguidance's
+`%json` Lark) is not given to it.
 """
 
 from __future__ import annotations
@@ -17,6 +18,11 @@ from typing import Any
 import numpy as np
 
 from ministruct.diagnostics.bench import RESET
+from ministruct.grammar.schema.options import DEFAULT_WHITESPACE
+
+# (item, key) separators of ministruct's default JSON layout, the one its walks take: a peer
+# given other separators rejects the walk's first ": " and masks a dead matcher from there on
+SCHEMA_SEPARATORS = {"spaced": (", ", ": "), "compact": (",", ":")}[DEFAULT_WHITESPACE]
 
 
 def unavailable() -> str | None:
@@ -57,7 +63,7 @@ class Xgr:
         try:
             if kind == "schema":
                 compiled = self.compiler.compile_json_schema(
-                    json.loads(text), any_whitespace=False, separators=(",", ":"), strict_mode=True
+                    json.loads(text), any_whitespace=False, separators=SCHEMA_SEPARATORS, strict_mode=True
                 )
             elif kind == "regex":
                 compiled = self.compiler.compile_regex(text)
