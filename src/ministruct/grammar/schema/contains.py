@@ -14,7 +14,6 @@ from __future__ import annotations
 import itertools
 from typing import Any, Optional
 
-from ministruct.errors import SchemaError
 from ministruct.grammar.ir import NOTHING, Expr, Literal, Mark, RuleRef, alt, seq
 from ministruct.grammar.schema.context import SchemaContext
 from ministruct.grammar.schema.keywords import ANNOTATIONS
@@ -136,17 +135,11 @@ def contains_array(
 MAX_UNIQUE_VALUES = 12  # uniqueItems over listed values: one state per set of values used (2**n)
 
 
-def finite_items(c: SchemaContext, items: Any, ptr: str) -> Optional[list]:
-    """The values an item may take when there are few (`enum`/`const`, booleans, null), or None."""
+def finite_items(c: SchemaContext, items: Any, node: dict) -> Optional[list]:
+    """The values an item (`items`, merged into `node`) may take when there are few
+    (`enum`/`const`, booleans, null), or None."""
     from ministruct.grammar.schema.disjoint import canonical
-    from ministruct.grammar.schema.merge import MergeError, merge_all
 
-    if not isinstance(items, dict):
-        return None
-    try:
-        node = merge_all(items, ptr, c.resolver)
-    except (MergeError, SchemaError):
-        return None
     if "const" in node or isinstance(node.get("enum"), list):
         values = [node["const"]] if "const" in node else node["enum"]
     elif node.get("type") in ("boolean", ["boolean"]) and set(node) <= {"type", *ANNOTATIONS}:

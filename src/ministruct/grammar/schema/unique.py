@@ -29,14 +29,6 @@ MAX_ORDERED_STATES = 20_000  # (next value, items so far)
 def item_values(c: SchemaContext, items: Any, ptr: str) -> Optional[list]:
     """The values an array item may take, when they are few enough to track (listed values,
     booleans, integers in a small range), or None."""
-    values = finite_items(c, items, ptr)
-    if values is not None:
-        return values if len(values) <= MAX_ORDERED_VALUES else None
-    return _integer_range(c, items, ptr)
-
-
-def _integer_range(c: SchemaContext, items: Any, ptr: str) -> Optional[list]:
-    from ministruct.grammar.schema import numbers as num
     from ministruct.grammar.schema.merge import MergeError, merge_all
 
     if not isinstance(items, dict):
@@ -45,6 +37,15 @@ def _integer_range(c: SchemaContext, items: Any, ptr: str) -> Optional[list]:
         node = merge_all(items, ptr, c.resolver)
     except (MergeError, SchemaError):
         return None
+    values = finite_items(c, items, node)
+    if values is not None:
+        return values if len(values) <= MAX_ORDERED_VALUES else None
+    return _integer_range(c, items, node)
+
+
+def _integer_range(c: SchemaContext, items: Any, node: dict) -> Optional[list]:
+    from ministruct.grammar.schema import numbers as num
+
     if node.get("type") not in ("integer", ["integer"]):
         return None
     b = {k: node[k] for k in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum") if k in node}
