@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any, Callable
 
 import pytest
 
@@ -65,3 +67,22 @@ def assert_one_line_error(proc: subprocess.CompletedProcess, *needles: str) -> N
     assert "Traceback" not in proc.stderr
     for n in needles:
         assert n in lines[0], (n, lines[0])
+
+
+def gen_valid_outputs(run_cli: Callable, schema_path: Path, validator: Any, *flags: str) -> list[Any]:
+    """`gen --schema` three times (seed 3, one prompt): each record complete, without an
+    error, its output valid by `validator` (a jsonschema validator); the values."""
+    p = run_cli(
+        "gen", "--schema", str(schema_path), *flags, "Give one example as JSON:", "--n", "3", "--seed", "3",
+        "--format", "jsonl",
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    records = [json.loads(line) for line in p.stdout.splitlines()]
+    assert len(records) == 3
+    values = []
+    for rec in records:
+        assert rec["complete"] and rec["error"] is None, rec
+        value = json.loads(rec["output"])
+        assert validator.is_valid(value), (schema_path.name, rec["output"])
+        values.append(value)
+    return values

@@ -12,6 +12,7 @@ import re
 import pytest
 from jsonschema import Draft202012Validator
 
+from cli.conftest import gen_valid_outputs
 from ministruct.grammar.schema.multiples import exact_validator
 
 pytestmark = pytest.mark.model
@@ -48,17 +49,8 @@ def test_gen_gives_complete_valid_output(run_cli, tmp_path, name):
     schema = SCHEMAS[name]
     path = tmp_path / f"{name}.json"
     path.write_text(json.dumps(schema))
-    p = run_cli(
-        "gen", "--schema", str(path), "Give one example as JSON:", "--n", "3", "--seed", "3", "--format", "jsonl"
-    )
-    assert p.returncode == 0, p.stderr
     cls = exact_validator(Draft202012Validator)
     validator = cls(schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
-    records = [json.loads(line) for line in p.stdout.splitlines()]
-    assert len(records) == 3
-    for rec in records:
-        assert rec["complete"] and rec["error"] is None, rec
-        value = json.loads(rec["output"])
-        assert validator.is_valid(value), (name, rec["output"])
+    for value in gen_valid_outputs(run_cli, path, validator):
         if name == "format-regex":
             re.compile(value["pattern"])

@@ -13,6 +13,8 @@ from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
+from cli.conftest import gen_valid_outputs
+
 pytestmark = pytest.mark.model
 
 COLOUR = {"type": "string", "enum": ["red", "green", "blue"]}
@@ -63,16 +65,8 @@ def test_gen_gives_complete_valid_output(run_cli, tmp_path, name):
     path.write_text(json.dumps(schema))
     (tmp_path / "colour.json").write_text(json.dumps(COLOUR))
     docs = ["--schema-documents", f"https://example.com/={tmp_path}"] if name == "remote $ref" else []
-    p = run_cli(
-        "gen", "--schema", str(path), *docs, "Give one example as JSON:", "--n", "3", "--seed", "3", "--format", "jsonl"
-    )
-    assert p.returncode == 0, p.stderr
     registry = Registry().with_resource(
         "https://example.com/colour.json", Resource.from_contents(COLOUR, default_specification=DRAFT202012)
     )
     validator = Draft202012Validator(schema, registry=registry, format_checker=Draft202012Validator.FORMAT_CHECKER)
-    records = [json.loads(line) for line in p.stdout.splitlines()]
-    assert len(records) == 3
-    for rec in records:
-        assert rec["complete"] and rec["error"] is None, rec
-        assert validator.is_valid(json.loads(rec["output"])), (name, rec["output"])
+    gen_valid_outputs(run_cli, path, validator, *docs)
