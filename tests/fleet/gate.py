@@ -1,23 +1,31 @@
 """A gate in front of a real server, for tests whose verdict must not depend on speed: it
 passes the first `open_for` completion requests (of all gates sharing its counter) and
 holds every later one until `release()`: a signal sent before the release comes while
-records are still to do, whatever the machine's speed."""
+records are still to do, whatever the machine's speed. With `on_hold`, a request past
+`open_for` calls it instead of waiting (and is then passed on: to a server it killed, say)."""
 
 from __future__ import annotations
 
 import socket
 import threading
+from typing import Callable
 from urllib.parse import urlparse
 
 
 class Gate:
     def __init__(
-        self, target_url: str, counter: list[int], open_for: int, released: threading.Event, lock: threading.Lock
+        self,
+        target_url: str,
+        counter: list[int],
+        open_for: int,
+        released: threading.Event,
+        lock: threading.Lock,
+        on_hold: Callable[[], None] | None = None,
     ) -> None:
         u = urlparse(target_url)
         self.target = (u.hostname, u.port)
         self.counter, self.open_for, self.released = counter, open_for, released
-        self.lock = lock
+        self.lock, self.on_hold = lock, on_hold
         self.sock = socket.socket()
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.sock.bind(("127.0.0.1", 0))
@@ -31,7 +39,11 @@ class Gate:
                 client, _ = self.sock.accept()
             except OSError:
                 return
-            server = socket.create_connection(self.target)
+            try:
+                server = socket.create_connection(self.target)
+            except OSError:  # the server behind is gone: the client sees the connection close
+                client.close()
+                continue
             threading.Thread(target=self._pump, args=(client, server, True), daemon=True).start()
             threading.Thread(target=self._pump, args=(server, client, False), daemon=True).start()
 
@@ -45,7 +57,9 @@ class Gate:
                     with self.lock:
                         self.counter[0] += data.count(b"POST ")
                         held = self.counter[0] > self.open_for
-                    if held:
+                    if held and self.on_hold is not None:
+                        self.on_hold()
+                    elif held:
                         self.released.wait()
                 dst.sendall(data)
         except OSError:
