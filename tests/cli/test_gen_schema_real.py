@@ -1,6 +1,7 @@
 """`ministruct gen --schema` end to end on the bundled model for the shapes real schemas
 use that used to be refused (schema/multiples.py, schema/budget.py, `format: regex`,
-uniqueItems over many listed values): every output is complete and valid by `jsonschema`
+uniqueItems over listed values and integer ranges, a oneOf past exactly-one's limit told
+apart by a tag): every output is complete and valid by `jsonschema`
 (Draft 2020-12, formats asserted) with the standard's `multipleOf` (multiples.py says
 where the package's float division differs)."""
 
@@ -41,6 +42,44 @@ SCHEMAS = {
         "properties": {"field": {"type": "string", "maxLength": 20}, "pattern": {"type": "string", "format": "regex"}},
         "required": ["field", "pattern"],
     },
+    "unique-listed-tags": {
+        "type": "object",
+        "properties": {
+            "title": {"type": "string", "maxLength": 30},
+            "tags": {
+                "type": "array",
+                "items": {"enum": ["news", "sport", "science", "travel", "food", "music", "film", "tech"]},
+                "uniqueItems": True,
+                "minItems": 2,
+                "maxItems": 4,
+            },
+        },
+        "required": ["title", "tags"],
+    },
+    "unique-integer-range": {
+        "type": "array",
+        "items": {"type": "integer", "minimum": 1, "maximum": 49},
+        "uniqueItems": True,
+        "minItems": 6,
+        "maxItems": 6,
+    },
+    # twelve branches that overlap where `event` is absent: exactly-one would need more than
+    # logic.MAX_BRANCHES, so they are generated with `event` present (a restriction)
+    "tagged-large-oneOf": {
+        "oneOf": [
+            {
+                "type": "object",
+                "properties": {
+                    "event": {"const": k},
+                    "at": {"type": "integer", "minimum": 0},
+                    f"{k}_detail": {"type": "string", "maxLength": 20},
+                },
+                "required": ["at"],
+            }
+            for k in ["click", "view", "scroll", "hover", "submit", "focus", "blur", "keydown", "keyup", "resize"]
+            + ["load", "error"]
+        ]
+    },
 }
 
 
@@ -54,3 +93,8 @@ def test_gen_gives_complete_valid_output(run_cli, tmp_path, name):
     for value in gen_valid_outputs(run_cli, path, validator):
         if name == "format-regex":
             re.compile(value["pattern"])
+        if name == "tagged-large-oneOf":
+            assert "event" in value and sum(Draft202012Validator(b).is_valid(value) for b in schema["oneOf"]) == 1
+        if name.startswith("unique-"):
+            items = value["tags"] if isinstance(value, dict) else value
+            assert len(set(items)) == len(items) >= 2, value
