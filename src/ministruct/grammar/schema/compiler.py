@@ -57,7 +57,7 @@ from ministruct.grammar.schema.objects import required_dependencies
 from ministruct.grammar.schema.options import SchemaOptions
 from ministruct.grammar.schema.strings import Strings
 from ministruct.grammar.schema.unevaluated import without_unevaluated
-from ministruct.grammar.schema.unique import item_values
+from ministruct.grammar.schema.unique import item_values, unique_refusal
 from ministruct.grammar.schema.values import Values, excluded_by_not
 from ministruct.grammar.schema.writer import alt_known, dead
 
@@ -299,7 +299,7 @@ class _Compiler(Values, Strings, DynamicScope):
     def typed(self, node: dict, ptr: str, depth: int) -> Expr:
         for k in node:
             if k in UNSUPPORTED and not self._harmless(k, node):
-                self.unsupported(k, ptr)
+                self.unsupported(k, ptr, unique_refusal(node) if k == "uniqueItems" else "is not enforced")
         types = schema_types(node, ptr, self.error)
         ex = excluded_by_not(node)
         if ex.strings_only:
