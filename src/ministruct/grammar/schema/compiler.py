@@ -99,6 +99,7 @@ class _Compiler(Values, Strings, DynamicScope):
         self._rewritten = 0  # branches made by rewrites so far (MAX_REWRITTEN_BRANCHES)
         self._product_rules = 0  # rules made by pattern/format/length products so far
         self._dfa_work = [MAX_DFA_WORK]  # what is left of the schema's budget for building automata
+        self._avoiding_made: dict[tuple, Expr] = {}  # Strings.pattern_avoiding: products made
         self._merged_rules: dict[tuple, str] = {}
         self.multiples_made: dict[tuple, Optional[Expr]] = {}  # schema_multiples: machines made
         self.multiple_states = 0  # and their states together

@@ -78,19 +78,26 @@ def not_in_names(c: SchemaContext, names: list[str]) -> Expr:
             t = t.setdefault(ch, {})
         t[None] = True
 
-    rest = c.rule("key_rest", seq(Repeat(STRING_UNIT, 0, None), Literal('"')))
-    shared: dict[tuple, Expr] = {}
+    # the parts every name set of the schema shares (under keys that are no sorted names):
+    # the rest of a key, and the ways out of a trie node, by its ending and its next characters
+    parts: dict[tuple, Any] = made if made is not None else {}
+    rest = parts.get((None, "rest"))
+    if rest is None:
+        rest = parts[(None, "rest")] = c.rule("key_rest", seq(Repeat(STRING_UNIT, 0, None), Literal('"')))
 
     def leave(kind: str, body: Expr) -> Expr:
         """One rule per distinct way out (its body, then the rest of the key)."""
-        hit = shared.get((kind, body))
+        hit = parts.get((None, kind, body))
         if hit is None:
-            hit = shared[(kind, body)] = c.rule(kind, seq(body, rest))
+            hit = parts[(None, kind, body)] = c.rule(kind, seq(body, rest))
         return hit
 
-    def build(t: dict) -> Expr:
-        kids = sorted(k for k in t if k is not None)
-        opts: list[Expr] = [] if None in t else [Literal('"')]
+    def ways_out(ends: bool, kids: tuple[str, ...]) -> tuple[Expr, ...]:
+        """The ways out of the names at a trie node (not a name's next character)."""
+        got = parts.get((None, "out", ends, kids))
+        if got is not None:
+            return got
+        opts: list[Expr] = [] if ends else [Literal('"')]
         excluded = [(ord(k), ord(k)) for k in kids]
         ascii_other = _minus(_RAW_ASCII, excluded)
         if ascii_other is not None:
@@ -98,13 +105,17 @@ def not_in_names(c: SchemaContext, names: list[str]) -> Expr:
         wide = _minus(_RAW_NON_ASCII, excluded)
         if wide is not None:
             opts.append(leave("key_wide", wide))
-        escapes: list[Expr] = [Literal(e) for cp, e in SHORT_ESCAPES.items() if chr(cp) not in t]
+        escapes: list[Expr] = [Literal(e) for cp, e in SHORT_ESCAPES.items() if chr(cp) not in kids]
         if all(k < "\x80" for k in kids):
             escapes.append(NON_ASCII_ESCAPE)
         if escapes:
             opts.append(leave("key_escape", alt(*escapes)))
-        for k in kids:
-            opts.append(seq(encode_chars(Literal(k)), build(t[k])))
+        parts[(None, "out", ends, kids)] = got = tuple(opts)
+        return got
+
+    def build(t: dict) -> Expr:
+        kids = tuple(sorted(k for k in t if k is not None))
+        opts = [*ways_out(None in t, kids), *(seq(encode_chars(Literal(k)), build(t[k])) for k in kids)]
         return alt(*opts) if opts else NOTHING
 
     got = c.rule("other_key", seq(Literal('"'), build(trie)))

@@ -54,6 +54,7 @@ class Strings(GrammarWriter):
 
     _product_rules: int
     _dfa_work: list[int]
+    _avoiding_made: dict[tuple, Expr]
 
     def string(self, node: dict, ptr: str) -> Expr:
         lo, hi = 0, None
@@ -110,11 +111,10 @@ class Strings(GrammarWriter):
             r = restrict_length(decoded, lo, hi)
         except LookupError:
             return NOTHING
-        if r is decoded:
-            return self.shared(f"format-{fmt}", seq(Literal('"'), encode_chars(r), Literal('"')))
         if r is None:
             return seq(Literal('"'), self.format_within(fmt, decoded, node, None, ptr, lo, hi), Literal('"'))
-        return seq(Literal('"'), encode_chars(r), Literal('"'))
+        name = f"format-{fmt}" if r is decoded else f"format-{fmt}-{lo}-{hi if hi is not None else 'inf'}"
+        return self.shared_made(name, lambda: seq(Literal('"'), encode_chars(r), Literal('"')))
 
     def format_within(
         self, fmt: str, decoded: Expr, node: dict, avoided: Optional[list[Expr]], ptr: str, lo: int, hi: Optional[int]
@@ -288,6 +288,9 @@ class Strings(GrammarWriter):
     def pattern_avoiding(self, patterns: list[str], avoided: list[Expr], ptr: str, lo: int, hi: Optional[int]) -> Expr:
         """Strings that match every one of `patterns` ("" matches all) and none of the
         `avoided` languages (full-match), with lo..hi characters."""
+        key = (tuple(patterns), tuple(avoided), lo, hi)  # (the same strings elsewhere: one product)
+        if key in self._avoiding_made:
+            return self._avoiding_made[key]
         langs = [self.searched_language(p, f"{ptr}/pattern") for p in patterns]
         need = frozenset(range(len(langs)))
         try:
@@ -298,7 +301,8 @@ class Strings(GrammarWriter):
             if patterns[0]:
                 return self.pattern(patterns[0], f"{ptr}/pattern", lo, hi)
             return Repeat(self.shared("char", COUNTED_CHAR), lo, hi)
-        return NOTHING if r is None else r
+        self._avoiding_made[key] = got = NOTHING if r is None else r
+        return got
 
     def pattern_by_budget(self, pattern: str, ptr: str, lo: int, hi: Optional[int]) -> Optional[Expr]:
         """Strings the pattern matches as a whole (re.fullmatch: it is then found in them too),

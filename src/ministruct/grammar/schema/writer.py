@@ -5,7 +5,7 @@ whitespace layout (SchemaOptions.whitespace). The compiler (compiler.py) is one 
 from __future__ import annotations
 
 import re
-from typing import Optional
+from typing import Callable, Optional
 
 from ministruct.errors import SchemaError
 from ministruct.grammar.ir import (
@@ -135,6 +135,12 @@ class GrammarWriter:
             if self.marking and name in ("ws", "space"):
                 self.marks[self._shared[name]] = Mark(None, "whitespace")
         return RuleRef(self._shared[name])
+
+    def shared_made(self, name: str, make: Callable[[], Expr]) -> RuleRef:
+        """shared(name, make()), with the body made only the first time (an expensive one)."""
+        if name in self._shared:
+            return RuleRef(self._shared[name])
+        return self.shared(name, make())
 
     def _ws(self) -> Expr:
         if self.ws != "flexible":
