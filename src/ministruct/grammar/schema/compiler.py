@@ -103,7 +103,7 @@ class _Compiler(Values, Strings, DynamicScope):
         self._merged_rules: dict[tuple, str] = {}
         self.multiples_made: dict[tuple, Optional[Expr]] = {}  # schema_multiples: machines made
         self.multiple_states = 0  # and their states together
-        self.keys_made: dict[tuple, Expr] = {}  # schema_objects.not_in_names: keys other than names
+        self.keys_made: dict[tuple, Expr] = {}  # schema_keys.not_in_names: keys other than names
         self._merged_done: set[str] = set()
         self._document_ids = _object_ids(root)  # the schema objects of the document (kept alive by it)
         self._nested_ids = len(set(self.resolver.bases.values())) > 1  # where a $ref sits decides its target
