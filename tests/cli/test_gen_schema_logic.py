@@ -103,3 +103,6 @@ def test_lenient_records_say_the_output_was_checked_against_the_full_schema(run_
         assert len(said) == 1, rec
         valid = validator.is_valid(json.loads(rec["output"]))
         assert said[0].endswith(": valid") == valid and ("INVALID" in said[0]) == (not valid), (rec, said)
+        check = rec["schema_check"]  # the same verdict, for a program to read
+        assert check["not_enforced"] == ["/uniqueItems"] and check["checked"] is True, rec
+        assert check["valid"] is valid and ("has non-unique elements" in check.get("reason", "")) == (not valid), rec

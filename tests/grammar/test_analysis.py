@@ -95,3 +95,27 @@ def test_missing_root_and_empty_grammar():
 def test_check_returns_the_same_grammar():
     g = Grammar({"root": Literal("a")})
     assert check_grammar(g) is g
+
+
+def test_prune_unproductive_prunes_a_shared_expression_once_and_keeps_what_is_live():
+    """A large expression many rules share is pruned once (one result object for all of
+    them), a part without a dead reference comes back as it was, and the language is
+    the same: the dead alternative goes, the rest stays."""
+    from ministruct.engine.automaton import accepts
+    from ministruct.grammar.analysis import productive_rules, prune_unproductive
+    from ministruct.grammar.ir import alt, seq
+
+    live = seq(Literal("a"), Repeat(Literal("b"), 0, None))
+    shared = Repeat(alt(seq(Literal("x"), RuleRef("loop")), live), 1, 2)
+    rules = {
+        "root": seq(shared, RuleRef("r2")),
+        "r2": seq(Literal("c"), shared),
+        "loop": seq(Literal("y"), RuleRef("loop")),
+    }
+    assert productive_rules(rules) == {"root", "r2"}
+    pruned = prune_unproductive(rules)
+    assert set(pruned) == {"root", "r2"}
+    assert pruned["root"].items[0] is pruned["r2"].items[1]  # pruned once, shared still
+    assert pruned["root"].items[0].item is live  # (the live alternative itself, not a copy)
+    g = Grammar(pruned, root="root")
+    assert accepts(g, "abbaca") and not accepts(g, "xyca")

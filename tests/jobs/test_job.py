@@ -45,3 +45,35 @@ def test_run_many_takes_a_list_of_prompts_and_a_seed_for_each(model):
     with pytest.raises(UsageError, match="seeds: 1 seed for more prompts") as e:
         list(job.run_many(["a", "b"], seeds=[1]))  # was: RuntimeError: generator raised StopIteration
     assert e.value.parameter == "seeds"
+
+
+UNIQUE_COLOURS = {"type": "array", "items": {"type": "string", "maxLength": 6}, "uniqueItems": True, "maxItems": 4}
+
+
+@pytest.mark.parametrize(
+    ("output", "complete", "expected"),
+    [
+        ('["red", "blue"]', True, {"checked": True, "valid": True}),
+        (
+            '["red", "red"]',
+            True,
+            {"checked": True, "valid": False, "pointer": "/", "reason": '["red", "red"] has non-unique elements'},
+        ),
+        ('["red", "bl', False, {"checked": False, "valid": None}),
+    ],
+)
+def test_a_lenient_schema_check_says_what_the_full_schema_says_of_the_output(model, output, complete, expected):
+    """uniqueItems over free strings is not in the grammar (lenient): the record's
+    schema_check names it and gives the validator's verdict on the output afterwards."""
+    job = GenerationJob(model, Constraint.from_json_schema(UNIQUE_COLOURS, lenient=True), PARAMS, max_tokens=8)
+    check = job.schema_check(output, complete)
+    assert check == {"not_enforced": ["/uniqueItems"], **expected}
+    said = job.lenient_warning(check)
+    assert said.startswith("lenient: some keywords were not enforced (/uniqueItems); ")
+    assert said.endswith(": valid" if expected["valid"] else "was not checked" if not complete else expected["reason"])
+
+
+def test_an_exact_schema_has_no_schema_check(model):
+    exact = {**UNIQUE_COLOURS, "items": {"enum": ["red", "blue", "green"]}}
+    job = GenerationJob(model, Constraint.from_json_schema(exact, lenient=True), PARAMS, max_tokens=8)
+    assert job.schema_check('["red", "blue"]', True) is None

@@ -178,23 +178,37 @@ def prune_unproductive(rules: dict[str, Expr], productive: set[str] | None = Non
     if len(good) == len(rules):
         return rules
     dead = CharClass(())
+    done: dict[int, Expr] = {}  # by identity: an expression shared by many rules is pruned once
+
+    def is_dead(e: Expr) -> bool:
+        return type(e) is CharClass and not e.ranges and not e.negated  # type: ignore[union-attr]
 
     def prune(e: Expr) -> Expr:
         t = type(e)
         if t is RuleRef:
             return e if e.name in good else dead  # type: ignore[union-attr]
+        if t is not Seq and t is not Alt and t is not Repeat:
+            return e
+        got = done.get(id(e))
+        if got is not None:
+            return got
         if t is Seq:
             items = [prune(x) for x in e.items]  # type: ignore[union-attr]
-            return dead if any(x == dead for x in items) else seq(*items)
-        if t is Alt:
-            live = [x for x in (prune(x) for x in e.options) if x != dead]  # type: ignore[union-attr]
-            return alt(*live) if live else dead
-        if t is Repeat:
+            unchanged = all(a is b for a, b in zip(items, e.items))  # type: ignore[union-attr]
+            got = dead if any(is_dead(x) for x in items) else e if unchanged else seq(*items)
+        elif t is Alt:
+            pruned = [prune(x) for x in e.options]  # type: ignore[union-attr]
+            live = [x for x in pruned if not is_dead(x)]
+            unchanged = len(live) == len(pruned) and all(a is b for a, b in zip(live, e.options))  # type: ignore[union-attr]
+            got = e if unchanged else alt(*live) if live else dead
+        else:
             item = prune(e.item)  # type: ignore[union-attr]
-            if item == dead:
-                return EMPTY if e.min == 0 else dead  # type: ignore[union-attr]
-            return Repeat(item, e.min, e.max)  # type: ignore[union-attr]
-        return e
+            if is_dead(item):
+                got = EMPTY if e.min == 0 else dead  # type: ignore[union-attr]
+            else:
+                got = e if item is e.item else Repeat(item, e.min, e.max)  # type: ignore[union-attr]
+        done[id(e)] = got  # (the rules keep `e` alive: its id is not reused meanwhile)
+        return got
 
     return {name: prune(body) for name, body in rules.items() if name in good}
 

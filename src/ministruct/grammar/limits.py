@@ -157,11 +157,17 @@ def _postorder(roots: list[Expr]) -> list[Expr]:
     return order
 
 
+def _state_sizes(order: list[Expr]) -> dict[int, int]:
+    """Estimated automaton states of each expression of a postorder, by identity."""
+    size: dict[int, int] = {}
+    for e in order:
+        size[id(e)] = _combine(e, [size[id(c)] for c in _children(e)])
+    return size
+
+
 def estimated_states(rules: dict[str, Expr]) -> int:
     """The engine's estimate of automaton states, every expression counted at each use."""
-    size: dict[int, int] = {}
-    for e in _postorder(list(rules.values())):
-        size[id(e)] = _combine(e, [size[id(c)] for c in _children(e)])
+    size = _state_sizes(_postorder(list(rules.values())))
     return sum(size[id(b)] for b in rules.values())
 
 
@@ -169,9 +175,10 @@ def reshape(rules: dict[str, Expr], fresh: Callable[[str], str]) -> dict[str, Ex
     """`rules` with large shared expressions and over-deep ones moved into new rules
     (named by `fresh(hint)`); the language is unchanged. Returns the new rules dict."""
     original = list(rules.items())  # `fresh` may add names to `rules` itself
-    share = estimated_states(rules) > SHARE_WHEN_TOTAL
-    uses: dict[int, int] = {}
     order = _postorder([b for _, b in original])
+    size = _state_sizes(order)  # (estimated_states, on the one postorder)
+    share = sum(size[id(b)] for _, b in original) > SHARE_WHEN_TOTAL
+    uses: dict[int, int] = {}
     for e in order:
         for c in _children(e):
             uses[id(c)] = uses.get(id(c), 0) + 1

@@ -10,6 +10,7 @@ What `ministruct gen` does for each prompt, as a library call:
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator
 
@@ -32,6 +33,7 @@ from ministruct.jobs.think import ThinkSettings, announce, split_output, think_c
 from ministruct.jobs.tool_scores import ToolScorer
 
 SCHEMA_INSTRUCTION = "Answer with JSON that matches this JSON Schema:"
+_IGNORED = re.compile(r": at (.+?): .*; ignored \(lenient\)$")  # a schema compiler's warning
 _MISSING: Any = object()  # run_many's seeds ran out
 
 
@@ -59,6 +61,9 @@ class GenResult:
     tool_calls: list[dict] = field(default_factory=list)  # OpenAI's shape
     tool_scores: list[dict] = field(default_factory=list)  # per call (jobs/tool_scores.py)
     particles: dict | None = None  # with particles: p_valid, log_weight, ess_min, resamples, particle_method
+    # lenient schemas whose grammar left keywords out: what `check`'s validator says of the
+    # output against the full schema (GenerationJob.schema_check)
+    schema_check: dict | None = None
 
     def to_record(self) -> dict:
         rec: dict[str, Any] = {"id": self.id, "prompt": self.prompt}
@@ -81,6 +86,8 @@ class GenResult:
             rec.update(think_end=self.think_end, think_tokens=self.think_tokens)
         if self.particles is not None:
             rec.update(self.particles)
+        if self.schema_check is not None:
+            rec["schema_check"] = self.schema_check
         return rec
 
     @classmethod
@@ -281,26 +288,39 @@ class GenerationJob:
         spec = self.tools
         return ToolScorer(spec, self.model.vocabulary) if spec is not None else None
 
-    def lenient_check(self, output: str, complete: bool) -> list[str]:
-        """With keywords the grammar did not enforce (lenient), what the full schema says of
-        the output, checked afterwards by `check`'s validator (nothing when the grammar is exact)."""
+    def schema_check(self, output: str, complete: bool) -> dict | None:
+        """With keywords the grammar did not enforce (lenient), the output checked afterwards
+        against the full schema by `check`'s validator: `not_enforced` (the keywords' pointers),
+        `checked` (False for an incomplete output), `valid` (None when not checked), and for
+        an invalid output the `pointer` and `reason`. None when the grammar is exact."""
         c = self.constraint
-        if c is None or not any("ignored (lenient)" in w for w in c.warnings):
-            return []
+        ignored = [m.group(1) for m in map(_IGNORED.search, c.warnings if c is not None else ()) if m]
+        if c is None or not ignored:
+            return None
+        out: dict[str, Any] = {"not_enforced": list(dict.fromkeys(ignored)), "checked": complete, "valid": None}
         if not complete:
-            return ["lenient: some keywords were not enforced; the output is incomplete and was not checked"]
+            return out
         from ministruct.check.instance import InstanceChecker
 
         if getattr(self, "_full_checker", None) is None:
             self._full_checker = InstanceChecker(c.schema, source=c.source)
         verdict = self._full_checker.check(output)
-        if verdict.accepted:
-            return ["lenient: some keywords were not enforced; the output was checked against the full schema: valid"]
-        where = f" at {verdict.pointer}" if verdict.pointer is not None else ""
-        return [
-            "lenient: some keywords were not enforced; the output was checked against the full schema:"
-            f" INVALID{where}: {verdict.reason}"
-        ]
+        out["valid"] = verdict.accepted
+        if not verdict.accepted:
+            out.update(pointer=verdict.pointer, reason=verdict.reason)
+        return out
+
+    @staticmethod
+    def lenient_warning(check: dict) -> str:
+        """The record's warning line for a schema_check."""
+        said = "lenient: some keywords were not enforced (" + ", ".join(check["not_enforced"]) + "); "
+        if not check["checked"]:
+            return said + "the output is incomplete and was not checked"
+        said += "the output was checked against the full schema: "
+        if check["valid"]:
+            return said + "valid"
+        where = f" at {check['pointer']}" if check.get("pointer") is not None else ""
+        return said + f"INVALID{where}: {check['reason']}"
 
     def result_of(
         self,
@@ -346,7 +366,9 @@ class GenerationJob:
                     res.json_value = json.loads(output)
                 except ValueError:
                     res.json_value = None
-            res.warnings += self.lenient_check(output, gen.complete)
+            res.schema_check = self.schema_check(output, gen.complete)
+            if res.schema_check is not None:
+                res.warnings.append(self.lenient_warning(res.schema_check))
         spec = self.tools
         if spec is not None:
             answer_start = (st.answer_start or 0) if st is not None and self.think is not None else 0

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from jsonschema import Draft202012Validator
 
-from ministruct.grammar.schema.compiler import _typed_only, schema_to_grammar
+from ministruct.grammar.schema.compiler import schema_to_grammar
+from ministruct.grammar.schema.values import _typed_only
 
 VALUES = [None, True, False, 0, 1, -3, 1.0, 2.5, -0.0, 1e300, "", "a", [], [1], {}, {"a": 1}]
 TYPES = ["null", "boolean", "string", "array", "object", "number", "integer"]

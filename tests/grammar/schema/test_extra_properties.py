@@ -203,3 +203,23 @@ def test_a_key_leaves_the_names_by_a_wide_character_or_an_escape_on_one_shared_p
         reached = {auto.step_bytes(start, prefix + way_out) for prefix in (b"", b"a", b"al", b"alp", b"be", b"alpha")}
         assert len(reached) == 1, way_out
         assert all(reached)
+
+
+def test_objects_with_other_names_share_the_ways_out_of_their_names():
+    """Every object of a schema that excludes its own names from its additional keys
+    shares one rule for the rest of a key and one per way out (a wide character, an
+    escape): a schema of many such objects is built and stepped once for them."""
+    extra = {"additionalProperties": {"type": "integer"}}
+    schema = {
+        "type": "object",
+        "properties": {
+            "a": {"type": "object", "properties": {"name": {"type": "string"}}, **extra},
+            "b": {"type": "object", "properties": {"nose": {"type": "string"}, "id": {}}, **extra},
+        },
+    }
+    g = schema_to_grammar(schema)
+    assert sorted(n for n in g.rules if n.startswith(("key", "other"))) == [
+        "key-escape", "key-rest", "key-wide", "other-key", "other-key-2",
+    ]  # fmt: skip
+    for text, ok in (('{"a": {"x": 1}, "b": {"name": 2}}', True), ('{"a": {"name": 1}}', False)):
+        assert accepts(g, text) == ok, text

@@ -105,3 +105,22 @@ def test_a_python_schema_holding_nan_or_infinity_is_refused_at_its_pointer(schem
     with pytest.raises(SchemaError, match="not JSON numbers") as e:
         schema_to_grammar(schema)
     assert e.value.pointer == pointer
+
+
+@pytest.mark.parametrize(
+    ("array", "reason"),
+    [
+        ({"items": {"type": "string"}}, "three or more distinct items are not a context-free language"),
+        ({"items": {"type": "object"}, "maxItems": 3}, "three or more distinct items are not a context-free language"),
+        ({"items": {"type": "string"}, "maxItems": 2}, "two distinct items need one copy of the grammar per character"),
+        ({"items": {"type": "number", "minimum": 0, "maximum": 1}}, "integers in a range of at most 1,000"),
+        ({"prefixItems": [{"enum": [1, 2]}]}, "together with prefixItems"),
+        ({"items": {"enum": [1, 2]}, "contains": {"const": 1}}, "together with contains"),
+    ],
+)
+def test_unique_items_that_cannot_be_a_grammar_are_refused_saying_why(array, reason):
+    schema = {"type": "array", "uniqueItems": True, **array}
+    with pytest.raises(SchemaError, match="at /uniqueItems: keyword 'uniqueItems' is not enforced") as e:
+        schema_to_grammar(schema)
+    assert reason in str(e.value) and e.value.keyword == "uniqueItems"
+    assert any(reason in w for w in schema_to_grammar(schema, lenient=True).warnings)

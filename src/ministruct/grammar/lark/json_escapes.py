@@ -25,7 +25,7 @@ from itertools import product
 from ministruct.grammar.ir import EMPTY, Alt, CharClass, Expr, Grammar, Literal, Repeat, Seq, alt_some, seq, seq_all
 from ministruct.grammar.lark.gaps import NOTHING
 from ministruct.grammar.schema.formats import ANY_STRING, COUNTED_CHAR, RAW_OK, STRING_UNIT, u_escape
-from ministruct.grammar.schema.objects import NON_ASCII_ESCAPE
+from ministruct.grammar.schema.keys import NON_ASCII_ESCAPE
 
 DEFAULT_ESCAPES = '"\\bfnrtu'
 SHORT = {'"': '\\"', "\\": "\\\\", "/": "\\/", "b": "\\b", "f": "\\f", "n": "\\n", "r": "\\r", "t": "\\t"}

@@ -19,6 +19,7 @@ import urllib.parse
 from typing import Any, Optional
 
 from ministruct.errors import SchemaError
+from ministruct.grammar.ir import Expr
 from ministruct.grammar.limits import pointer_token
 from ministruct.grammar.schema.merge import Resolver, join_uri
 
@@ -99,3 +100,58 @@ class Dynamic:
         if bound is None:
             return target, tptr
         return self.resolver.get(bound), bound
+
+
+def has_id(node: Any) -> bool:
+    return isinstance(node, dict) and "$id" in node
+
+
+class DynamicScope:
+    """The compiler's walk of the dynamic scope: resources entered, `$dynamicRef`s
+    resolved in it (the attributes and `ref_rule` are the compiler's)."""
+
+    def _enter(self, ptr: str) -> None:
+        """Enter the resource of the node at `ptr` into the dynamic scope."""
+        r = self.dynamic.resource_of(ptr)
+        if r != self._resource:
+            self._scope, self._resource = self.dynamic.enter(self._scope, r), r
+
+    def _dynamic_in_merge(self, ref: str, path: tuple) -> Optional[tuple[Any, str]]:
+        """The target of a `$dynamicRef` a merge reached by `path` (from the node compiled
+        now), or None when a node on the way has no known place."""
+        saved = self._scope, self._resource
+        try:
+            if self._lost or not self._walk(path):
+                return None
+            p, node = path[-1]
+            where = p if self._in_place(node, p) else self.dynamic.place_of(node)
+            if where is None:
+                return None
+            return self.dynamic.resolve(ref, where, self._scope)
+        finally:
+            self._scope, self._resource = saved
+
+    def _walk(self, path: tuple) -> bool:
+        """Enter the resources of the nodes a merge passed (False: one of them has no known place)."""
+        for p, node in path:
+            where = p if self._in_place(node, p) else self.dynamic.place_of(node)
+            if where is not None:
+                self._enter(where)
+            elif has_id(node):
+                return False
+        return True
+
+    def _in_place(self, schema: Any, ptr: str) -> bool:
+        """Is `schema` the node at `ptr` of the document?"""
+        try:
+            return self.resolver.get(ptr) is schema
+        except (KeyError, IndexError, ValueError, TypeError):
+            return False
+
+    def dynamic_ref(self, schema: dict, ptr: str, depth: int) -> Expr:
+        """A `$dynamicRef` (with annotations only beside it), resolved in the scope walked."""
+        if self._lost:
+            self.unsupported("$dynamicRef", ptr, "reached through parts merged from unknown places is not enforced")
+            return self.any_value(depth)
+        target, tptr = self.dynamic.resolve(schema["$dynamicRef"], ptr, self._scope)
+        return self.ref_rule(target, tptr, depth)

@@ -222,8 +222,10 @@ def string_literal(s: str) -> Expr:
 # ------------------------------------------------------------ lengths
 
 
+@lru_cache(maxsize=1 << 14)
 def length_bounds(e: Expr) -> tuple[int, Optional[int]]:
-    """(min, max) decoded length of a rule-free expression; max None when unbounded."""
+    """(min, max) decoded length of a rule-free expression; max None when unbounded.
+    (Cached: a format's expression is asked again for every string of that format.)"""
     if isinstance(e, Literal):
         return len(e.text), len(e.text)
     if isinstance(e, CharClass):

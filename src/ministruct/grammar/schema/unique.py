@@ -1,6 +1,16 @@
 """`uniqueItems` where the items' language is finite: listed values (`enum`/`const`,
 booleans) or a small range of integers, exactly.
 
+Where it is not (free strings, numbers, objects), no grammar of the engine's kind can say
+it: "three or more distinct items" is not context-free (intersected with the arrays
+`["a..ab", "a..ab", "a..ab"]` it is {a^i b a^j b a^k b : i, j, k distinct}, the textbook
+language the pumping lemma rules out), and "two distinct items" is context-free but not
+regular (x != y: a position where they differ, or different lengths), with one copy of
+the grammar per character a differing position may hold (the whole of Unicode for a JSON
+string). So such a schema is refused by pointer, and with lenient=True (`gen --lenient`)
+the rest is enforced and each output is checked against the full schema afterwards (the
+record's `schema_check`).
+
 Two machines, whichever is small enough: any order, one state per set of values used so
 far (the sets of at most maxItems of the values: MAX_UNIQUE_STATES at most); or, past it,
 the values in the order they are listed (integers ascending), one state per (next value
@@ -56,6 +66,23 @@ def _integer_range(c: SchemaContext, items: Any, node: dict) -> Optional[list]:
         return None
     valid = c.validator.evolve(schema=items).is_valid
     return [v for v in range(lo, hi + 1) if valid(v)]
+
+
+def unique_refusal(node: dict) -> str:
+    """Why `uniqueItems` of an array node is not enforced (for the refusal)."""
+    if "prefixItems" in node or isinstance(node.get("items"), list):
+        return "is not enforced together with prefixItems (tuple items)"
+    if "contains" in node:
+        return "is not enforced together with contains"
+    why = (
+        "two distinct items need one copy of the grammar per character where they may differ"
+        if node.get("maxItems") == 2
+        else "three or more distinct items are not a context-free language"
+    )
+    return (
+        "is not enforced over items that are not a few listed values, booleans or integers in a range of at"
+        f" most {MAX_ORDERED_VALUES:,} (free strings, numbers, objects: {why})"
+    )
 
 
 def any_order_states(n: int, max_i: Optional[int]) -> int:
