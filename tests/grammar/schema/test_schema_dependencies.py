@@ -56,10 +56,12 @@ def test_every_subset_of_properties_agrees_with_jsonschema(schema):
         assert accepts(g, text) == validator.is_valid(inst), (schema, inst)
 
 
-def test_a_dependency_on_a_name_only_additional_properties_give_is_refused():
+def test_a_dependency_on_a_name_outside_properties_is_a_name_the_schema_states():
     schema = {"type": "object", "properties": {"a": {}}, "dependentRequired": {"a": ["zz"]}}
-    with pytest.raises(SchemaError, match="dependentRequired.*'zz'"):
-        schema_to_grammar(schema, extra_properties="spec")
+    for policy in ("spec", "explicit"):  # "zz" is generated with additionalProperties' value
+        g = schema_to_grammar(schema, extra_properties=policy)
+        assert accepts(g, '{"a": 1, "zz": 2}') and not accepts(g, '{"a": 1}') and accepts(g, '{"zz": 2}')
+        assert accepts(g, '{"zz": 2, "q": 1}') == (policy == "spec")
     g = schema_to_grammar({**schema, "additionalProperties": False})  # then "a" can never appear
     assert accepts(g, "{}") and not accepts(g, '{"a": 1}')
 

@@ -17,9 +17,11 @@ from typing import Any, Callable, Iterator, Optional
 
 from ministruct.errors import MinistructError
 from ministruct.grammar.schema.keywords import ANNOTATIONS
-from ministruct.grammar.schema.merge import ALL_TYPES, MergeError, Resolver, merge_all, schema_types
+from ministruct.grammar.schema.merge import ALL_TYPES, PATTERNS, MergeError, Resolver, merge_all, schema_types
 
 MAX_DEPTH = 8
+MAX_APART_STATES = 2_000  # the joint DFA of two branches' patterns (past it: not proven apart)
+MAX_APART_WORK = 100_000
 _NUMERIC = ("number", "integer")
 
 
@@ -32,6 +34,7 @@ class Disjointness:
         # `$ref`s are followed here from the document's base; with nested `$id`s a ref's
         # meaning depends on where it sits, so then none is followed (fewer proofs, none wrong)
         self._one_base = len(set(resolver.bases.values())) <= 1
+        self._apart_cache: dict[tuple[str, ...], bool] = {}
 
     def first_overlap(self, branches: list, rest: dict) -> Optional[tuple[int, int]]:
         """The first pair (i, j) of branches not proven disjoint, or None when all are.
@@ -169,7 +172,10 @@ class Disjointness:
         if t in _NUMERIC:
             return _empty_interval(_bounds(a), _bounds(b), t == "integer")
         if t == "string":
-            return _apart(_count(a, "minLength", "maxLength"), _count(b, "minLength", "maxLength"))
+            if _apart(_count(a, "minLength", "maxLength"), _count(b, "minLength", "maxLength")):
+                return True
+            pa, pb = _patterns(a), _patterns(b)
+            return bool(pa and pb) and self._patterns_apart(pa + pb)
         if t == "array":
             if _apart(_count(a, "minItems", "maxItems"), _count(b, "minItems", "maxItems")):
                 return True
@@ -179,6 +185,14 @@ class Disjointness:
         if t == "object":
             return self._objects_disjoint(a, b, depth)
         return False  # null and boolean: only enum/const tell instances apart
+
+    def _patterns_apart(self, patterns: list[str]) -> bool:
+        """Is there no string in which every one of `patterns` is found? (One DFA for all
+        of them, searched as the compiler reads them; False when it cannot be built small.)"""
+        key = tuple(patterns)
+        if key not in self._apart_cache:
+            self._apart_cache[key] = _no_common_string(patterns)
+        return self._apart_cache[key]
 
     def _objects_disjoint(self, a: dict, b: dict, depth: int) -> bool:
         if _apart(_count(a, "minProperties", "maxProperties"), _count(b, "minProperties", "maxProperties")):
@@ -263,6 +277,29 @@ def _min(s: dict, key: str) -> int:
 def _count(s: dict, lo: str, hi: str) -> tuple[int, float]:
     v = s.get(hi)
     return _min(s, lo), (v if isinstance(v, int) and not isinstance(v, bool) else float("inf"))
+
+
+def _patterns(s: dict) -> list[str]:
+    """The patterns a string must match under `s` (`pattern` and merged ones)."""
+    out = [s["pattern"]] if isinstance(s.get("pattern"), str) else []
+    more = s.get(PATTERNS)
+    return out + [p for p in more if isinstance(p, str)] if isinstance(more, list) else out
+
+
+def _no_common_string(patterns: list[str]) -> bool:
+    """True when no string matches (re.search) every one of `patterns`: no state of their
+    joint DFA (every state is reachable) accepts all of them. False when unsure."""
+    from ministruct.grammar.regex.parse import parse_regex
+    from ministruct.grammar.schema.complement import ComplementError, build_dfa, inline_rules
+    from ministruct.grammar.schema.patterns import searched_regex
+
+    try:
+        comps = [inline_rules(parse_regex(searched_regex(p))) for p in patterns]
+        dfa = build_dfa(comps, max_states=MAX_APART_STATES, max_work=MAX_APART_WORK)
+    except (MinistructError, ComplementError, RecursionError):
+        return False
+    every = frozenset(range(len(comps)))
+    return not any(label >= every for label in dfa.labels)
 
 
 def _apart(a: tuple, b: tuple) -> bool:

@@ -47,6 +47,12 @@ MAX_NEGATION_DEPTH = 12  # `not` through `$ref`s and nested negations
 KINDS = frozenset({"null", "boolean", "object", "array", "string", "integer", "fraction"})
 _NUMERIC = frozenset({"integer", "fraction"})
 _CONDITIONALS = ("if", "then", "else")
+# keywords through which a schema's objects may carry names its `properties` and `required`
+# do not list (its objects are not closed over those names)
+_NAMING = frozenset(
+    {"anyOf", "oneOf", "allOf", "not", "if", "then", "else", CONDITIONS, "$ref", "$dynamicRef", "enum", "const"}
+    | {"dependentSchemas", "dependencies", "dependentRequired", "unevaluatedProperties", "patternProperties"}
+)
 
 
 class LogicLimit(Exception):
@@ -160,12 +166,18 @@ class Context:
 
     @classmethod
     def of(cls, node: dict, explicit: bool) -> "Context":
+        """The context of objects compiled from `node` (a merged schema object): `closed`
+        only where no keyword of it can add a name to its objects."""
         props = node.get("properties") if isinstance(node.get("properties"), dict) else {}
         req = node.get("required") if isinstance(node.get("required"), list) else []
         names = tuple(dict.fromkeys([*props, *(r for r in req if isinstance(r, str))]))
         pp = node.get("patternProperties") or {}
         ap = node.get("additionalProperties", None if explicit and (props or req or pp) else True)
-        closed = ap in (None, False) and not pp
+        # additionalProperties false: every valid object's names are listed, whatever else
+        # the node says; the explicit policy's closure holds where nothing else adds names
+        closed = not pp and (ap is False or (ap is None and not set(node) & _NAMING))
+        if ap is None and _count(node.get("minProperties", 0)) > len(names):
+            closed = False  # (objects_expr then takes further names from additionalProperties)
         return cls(kinds_of(node), names, closed)
 
 
@@ -255,6 +267,13 @@ class Logic:
         parts = [self._parts(b) for b in branches]
         for i, b in enumerate(branches):
             others = [j for j in range(len(branches)) if j != i and (min(i, j), max(i, j)) in pairs]
+            try:
+                ctx = Context.of(merge_all({"allOf": [rest, b]}, ptr, self.resolver), self.explicit)
+            except (MergeError, MinistructError):
+                ctx = Context(KINDS)
+            if all(self._misses_closed(ctx, branches[j], ptr) for j in others):
+                # (all or none: a negation merged in would make the objects other than closed)
+                others = []
             if not others:
                 out.append(b)
                 continue
@@ -264,10 +283,6 @@ class Logic:
                 out.append(False)
                 continue
             reduced = {j: xs[0] if len(xs) == 1 else {"allOf": xs} for j, xs in left.items()}
-            try:
-                ctx = Context.of(merge_all({"allOf": [rest, b]}, ptr, self.resolver), self.explicit)
-            except (MergeError, MinistructError):
-                ctx = Context(KINDS)
             with _as("oneOf"):
                 union = self.product(
                     [self.negate(reduced[j], ctx, f"{ptr}/oneOf/{j}") for j in others],
@@ -277,6 +292,19 @@ class Logic:
                 )
             out.append({"allOf": [b, {"anyOf": union or [False]}]})
         return out
+
+    def _misses_closed(self, ctx: Context, other: Any, ptr: str) -> bool:
+        """Does every value of a branch whose objects are closed (`ctx`: they carry only
+        `ctx.names`, and only objects) fail `other`, which requires a name outside them?
+        (The branch is then compiled as it is: what `ctx` was read from.)"""
+        if not ctx.closed or ctx.kinds != frozenset({"object"}) or not isinstance(other, dict):
+            return False
+        try:
+            node = merge_all(other, ptr, self.resolver)
+        except (MergeError, MinistructError):
+            return False
+        req = node.get("required") if isinstance(node.get("required"), list) else []
+        return any(isinstance(r, str) and r not in ctx.names for r in req)
 
     def _parts(self, s: Any, depth: int = 0) -> list[tuple[str, Any]]:
         """The conjuncts of a schema (through `allOf` and `$ref`), each with a key equal for
@@ -498,6 +526,14 @@ class Logic:
         props = s.get("properties") if isinstance(s.get("properties"), dict) else {}
         pp = s.get("patternProperties") if isinstance(s.get("patternProperties"), dict) else {}
         obj = frozenset({"object"})
+        if k == "propertyNames":
+            if v is False:  # every name fails: some property is there
+                add_for(obj, minProperties=1)
+                return
+            # the names v excludes by listing them: one of them is there (exact, named or not)
+            listed = _pure_values(v.get("not")) if isinstance(v, dict) and set(v) - ANNOTATIONS == {"not"} else None
+            for name in dict.fromkeys(x for x in listed or () if isinstance(x, str) and x not in ctx.names):
+                add_for(obj, required=[name])
         for name in ctx.names:
             matched = [p for p in pp if _search(p, name, where)]
             if k == "propertyNames":

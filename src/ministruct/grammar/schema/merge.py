@@ -397,6 +397,8 @@ def _combine(k: str, a: Any, b: Any, ptr: str) -> Any:
         return {"anyOf": [a, b]}
     if k in _SCHEMA_VALUED:
         return {"allOf": [a, b]}
+    if k in ("oneOf", "anyOf") and _json_eq(a, b):
+        return a  # (one list met twice, as through a recursion: a and a is a)
     if k == "oneOf":  # exactly one of a and exactly one of b: exactly one pair
         if len(a) * len(b) > MAX_PRODUCT:
             raise MergeError("allOf: several oneOf lists with too many combinations", f"{ptr}/oneOf", "oneOf")

@@ -65,7 +65,7 @@ def object_expr(c: SchemaContext, node: dict, ptr: str, depth: int) -> Expr:
     max_p = _int_kw(c, node, "maxProperties", ptr, None)
     pn_validator = c.validator.evolve(schema=pn) if pn is not True else None
 
-    names = list(props) + [r for r in dict.fromkeys(required) if r not in props]
+    names = listed_names(node)
     entries: list[tuple[Expr, bool]] = []
     never: set[str] = set()  # listed names whose value can be nothing: they never appear
     for n in names:
@@ -84,7 +84,13 @@ def object_expr(c: SchemaContext, node: dict, ptr: str, depth: int) -> Expr:
             subs = [False]
         subs = [s for s in subs if s is not True]
         schema: Any = True if not subs else subs[0] if len(subs) == 1 else {"allOf": subs}
-        where = f"{ptr}/properties/{pointer_token(n)}" if n in props else f"{ptr}/required"
+        where = (
+            f"{ptr}/properties/{pointer_token(n)}"
+            if n in props
+            else f"{ptr}/required"
+            if n in required
+            else f"{ptr}/dependentRequired"
+        )
         val = c.value(schema, where, depth + 1)
         if _dead(val):
             if req:
@@ -99,17 +105,8 @@ def object_expr(c: SchemaContext, node: dict, ptr: str, depth: int) -> Expr:
     kvx = _extras(c, node, ptr, depth, names, ap_extra, pp, pn)
     if kvx is None and ap_extra is not ap and max(min_p, 0) > len(entries):
         kvx = _extras(c, node, ptr, depth, names, ap, pp, pn)  # minProperties needs more than the names
-    deps = required_dependencies(node) or {}
+    deps = required_dependencies(node) or {}  # (their names are listed: no additional property has them)
     listed = {e[2] for e in entries}
-    if kvx is not None:
-        outside = [x for t, needed in deps.items() for x in [t, *needed] if x not in listed and x not in never]
-        if outside:  # an additional property could carry the name
-            c.unsupported(
-                "dependentRequired",
-                ptr,
-                f"naming {outside[0]!r}, which only additionalProperties can give, is not enforced",
-            )
-            deps = {}
     changed = True
     while changed:  # names that never appear: their dependencies hold, or forbid their trigger
         changed = False
@@ -124,6 +121,19 @@ def object_expr(c: SchemaContext, node: dict, ptr: str, depth: int) -> Expr:
                 listed.discard(trigger)
                 changed = True
     return _members(c, entries, kvx, min_p, max_p, ptr, depth, deps)
+
+
+def listed_names(node: dict) -> list[str]:
+    """The names an object node lists, in the order they are generated: `properties`,
+    then `required` names not among them, then the names `dependentRequired` (or the
+    array form of `dependencies`) speaks of: a name a schema asks for when another is
+    there is a name it states, under the explicit policy too."""
+    props = node.get("properties") if isinstance(node.get("properties"), dict) else {}
+    required = node.get("required") if isinstance(node.get("required"), list) else []
+    names = list(props) + [r for r in dict.fromkeys(required) if isinstance(r, str) and r not in props]
+    for trigger, needed in (required_dependencies(node) or {}).items():
+        names += [x for x in dict.fromkeys([trigger, *needed]) if x not in names]
+    return names
 
 
 def required_dependencies(node: dict) -> "Optional[dict[str, list[str]]]":
@@ -530,8 +540,7 @@ def reorder(value: Any, schema: Any, resolver: Resolver, ptr: str, _depth: int =
             reorder(x, prefix[i] if i < len(prefix) else items, resolver, ptr, _depth + 1) for i, x in enumerate(value)
         ]
     props = node.get("properties") or {}
-    required = [r for r in node.get("required") or [] if isinstance(r, str)]
-    order = list(props) + [r for r in dict.fromkeys(required) if r not in props]
+    order = listed_names(node)
     out: dict = {}
     for k in order + [k for k in value if k not in order]:
         if k in value and k not in out:

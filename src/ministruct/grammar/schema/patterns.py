@@ -10,6 +10,7 @@ MAX_SHARED_ESCAPED_RANGES ranges of non-ASCII characters per edge.
 
 from __future__ import annotations
 
+import re
 from typing import Callable, Optional
 
 from ministruct.grammar.ir import EMPTY, CharClass, Expr, Literal, RuleRef, alt, seq
@@ -23,6 +24,15 @@ MAX_PRODUCT_RULES = 20_000
 # compile quickly (a URI with a pattern: 748 rules, 9,659 automaton states, first mask 0.43 s)
 MAX_FORMAT_PRODUCT_STATES = 400
 MAX_SHARED_ESCAPED_RANGES = 256  # each edge class is one shared rule: escapes stay affordable
+
+
+_GLOBAL_FLAGS = re.compile(r"(?:\(\?[aiLmsux]+\))*")
+
+
+def searched_regex(pattern: str) -> str:
+    """A regex whose full matches are the strings `pattern` finds a match in (re.search)."""
+    flags = _GLOBAL_FLAGS.match(pattern).group(0)  # type: ignore[union-attr]  # they must stay in front
+    return f"{flags}[\\s\\S]*(?:{pattern[len(flags) :]})[\\s\\S]*"
 
 
 class PatternTooLarge(ValueError):
