@@ -828,6 +828,8 @@ class _Compiler:
         if "pattern" in node:
             if decoded is not None:
                 return _seq(Literal('"'), self.format_within(fmt, decoded, node, None, ptr, lo, hi), Literal('"'))
+            if lo == 0 and hi is None and isinstance(node["pattern"], str):
+                return self.pattern_rule(node["pattern"], f"{ptr}/pattern")
             return _seq(Literal('"'), self.pattern(node["pattern"], f"{ptr}/pattern", lo, hi), Literal('"'))
         if decoded is None:
             if lo == 0 and hi is None:
@@ -845,6 +847,17 @@ class _Compiler:
         if r is None:
             return seq(Literal('"'), self.format_within(fmt, decoded, node, None, ptr, lo, hi), Literal('"'))
         return seq(Literal('"'), encode_chars(r), Literal('"'))
+
+    def pattern_rule(self, pattern: str, ptr: str) -> Expr:
+        """A JSON string matching `pattern`, one rule per pattern: its occurrences share
+        their parser states, and so their masks."""
+        key = f"pattern {pattern}"
+        if key not in self._shared:
+            body = _seq(Literal('"'), self.pattern(pattern, ptr, 0, None), Literal('"'))
+            if _dead(body):
+                return body
+            self._shared[key] = self.rule("pattern", body).name
+        return RuleRef(self._shared[key])
 
     def format_within(
         self, fmt: str, decoded: Expr, node: dict, avoided: Optional[list[Expr]], ptr: str, lo: int, hi: Optional[int]
