@@ -25,7 +25,8 @@ cache is off, llguidance keeps none, ministruct runs with MINISTRUCT_CACHE_DIR a
 folder per process, a copy of one that holds the vocabulary cache only (warm: its token
 trie and slices, made by a `prepare` process) and no grammar. A schema that takes longer
 than --schema-timeout, or a process that crashes, is recorded as such and the chunk goes
-on in a new process.
+on in a new process. With --max-minutes no chunk starts past that time (per model): every
+engine has then run the same chunks, and the figures cover those.
 
 Reported per model, over the schemas all engines compile and take token for token (every
 valid instance, every token): per-token mean / p50 / p99 (us), compile and compile + first
@@ -500,6 +501,8 @@ def main(argv: list[str] | None = None) -> int:
                     "spec: JSON Schema's meaning (XGrammar strict_mode=False); llguidance reads JSON Schema's meaning either way")  # fmt: skip
     ap.add_argument("--chunk", type=int, default=25, help="schemas per engine process")
     ap.add_argument("--schema-timeout", type=float, default=120.0, help="seconds one schema may take in one engine")
+    ap.add_argument("--max-minutes", type=float, default=None,
+                    help="per model: start no chunk after this many minutes; the figures cover the chunks done")  # fmt: skip
     ap.add_argument("--json", dest="json_out")
     args = ap.parse_args(argv)
     if not SUITE.is_dir():
@@ -547,7 +550,14 @@ def main(argv: list[str] | None = None) -> int:
                     for e in engines
                 }
                 ids = [s["id"] for s in job["schemas"]]
+                started = time.monotonic()
                 for c, lo in enumerate(range(0, len(ids), args.chunk)):
+                    if args.max_minutes is not None and time.monotonic() - started > 60 * args.max_minutes:
+                        notes.append(
+                            f"{key}: stopped after {lo} of {len(ids)} schemas (--max-minutes {args.max_minutes:g})"
+                        )
+                        job["schemas"], ids = job["schemas"][:lo], ids[:lo]
+                        break
                     hi = min(lo + args.chunk, len(ids))
                     for e in engines[c % len(engines) :] + engines[: c % len(engines)]:
                         runners[e].run(lo, hi, ids)

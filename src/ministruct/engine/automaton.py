@@ -407,8 +407,13 @@ class Automaton:
     def _trim(self) -> None:
         """Drop edges into states that can never finish their rule, so every live stack completes."""
         n = len(self.eps)
+        # q is live when a byte, empty or token edge leads to a live state, or a call does
+        # whose return state and callee's start are both live (a backward search from the
+        # final states: each edge is looked at when its far end becomes live)
         preds: list[list[int]] = [[] for _ in range(n)]
-        callers: dict[str, list[int]] = {}
+        returns_to: dict[int, list[tuple[int, int]]] = {}  # ret -> (q, callee's start)
+        callers: dict[int, list[tuple[int, int]]] = {}  # callee's start -> (q, ret)
+        start = self.start
         for q in range(n):
             for _, _, t in self.byte_edges[q]:
                 preds[t].append(q)
@@ -417,29 +422,25 @@ class Automaton:
             for e in self.token_edges[q]:
                 preds[e.target].append(q)
             for name, ret in self.calls[q]:
-                preds[ret].append(q)
-                callers.setdefault(name, []).append(q)
-        start_of = {s: name for name, s in self.start.items()}
+                s0 = start[name]
+                returns_to.setdefault(ret, []).append((q, s0))
+                callers.setdefault(s0, []).append((q, ret))
         live = [False] * n
         todo = list(self.final)
         for q in todo:
             live[q] = True
-
-        def ok(q: int) -> bool:
-            return (
-                any(live[t] for _, _, t in self.byte_edges[q])
-                or any(live[t] for t in self.eps[q])
-                or any(live[e.target] for e in self.token_edges[q])
-                or any(live[ret] and live[self.start[nm]] for nm, ret in self.calls[q])
-            )
-
         while todo:
             t = todo.pop()
-            cands = list(preds[t])
-            if t in start_of:
-                cands += callers.get(start_of[t], [])
-            for q in cands:
-                if not live[q] and ok(q):
+            for q in preds[t]:
+                if not live[q]:
+                    live[q] = True
+                    todo.append(q)
+            for q, other in returns_to.get(t, ()):
+                if not live[q] and live[other]:
+                    live[q] = True
+                    todo.append(q)
+            for q, other in callers.get(t, ()):
+                if not live[q] and live[other]:
                     live[q] = True
                     todo.append(q)
         if not live[self.start[self.grammar.root]]:
@@ -448,7 +449,13 @@ class Automaton:
                 source=self.grammar.source,
                 rule=self.grammar.root,
             )
-        for q in range(n):
+        affected: set[int] = set()  # (the states with an edge into a dead one: most grammars have few)
+        for t in range(n):
+            if not live[t]:
+                affected.update(preds[t])
+                affected.update(q for q, _ in returns_to.get(t, ()))
+                affected.update(q for q, _ in callers.get(t, ()))
+        for q in affected:
             if self.byte_edges[q]:
                 self.byte_edges[q] = [e for e in self.byte_edges[q] if live[e[2]]]
             if self.eps[q]:

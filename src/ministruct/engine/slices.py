@@ -306,6 +306,7 @@ class SliceChains:
             for b in range(lo, hi + 1):
                 weight[bc[b] + 1] += 1 if b < 0x80 else 64
         self.weight_below = list(accumulate(weight))
+        self._weights: dict[int, int] = {}  # configuration -> _weight (char_step, weak and open_limit ask)
         one_byte = [0] * (bc[-1] + 2)  # the same for the one-byte characters only, a byte each
         for seq in self.byte_seqs:
             if len(seq) == 1:
@@ -600,8 +601,11 @@ class SliceChains:
 
     def _weight(self, cid: int) -> int:
         """The weight of the first bytes of S's characters that lead anywhere from `cid`."""
-        below = self.weight_below
-        return sum(below[hi] - below[lo] for lo, hi, target in self.tr.pieces_of(cid) if target)
+        hit = self._weights.get(cid)
+        if hit is None:
+            below = self.weight_below
+            hit = self._weights[cid] = sum(below[hi] - below[lo] for lo, hi, target in self.tr.pieces_of(cid) if target)
+        return hit
 
     def _splits(self, cid: int) -> bool:
         """Do two one-byte characters of S lead `cid` to different configurations? (Told

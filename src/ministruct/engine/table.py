@@ -35,6 +35,11 @@ CELLS_MIN_STACKS = 8  # ... when its configuration has at least this many stacks
 MAX_PARTS = 8  # a configuration is kept as the union of at most this many others (see Transitions.parts)
 UNIONS_KEPT = 200_000
 CHAIN_AHEAD = 24  # rows of a literal filled together (see Transitions._fill_chain)
+# the table's first allocation: reserved, not written (the system gives the memory a page
+# at a time as rows are allocated), so that most grammars never grow it; a growth copies
+# the table, tens of MB in the middle of a step for a big one
+TABLE_RESERVED_BYTES = 32 << 20
+TABLE_RESERVED_ROWS = 1 << 16
 T = TypeVar("T")
 
 
@@ -74,6 +79,19 @@ def _grown(a: np.ndarray, size: int, fill: int = 0) -> np.ndarray:
     return out
 
 
+def _table_rows(n_classes: int, at_least: int = 64) -> int:
+    """Rows to reserve for a table of `n_classes` columns holding `at_least` rows."""
+    return max(at_least, min(TABLE_RESERVED_ROWS, TABLE_RESERVED_BYTES // (4 * max(1, n_classes))))
+
+
+def _reserved(a: np.ndarray, size: int, used: int) -> np.ndarray:
+    """`a` with room for `size` rows, its first `used` rows copied; the rest unwritten
+    (Transitions.intern writes a row when it allocates it)."""
+    out = np.empty((size, *a.shape[1:]), dtype=a.dtype)
+    out[:used] = a[:used]
+    return out
+
+
 class Transitions:
     """configs[id] <-> id, `table[id, class]`, and `accept[id]` (ACCEPT is in the configuration)."""
 
@@ -87,10 +105,12 @@ class Transitions:
         self.source = source
         self.configs: list[Config] = [frozenset()]
         self.ids: dict[Config, int] = {frozenset(): DEAD}
-        self.table = np.full((64, self.n_classes), UNKNOWN, dtype=np.int32)
+        # rows past len(configs) are unwritten: intern writes a row UNKNOWN when it allocates it
+        rows = _table_rows(self.n_classes)
+        self.table = np.empty((rows, self.n_classes), dtype=np.int32)
         self.table[DEAD, :] = DEAD
-        self.accept = np.zeros(64, dtype=bool)
-        self.complete = np.zeros(64, dtype=np.int8)  # 1: the row has no UNKNOWN cell (set by fill_row and the kernel)
+        self.accept = np.zeros(rows, dtype=bool)
+        self.complete = np.zeros(rows, dtype=np.int8)  # 1: the row has no UNKNOWN cell (set by fill_row and the kernel)
         self._segments_of: dict[int, tuple[tuple[int, int, tuple[int, ...]], ...]] = {}
         self._stack_pieces: dict[tuple, list[tuple[int, int, frozenset]]] = {}
         self._merged: dict[int, list[tuple[int, int, frozenset]]] = {}
@@ -109,7 +129,7 @@ class Transitions:
         # Automaton.canonical_states); canon[id] is the id of the configuration's image
         self.canon_map: dict[int, int] = {}
         self._mapped: frozenset[int] = frozenset()
-        self.canon = np.zeros(64, dtype=np.int32)
+        self.canon = np.zeros(rows, dtype=np.int32)
 
     def __len__(self) -> int:
         return len(self.configs)
@@ -127,12 +147,13 @@ class Transitions:
             )
         if cid >= len(self.table):
             size = 2 * len(self.table)
-            self.table = _grown(self.table, size, UNKNOWN)
+            self.table = _reserved(self.table, size, cid)
             self.accept = _grown(self.accept, size)
             self.complete = _grown(self.complete, size)
             self.canon = _grown(self.canon, size)
             if len(self.part_count):
                 self._grow_part_arrays(size)
+        self.table[cid] = UNKNOWN
         self.configs.append(config)
         self.ids[config] = cid
         self.accept[cid] = self.automaton.is_accepting(config) if self.greedy else ACCEPT in config
@@ -581,8 +602,8 @@ class Transitions:
         self.ids = ids
         for by_id in (self._merged, self.parts, self._unions):
             by_id.clear()  # (the ids were just renumbered)
-        size = max(64, 1 << (n - 1).bit_length())
-        self.table = np.full((size, self.n_classes), UNKNOWN, dtype=np.int32)
+        size = _table_rows(self.n_classes, 1 << (n - 1).bit_length())
+        self.table = np.empty((size, self.n_classes), dtype=np.int32)  # (as in __init__)
         self.table[:n] = table
         self.accept = np.zeros(size, dtype=bool)
         self.accept[:n] = [self.automaton.is_accepting(c) if self.greedy else ACCEPT in c for c in configs]

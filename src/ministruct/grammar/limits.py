@@ -157,17 +157,12 @@ def _postorder(roots: list[Expr]) -> list[Expr]:
     return order
 
 
-def _state_sizes(order: list[Expr]) -> dict[int, int]:
-    """Estimated automaton states of each expression of a postorder, by identity."""
+def estimated_states(rules: dict[str, Expr], order: list[Expr] | None = None) -> int:
+    """The engine's estimate of automaton states, every expression counted at each use
+    (`order`: the rules' `_postorder`, when the caller has it)."""
     size: dict[int, int] = {}
-    for e in order:
+    for e in _postorder(list(rules.values())) if order is None else order:
         size[id(e)] = _combine(e, [size[id(c)] for c in _children(e)])
-    return size
-
-
-def estimated_states(rules: dict[str, Expr]) -> int:
-    """The engine's estimate of automaton states, every expression counted at each use."""
-    size = _state_sizes(_postorder(list(rules.values())))
     return sum(size[id(b)] for b in rules.values())
 
 
@@ -176,8 +171,7 @@ def reshape(rules: dict[str, Expr], fresh: Callable[[str], str]) -> dict[str, Ex
     (named by `fresh(hint)`); the language is unchanged. Returns the new rules dict."""
     original = list(rules.items())  # `fresh` may add names to `rules` itself
     order = _postorder([b for _, b in original])
-    size = _state_sizes(order)  # (estimated_states, on the one postorder)
-    share = sum(size[id(b)] for _, b in original) > SHARE_WHEN_TOTAL
+    share = estimated_states(rules, order) > SHARE_WHEN_TOTAL
     uses: dict[int, int] = {}
     for e in order:
         for c in _children(e):
@@ -233,7 +227,9 @@ def fresh_namer(rules: dict[str, Expr]) -> Callable[[str], str]:
 def check_limits(grammar: Grammar) -> None:
     """CompileLimitError naming the place when a repetition count or the whole automaton
     is beyond the limits (nothing is built)."""
-    for name, body in grammar.rules.items():
+    order = _postorder(list(grammar.rules.values()))
+    too_many = any(isinstance(e, Repeat) and max(e.min, e.max or 0) > MAX_REPEAT for e in order)
+    for name, body in grammar.rules.items() if too_many else ():  # (the first rule that has one, named)
         for e in _postorder([body]):
             if isinstance(e, Repeat) and max(e.min, e.max or 0) > MAX_REPEAT:
                 count = max(e.min, e.max or 0)
@@ -242,7 +238,7 @@ def check_limits(grammar: Grammar) -> None:
                     f"{grammar.source}: rule '{name}': repetition {what} counts {count:,}, beyond the limit "
                     f"of {MAX_REPEAT:,}"
                 )
-    total = estimated_states(grammar.rules)
+    total = estimated_states(grammar.rules, order)
     if total > MAX_STATES:
         size = {n: estimated_states({n: b}) for n, b in grammar.rules.items()}
         big = max(size, key=size.__getitem__)

@@ -18,6 +18,7 @@ from jsonschema import Draft202012Validator
 
 from ministruct.engine.automaton import accepts
 from ministruct.errors import SchemaError
+from ministruct.grammar.ir import format_expr
 from ministruct.grammar.schema.compiler import canonical_order, schema_to_grammar
 
 FORMATS = Draft202012Validator.FORMAT_CHECKER
@@ -237,6 +238,18 @@ def test_string_escapes():
     counted = schema_to_grammar({"type": "string", "minLength": 2})
     assert not accepts(counted, '"\\uD83D\\uDE00"')  # one code point
     assert accepts(counted, '"\\uD83D\\uDE00x"')
+
+
+def test_a_pattern_used_twice_is_one_rule_that_both_places_call():
+    path = {"type": "string", "pattern": "^[a-z]+[.](dll|exe)$"}
+    schema = {"type": "object", "properties": {"a": path, "b": dict(path), "c": {**path, "maxLength": 9}}}
+    g = schema_to_grammar(schema, whitespace="compact")
+    (rule,) = [name for name, body in g.rules.items() if "[a-z]*" in format_expr(body)]  # (c's has a bound)
+    calls = [name for name, body in g.rules.items() for ref in format_expr(body).split() if ref == rule]
+    assert len(calls) >= 2  # (a and b call it: one set of parser states, one set of masks)
+    assert accepts(g, '{"a":"x.dll","b":"yz.exe","c":"q.dll"}')
+    assert not accepts(g, '{"a":"x.dll","b":"yz.ex","c":"q.dll"}')
+    assert not accepts(g, '{"a":"x.dll","b":"yz.exe","c":"abcdef.dll"}')
 
 
 def test_overlapping_oneof_is_exactly_one_unless_read_as_anyof():

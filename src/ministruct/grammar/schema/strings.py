@@ -9,7 +9,7 @@ import re
 from typing import Any, Callable, Optional
 
 from ministruct.errors import GrammarSyntaxError
-from ministruct.grammar.ir import NOTHING, CharClass, Expr, Grammar, Literal, Repeat, alt, seq
+from ministruct.grammar.ir import NOTHING, CharClass, Expr, Grammar, Literal, Repeat, RuleRef, alt, seq
 from ministruct.grammar.schema.budget import below, within_length
 from ministruct.grammar.schema.formats import (
     ANY_STRING,
@@ -33,7 +33,7 @@ from ministruct.grammar.schema.patterns import (
     pattern_with_length,
 )
 from ministruct.grammar.schema.values import excluded_by_not
-from ministruct.grammar.schema.writer import GrammarWriter, seq_known
+from ministruct.grammar.schema.writer import GrammarWriter, dead, seq_known
 
 # rules made by pattern/format/length products in one schema; past it, a product that
 # length bounds need is replaced by a part of the language that fits (schema_budget)
@@ -99,6 +99,8 @@ class Strings(GrammarWriter):
         if "pattern" in node:
             if decoded is not None:
                 return seq_known(Literal('"'), self.format_within(fmt, decoded, node, None, ptr, lo, hi), Literal('"'))
+            if lo == 0 and hi is None and isinstance(node["pattern"], str):
+                return self.pattern_rule(node["pattern"], f"{ptr}/pattern")
             return seq_known(Literal('"'), self.pattern(node["pattern"], f"{ptr}/pattern", lo, hi), Literal('"'))
         if decoded is None:
             if lo == 0 and hi is None:
@@ -115,6 +117,17 @@ class Strings(GrammarWriter):
             return seq(Literal('"'), self.format_within(fmt, decoded, node, None, ptr, lo, hi), Literal('"'))
         name = f"format-{fmt}" if r is decoded else f"format-{fmt}-{lo}-{hi if hi is not None else 'inf'}"
         return self.shared_made(name, lambda: seq(Literal('"'), encode_chars(r), Literal('"')))
+
+    def pattern_rule(self, pattern: str, ptr: str) -> Expr:
+        """A JSON string matching `pattern`, one rule per pattern: its occurrences share
+        their parser states, and so their masks."""
+        key = f"pattern {pattern}"
+        if key not in self._shared:
+            body = seq_known(Literal('"'), self.pattern(pattern, ptr, 0, None), Literal('"'))
+            if dead(body):
+                return body
+            self._shared[key] = self.rule("pattern", body).name
+        return RuleRef(self._shared[key])
 
     def format_within(
         self, fmt: str, decoded: Expr, node: dict, avoided: Optional[list[Expr]], ptr: str, lo: int, hi: Optional[int]
