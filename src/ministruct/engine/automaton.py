@@ -15,6 +15,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Iterable
 
+from ministruct.engine.merge_states import merge_equivalent_states
 from ministruct.engine.utf8 import utf8_sequences
 from ministruct.errors import CompileLimitError, GrammarError
 from ministruct.grammar.ir import (
@@ -160,6 +161,8 @@ class Automaton:
         self._set_lexer(grammar, ends)
         marked |= self._lexeme_rules
         self.kept_frame = [r in marked for r in self.rule_of] if marked else None
+        if self.greedy:  # (contexts that differ only in alike return points are one configuration)
+            merge_equivalent_states(self)
         self._local: dict[int, tuple[tuple[Stack, ...], bool]] = {}
         self._tail_call: dict[int, bool] = {}  # return state -> does a call returning there drop its caller's frame
         self._target_cache: dict[int, tuple[int, ...]] = {}

@@ -25,18 +25,18 @@ def row_known(table, complete, s, byte_class, node_byte, lo, hi):
         return True
     if s >= table.shape[0]:
         return False
-    whole = True
-    for c in range(table.shape[1]):
-        if table[s, c] == UNKNOWN:
-            whole = False
-            break
-    if whole:
-        if s < len(complete):
-            complete[s] = 1
-        return True
     for c in range(lo, hi):
         if table[s, byte_class[node_byte[c]]] == UNKNOWN:
             return False
+    # (the children's cells are known; the whole row is scanned to remember it only when
+    # its node has many children: a row filled cell by cell, as greedy lexemes' rows are,
+    # was scanned again at every node of its configuration)
+    if hi - lo >= 8:
+        for c in range(table.shape[1]):
+            if table[s, c] == UNKNOWN:
+                return True
+        if s < len(complete):
+            complete[s] = 1
     return True
 
 
