@@ -120,3 +120,42 @@ def test_state_limit_refuses():
     schema = {"type": "object", "patternProperties": {"a[\\s\\S]{14}$": {"type": "integer"}}}
     with pytest.raises(SchemaError, match="patternProperties"):
         schema_to_grammar(schema, extra_properties="spec")
+
+
+# patternProperties in one allOf part, properties and additionalProperties in the other:
+# the merge (schema/merge.py) must not apply that additionalProperties to the names the
+# part lists, though the pattern matches them (`{"a1": 1}` under `[0-9]` and a strict part
+# listing `a1` was once rejected)
+MERGED = []
+for pats in PATTERN_SETS[:5]:
+    for ap in ADDITIONAL[2:]:
+        strict = {"properties": {"a1": {"type": "integer"}, "x-b": True}, "additionalProperties": ap}
+        MERGED.append({"type": "object", **strict, "allOf": [{"patternProperties": pats}]})
+        MERGED.append({"type": "object", "patternProperties": pats, "allOf": [strict]})
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    i=st.integers(0, len(MERGED) - 1),
+    inst=st.dictionaries(st.one_of(st.sampled_from(["a1", "x-b"]), KEYS), VALUES, max_size=4),
+)
+def test_a_merged_pattern_leaves_the_listed_names_to_their_part(i, inst):
+    schema = MERGED[i]
+    try:
+        g = schema_to_grammar(schema, whitespace="flexible", extra_properties="spec")
+    except SchemaError as e:
+        assert "cannot merge patternProperties" in str(e) or "in several parts" in str(e), e
+        return
+    want = Draft202012Validator(schema).is_valid(inst)
+    text = json.dumps(canonical_order(inst, schema))
+    assert accepts(g, text) == want, (schema, text)
+
+
+def test_a_strict_part_keeps_its_listed_names_under_the_other_parts_pattern():
+    schema = {
+        "properties": {"a": True},
+        "additionalProperties": False,
+        "allOf": [{"patternProperties": {"^a": {"type": "integer"}}}],
+    }
+    g = schema_to_grammar(schema, whitespace="compact", extra_properties="spec")
+    assert accepts(g, '{"a":1}') and not accepts(g, '{"a":"s"}') and not accepts(g, '{"ab":1}')

@@ -444,20 +444,37 @@ def _merge_shapes(shape: list) -> dict:
         subs = [s for s in subs if s is not True]
         props[n] = True if not subs else subs[0] if len(subs) == 1 else {"allOf": subs}
     out: dict = {"properties": props}
+    dropped: set[str] = set()
     aps = [p.get("additionalProperties", True) for p, _ in shape]
     aps = [a for a in aps if a is not True]
     out["additionalProperties"] = True if not aps else aps[0] if len(aps) == 1 else {"allOf": aps}
     pps: dict = {}
-    for p, _ in shape:
+    for p, q in shape:
         for pat, s in (p.get("patternProperties") or {}).items():
             # a part without the pattern applies its additionalProperties (_patterns_cover:
-            # a part with its own patterns and a strict additionalProperties has them all)
-            others = [
-                o.get("additionalProperties", True)
-                for o, _ in shape
-                if o is not p and pat not in (o.get("patternProperties") or {})
-            ]
-            pps.setdefault(pat, []).extend([s] + [o for o in others if o is not True])
+            # a part with its own patterns and a strict additionalProperties has them all),
+            # but not to the names it lists, which the merged pattern would reach too
+            without = [o for o, _ in shape if o is not p and pat not in (o.get("patternProperties") or {})]
+            if any(o.get("additionalProperties", True) is False for o in without):
+                # no unlisted name may match it: it goes (unlisted names fall to the merged
+                # additionalProperties, false), and its schema joins the listed names it matches
+                for n in p.get("properties") or {}:  # (the others have it from `matched` above)
+                    if s is not True and _search(pat, n, q):
+                        props[n] = s if props[n] is True else {"allOf": [props[n], s]}
+                dropped.add(pat)
+                continue
+            for o in without:
+                lists = [n for n in (o.get("properties") or {}) if _search(pat, n, q)]
+                if lists and o.get("additionalProperties", True) is not True:
+                    raise MergeError(
+                        f"allOf: cannot merge patternProperties {pat!r} with another part's additionalProperties "
+                        f"beside its listed property {lists[0]!r}, which the pattern matches",
+                        q,
+                        "patternProperties",
+                    )
+            pps.setdefault(pat, []).extend([s] + [o.get("additionalProperties", True) for o in without])
+    for pat in dropped:
+        pps.pop(pat, None)
     if pps:
         out["patternProperties"] = {}
         for pat, subs in pps.items():
