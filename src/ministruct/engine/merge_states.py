@@ -34,12 +34,21 @@ def merge_equivalent_states(a: Any) -> int:
         fixed.update(range(blocks[0], end))
     rep = list(range(n))
     final = a.final
+    preds: list[list[int]] = [[] for _ in range(n)]
+    for q in range(n):
+        for t in {t for _, _, t in a.byte_edges[q]} | set(a.eps[q]) | {r for _, r in a.calls[q]}:
+            preds[t].append(q)
+        for e in a.token_edges[q]:
+            preds[e.target].append(q)
+    # signature -> a state that had it (merging is sound with an older entry too: its
+    # targets were alike then and still are)
+    seen: dict[tuple, int] = {}
     merged = 0
+    todo = [q for q in range(n) if q not in fixed]
     for _ in range(MAX_ROUNDS):
-        seen: dict[tuple, int] = {}
-        changed = 0
-        for q in range(n):
-            if rep[q] != q or q in fixed:
+        changed: list[int] = []
+        for q in todo:
+            if rep[q] != q:
                 continue
             sig = (
                 a.rule_of[q],
@@ -50,19 +59,23 @@ def merge_equivalent_states(a: Any) -> int:
                 tuple(sorted({(e.token_id, e.name, e.negated, rep[e.target]) for e in a.token_edges[q]}, key=repr)),
             )
             other = seen.get(sig)
-            if other is None:
+            while other is not None and rep[other] != other:
+                other = rep[other]
+            if other is None or other == q:
                 seen[sig] = q
             else:
                 rep[q] = other
-                changed += 1
+                changed.append(q)
         if not changed:
             break
-        merged += changed
+        merged += len(changed)
         for q in range(n):  # (chains: a representative merged later points further)
             r = rep[q]
             while rep[r] != r:
                 r = rep[r]
             rep[q] = r
+        # only the states with an edge into a merged one have a new signature
+        todo = sorted({p for q in changed for p in preds[q] if rep[p] == p and p not in fixed})
     if not merged:
         return 0
     for q in range(n):
