@@ -356,7 +356,9 @@ def _members(
                 refs[nxt] = 0
                 todo.append(nxt)
                 if deps and len(refs) > MAX_OBJECT_STATES:
-                    c.unsupported("dependentRequired", ptr, "has too many combinations to enforce here")
+                    c.unsupported(
+                        "dependentRequired", ptr, f"needs more than {MAX_OBJECT_STATES:,} states (the limit) to enforce"
+                    )
                     return _members(c, entries, kvx, min_p, max_p, ptr, depth, None)
             refs[nxt] += 1
     variants: dict[tuple, int] = {}
