@@ -123,7 +123,8 @@ def raw_string(schema: Any, where: str, end: str = "") -> Expr | None:
     (the caller bounds it by the markup that follows, `end`: a length-bounded string leaves
     out `end`'s first character). SchemaError for keywords a raw string cannot be held to
     here."""
-    from ministruct.grammar.schema.formats import SUPPORTED_FORMATS, format_expr, restrict_length
+    from ministruct.grammar.schema.formats import SUPPORTED_FORMATS, format_expr
+    from ministruct.grammar.schema.lengths import restrict_length
 
     if not isinstance(schema, dict):
         return None

@@ -167,7 +167,7 @@ def test_a_product_past_its_limit_is_a_part_of_the_language_that_fits(schema):
 def test_within_length_keeps_to_the_language_and_the_bounds(pattern, lo, extra, seed):
     from ministruct.grammar.regex.parse import parse_regex
     from ministruct.grammar.schema.budget import within_length
-    from ministruct.grammar.schema.formats import length_bounds
+    from ministruct.grammar.schema.lengths import length_bounds
     from ministruct.grammar.schema.strings import _searched
 
     g = parse_regex(_searched(pattern))

@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Optional
 
 from ministruct.grammar.ir import EMPTY, Alt, CharClass, Expr, Literal, Repeat, Seq, alt, seq
-from ministruct.grammar.schema.formats import length_bounds
+from ministruct.grammar.schema.lengths import length_bounds
 
 _INF = float("inf")
 FEW_ITEMS = 4  # a repetition of items of several lengths: counts up to this one are options of their own

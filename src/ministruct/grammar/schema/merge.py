@@ -401,11 +401,13 @@ def _combine(k: str, a: Any, b: Any, ptr: str) -> Any:
         return a  # (one list met twice, as through a recursion: a and a is a)
     if k == "oneOf":  # exactly one of a and exactly one of b: exactly one pair
         if len(a) * len(b) > MAX_PRODUCT:
-            raise MergeError("allOf: several oneOf lists with too many combinations", f"{ptr}/oneOf", "oneOf")
+            why = f"{len(a) * len(b):,} combinations, more than {MAX_PRODUCT} (the limit)"
+            raise MergeError(f"allOf: several oneOf lists with {why}", f"{ptr}/oneOf", "oneOf")
         return [{"allOf": [x, y]} for x in a for y in b]
     if k == "anyOf":
         if len(a) * len(b) > MAX_PRODUCT:
-            raise MergeError("allOf: several anyOf lists with too many combinations", f"{ptr}/anyOf", "anyOf")
+            why = f"{len(a) * len(b):,} combinations, more than {MAX_PRODUCT} (the limit)"
+            raise MergeError(f"allOf: several anyOf lists with {why}", f"{ptr}/anyOf", "anyOf")
         return [{"allOf": [x, y]} for x in a for y in b]
     if k == "prefixItems" and len(a) == len(b):
         return [{"allOf": [x, y]} for x, y in zip(a, b)]

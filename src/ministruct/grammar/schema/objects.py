@@ -8,6 +8,7 @@ required names not listed, then additional properties; a small state machine ove
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import Any, Optional
 
 from ministruct.grammar.ir import KEY_SEGMENT, NOTHING, CharClass, Expr, Literal, Mark, Repeat, RuleRef, alt, seq
@@ -226,6 +227,21 @@ def _name_pattern(pn: Any) -> Optional[str]:
     return pn["pattern"]
 
 
+@lru_cache(maxsize=256)
+def _key_dfa(pats: tuple[str, ...], names: tuple[str, ...], pn_pat: Optional[str]) -> Any:
+    """One DFA sorting a decoded key by the patterns it matches (components 0..), whether it
+    is a listed name (the next) and, with a propertyNames pattern, whether it matches that
+    (the last). (Cached: the object of a schema is often compiled once per merged variant.)"""
+    from ministruct.grammar.regex.parse import parse_regex
+    from ministruct.grammar.schema.complement import build_dfa, inline_rules
+
+    comps = [inline_rules(parse_regex(f"[\\s\\S]*(?:{p})[\\s\\S]*", source="patternProperties")) for p in pats]
+    comps.append(alt(*[Literal(n) for n in names]) if names else NOTHING)
+    if pn_pat is not None:
+        comps.append(inline_rules(parse_regex(f"[\\s\\S]*(?:{pn_pat})[\\s\\S]*", source="propertyNames")))
+    return build_dfa(comps)
+
+
 def _pattern_extras(
     c: SchemaContext, ptr: str, depth: int, names: list[str], ap: Any, pp: dict, pn_pat: Optional[str] = None
 ) -> Optional[Expr]:
@@ -235,8 +251,7 @@ def _pattern_extras(
     allOf(pattern schemas of M), or additionalProperties when M is empty. A
     propertyNames pattern is one more component every additional key must match."""
     from ministruct.errors import GrammarSyntaxError, SchemaError
-    from ministruct.grammar.regex.parse import parse_regex
-    from ministruct.grammar.schema.complement import ComplementError, build_dfa, inline_rules, live_states
+    from ministruct.grammar.schema.complement import ComplementError, live_states
 
     why = "with additionalProperties other than false is not enforced"
     pats = list(pp)
@@ -244,19 +259,9 @@ def _pattern_extras(
         c.unsupported("patternProperties", ptr, f"with more than {MAX_PATTERNS} patterns is not enforced")
         return None
     try:
-        comps = []
-        for p in pats:
-            if not isinstance(p, str):
-                raise ComplementError("pattern is not a string")
-            comps.append(
-                inline_rules(parse_regex(f"[\\s\\S]*(?:{p})[\\s\\S]*", source=f"{c.source}#{ptr}/patternProperties"))
-            )
-        comps.append(alt(*[Literal(n) for n in names]) if names else NOTHING)
-        if pn_pat is not None:
-            comps.append(
-                inline_rules(parse_regex(f"[\\s\\S]*(?:{pn_pat})[\\s\\S]*", source=f"{c.source}#{ptr}/propertyNames"))
-            )
-        dfa = build_dfa(comps)
+        if not all(isinstance(p, str) for p in pats):
+            raise ComplementError("pattern is not a string")
+        dfa = _key_dfa(tuple(pats), tuple(names), pn_pat)
     except (GrammarSyntaxError, ComplementError, RecursionError):
         c.unsupported("patternProperties", ptr, why)
         return None
@@ -366,7 +371,9 @@ def _members(
                 refs[nxt] = 0
                 todo.append(nxt)
                 if deps and len(refs) > MAX_OBJECT_STATES:
-                    c.unsupported("dependentRequired", ptr, "has too many combinations to enforce here")
+                    c.unsupported(
+                        "dependentRequired", ptr, f"needs more than {MAX_OBJECT_STATES:,} states (the limit) to enforce"
+                    )
                     return _members(c, entries, kvx, min_p, max_p, ptr, depth, None)
             refs[nxt] += 1
     variants: dict[tuple, int] = {}

@@ -19,12 +19,9 @@ from ministruct.grammar.schema.formats import (
     SUPPORTED_FORMATS,
     encode_chars,
     format_expr,
-    length_bounds,
-    restrict_length,
-    search_core,
-    search_with_length,
     small_format_expr,
 )
+from ministruct.grammar.schema.lengths import length_bounds, restrict_length, search_core, search_with_length
 from ministruct.grammar.schema.merge import PATTERNS
 from ministruct.grammar.schema.patterns import (
     MAX_FORMAT_PRODUCT_STATES,

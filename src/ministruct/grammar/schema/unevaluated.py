@@ -167,7 +167,9 @@ class Rewriter:
                         acc = self.product(acc, cs, ptr, kw)
                     alts += acc
                     if len(alts) > MAX_CHOICES:
-                        raise self.error(f"{kw}: anyOf has too many combinations of branches", ptr, kw)
+                        raise self.error(
+                            f"{kw}: anyOf has more than {MAX_CHOICES:,} combinations of branches (the limit)", ptr, kw
+                        )
             out = self.product(out, alts, ptr, kw)
         if isinstance(node.get("oneOf"), list):
             alts = [Choice()]
