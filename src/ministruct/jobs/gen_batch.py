@@ -114,8 +114,9 @@ class JobPool:
 
 
 def status_of(res: GenResult) -> str:
-    """ok, incomplete (cut off, no error) or failed (an error record, no legal continuation)."""
-    if res.error is not None:
+    """ok, incomplete (cut off, no error) or failed (an error record, no legal continuation,
+    an output that the full schema rejects where the grammar left keywords out: lenient)."""
+    if res.error is not None or (res.schema_check is not None and res.schema_check.get("valid") is False):
         return "failed"
     return "ok" if res.complete else "incomplete"
 
