@@ -52,7 +52,7 @@ from ministruct.engine.slices import (
     rest_outside_kept,
     tokens_starting_in,
 )
-from ministruct.engine.table import DEAD, Transitions
+from ministruct.engine.table import DEAD, Transitions, fresh_pages
 from ministruct.engine.token_edges import TokenEdges
 from ministruct.engine.trie import TokenTrie, copy_duplicates
 from ministruct.engine.vocab import Vocabulary
@@ -833,14 +833,8 @@ def _covers(ranges: tuple[tuple[int, int], ...], inner: tuple[tuple[int, int], .
 
 
 def _zeroed_chunk(rows: int, n: int) -> np.ndarray:
-    """A (rows, n) bool array of fresh zeroed pages from the system, touched only where
-    written (an allocator may hand out reused memory and clear all of it first)."""
-    import mmap
-
-    # private: an anonymous map is shared by default, and shared pages fault in slower
-    private = getattr(mmap, "MAP_PRIVATE", 0) | getattr(mmap, "MAP_ANONYMOUS", 0)
-    pages = mmap.mmap(-1, rows * n, flags=private) if private else mmap.mmap(-1, rows * n)
-    return np.frombuffer(pages, dtype=bool).reshape(rows, n)
+    """A (rows, n) bool array of fresh zeroed pages from the system, touched only where written."""
+    return fresh_pages((rows, n), bool)
 
 
 def compile_grammar(grammar: "Grammar | Constraint", vocab: Vocabulary, *, use_cache: bool = True) -> CompiledGrammar:

@@ -35,9 +35,9 @@ CELLS_MIN_STACKS = 8  # ... when its configuration has at least this many stacks
 MAX_PARTS = 8  # a configuration is kept as the union of at most this many others (see Transitions.parts)
 UNIONS_KEPT = 200_000
 CHAIN_AHEAD = 24  # rows of a literal filled together (see Transitions._fill_chain)
-# the table's first allocation: reserved, not written (the system gives the memory a page
-# at a time as rows are allocated), so that most grammars never grow it; a growth copies
-# the table, tens of MB in the middle of a step for a big one
+# the table's first allocation: fresh pages, reserved, not written (the system gives them
+# as rows are allocated), so that most grammars never grow it; a growth copies the table,
+# tens of MB in the middle of a step for a big one
 TABLE_RESERVED_BYTES = 32 << 20
 TABLE_RESERVED_ROWS = 1 << 16
 T = TypeVar("T")
@@ -79,6 +79,19 @@ def _grown(a: np.ndarray, size: int, fill: int = 0) -> np.ndarray:
     return out
 
 
+def fresh_pages(shape: tuple[int, ...], dtype: type | np.dtype) -> np.ndarray:
+    """A zeroed array of fresh pages from the system, touched only where written (an
+    allocator may hand out reused memory and clear all of it first; and numpy asks huge
+    pages for a large array, which the system may compact memory for on first touch)."""
+    import mmap
+
+    size = max(1, int(np.prod(shape)) * np.dtype(dtype).itemsize)
+    # private: an anonymous map is shared by default, and shared pages fault in slower
+    private = getattr(mmap, "MAP_PRIVATE", 0) | getattr(mmap, "MAP_ANONYMOUS", 0)
+    pages = mmap.mmap(-1, size, flags=private) if private else mmap.mmap(-1, size)
+    return np.frombuffer(pages, dtype=dtype, count=int(np.prod(shape))).reshape(shape)
+
+
 def _table_rows(n_classes: int, at_least: int = 64) -> int:
     """Rows to reserve for a table of `n_classes` columns holding `at_least` rows."""
     return max(at_least, min(TABLE_RESERVED_ROWS, TABLE_RESERVED_BYTES // (4 * max(1, n_classes))))
@@ -87,7 +100,7 @@ def _table_rows(n_classes: int, at_least: int = 64) -> int:
 def _reserved(a: np.ndarray, size: int, used: int) -> np.ndarray:
     """`a` with room for `size` rows, its first `used` rows copied; the rest unwritten
     (Transitions.intern writes a row when it allocates it)."""
-    out = np.empty((size, *a.shape[1:]), dtype=a.dtype)
+    out = fresh_pages((size, *a.shape[1:]), a.dtype)
     out[:used] = a[:used]
     return out
 
@@ -107,7 +120,7 @@ class Transitions:
         self.ids: dict[Config, int] = {frozenset(): DEAD}
         # rows past len(configs) are unwritten: intern writes a row UNKNOWN when it allocates it
         rows = _table_rows(self.n_classes)
-        self.table = np.empty((rows, self.n_classes), dtype=np.int32)
+        self.table = fresh_pages((rows, self.n_classes), np.int32)
         self.table[DEAD, :] = DEAD
         self.accept = np.zeros(rows, dtype=bool)
         self.complete = np.zeros(rows, dtype=np.int8)  # 1: the row has no UNKNOWN cell (set by fill_row and the kernel)
@@ -603,7 +616,7 @@ class Transitions:
         for by_id in (self._merged, self.parts, self._unions):
             by_id.clear()  # (the ids were just renumbered)
         size = _table_rows(self.n_classes, 1 << (n - 1).bit_length())
-        self.table = np.empty((size, self.n_classes), dtype=np.int32)  # (as in __init__)
+        self.table = fresh_pages((size, self.n_classes), np.int32)  # (as in __init__)
         self.table[:n] = table
         self.accept = np.zeros(size, dtype=bool)
         self.accept[:n] = [self.automaton.is_accepting(c) if self.greedy else ACCEPT in c for c in configs]
