@@ -30,6 +30,7 @@ from ministruct.errors import MinistructError
 from ministruct.grammar.schema.disjoint import canonical
 from ministruct.grammar.schema.formats import KNOWN_UNSUPPORTED, SUPPORTED_FORMATS
 from ministruct.grammar.schema.keywords import ANNOTATIONS
+from ministruct.grammar.schema.lookaheads import split_lookaheads
 from ministruct.grammar.schema.merge import (
     ALL_TYPES,
     CONDITIONS,
@@ -143,16 +144,26 @@ def native_not(sub: Any) -> Optional[Excluded]:
         keys = {k for k in s if k not in ANNOTATIONS}
         if keys == {"anyOf"} and isinstance(s["anyOf"], list) and s["anyOf"]:
             stack.extend(s["anyOf"])
-        elif isinstance(s.get("pattern"), str) and keys <= {"pattern", "type"} and s.get("type", "string") == "string":
+        elif (
+            isinstance(s.get("pattern"), str)
+            and keys <= {"pattern", "type"}
+            and s.get("type", "string") == "string"
+            and split_lookaheads(s["pattern"]) is None  # (else: negated as three patterns)
+        ):
             out.patterns.append(s["pattern"])
             out.strings_only = out.strings_only or "type" not in s
-        elif keys == {"enum"} and isinstance(s["enum"], list):
+        elif keys == {"enum"} and isinstance(s["enum"], list) and not any(map(_deep, s["enum"])):
             out.values.extend(s["enum"])
-        elif keys == {"const"}:
+        elif keys == {"const"} and not _deep(s["const"]):
             out.values.append(s["const"])
         else:
             return None
     return out
+
+
+def _deep(v: Any) -> bool:
+    """A listed value with members (`not` of it is negated member by member, Logic.unequal)."""
+    return isinstance(v, (dict, list)) and bool(v)
 
 
 @dataclass
@@ -226,6 +237,7 @@ class Logic:
         A LogicLimit names the keyword it was rewriting."""
         conditions: list[list[Any]] = []
         rest = dict(node)
+        changed = _read_lookaheads(rest)
         kw = None
         listed = rest.pop(CONDITIONS, [])
         if "if" in rest:
@@ -254,7 +266,7 @@ class Logic:
                 conditions.append(self.negate(sub, Context.of(rest, self.explicit), f"{ptr}/not"))
             kw = kw or "not"
         if not conditions:
-            return None if rest.keys() == node.keys() else rest
+            return None if rest.keys() == node.keys() and not changed else rest
         with _as(kw or "not"):
             union = self.product(conditions, kw or "not", ptr, base=rest)
         return {**rest, "anyOf": union or [False]}
@@ -426,7 +438,17 @@ class Logic:
                 for i, then, else_ in v:
                     out += self.negate({"if": i, "then": then, "else": else_}, inner, ptr, depth + 1)
             elif k in ("enum", "const"):
-                add(**{"not": {k: v}})
+                values = [v] if k == "const" else _list(v, where)
+                deep = [x for x in values if _deep(x)]
+                if not deep:
+                    add(**{"not": {k: v}})
+                    continue
+                shallow = [x for x in values if not _deep(x)]
+                lists = [self.unequal(x, live) for x in deep]
+                if shallow:
+                    t = typed(live, **{"not": {"enum": shallow}})
+                    lists.append([] if t is None else [t])
+                out += self.product(lists, "not", where)
             elif k in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
                 if not _number(v):
                     raise LogicLimit("not", where, f"the negation of a {k} that is not a number is not enforced")
@@ -445,7 +467,8 @@ class Logic:
                 kind = {"maxLength": "string", "maxItems": "array", "maxProperties": "object"}[k]
                 add_for(frozenset({kind}), **{"min" + k[3:]: _count(v) + 1})
             elif k == "pattern":
-                add_for(frozenset({"string"}), **{"not": {"pattern": v}})
+                for failing in _failing_pattern(v):
+                    add_for(frozenset({"string"}), **failing)
             elif k == "format":
                 if v not in SUPPORTED_FORMATS and v not in KNOWN_UNSUPPORTED:
                     continue  # an unknown format is an annotation
@@ -457,7 +480,8 @@ class Logic:
                 add_for(_NUMERIC, **{NOT_MULTIPLE_OF: [v]})
             elif k == PATTERNS:
                 for pat in _list(v, where):
-                    add_for(frozenset({"string"}), **{"not": {"pattern": pat}})
+                    for failing in _failing_pattern(pat):
+                        add_for(frozenset({"string"}), **failing)
             elif k == NOT_MULTIPLE_OF:
                 for m in _list(v, where):
                     add_for(_NUMERIC, multipleOf=m)
@@ -517,6 +541,26 @@ class Logic:
                 raise LogicLimit("not", where, f"the negation of {k} is not enforced")
         return out
 
+    @staticmethod
+    def unequal(x: Any, kinds: frozenset[str]) -> list[Any]:
+        """Schemas whose union is every value of `kinds` other than the object or array
+        `x`: another kind, a member missing or more of them, or a member of another value."""
+        own = frozenset({"object" if isinstance(x, dict) else "array"})
+        out = [t for t in [typed(kinds - own)] if t is not None]
+        if not kinds & own:
+            return out
+        if isinstance(x, dict):
+            out += [{"type": "object", "properties": {k: False}} for k in x]
+            out.append({"type": "object", "minProperties": len(x) + 1})
+            out += [{"type": "object", "required": [k], "properties": {k: {"not": {"const": v}}}} for k, v in x.items()]
+        else:
+            out += [{"type": "array", "maxItems": len(x) - 1}, {"type": "array", "minItems": len(x) + 1}]
+            out += [
+                {"type": "array", "minItems": i + 1, "prefixItems": [True] * i + [{"not": {"const": v}}]}
+                for i, v in enumerate(x)
+            ]
+        return out
+
     def _negate_names(self, k: str, v: Any, s: dict, ctx: Context, add_for: Callable, where: str) -> None:
         """Failing additionalProperties / patternProperties / propertyNames: some property
         of the surrounding schema's names that falls under `k` with a value (or name) that
@@ -545,6 +589,50 @@ class Logic:
                         add_for(obj, required=[name], properties={name: {"not": pp[p]}})
             elif name not in props and not matched:
                 add_for(obj, required=[name], properties={name: {"not": v}})
+
+
+def _read_lookaheads(node: dict) -> bool:
+    """Lookaheads after a leading `^` of the node's patterns as patterns of their own
+    (schema/lookaheads.py): those required joined to the patterns, those forbidden to a
+    native `not`. True when it changed the node."""
+    required: list[str] = []
+    forbidden: list[str] = []
+
+    def read(p: Any) -> Any:
+        split = split_lookaheads(p)
+        if split is None:
+            return p
+        required.extend(split.required)
+        forbidden.extend(split.forbidden)
+        return split.rest
+
+    if isinstance(node.get("pattern"), str):
+        node["pattern"] = read(node["pattern"])
+    if isinstance(node.get(PATTERNS), list):
+        node[PATTERNS] = [read(p) for p in node[PATTERNS]]
+    if not (required or forbidden):
+        return False
+    if required:
+        node[PATTERNS] = [*node.get(PATTERNS, []), *required]
+    if forbidden:
+        avoid = [{"type": "string", "pattern": p} for p in forbidden]
+        if "not" in node:
+            avoid.insert(0, node["not"])
+        node["not"] = avoid[0] if len(avoid) == 1 else {"anyOf": avoid}
+    return True
+
+
+def _failing_pattern(p: Any) -> list[dict]:
+    """Schemas (for strings) whose union is the strings pattern `p` does not match: with
+    lookaheads read apart, failing the rest, a required lookahead or hitting a forbidden one."""
+    split = split_lookaheads(p)
+    if split is None:
+        return [{"not": {"pattern": p}}]
+    return [
+        {"not": {"pattern": split.rest}},
+        *({"not": {"pattern": a}} for a in split.required),
+        *({"pattern": b} for b in split.forbidden),
+    ]
 
 
 def _pure_values(s: Any) -> Optional[list]:
