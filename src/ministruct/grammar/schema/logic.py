@@ -200,17 +200,25 @@ class Logic:
 
     # ------------------------------------------------------------ unions
 
-    def product(self, disjunctions: list[list[Any]], keyword: str, ptr: str, base: Any = True) -> list[Any]:
+    def product(
+        self,
+        disjunctions: list[list[Any]],
+        keyword: str,
+        ptr: str,
+        base: Any = True,
+        closed: Optional[frozenset[str]] = None,
+    ) -> list[Any]:
         """The union of every conjunction taking one schema from each list, at most
         MAX_BRANCHES of them. Conjunctions that cannot hold (with `base`, which they are
         compiled beside) are dropped as it goes: kinds that do not meet, and objects whose
         properties would have to be present and absent, or take a value allowed by one
-        part and excluded by another (a discriminator's cases)."""
+        part and excluded by another (a discriminator's cases). `closed`: the only names
+        the objects of `base` carry (others are absent), or None."""
         combos: list[tuple[frozenset[str], list, dict]] = [(kinds_of(base), [], _facts(base, {}))]
         for options in disjunctions:
             nxt = []
             for kinds, parts, facts in combos:
-                if facts is not None and any(_entailed(o, kinds, facts) for o in options):
+                if facts is not None and any(_entailed(o, kinds, facts, closed) for o in options):
                     nxt.append((kinds, parts, facts))  # it holds already: the other options add nothing
                     continue
                 for o in options:
@@ -218,6 +226,8 @@ class Logic:
                     if not k:
                         continue
                     f = _facts(o, facts)
+                    if f is not None and closed is not None and any(f[n][0] is True for n in f if n not in closed):
+                        f = None  # (a name b's objects never carry)
                     if f is None:  # no object satisfies the parts: what is left are other kinds
                         k = k - {"object"}
                         t = typed(k)
@@ -283,9 +293,17 @@ class Logic:
                 ctx = Context.of(merge_all({"allOf": [rest, b]}, ptr, self.resolver), self.explicit)
             except (MergeError, MinistructError):
                 ctx = Context(KINDS)
-            if all(self._misses_closed(ctx, branches[j], ptr) for j in others):
-                # (all or none: a negation merged in would make the objects other than closed)
-                others = []
+            kept = [j for j in others if not self._misses_closed(ctx, branches[j], ptr)]
+            closure: list = []
+            if not kept:
+                others = []  # (b is compiled as it is: closed, as ctx says)
+            elif len(kept) < len(others):
+                # the others b's closed objects fail stay failed where b's objects keep to its
+                # names (a negation merged in could bring others: it is kept to them too)
+                others = kept
+                closure = [
+                    {"type": "object", "properties": dict.fromkeys(ctx.names, True), "additionalProperties": False}
+                ]
             if not others:
                 out.append(b)
                 continue
@@ -300,9 +318,10 @@ class Logic:
                     [self.negate(reduced[j], ctx, f"{ptr}/oneOf/{j}") for j in others],
                     "oneOf",
                     f"{ptr}/oneOf/{i}",
-                    base={"allOf": [rest, b]},
+                    base={"allOf": [rest, b, *closure]},
+                    closed=frozenset(ctx.names) if closure else None,
                 )
-            out.append({"allOf": [b, {"anyOf": union or [False]}]})
+            out.append({"allOf": [b, {"anyOf": union or [False]}, *closure]})
         return out
 
     def _misses_closed(self, ctx: Context, other: Any, ptr: str) -> bool:
@@ -647,9 +666,10 @@ def _pure_values(s: Any) -> Optional[list]:
     return [x for x in v if _kind(x) in kinds]
 
 
-def _entailed(o: Any, kinds: frozenset[str], facts: dict) -> bool:
-    """Do `facts` (of objects, with values of `kinds` only) already make `o` hold? Only for
-    options that speak of presence and listed values (False: not known)."""
+def _entailed(o: Any, kinds: frozenset[str], facts: dict, closed: Optional[frozenset[str]] = None) -> bool:
+    """Do `facts` (of objects, with values of `kinds` only, carrying no names outside
+    `closed` when given) already make `o` hold? Only for options that speak of presence
+    and listed values (False: not known)."""
     if not isinstance(o, dict) or {k for k in o if k not in ANNOTATIONS} - {"type", "required", "properties"}:
         return False
     if not kinds <= kinds_of(o) or kinds - {"object"}:
@@ -662,7 +682,8 @@ def _entailed(o: Any, kinds: frozenset[str], facts: dict) -> bool:
         if facts.get(name, [None])[0] is not True:
             return False
     for name, sub in props.items():
-        present, allowed, banned = facts.get(name, [None, None, frozenset()])
+        absent = closed is not None and name not in closed
+        present, allowed, banned = facts.get(name, [False if absent else None, None, frozenset()])
         if present is False:
             continue
         if sub is False:
