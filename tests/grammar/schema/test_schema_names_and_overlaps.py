@@ -92,6 +92,9 @@ def test_a_dependency_on_an_unlisted_name_is_generated_not_refused():
         g = schema_to_grammar(schema, extra_properties=policy)
         assert accepts(g, '{"shape": "circle", "radius": 1, "unit": "cm"}')
         assert not accepts(g, '{"shape": "circle", "radius": 1}')
+    g = schema_to_grammar({"dependentRequired": {"a": ["b"]}})  # (refused by pointer before)
+    assert accepts(g, '{"a": 1, "b": 2}') and accepts(g, '{"b": 2}') and accepts(g, "3")
+    assert not accepts(g, '{"a": 1}') and not accepts(g, '{"a": 1, "c": 2}')
 
 
 _PN = st.sampled_from(
