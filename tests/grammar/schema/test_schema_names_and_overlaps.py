@@ -349,3 +349,33 @@ def test_other_lookaheads_stay_refused_by_pointer(pattern):
     with pytest.raises(SchemaError, match="lookahead") as e:
         schema_to_grammar({"type": "object", "properties": {"p": {"type": "string", "pattern": pattern}}})
     assert e.value.pointer == "/properties/p/pattern"
+
+
+@SETTINGS
+@given(
+    st.lists(st.lists(st.sampled_from(NAMES), min_size=1, max_size=3, unique=True), min_size=1, max_size=3),
+    st.integers(0, 3),
+    st.sampled_from(["anyOf", "oneOf"]),
+    st.sampled_from(["explicit", "spec"]),
+)
+def test_branches_apart_by_how_many_names_they_need(required_sets, most, kw, policy):
+    """A branch whose every case requires n names and one with at most fewer properties
+    share no object (the fewest names through anyOf/oneOf): exactly one, each branch's own."""
+    branches = [
+        {"type": "object", kw: [{"required": r} for r in required_sets]},
+        {"type": "object", "maxProperties": most, "additionalProperties": {"type": "integer"}},
+    ]
+    schema = {"oneOf": branches}
+    checks = [Draft202012Validator(b) for b in branches]
+    try:
+        g = schema_to_grammar(schema, extra_properties=policy)
+    except SchemaError as e:
+        assert "accepts no value" in str(e) or "branches (the limit)" in str(e), e
+        return
+    for v in POOL:
+        for x in _orders(v):
+            if accepts(g, json.dumps(x)):
+                assert sum(c.is_valid(v) for c in checks) == 1, (branches, v)
+    for text in sample_strings(g, random.Random(7), count=25):
+        if not duplicate_keys(text):
+            assert sum(c.is_valid(json.loads(text)) for c in checks) == 1, (branches, text)
