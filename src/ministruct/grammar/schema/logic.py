@@ -30,9 +30,8 @@ from ministruct.errors import MinistructError
 from ministruct.grammar.schema.disjoint import canonical
 from ministruct.grammar.schema.formats import KNOWN_UNSUPPORTED, SUPPORTED_FORMATS
 from ministruct.grammar.schema.keywords import ANNOTATIONS
-from ministruct.grammar.schema.lookaheads import split_lookaheads
+from ministruct.grammar.schema.lookaheads import failing_pattern, read_lookaheads, split_lookaheads
 from ministruct.grammar.schema.merge import (
-    ALL_TYPES,
     CONDITIONS,
     CONTAINS,
     NOT_MULTIPLE_OF,
@@ -40,13 +39,11 @@ from ministruct.grammar.schema.merge import (
     MergeError,
     Resolver,
     merge_all,
-    value_type,
 )
+from ministruct.grammar.schema.presence import KINDS, NUMERIC, entailed, facts_of, kinds_of, pure_values, typed
 
 MAX_BRANCHES = 128  # branches of one rewritten union (each is compiled as a schema of its own)
 MAX_NEGATION_DEPTH = 12  # `not` through `$ref`s and nested negations
-KINDS = frozenset({"null", "boolean", "object", "array", "string", "integer", "fraction"})
-_NUMERIC = frozenset({"integer", "fraction"})
 _CONDITIONALS = ("if", "then", "else")
 # keywords through which a schema's objects may carry names its `properties` and `required`
 # do not list (its objects are not closed over those names)
@@ -73,52 +70,6 @@ def _as(keyword: str) -> Iterator[None]:
         if e.keyword == keyword:
             raise
         raise LogicLimit(keyword, e.pointer, e.why) from None
-
-
-def kinds_of(node: Any) -> frozenset[str]:
-    """The kinds of value `node`'s own `type` (and listed values) allow."""
-    if node is False:
-        return frozenset()
-    if not isinstance(node, dict):
-        return KINDS
-    out = KINDS
-    t = node.get("type")
-    if t is not None:
-        names = [t] if isinstance(t, str) else t if isinstance(t, list) else []
-        k: set[str] = set()
-        for n in names:
-            if n == "number":
-                k |= _NUMERIC
-            elif n in ALL_TYPES:
-                k.add(n)
-        out = out & frozenset(k)
-    values = [node["const"]] if "const" in node else node.get("enum") if isinstance(node.get("enum"), list) else None
-    if values is not None:
-        out = out & frozenset(_kind(v) for v in values)
-    for sub in node.get("allOf") if isinstance(node.get("allOf"), list) else ():
-        out = out & kinds_of(sub)
-    return out
-
-
-def _kind(v: Any) -> str:
-    """A value's JSON type, a number that is not an integer named "fraction"."""
-    t = value_type(v)
-    return "fraction" if t == "number" else t
-
-
-def typed(kinds: frozenset[str], **rest: Any) -> Optional[dict]:
-    """A schema of values of these kinds (with `rest`), or None when there is none that can
-    be written (numbers without the integers cannot: those are left out, a restriction)."""
-    if kinds >= KINDS:
-        return dict(rest)
-    names = sorted(k for k in kinds if k not in _NUMERIC)
-    if _NUMERIC <= kinds:
-        names.append("number")
-    elif "integer" in kinds:
-        names.append("integer")
-    if not names:
-        return None
-    return {"type": names[0] if len(names) == 1 else names, **rest}
 
 
 @dataclass
@@ -214,18 +165,18 @@ class Logic:
         properties would have to be present and absent, or take a value allowed by one
         part and excluded by another (a discriminator's cases). `closed`: the only names
         the objects of `base` carry (others are absent), or None."""
-        combos: list[tuple[frozenset[str], list, dict]] = [(kinds_of(base), [], _facts(base, {}))]
+        combos: list[tuple[frozenset[str], list, dict]] = [(kinds_of(base), [], facts_of(base, {}))]
         for options in disjunctions:
             nxt = []
             for kinds, parts, facts in combos:
-                if facts is not None and any(_entailed(o, kinds, facts, closed) for o in options):
+                if facts is not None and any(entailed(o, kinds, facts, closed) for o in options):
                     nxt.append((kinds, parts, facts))  # it holds already: the other options add nothing
                     continue
                 for o in options:
                     k = kinds & kinds_of(o)
                     if not k:
                         continue
-                    f = _facts(o, facts)
+                    f = facts_of(o, facts)
                     if f is not None and closed is not None and any(f[n][0] is True for n in f if n not in closed):
                         f = None  # (a name b's objects never carry)
                     if f is None:  # no object satisfies the parts: what is left are other kinds
@@ -247,7 +198,7 @@ class Logic:
         A LogicLimit names the keyword it was rewriting."""
         conditions: list[list[Any]] = []
         rest = dict(node)
-        changed = _read_lookaheads(rest)
+        changed = read_lookaheads(rest)
         kw = None
         listed = rest.pop(CONDITIONS, [])
         if "if" in rest:
@@ -477,7 +428,7 @@ class Logic:
                     "exclusiveMinimum": "maximum",
                     "exclusiveMaximum": "minimum",
                 }[k]
-                add_for(_NUMERIC, **{flipped: v})
+                add_for(NUMERIC, **{flipped: v})
             elif k in ("minLength", "minItems", "minProperties"):
                 kind = {"minLength": "string", "minItems": "array", "minProperties": "object"}[k]
                 if _count(v) > 0:
@@ -486,7 +437,7 @@ class Logic:
                 kind = {"maxLength": "string", "maxItems": "array", "maxProperties": "object"}[k]
                 add_for(frozenset({kind}), **{"min" + k[3:]: _count(v) + 1})
             elif k == "pattern":
-                for failing in _failing_pattern(v):
+                for failing in failing_pattern(v):
                     add_for(frozenset({"string"}), **failing)
             elif k == "format":
                 if v not in SUPPORTED_FORMATS and v not in KNOWN_UNSUPPORTED:
@@ -496,14 +447,14 @@ class Logic:
             elif k == "multipleOf":
                 if not _number(v) or v <= 0:
                     raise LogicLimit("not", where, "multipleOf must be a positive number")
-                add_for(_NUMERIC, **{NOT_MULTIPLE_OF: [v]})
+                add_for(NUMERIC, **{NOT_MULTIPLE_OF: [v]})
             elif k == PATTERNS:
                 for pat in _list(v, where):
-                    for failing in _failing_pattern(pat):
+                    for failing in failing_pattern(pat):
                         add_for(frozenset({"string"}), **failing)
             elif k == NOT_MULTIPLE_OF:
                 for m in _list(v, where):
-                    add_for(_NUMERIC, multipleOf=m)
+                    add_for(NUMERIC, multipleOf=m)
             elif k == "required":
                 for name in _list(v, where):
                     add_for(frozenset({"object"}), properties={name: False})
@@ -594,7 +545,7 @@ class Logic:
                 add_for(obj, minProperties=1)
                 return
             # the names v excludes by listing them: one of them is there (exact, named or not)
-            listed = _pure_values(v.get("not")) if isinstance(v, dict) and set(v) - ANNOTATIONS == {"not"} else None
+            listed = pure_values(v.get("not")) if isinstance(v, dict) and set(v) - ANNOTATIONS == {"not"} else None
             for name in dict.fromkeys(x for x in listed or () if isinstance(x, str) and x not in ctx.names):
                 add_for(obj, required=[name])
         for name in ctx.names:
@@ -608,139 +559,6 @@ class Logic:
                         add_for(obj, required=[name], properties={name: {"not": pp[p]}})
             elif name not in props and not matched:
                 add_for(obj, required=[name], properties={name: {"not": v}})
-
-
-def _read_lookaheads(node: dict) -> bool:
-    """Lookaheads after a leading `^` of the node's patterns as patterns of their own
-    (schema/lookaheads.py): those required joined to the patterns, those forbidden to a
-    native `not`. True when it changed the node."""
-    required: list[str] = []
-    forbidden: list[str] = []
-
-    def read(p: Any) -> Any:
-        split = split_lookaheads(p)
-        if split is None:
-            return p
-        required.extend(split.required)
-        forbidden.extend(split.forbidden)
-        return split.rest
-
-    if isinstance(node.get("pattern"), str):
-        node["pattern"] = read(node["pattern"])
-    if isinstance(node.get(PATTERNS), list):
-        node[PATTERNS] = [read(p) for p in node[PATTERNS]]
-    if not (required or forbidden):
-        return False
-    if required:
-        node[PATTERNS] = [*node.get(PATTERNS, []), *required]
-    if forbidden:
-        avoid = [{"type": "string", "pattern": p} for p in forbidden]
-        if "not" in node:
-            avoid.insert(0, node["not"])
-        node["not"] = avoid[0] if len(avoid) == 1 else {"anyOf": avoid}
-    return True
-
-
-def _failing_pattern(p: Any) -> list[dict]:
-    """Schemas (for strings) whose union is the strings pattern `p` does not match: with
-    lookaheads read apart, failing the rest, a required lookahead or hitting a forbidden one."""
-    split = split_lookaheads(p)
-    if split is None:
-        return [{"not": {"pattern": p}}]
-    return [
-        {"not": {"pattern": split.rest}},
-        *({"not": {"pattern": a}} for a in split.required),
-        *({"pattern": b} for b in split.forbidden),
-    ]
-
-
-def _pure_values(s: Any) -> Optional[list]:
-    """The values of a schema that only lists values (`const`/`enum`, maybe with `type`;
-    annotations aside)."""
-    if not isinstance(s, dict) or {k for k in s if k not in ANNOTATIONS} - {"type"} not in ({"const"}, {"enum"}):
-        return None
-    v = [s["const"]] if "const" in s else s["enum"]
-    if not isinstance(v, list):
-        return None
-    kinds = kinds_of({"type": s["type"]}) if "type" in s else KINDS
-    return [x for x in v if _kind(x) in kinds]
-
-
-def _entailed(o: Any, kinds: frozenset[str], facts: dict, closed: Optional[frozenset[str]] = None) -> bool:
-    """Do `facts` (of objects, with values of `kinds` only, carrying no names outside
-    `closed` when given) already make `o` hold? Only for options that speak of presence
-    and listed values (False: not known)."""
-    if not isinstance(o, dict) or {k for k in o if k not in ANNOTATIONS} - {"type", "required", "properties"}:
-        return False
-    if not kinds <= kinds_of(o) or kinds - {"object"}:
-        return False
-    req = o.get("required", [])
-    props = o.get("properties", {})
-    if not isinstance(req, list) or not isinstance(props, dict):
-        return False
-    for name in req:
-        if facts.get(name, [None])[0] is not True:
-            return False
-    for name, sub in props.items():
-        absent = closed is not None and name not in closed
-        present, allowed, banned = facts.get(name, [False if absent else None, None, frozenset()])
-        if present is False:
-            continue
-        if sub is False:
-            return False
-        if isinstance(sub, dict) and set(sub) == {"not"} and _pure_values(sub["not"]) is not None:
-            hit = {canonical(v) for v in _pure_values(sub["not"]) or ()}
-            if not (hit <= banned or (allowed is not None and not (allowed - banned) & hit)):
-                return False
-        elif _pure_values(sub) is not None:
-            if allowed is None or not (allowed - banned) <= {canonical(v) for v in _pure_values(sub) or ()}:
-                return False
-        else:
-            return False
-    return True
-
-
-def _facts(s: Any, facts: Optional[dict]) -> Optional[dict]:
-    """`facts` (name -> [present: True/False/None, allowed values or None, excluded values])
-    with what `s` says of object properties (through `allOf`), or None when they cannot all
-    hold of one object. A sufficient test: what it cannot read it leaves alone."""
-    if facts is None:
-        return None
-    out = {n: list(f) for n, f in facts.items()}
-    stack = [s]
-    while stack:
-        x = stack.pop()
-        if not isinstance(x, dict):
-            continue
-        if isinstance(x.get("allOf"), list):
-            stack.extend(x["allOf"])
-        req = x.get("required") if isinstance(x.get("required"), list) else []
-        props = x.get("properties") if isinstance(x.get("properties"), dict) else {}
-        for name in req:
-            if isinstance(name, str):
-                f = out.setdefault(name, [None, None, frozenset()])
-                if f[0] is False:
-                    return None
-                f[0] = True
-        for name, sub in props.items():
-            f = out.setdefault(name, [None, None, frozenset()])
-            if sub is False:
-                if f[0] is True:
-                    return None
-                f[0] = False
-                continue
-            vals = _pure_values(sub)
-            if vals is not None:
-                keys = frozenset(canonical(v) for v in vals)
-                f[1] = keys if f[1] is None else f[1] & keys
-            elif isinstance(sub, dict) and set(sub) == {"not"} and _pure_values(sub["not"]) is not None:
-                f[2] = f[2] | {canonical(v) for v in _pure_values(sub["not"]) or ()}
-    for f in out.values():
-        if f[1] is not None and not (f[1] - f[2]):  # no value left: the property must be absent
-            if f[0] is True:
-                return None
-            f[0] = False
-    return out
 
 
 def _list(v: Any, where: str) -> list:

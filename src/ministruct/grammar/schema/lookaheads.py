@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Optional
+
+from ministruct.grammar.schema.merge import PATTERNS
 
 _GLOBAL_FLAGS = re.compile(r"(?:\(\?[aiLmsux]+\))*")
 
@@ -106,3 +108,47 @@ def _top_level_bar(text: str) -> bool:
             return True
         i += 1
     return False
+
+
+def read_lookaheads(node: dict) -> bool:
+    """Lookaheads after a leading `^` of the node's patterns as patterns of their own
+    (schema/lookaheads.py): those required joined to the patterns, those forbidden to a
+    native `not`. True when it changed the node."""
+    required: list[str] = []
+    forbidden: list[str] = []
+
+    def read(p: Any) -> Any:
+        split = split_lookaheads(p)
+        if split is None:
+            return p
+        required.extend(split.required)
+        forbidden.extend(split.forbidden)
+        return split.rest
+
+    if isinstance(node.get("pattern"), str):
+        node["pattern"] = read(node["pattern"])
+    if isinstance(node.get(PATTERNS), list):
+        node[PATTERNS] = [read(p) for p in node[PATTERNS]]
+    if not (required or forbidden):
+        return False
+    if required:
+        node[PATTERNS] = [*node.get(PATTERNS, []), *required]
+    if forbidden:
+        avoid = [{"type": "string", "pattern": p} for p in forbidden]
+        if "not" in node:
+            avoid.insert(0, node["not"])
+        node["not"] = avoid[0] if len(avoid) == 1 else {"anyOf": avoid}
+    return True
+
+
+def failing_pattern(p: Any) -> list[dict]:
+    """Schemas (for strings) whose union is the strings pattern `p` does not match: with
+    lookaheads read apart, failing the rest, a required lookahead or hitting a forbidden one."""
+    split = split_lookaheads(p)
+    if split is None:
+        return [{"not": {"pattern": p}}]
+    return [
+        {"not": {"pattern": split.rest}},
+        *({"not": {"pattern": a}} for a in split.required),
+        *({"pattern": b} for b in split.forbidden),
+    ]
