@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
-from grammar.helpers import duplicate_keys, sample_strings
+from grammar.helpers import check_strings_against_jsonschema, duplicate_keys, sample_strings
 from ministruct.engine.automaton import accepts
 from ministruct.errors import SchemaError
 from ministruct.grammar.schema.compiler import canonical_order, schema_to_grammar
@@ -92,6 +92,9 @@ def test_a_dependency_on_an_unlisted_name_is_generated_not_refused():
         g = schema_to_grammar(schema, extra_properties=policy)
         assert accepts(g, '{"shape": "circle", "radius": 1, "unit": "cm"}')
         assert not accepts(g, '{"shape": "circle", "radius": 1}')
+    g = schema_to_grammar({"dependentRequired": {"a": ["b"]}})  # (refused by pointer before)
+    assert accepts(g, '{"a": 1, "b": 2}') and accepts(g, '{"b": 2}') and accepts(g, "3")
+    assert not accepts(g, '{"a": 1}') and not accepts(g, '{"a": 1, "c": 2}')
 
 
 _PN = st.sampled_from(
@@ -125,10 +128,23 @@ def test_a_negated_property_names_asks_for_a_name(pn, shape, extra):
     _agrees(schema, "explicit")
 
 
-def _in_some_order(g, v: dict) -> bool:
-    """Does the grammar accept the object in some order of its keys? (A name a rewrite
-    asks for comes where its branch puts it, which canonical_order cannot know.)"""
-    return any(accepts(g, json.dumps(dict(p))) for p in itertools.permutations(v.items()))
+def _in_some_order(g, v) -> bool:
+    """Does the grammar accept the value in some order of its objects' keys? (A name a
+    rewrite asks for comes where its branch puts it, which canonical_order cannot know.)"""
+    return any(accepts(g, json.dumps(x)) for x in _orders(v))
+
+
+def _orders(v) -> list:
+    """The value with its objects' keys in every order (nested ones too)."""
+    if isinstance(v, list):
+        return [list(x) for x in itertools.product(*(_orders(i) for i in v))]
+    if not isinstance(v, dict):
+        return [v]
+    out = []
+    for keys in itertools.permutations(v):
+        for vals in itertools.product(*(_orders(v[k]) for k in keys)):
+            out.append(dict(zip(keys, vals)))
+    return out
 
 
 # ------------------------------------------------------------ exactly-one oneOf
@@ -259,3 +275,107 @@ def _agrees_with_samples(schema: dict):
     for text in sample_strings(g, random.Random(5), count=30):
         assert validator.is_valid(json.loads(text)), text
     return g
+
+
+# ------------------------------------------------------------ not of listed objects and arrays
+
+_DEEP = st.recursive(
+    st.sampled_from([None, 0, 1, "a", True]),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=2), st.dictionaries(st.sampled_from(["a", "b"]), inner, max_size=2)
+    ),
+    max_leaves=4,
+)
+DEEP_POOL = [None, 0, 1, "a", {}, [], {"a": 1}, {"a": None}, {"b": "a"}, {"a": 1, "b": "a"}, {"a": {"a": 1}}]
+DEEP_POOL += [[1], [None], ["a", 1], [1, "a"], [[1]], [{"a": 1}], {"a": [1]}, {"a": 1, "b": 0, "c": 1}, [1, 1, 1]]
+
+
+@SETTINGS
+@given(st.lists(_DEEP, min_size=1, max_size=3), st.sampled_from([{}, {"type": "object"}, {"type": ["array", "null"]}]))
+def test_not_of_listed_objects_and_arrays_is_exact(values, typed):
+    """`not: {enum: [...]}` with objects and arrays listed: member by member (another kind,
+    a member missing or one more, a member of another value); under the spec policy every
+    value of the pool that is not listed is generated, none that is."""
+    schema = {**typed, "not": {"enum": values}}
+    pool = DEEP_POOL + values
+    validator = Draft202012Validator(schema)
+    for policy in ("spec", "explicit"):
+        try:
+            g = schema_to_grammar(schema, extra_properties=policy)
+        except SchemaError as e:
+            assert "branches (the limit)" in str(e), e
+            return
+        for v in pool:
+            if not validator.is_valid(v):  # in no order of its keys
+                assert not _in_some_order(g, v), ("false accept", schema, v)
+            if policy == "spec" and validator.is_valid(v):
+                assert _in_some_order(g, v), ("false reject", schema, v)
+        for text in sample_strings(g, random.Random(6), count=20):
+            if not duplicate_keys(text):
+                assert validator.is_valid(json.loads(text)), (schema, text)
+
+
+# ------------------------------------------------------------ lookaheads after a leading ^
+
+_LOOK = st.sampled_from(["a", "ab", ".*b", "[^a]*$", "\\d", "a|b", "(a)\\1".replace("\\1", "")])
+_REST = st.sampled_from(["", ".*", "[a-c]+$", "a.*", "(ab|b)+", "[\\s\\S]*", "b?"])
+
+
+@SETTINGS
+@given(
+    st.lists(st.tuples(st.sampled_from("=!"), _LOOK), min_size=1, max_size=3),
+    _REST,
+    st.sampled_from(["", "(?i)"]),
+    st.lists(st.text(st.sampled_from(list("abcAB1\n")), max_size=5), min_size=1, max_size=8),
+)
+def test_lookaheads_after_a_leading_caret_agree_with_jsonschema(looks, rest, flags, texts):
+    """`^(?=A)(?!B)R`: the pattern `^R`, with `^A` and without `^B` (re.search, as the
+    validator reads it), in `pattern`, beside another pattern and under `not`."""
+    pattern = flags + "^" + "".join(f"(?{k}{x})" for k, x in looks) + rest
+    check_strings_against_jsonschema({"type": "string", "pattern": pattern}, texts)
+    check_strings_against_jsonschema({"type": "string", "allOf": [{"pattern": pattern}, {"pattern": "b"}]}, texts)
+    check_strings_against_jsonschema({"type": "string", "not": {"pattern": pattern}}, texts)
+    try:
+        _agrees_with_samples({"type": "string", "pattern": pattern, "maxLength": 6})
+    except SchemaError as e:  # (a pattern no string matches: check_strings_against_jsonschema agreed)
+        assert "accepts no value" in str(e), e
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    ["^a(?!b)", "(?!a)b", "^(?!a)b|c", "(?m)^(?!a)b", "^(?!a)*b", "^(?!a)b(?!c)"],
+)
+def test_other_lookaheads_stay_refused_by_pointer(pattern):
+    with pytest.raises(SchemaError, match="lookahead") as e:
+        schema_to_grammar({"type": "object", "properties": {"p": {"type": "string", "pattern": pattern}}})
+    assert e.value.pointer == "/properties/p/pattern"
+
+
+@SETTINGS
+@given(
+    st.lists(st.lists(st.sampled_from(NAMES), min_size=1, max_size=3, unique=True), min_size=1, max_size=3),
+    st.integers(0, 3),
+    st.sampled_from(["anyOf", "oneOf"]),
+    st.sampled_from(["explicit", "spec"]),
+)
+def test_branches_apart_by_how_many_names_they_need(required_sets, most, kw, policy):
+    """A branch whose every case requires n names and one with at most fewer properties
+    share no object (the fewest names through anyOf/oneOf): exactly one, each branch's own."""
+    branches = [
+        {"type": "object", kw: [{"required": r} for r in required_sets]},
+        {"type": "object", "maxProperties": most, "additionalProperties": {"type": "integer"}},
+    ]
+    schema = {"oneOf": branches}
+    checks = [Draft202012Validator(b) for b in branches]
+    try:
+        g = schema_to_grammar(schema, extra_properties=policy)
+    except SchemaError as e:
+        assert "accepts no value" in str(e) or "branches (the limit)" in str(e), e
+        return
+    for v in POOL:
+        for x in _orders(v):
+            if accepts(g, json.dumps(x)):
+                assert sum(c.is_valid(v) for c in checks) == 1, (branches, v)
+    for text in sample_strings(g, random.Random(7), count=25):
+        if not duplicate_keys(text):
+            assert sum(c.is_valid(json.loads(text)) for c in checks) == 1, (branches, text)

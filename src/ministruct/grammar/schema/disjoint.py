@@ -186,6 +186,22 @@ class Disjointness:
             return self._objects_disjoint(a, b, depth)
         return False  # null and boolean: only enum/const tell instances apart
 
+    def _least_names(self, s: Any, depth: int) -> int:
+        """The fewest properties an object valid against `s` has: minProperties, the names
+        it requires, and through `anyOf`/`oneOf` the fewest of any branch (with `s` around it)."""
+        s = self._normal(s)
+        if not isinstance(s, dict):
+            return 0
+        least = max(_min(s, "minProperties"), len(_required(s)))
+        if depth > MAX_DEPTH:
+            return least
+        for kw in ("anyOf", "oneOf"):
+            subs = s.get(kw)
+            if isinstance(subs, list) and subs:
+                rest = {k: v for k, v in s.items() if k not in ("anyOf", "oneOf")}
+                least = max(least, min(self._least_names({"allOf": [rest, x]}, depth + 1) for x in subs))
+        return least
+
     def _patterns_apart(self, patterns: list[str]) -> bool:
         """Is there no string in which every one of `patterns` is found? (One DFA for all
         of them, searched as the compiler reads them; False when it cannot be built small.)"""
@@ -195,7 +211,8 @@ class Disjointness:
         return self._apart_cache[key]
 
     def _objects_disjoint(self, a: dict, b: dict, depth: int) -> bool:
-        if _apart(_count(a, "minProperties", "maxProperties"), _count(b, "minProperties", "maxProperties")):
+        ca, cb = _count(a, "minProperties", "maxProperties"), _count(b, "minProperties", "maxProperties")
+        if _apart((self._least_names(a, depth), ca[1]), (self._least_names(b, depth), cb[1])):
             return True
         ra, rb = _required(a), _required(b)
         if any(_forbids(b, p) for p in ra) or any(_forbids(a, p) for p in rb):

@@ -30,8 +30,8 @@ from ministruct.errors import MinistructError
 from ministruct.grammar.schema.disjoint import canonical
 from ministruct.grammar.schema.formats import KNOWN_UNSUPPORTED, SUPPORTED_FORMATS
 from ministruct.grammar.schema.keywords import ANNOTATIONS
+from ministruct.grammar.schema.lookaheads import failing_pattern, read_lookaheads, split_lookaheads
 from ministruct.grammar.schema.merge import (
-    ALL_TYPES,
     CONDITIONS,
     CONTAINS,
     NOT_MULTIPLE_OF,
@@ -39,13 +39,11 @@ from ministruct.grammar.schema.merge import (
     MergeError,
     Resolver,
     merge_all,
-    value_type,
 )
+from ministruct.grammar.schema.presence import KINDS, NUMERIC, entailed, facts_of, kinds_of, pure_values, typed
 
 MAX_BRANCHES = 128  # branches of one rewritten union (each is compiled as a schema of its own)
 MAX_NEGATION_DEPTH = 12  # `not` through `$ref`s and nested negations
-KINDS = frozenset({"null", "boolean", "object", "array", "string", "integer", "fraction"})
-_NUMERIC = frozenset({"integer", "fraction"})
 _CONDITIONALS = ("if", "then", "else")
 # keywords through which a schema's objects may carry names its `properties` and `required`
 # do not list (its objects are not closed over those names)
@@ -74,52 +72,6 @@ def _as(keyword: str) -> Iterator[None]:
         raise LogicLimit(keyword, e.pointer, e.why) from None
 
 
-def kinds_of(node: Any) -> frozenset[str]:
-    """The kinds of value `node`'s own `type` (and listed values) allow."""
-    if node is False:
-        return frozenset()
-    if not isinstance(node, dict):
-        return KINDS
-    out = KINDS
-    t = node.get("type")
-    if t is not None:
-        names = [t] if isinstance(t, str) else t if isinstance(t, list) else []
-        k: set[str] = set()
-        for n in names:
-            if n == "number":
-                k |= _NUMERIC
-            elif n in ALL_TYPES:
-                k.add(n)
-        out = out & frozenset(k)
-    values = [node["const"]] if "const" in node else node.get("enum") if isinstance(node.get("enum"), list) else None
-    if values is not None:
-        out = out & frozenset(_kind(v) for v in values)
-    for sub in node.get("allOf") if isinstance(node.get("allOf"), list) else ():
-        out = out & kinds_of(sub)
-    return out
-
-
-def _kind(v: Any) -> str:
-    """A value's JSON type, a number that is not an integer named "fraction"."""
-    t = value_type(v)
-    return "fraction" if t == "number" else t
-
-
-def typed(kinds: frozenset[str], **rest: Any) -> Optional[dict]:
-    """A schema of values of these kinds (with `rest`), or None when there is none that can
-    be written (numbers without the integers cannot: those are left out, a restriction)."""
-    if kinds >= KINDS:
-        return dict(rest)
-    names = sorted(k for k in kinds if k not in _NUMERIC)
-    if _NUMERIC <= kinds:
-        names.append("number")
-    elif "integer" in kinds:
-        names.append("integer")
-    if not names:
-        return None
-    return {"type": names[0] if len(names) == 1 else names, **rest}
-
-
 @dataclass
 class Excluded:
     """What a native `not` forbids: strings matching `patterns`, the listed `values`, and,
@@ -143,16 +95,26 @@ def native_not(sub: Any) -> Optional[Excluded]:
         keys = {k for k in s if k not in ANNOTATIONS}
         if keys == {"anyOf"} and isinstance(s["anyOf"], list) and s["anyOf"]:
             stack.extend(s["anyOf"])
-        elif isinstance(s.get("pattern"), str) and keys <= {"pattern", "type"} and s.get("type", "string") == "string":
+        elif (
+            isinstance(s.get("pattern"), str)
+            and keys <= {"pattern", "type"}
+            and s.get("type", "string") == "string"
+            and split_lookaheads(s["pattern"]) is None  # (else: negated as three patterns)
+        ):
             out.patterns.append(s["pattern"])
             out.strings_only = out.strings_only or "type" not in s
-        elif keys == {"enum"} and isinstance(s["enum"], list):
+        elif keys == {"enum"} and isinstance(s["enum"], list) and not any(map(_deep, s["enum"])):
             out.values.extend(s["enum"])
-        elif keys == {"const"}:
+        elif keys == {"const"} and not _deep(s["const"]):
             out.values.append(s["const"])
         else:
             return None
     return out
+
+
+def _deep(v: Any) -> bool:
+    """A listed value with members (`not` of it is negated member by member, Logic.unequal)."""
+    return isinstance(v, (dict, list)) and bool(v)
 
 
 @dataclass
@@ -189,24 +151,34 @@ class Logic:
 
     # ------------------------------------------------------------ unions
 
-    def product(self, disjunctions: list[list[Any]], keyword: str, ptr: str, base: Any = True) -> list[Any]:
+    def product(
+        self,
+        disjunctions: list[list[Any]],
+        keyword: str,
+        ptr: str,
+        base: Any = True,
+        closed: Optional[frozenset[str]] = None,
+    ) -> list[Any]:
         """The union of every conjunction taking one schema from each list, at most
         MAX_BRANCHES of them. Conjunctions that cannot hold (with `base`, which they are
         compiled beside) are dropped as it goes: kinds that do not meet, and objects whose
         properties would have to be present and absent, or take a value allowed by one
-        part and excluded by another (a discriminator's cases)."""
-        combos: list[tuple[frozenset[str], list, dict]] = [(kinds_of(base), [], _facts(base, {}))]
+        part and excluded by another (a discriminator's cases). `closed`: the only names
+        the objects of `base` carry (others are absent), or None."""
+        combos: list[tuple[frozenset[str], list, dict]] = [(kinds_of(base), [], facts_of(base, {}))]
         for options in disjunctions:
             nxt = []
             for kinds, parts, facts in combos:
-                if facts is not None and any(_entailed(o, kinds, facts) for o in options):
+                if facts is not None and any(entailed(o, kinds, facts, closed) for o in options):
                     nxt.append((kinds, parts, facts))  # it holds already: the other options add nothing
                     continue
                 for o in options:
                     k = kinds & kinds_of(o)
                     if not k:
                         continue
-                    f = _facts(o, facts)
+                    f = facts_of(o, facts)
+                    if f is not None and closed is not None and any(f[n][0] is True for n in f if n not in closed):
+                        f = None  # (a name b's objects never carry)
                     if f is None:  # no object satisfies the parts: what is left are other kinds
                         k = k - {"object"}
                         t = typed(k)
@@ -226,6 +198,7 @@ class Logic:
         A LogicLimit names the keyword it was rewriting."""
         conditions: list[list[Any]] = []
         rest = dict(node)
+        changed = read_lookaheads(rest)
         kw = None
         listed = rest.pop(CONDITIONS, [])
         if "if" in rest:
@@ -254,7 +227,7 @@ class Logic:
                 conditions.append(self.negate(sub, Context.of(rest, self.explicit), f"{ptr}/not"))
             kw = kw or "not"
         if not conditions:
-            return None if rest.keys() == node.keys() else rest
+            return None if rest.keys() == node.keys() and not changed else rest
         with _as(kw or "not"):
             union = self.product(conditions, kw or "not", ptr, base=rest)
         return {**rest, "anyOf": union or [False]}
@@ -271,9 +244,17 @@ class Logic:
                 ctx = Context.of(merge_all({"allOf": [rest, b]}, ptr, self.resolver), self.explicit)
             except (MergeError, MinistructError):
                 ctx = Context(KINDS)
-            if all(self._misses_closed(ctx, branches[j], ptr) for j in others):
-                # (all or none: a negation merged in would make the objects other than closed)
-                others = []
+            kept = [j for j in others if not self._misses_closed(ctx, branches[j], ptr)]
+            closure: list = []
+            if not kept:
+                others = []  # (b is compiled as it is: closed, as ctx says)
+            elif len(kept) < len(others):
+                # the others b's closed objects fail stay failed where b's objects keep to its
+                # names (a negation merged in could bring others: it is kept to them too)
+                others = kept
+                closure = [
+                    {"type": "object", "properties": dict.fromkeys(ctx.names, True), "additionalProperties": False}
+                ]
             if not others:
                 out.append(b)
                 continue
@@ -288,9 +269,10 @@ class Logic:
                     [self.negate(reduced[j], ctx, f"{ptr}/oneOf/{j}") for j in others],
                     "oneOf",
                     f"{ptr}/oneOf/{i}",
-                    base={"allOf": [rest, b]},
+                    base={"allOf": [rest, b, *closure]},
+                    closed=frozenset(ctx.names) if closure else None,
                 )
-            out.append({"allOf": [b, {"anyOf": union or [False]}]})
+            out.append({"allOf": [b, {"anyOf": union or [False]}, *closure]})
         return out
 
     def _misses_closed(self, ctx: Context, other: Any, ptr: str) -> bool:
@@ -426,7 +408,17 @@ class Logic:
                 for i, then, else_ in v:
                     out += self.negate({"if": i, "then": then, "else": else_}, inner, ptr, depth + 1)
             elif k in ("enum", "const"):
-                add(**{"not": {k: v}})
+                values = [v] if k == "const" else _list(v, where)
+                deep = [x for x in values if _deep(x)]
+                if not deep:
+                    add(**{"not": {k: v}})
+                    continue
+                shallow = [x for x in values if not _deep(x)]
+                lists = [self.unequal(x, live) for x in deep]
+                if shallow:
+                    t = typed(live, **{"not": {"enum": shallow}})
+                    lists.append([] if t is None else [t])
+                out += self.product(lists, "not", where)
             elif k in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
                 if not _number(v):
                     raise LogicLimit("not", where, f"the negation of a {k} that is not a number is not enforced")
@@ -436,7 +428,7 @@ class Logic:
                     "exclusiveMinimum": "maximum",
                     "exclusiveMaximum": "minimum",
                 }[k]
-                add_for(_NUMERIC, **{flipped: v})
+                add_for(NUMERIC, **{flipped: v})
             elif k in ("minLength", "minItems", "minProperties"):
                 kind = {"minLength": "string", "minItems": "array", "minProperties": "object"}[k]
                 if _count(v) > 0:
@@ -445,7 +437,8 @@ class Logic:
                 kind = {"maxLength": "string", "maxItems": "array", "maxProperties": "object"}[k]
                 add_for(frozenset({kind}), **{"min" + k[3:]: _count(v) + 1})
             elif k == "pattern":
-                add_for(frozenset({"string"}), **{"not": {"pattern": v}})
+                for failing in failing_pattern(v):
+                    add_for(frozenset({"string"}), **failing)
             elif k == "format":
                 if v not in SUPPORTED_FORMATS and v not in KNOWN_UNSUPPORTED:
                     continue  # an unknown format is an annotation
@@ -454,13 +447,14 @@ class Logic:
             elif k == "multipleOf":
                 if not _number(v) or v <= 0:
                     raise LogicLimit("not", where, "multipleOf must be a positive number")
-                add_for(_NUMERIC, **{NOT_MULTIPLE_OF: [v]})
+                add_for(NUMERIC, **{NOT_MULTIPLE_OF: [v]})
             elif k == PATTERNS:
                 for pat in _list(v, where):
-                    add_for(frozenset({"string"}), **{"not": {"pattern": pat}})
+                    for failing in failing_pattern(pat):
+                        add_for(frozenset({"string"}), **failing)
             elif k == NOT_MULTIPLE_OF:
                 for m in _list(v, where):
-                    add_for(_NUMERIC, multipleOf=m)
+                    add_for(NUMERIC, multipleOf=m)
             elif k == "required":
                 for name in _list(v, where):
                     add_for(frozenset({"object"}), properties={name: False})
@@ -517,6 +511,26 @@ class Logic:
                 raise LogicLimit("not", where, f"the negation of {k} is not enforced")
         return out
 
+    @staticmethod
+    def unequal(x: Any, kinds: frozenset[str]) -> list[Any]:
+        """Schemas whose union is every value of `kinds` other than the object or array
+        `x`: another kind, a member missing or more of them, or a member of another value."""
+        own = frozenset({"object" if isinstance(x, dict) else "array"})
+        out = [t for t in [typed(kinds - own)] if t is not None]
+        if not kinds & own:
+            return out
+        if isinstance(x, dict):
+            out += [{"type": "object", "properties": {k: False}} for k in x]
+            out.append({"type": "object", "minProperties": len(x) + 1})
+            out += [{"type": "object", "required": [k], "properties": {k: {"not": {"const": v}}}} for k, v in x.items()]
+        else:
+            out += [{"type": "array", "maxItems": len(x) - 1}, {"type": "array", "minItems": len(x) + 1}]
+            out += [
+                {"type": "array", "minItems": i + 1, "prefixItems": [True] * i + [{"not": {"const": v}}]}
+                for i, v in enumerate(x)
+            ]
+        return out
+
     def _negate_names(self, k: str, v: Any, s: dict, ctx: Context, add_for: Callable, where: str) -> None:
         """Failing additionalProperties / patternProperties / propertyNames: some property
         of the surrounding schema's names that falls under `k` with a value (or name) that
@@ -531,7 +545,7 @@ class Logic:
                 add_for(obj, minProperties=1)
                 return
             # the names v excludes by listing them: one of them is there (exact, named or not)
-            listed = _pure_values(v.get("not")) if isinstance(v, dict) and set(v) - ANNOTATIONS == {"not"} else None
+            listed = pure_values(v.get("not")) if isinstance(v, dict) and set(v) - ANNOTATIONS == {"not"} else None
             for name in dict.fromkeys(x for x in listed or () if isinstance(x, str) and x not in ctx.names):
                 add_for(obj, required=[name])
         for name in ctx.names:
@@ -545,93 +559,6 @@ class Logic:
                         add_for(obj, required=[name], properties={name: {"not": pp[p]}})
             elif name not in props and not matched:
                 add_for(obj, required=[name], properties={name: {"not": v}})
-
-
-def _pure_values(s: Any) -> Optional[list]:
-    """The values of a schema that only lists values (`const`/`enum`, maybe with `type`;
-    annotations aside)."""
-    if not isinstance(s, dict) or {k for k in s if k not in ANNOTATIONS} - {"type"} not in ({"const"}, {"enum"}):
-        return None
-    v = [s["const"]] if "const" in s else s["enum"]
-    if not isinstance(v, list):
-        return None
-    kinds = kinds_of({"type": s["type"]}) if "type" in s else KINDS
-    return [x for x in v if _kind(x) in kinds]
-
-
-def _entailed(o: Any, kinds: frozenset[str], facts: dict) -> bool:
-    """Do `facts` (of objects, with values of `kinds` only) already make `o` hold? Only for
-    options that speak of presence and listed values (False: not known)."""
-    if not isinstance(o, dict) or {k for k in o if k not in ANNOTATIONS} - {"type", "required", "properties"}:
-        return False
-    if not kinds <= kinds_of(o) or kinds - {"object"}:
-        return False
-    req = o.get("required", [])
-    props = o.get("properties", {})
-    if not isinstance(req, list) or not isinstance(props, dict):
-        return False
-    for name in req:
-        if facts.get(name, [None])[0] is not True:
-            return False
-    for name, sub in props.items():
-        present, allowed, banned = facts.get(name, [None, None, frozenset()])
-        if present is False:
-            continue
-        if sub is False:
-            return False
-        if isinstance(sub, dict) and set(sub) == {"not"} and _pure_values(sub["not"]) is not None:
-            hit = {canonical(v) for v in _pure_values(sub["not"]) or ()}
-            if not (hit <= banned or (allowed is not None and not (allowed - banned) & hit)):
-                return False
-        elif _pure_values(sub) is not None:
-            if allowed is None or not (allowed - banned) <= {canonical(v) for v in _pure_values(sub) or ()}:
-                return False
-        else:
-            return False
-    return True
-
-
-def _facts(s: Any, facts: Optional[dict]) -> Optional[dict]:
-    """`facts` (name -> [present: True/False/None, allowed values or None, excluded values])
-    with what `s` says of object properties (through `allOf`), or None when they cannot all
-    hold of one object. A sufficient test: what it cannot read it leaves alone."""
-    if facts is None:
-        return None
-    out = {n: list(f) for n, f in facts.items()}
-    stack = [s]
-    while stack:
-        x = stack.pop()
-        if not isinstance(x, dict):
-            continue
-        if isinstance(x.get("allOf"), list):
-            stack.extend(x["allOf"])
-        req = x.get("required") if isinstance(x.get("required"), list) else []
-        props = x.get("properties") if isinstance(x.get("properties"), dict) else {}
-        for name in req:
-            if isinstance(name, str):
-                f = out.setdefault(name, [None, None, frozenset()])
-                if f[0] is False:
-                    return None
-                f[0] = True
-        for name, sub in props.items():
-            f = out.setdefault(name, [None, None, frozenset()])
-            if sub is False:
-                if f[0] is True:
-                    return None
-                f[0] = False
-                continue
-            vals = _pure_values(sub)
-            if vals is not None:
-                keys = frozenset(canonical(v) for v in vals)
-                f[1] = keys if f[1] is None else f[1] & keys
-            elif isinstance(sub, dict) and set(sub) == {"not"} and _pure_values(sub["not"]) is not None:
-                f[2] = f[2] | {canonical(v) for v in _pure_values(sub["not"]) or ()}
-    for f in out.values():
-        if f[1] is not None and not (f[1] - f[2]):  # no value left: the property must be absent
-            if f[0] is True:
-                return None
-            f[0] = False
-    return out
 
 
 def _list(v: Any, where: str) -> list:

@@ -132,8 +132,11 @@ def listed_names(node: dict) -> list[str]:
     props = node.get("properties") if isinstance(node.get("properties"), dict) else {}
     required = node.get("required") if isinstance(node.get("required"), list) else []
     names = list(props) + [r for r in dict.fromkeys(required) if isinstance(r, str) and r not in props]
-    for trigger, needed in (required_dependencies(node) or {}).items():
-        names += [x for x in dict.fromkeys([trigger, *needed]) if x not in names]
+    if required_dependencies(node) is None:
+        return names  # (a dependency that is a schema: rewritten to branches, which list its names)
+    for k in ("dependentRequired", "dependencies"):
+        for trigger, needed in (node.get(k) or {}).items():
+            names += [x for x in dict.fromkeys([trigger, *needed]) if x not in names]
     return names
 
 

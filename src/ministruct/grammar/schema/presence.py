@@ -1,0 +1,152 @@
+"""What a schema says of a value's kind and of an object's properties, read without
+compiling it: the kinds its `type` and listed values allow (`kinds_of`), a schema of
+given kinds (`typed`), and the presence and listed values of properties a conjunction of
+parts states (`facts_of`, `entailed`), which Logic.product uses to drop conjunctions no
+value satisfies and options that already hold.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from ministruct.grammar.schema.disjoint import canonical
+from ministruct.grammar.schema.keywords import ANNOTATIONS
+from ministruct.grammar.schema.merge import ALL_TYPES, value_type
+
+KINDS = frozenset({"null", "boolean", "object", "array", "string", "integer", "fraction"})
+NUMERIC = frozenset({"integer", "fraction"})
+
+
+def kinds_of(node: Any) -> frozenset[str]:
+    """The kinds of value `node`'s own `type` (and listed values) allow."""
+    if node is False:
+        return frozenset()
+    if not isinstance(node, dict):
+        return KINDS
+    out = KINDS
+    t = node.get("type")
+    if t is not None:
+        names = [t] if isinstance(t, str) else t if isinstance(t, list) else []
+        k: set[str] = set()
+        for n in names:
+            if n == "number":
+                k |= NUMERIC
+            elif n in ALL_TYPES:
+                k.add(n)
+        out = out & frozenset(k)
+    values = [node["const"]] if "const" in node else node.get("enum") if isinstance(node.get("enum"), list) else None
+    if values is not None:
+        out = out & frozenset(_kind(v) for v in values)
+    for sub in node.get("allOf") if isinstance(node.get("allOf"), list) else ():
+        out = out & kinds_of(sub)
+    return out
+
+
+def _kind(v: Any) -> str:
+    """A value's JSON type, a number that is not an integer named "fraction"."""
+    t = value_type(v)
+    return "fraction" if t == "number" else t
+
+
+def typed(kinds: frozenset[str], **rest: Any) -> Optional[dict]:
+    """A schema of values of these kinds (with `rest`), or None when there is none that can
+    be written (numbers without the integers cannot: those are left out, a restriction)."""
+    if kinds >= KINDS:
+        return dict(rest)
+    names = sorted(k for k in kinds if k not in NUMERIC)
+    if NUMERIC <= kinds:
+        names.append("number")
+    elif "integer" in kinds:
+        names.append("integer")
+    if not names:
+        return None
+    return {"type": names[0] if len(names) == 1 else names, **rest}
+
+
+def pure_values(s: Any) -> Optional[list]:
+    """The values of a schema that only lists values (`const`/`enum`, maybe with `type`;
+    annotations aside)."""
+    if not isinstance(s, dict) or {k for k in s if k not in ANNOTATIONS} - {"type"} not in ({"const"}, {"enum"}):
+        return None
+    v = [s["const"]] if "const" in s else s["enum"]
+    if not isinstance(v, list):
+        return None
+    kinds = kinds_of({"type": s["type"]}) if "type" in s else KINDS
+    return [x for x in v if _kind(x) in kinds]
+
+
+def entailed(o: Any, kinds: frozenset[str], facts: dict, closed: Optional[frozenset[str]] = None) -> bool:
+    """Do `facts` (of objects, with values of `kinds` only, carrying no names outside
+    `closed` when given) already make `o` hold? Only for options that speak of presence
+    and listed values (False: not known)."""
+    if not isinstance(o, dict) or {k for k in o if k not in ANNOTATIONS} - {"type", "required", "properties"}:
+        return False
+    if not kinds <= kinds_of(o) or kinds - {"object"}:
+        return False
+    req = o.get("required", [])
+    props = o.get("properties", {})
+    if not isinstance(req, list) or not isinstance(props, dict):
+        return False
+    for name in req:
+        if facts.get(name, [None])[0] is not True:
+            return False
+    for name, sub in props.items():
+        absent = closed is not None and name not in closed
+        present, allowed, banned = facts.get(name, [False if absent else None, None, frozenset()])
+        if present is False:
+            continue
+        if sub is False:
+            return False
+        if isinstance(sub, dict) and set(sub) == {"not"} and pure_values(sub["not"]) is not None:
+            hit = {canonical(v) for v in pure_values(sub["not"]) or ()}
+            if not (hit <= banned or (allowed is not None and not (allowed - banned) & hit)):
+                return False
+        elif pure_values(sub) is not None:
+            if allowed is None or not (allowed - banned) <= {canonical(v) for v in pure_values(sub) or ()}:
+                return False
+        else:
+            return False
+    return True
+
+
+def facts_of(s: Any, facts: Optional[dict]) -> Optional[dict]:
+    """`facts` (name -> [present: True/False/None, allowed values or None, excluded values])
+    with what `s` says of object properties (through `allOf`), or None when they cannot all
+    hold of one object. A sufficient test: what it cannot read it leaves alone."""
+    if facts is None:
+        return None
+    out = {n: list(f) for n, f in facts.items()}
+    stack = [s]
+    while stack:
+        x = stack.pop()
+        if not isinstance(x, dict):
+            continue
+        if isinstance(x.get("allOf"), list):
+            stack.extend(x["allOf"])
+        req = x.get("required") if isinstance(x.get("required"), list) else []
+        props = x.get("properties") if isinstance(x.get("properties"), dict) else {}
+        for name in req:
+            if isinstance(name, str):
+                f = out.setdefault(name, [None, None, frozenset()])
+                if f[0] is False:
+                    return None
+                f[0] = True
+        for name, sub in props.items():
+            f = out.setdefault(name, [None, None, frozenset()])
+            if sub is False:
+                if f[0] is True:
+                    return None
+                f[0] = False
+                continue
+            vals = pure_values(sub)
+            if vals is not None:
+                keys = frozenset(canonical(v) for v in vals)
+                f[1] = keys if f[1] is None else f[1] & keys
+            elif isinstance(sub, dict) and set(sub) == {"not"} and pure_values(sub["not"]) is not None:
+                f[2] = f[2] | {canonical(v) for v in pure_values(sub["not"]) or ()}
+    for f in out.values():
+        if f[1] is not None and not (f[1] - f[2]):  # no value left: the property must be absent
+            if f[0] is True:
+                return None
+            f[0] = False
+    return out
