@@ -168,9 +168,9 @@ def test_within_length_keeps_to_the_language_and_the_bounds(pattern, lo, extra, 
     from ministruct.grammar.regex.parse import parse_regex
     from ministruct.grammar.schema.budget import within_length
     from ministruct.grammar.schema.lengths import length_bounds
-    from ministruct.grammar.schema.strings import _searched
+    from ministruct.grammar.schema.patterns import searched_regex
 
-    g = parse_regex(_searched(pattern))
+    g = parse_regex(searched_regex(pattern))
     got = within_length(g.rules[g.root], lo, lo + extra)
     if got is None:
         return

@@ -53,7 +53,7 @@ def split_lookaheads(pattern: str) -> Optional[Lookaheads]:
         (required if pattern[i + 2] == "=" else forbidden).append(f"{flags}^(?:{pattern[i + 3 : end]})")
         i = end + 1
     rest = pattern[i:]
-    if not (required or forbidden) or _top_level_bar(rest) or "(?=" in rest or "(?!" in rest:
+    if not (required or forbidden) or top_level_bar(rest) or "(?=" in rest or "(?!" in rest:
         return None  # (a lookahead left in the rest: the front end refuses the pattern as written)
     return Lookaheads(f"{flags}^{rest}", tuple(required), tuple(forbidden))
 
@@ -84,7 +84,7 @@ def _group_end(text: str, start: int) -> Optional[int]:
     return None
 
 
-def _top_level_bar(text: str) -> bool:
+def top_level_bar(text: str) -> bool:
     """Does `text` have an alternative `|` outside every group and class?"""
     depth, i, in_class = 0, 0, False
     while i < len(text):

@@ -22,12 +22,14 @@ from ministruct.grammar.schema.formats import (
     small_format_expr,
 )
 from ministruct.grammar.schema.lengths import length_bounds, restrict_length, search_core, search_with_length
+from ministruct.grammar.schema.lookaheads import top_level_bar
 from ministruct.grammar.schema.merge import PATTERNS
 from ministruct.grammar.schema.patterns import (
     MAX_FORMAT_PRODUCT_STATES,
     MAX_PRODUCT_RULES,
     PatternTooLarge,
     pattern_with_length,
+    searched_regex,
 )
 from ministruct.grammar.schema.values import excluded_by_not
 from ministruct.grammar.schema.writer import GrammarWriter, dead, seq_known
@@ -36,14 +38,6 @@ from ministruct.grammar.schema.writer import GrammarWriter, dead, seq_known
 # length bounds need is replaced by a part of the language that fits (schema_budget)
 MAX_SCHEMA_PRODUCT_RULES = 8_000
 SHORTER_MAXIMA = (256, 128, 64)  # a format, a pattern and a maxLength too large together: these maxima
-
-_GLOBAL_FLAGS = re.compile(r"(?:\(\?[aiLmsux]+\))*")
-
-
-def _searched(pattern: str) -> str:
-    """A regex whose full matches are the strings `pattern` finds a match in (re.search)."""
-    flags = _GLOBAL_FLAGS.match(pattern).group(0)  # type: ignore[union-attr]  # they must stay in front
-    return f"{flags}[\\s\\S]*(?:{pattern[len(flags) :]})[\\s\\S]*"
 
 
 class Strings(GrammarWriter):
@@ -255,7 +249,7 @@ class Strings(GrammarWriter):
         """The strings the schema's `pattern` at `ptr` is found in (re.search), as IR."""
         if not isinstance(pattern, str):
             raise self.error("pattern must be a string", ptr, "pattern")
-        return self.regex_language(pattern, _searched(pattern), ptr)
+        return self.regex_language(pattern, searched_regex(pattern), ptr)
 
     def pattern(self, pattern: Any, ptr: str, lo: int, hi: Optional[int]) -> Expr:
         if lo == 0 and hi is None:
@@ -269,7 +263,7 @@ class Strings(GrammarWriter):
         left = pattern.startswith("^")
         right = pattern.endswith("$") and (len(pattern) - len(pattern[:-1].rstrip("\\")) - 1) % 2 == 0
         core_text = pattern[1 if left else 0 : len(pattern) - 1 if right else len(pattern)]
-        if _top_level_bar(core_text) or "^" in core_text.replace("[^", "") or "$" in core_text:
+        if top_level_bar(core_text) or "^" in core_text.replace("[^", "") or "$" in core_text:
             return self.pattern_by_dfa(pattern, ptr, lo, hi)
         core = parse(core_text)
         try:
@@ -373,24 +367,3 @@ def _parse_regex_anywhere(text: str, source: str) -> Grammar:
     if "error" in box:
         raise box["error"]
     return box["grammar"]
-
-
-def _top_level_bar(text: str) -> bool:
-    depth, i, in_class = 0, 0, False
-    while i < len(text):
-        c = text[i]
-        if c == "\\":
-            i += 2
-            continue
-        if in_class:
-            in_class = c != "]"
-        elif c == "[":
-            in_class = True
-        elif c == "(":
-            depth += 1
-        elif c == ")":
-            depth -= 1
-        elif c == "|" and depth == 0:
-            return True
-        i += 1
-    return False
