@@ -214,6 +214,8 @@ def _extras(
     else:
         if pn is not True:
             pv = c.validator.evolve(schema=pn)
+            if any(pv.is_valid(n) for n in names) and name_pattern(pn) is not None:
+                return pattern_extras(c, ptr, depth, names, ap, {}, name_pattern(pn))  # (listed names excluded)
             if any(pv.is_valid(n) for n in names):
                 c.unsupported("propertyNames", ptr, "together with listed properties it allows is not enforced")
                 return None
