@@ -40,6 +40,7 @@ _AROUND = st.fixed_dictionaries(
         "propertyNames": st.sampled_from([{"pattern": "^..$"}, {"pattern": "^[ab1]*$"}]),
         "patternProperties": st.sampled_from([{"^b": {"type": "integer"}}, {"1": {"const": 1}}]),
         "additionalProperties": st.sampled_from([{"type": ["integer", "string"]}, {"const": 1}]),
+        "unevaluatedProperties": st.sampled_from([False, {"type": "integer"}]),
         "minProperties": st.integers(0, 3),
         "maxProperties": st.integers(1, 3),
     },
@@ -98,3 +99,33 @@ def test_a_pattern_property_whose_value_fails_is_generated_with_that_value():
     assert accepts(g, '{"name": "n", "x-flag": "on"}') and accepts(g, '{"y": "off", "x-": "on"}')
     assert not accepts(g, '{"name": "n", "x-flag": "off"}') and not accepts(g, '{"name": "n"}')
     assert not accepts(g, '{"flag-x-": "on"}')
+
+
+_BRANCH = st.builds(
+    lambda p, s: {"patternProperties": {p: s}}, st.sampled_from(PATTERNS), st.sampled_from(FAILED_VALUES[1:])
+)
+
+
+@SETTINGS
+@given(
+    st.lists(_BRANCH, min_size=2, max_size=3),
+    st.sampled_from([{}, {"maxProperties": 2}, {"additionalProperties": {"type": "integer"}}]),
+    st.lists(INSTANCES, min_size=1, max_size=12),
+)
+def test_exactly_one_of_pattern_property_branches(branches, around, instances):
+    """`oneOf` of patternProperties branches: a branch minus the others asks for a name
+    another branch's pattern finds, with a value that branch rejects."""
+    schema = {"type": "object", **around, "oneOf": branches}
+    validator = Draft202012Validator(schema)
+    try:
+        g = schema_to_grammar(schema, extra_properties="spec")
+    except SchemaError as e:
+        assert "accepts no value" in str(e), (schema, e)
+        assert not any(validator.is_valid(v) for v in instances), schema
+        return
+    for v in instances:
+        got = accepts(g, json.dumps(canonical_order(v, schema)))
+        assert got == validator.is_valid(v), (schema, v, got)
+    for text in sample_strings(g, random.Random(2), count=15):
+        if not duplicate_keys(text):
+            assert validator.is_valid(json.loads(text)), ("generated an invalid instance", schema, text)

@@ -49,7 +49,7 @@ _CONDITIONALS = ("if", "then", "else")
 # do not list (its objects are not closed over those names)
 _NAMING = frozenset(
     {"anyOf", "oneOf", "allOf", "not", "if", "then", "else", CONDITIONS, "$ref", "$dynamicRef", "enum", "const"}
-    | {"dependentSchemas", "dependencies", "dependentRequired", "unevaluatedProperties", "patternProperties"}
+    | {"dependentSchemas", "dependencies", "dependentRequired", "unevaluatedProperties", "patternProperties", WITNESSES}
 )
 
 

@@ -76,7 +76,8 @@ def witnesses_of(
     if pn is False or (pn is not True and pn_pat is None) or not isinstance(pp, dict) or len(pp) > MAX_PATTERNS:
         c.restricted("not", ptr, "is met only by listed properties here")
         return w
-    ap = node.get("additionalProperties", True)
+    # (a name no keyword evaluates: unevaluatedProperties' value holds for it)
+    ap = node.get("additionalProperties", node.get("unevaluatedProperties", True))
     for size in range(1, len(found) + 1):
         for claim in itertools.combinations(range(len(found)), size):
             got = pattern_extras(c, ptr, depth, names, ap, pp, pn_pat, tuple(found[j] for j in claim))
