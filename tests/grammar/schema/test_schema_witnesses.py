@@ -10,6 +10,7 @@ import json
 import os
 import random
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
@@ -129,3 +130,19 @@ def test_exactly_one_of_pattern_property_branches(branches, around, instances):
     for text in sample_strings(g, random.Random(2), count=15):
         if not duplicate_keys(text):
             assert validator.is_valid(json.loads(text)), ("generated an invalid instance", schema, text)
+
+
+def test_a_witness_under_large_property_counts_is_counted_without_deep_recursion():
+    """Counts into the thousands: the members after the listed names are built bottom up
+    (no recursion as deep as maxProperties); past the limit, a refusal naming `not`."""
+    schema = {
+        "type": "object",
+        "minProperties": 2,
+        "maxProperties": 1500,
+        "not": {"propertyNames": {"not": {"pattern": "z"}}},
+    }
+    g = schema_to_grammar(schema)
+    assert accepts(g, '{"a": 1, "z": 2}') and not accepts(g, '{"a": 1, "y": 2}') and not accepts(g, '{"z": 2}')
+    many = {**schema, "maxProperties": 3900, "allOf": [{"not": {"propertyNames": {"not": {"pattern": "y"}}}}]}
+    with pytest.raises(SchemaError, match="/not.*the limit"):
+        schema_to_grammar(many)

@@ -24,6 +24,7 @@ from ministruct.grammar.schema.merge import WITNESSES
 from ministruct.grammar.schema.pattern_keys import MAX_PATTERNS, name_pattern, pattern_extras
 
 MAX_WITNESSES = 4  # claims are subsets of the witnesses: 2**4 member variants at most
+MAX_TAIL_STATES = 4000  # (members so far, witnesses still to claim) after the listed names
 
 
 def _dead(e: Optional[Expr]) -> bool:
@@ -38,6 +39,7 @@ class Witnesses:
     member: Callable[[int, frozenset], Expr]  # listed entry i claiming a set of witnesses
     matching: list[frozenset] = field(default_factory=list)  # per entry: witnesses its name meets
     extras: dict[frozenset, Expr] = field(default_factory=dict)  # additional members claiming a set
+    ptr: str = "/"
 
     @property
     def every(self) -> frozenset:
@@ -68,7 +70,7 @@ def witnesses_of(
             re.compile(p)
         except (re.error, TypeError):
             raise c.error(f"invalid pattern {p!r}", f"{ptr}/not", "not") from None
-    w = Witnesses(found, member)
+    w = Witnesses(found, member, ptr=ptr)
     w.matching = [frozenset(j for j, (p, _) in enumerate(found) if re.search(p, n)) for n in entry_names]
     pn = node.get("propertyNames", True)
     pp = node.get("patternProperties") or {}
@@ -100,36 +102,51 @@ def witness_tail(
     """The additional members after the listed ones, `cnt` members so far, when the
     witnesses `need` are still to be claimed; `tail(cnt)` is the rest once none are."""
     cap = max(min_p, 1) if max_p is None else None  # past it, counting no longer matters
-    memo: dict[tuple[int, frozenset], Expr] = {}
+    top = max(cnt, cap if cap is not None else max_p)
+    built: dict[tuple[int, frozenset], Expr] = {}
+    subsets = [frozenset(x) for k in range(len(need) + 1) for x in itertools.combinations(sorted(need), k)]
+    if (top - cnt + 1) * len(subsets) > MAX_TAIL_STATES:
+        c.unsupported(
+            "not", w.ptr, f"with these property counts needs more than {MAX_TAIL_STATES:,} states (the limit)"
+        )
+        return NOTHING
+    for left in subsets:  # smaller sets first, counts from the top down: what each state refers to is built
+        for k in range(top, cnt - 1, -1):
+            built[(k, left)] = _state(c, w, kvx, k, left, cap, max_p, depth, tail, built)
+    return built[(cnt, need)]
 
-    def rest(cnt: int, need: frozenset) -> Expr:
-        if not need:
-            return tail(cnt)
-        if (cnt, need) in memo:
-            return memo[(cnt, need)]
-        if max_p is not None and cnt >= max_p:
-            return NOTHING
-        sep = c.open_(depth) if cnt == 0 else c.comma(depth)
-        nxt = cnt + 1 if cap is None else min(cnt + 1, cap)
-        opts = []
-        for claim, x in w.extras.items():
-            if claim & need:
-                after = rest(nxt, need - claim)
-                if not _dead(after):
-                    opts.append(seq(sep, x, after))
-        if cap is not None and cnt >= cap:  # plain members, any number, before a claiming one
-            body = alt(*opts) if opts else NOTHING
-            if kvx is not None and not _dead(body):
-                body = seq(Repeat(seq(c.comma(depth), kvx), 0, None), body)
-        else:
-            if kvx is not None:
-                after = rest(nxt, need)
-                if not _dead(after):
-                    opts.append(seq(sep, kvx, after))
-            body = alt(*opts) if opts else NOTHING
-        if not _dead(body) and not isinstance(body, (Literal, RuleRef)):
-            body = c.rule("witness", body)
-        memo[(cnt, need)] = body
-        return body
 
-    return rest(cnt, need)
+def _state(
+    c: SchemaContext,
+    w: Witnesses,
+    kvx: Optional[Expr],
+    cnt: int,
+    need: frozenset,
+    cap: Optional[int],
+    max_p: Optional[int],
+    depth: int,
+    tail: Callable[[int], Expr],
+    built: dict,
+) -> Expr:
+    """The rest after `cnt` members with the witnesses `need` still to be claimed."""
+    if not need:
+        return tail(cnt)
+    if max_p is not None and cnt >= max_p:
+        return NOTHING
+    sep = c.open_(depth) if cnt == 0 else c.comma(depth)
+    nxt = cnt + 1 if cap is None else min(cnt + 1, cap)
+    opts = []
+    for claim, x in w.extras.items():
+        if claim & need and not _dead(after := built[(nxt, need - claim)]):
+            opts.append(seq(sep, x, after))
+    if cap is not None and cnt >= cap:  # plain members, any number, before a claiming one
+        body = alt(*opts) if opts else NOTHING
+        if kvx is not None and not _dead(body):
+            body = seq(Repeat(seq(c.comma(depth), kvx), 0, None), body)
+    else:
+        if kvx is not None and not _dead(after := built[(nxt, need)]):
+            opts.append(seq(sep, kvx, after))
+        body = alt(*opts) if opts else NOTHING
+    if not _dead(body) and not isinstance(body, (Literal, RuleRef)):
+        body = c.rule("witness", body)
+    return body
