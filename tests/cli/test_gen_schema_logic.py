@@ -1,7 +1,8 @@
 """`ministruct gen --schema` end to end on the bundled model for the shapes schema/logic.py
 and schema/contains.py compile: `not`, `if`/`then`/`else`, schema dependencies, overlapping
-`oneOf` object branches, `contains`. Every output is complete and valid by `jsonschema`
-(Draft 2020-12, formats asserted), the judge that is not ministruct."""
+`oneOf` object branches, `contains`, a property no list names that what fails asks for
+(schema/witnesses.py). Every output is complete and valid by `jsonschema` (Draft 2020-12,
+formats asserted), the judge that is not ministruct."""
 
 from __future__ import annotations
 
@@ -58,6 +59,22 @@ SCHEMAS = {
         },
         "oneOf": [{"required": ["id", "email"]}, {"required": ["id", "phone"]}],
     },
+    "some-name-found": {  # a name no list states: one that a pattern finds, for each pattern
+        "type": "object",
+        "propertyNames": {"pattern": "^[a-z_]{1,10}$"},
+        "additionalProperties": {"type": "integer", "minimum": 0, "maximum": 99},
+        "maxProperties": 2,
+        "allOf": [{"not": {"propertyNames": {"not": {"pattern": "_id$"}}}}],
+    },
+    "a-pattern-property-that-fails": {  # some x- name whose value is "on"
+        "type": "object",
+        "properties": {"name": {"type": "string", "maxLength": 10}},
+        "required": ["name"],
+        "propertyNames": {"pattern": "^[a-z-]{1,8}$"},
+        "additionalProperties": {"enum": ["on", "off"]},
+        "maxProperties": 3,
+        "not": {"patternProperties": {"^x-": {"not": {"const": "on"}}}},
+    },
     "contains": {
         "type": "object",
         "properties": {
@@ -82,6 +99,10 @@ def test_gen_gives_complete_valid_output(run_cli, tmp_path, name):
     validator_class = Draft7Validator if "dependencies" in schema else Draft202012Validator
     validator = validator_class(schema, format_checker=validator_class.FORMAT_CHECKER)
     values = gen_valid_outputs(run_cli, path, validator)
+    if name == "some-name-found":
+        assert all(any(k.endswith("_id") for k in value) for value in values)
+    if name == "a-pattern-property-that-fails":
+        assert all(any(k.startswith("x-") and x == "on" for k, x in value.items()) for value in values)
     if name == "oneOf":  # exactly one branch: never both a phone and an e-mail beside an id
         assert all(len({"email", "phone"} & set(value)) == 1 for value in values)
 

@@ -9,13 +9,11 @@ branch (a property's value, an item) is left for the compiler to rewrite where i
 compiled; `not` of listed values or of patterns stays as it is (the compiler
 enforces those directly, `native_not`).
 
-Where a way of failing depends on properties the schema does not name (a property
-outside `properties` under `additionalProperties`, `patternProperties` or
-`propertyNames`), the branches name only the properties the surrounding schema lists;
-under the `explicit` extra-properties policy those are all the properties an object
-can have, so the union is exact; otherwise it is a subset (a restriction, never a
-loosening). A keyword whose failures cannot be written at all is a LogicLimit naming
-it; so is a union past MAX_BRANCHES.
+Where objects may carry unlisted names, a failing `patternProperties` or `propertyNames:
+{not: {pattern}}` is a WITNESSES branch (some property whose name a pattern finds has a
+value in a schema); other such failures (`additionalProperties`, ...) name only listed
+properties: exact in closed objects, else a subset (a restriction, never a loosening).
+A keyword whose failures cannot be written is a LogicLimit; so is a union past MAX_BRANCHES.
 """
 
 from __future__ import annotations
@@ -36,10 +34,12 @@ from ministruct.grammar.schema.merge import (
     CONTAINS,
     NOT_MULTIPLE_OF,
     PATTERNS,
+    WITNESSES,
     MergeError,
     Resolver,
     merge_all,
 )
+from ministruct.grammar.schema.pattern_keys import name_pattern
 from ministruct.grammar.schema.presence import KINDS, NUMERIC, entailed, facts_of, kinds_of, pure_values, typed
 
 MAX_BRANCHES = 128  # branches of one rewritten union (each is compiled as a schema of its own)
@@ -49,7 +49,7 @@ _CONDITIONALS = ("if", "then", "else")
 # do not list (its objects are not closed over those names)
 _NAMING = frozenset(
     {"anyOf", "oneOf", "allOf", "not", "if", "then", "else", CONDITIONS, "$ref", "$dynamicRef", "enum", "const"}
-    | {"dependentSchemas", "dependencies", "dependentRequired", "unevaluatedProperties", "patternProperties"}
+    | {"dependentSchemas", "dependencies", "dependentRequired", "unevaluatedProperties", "patternProperties", WITNESSES}
 )
 
 
@@ -545,9 +545,15 @@ class Logic:
                 add_for(obj, minProperties=1)
                 return
             # the names v excludes by listing them: one of them is there (exact, named or not)
-            listed = pure_values(v.get("not")) if isinstance(v, dict) and set(v) - ANNOTATIONS == {"not"} else None
-            for name in dict.fromkeys(x for x in listed or () if isinstance(x, str) and x not in ctx.names):
+            inner = v.get("not") if isinstance(v, dict) and set(v) - ANNOTATIONS == {"not"} else None
+            for name in dict.fromkeys(x for x in pure_values(inner) or () if isinstance(x, str) and x not in ctx.names):
                 add_for(obj, required=[name])
+            if name_pattern(inner) is not None and not ctx.closed:  # some name, listed or not, that it finds
+                return add_for(obj, **{WITNESSES: [[name_pattern(inner), True]]})
+        elif k == "patternProperties" and not ctx.closed and all(isinstance(p, str) for p in pp):
+            for p in (p for p in pp if pp[p] is not True):  # some name, listed or not, and its value
+                add_for(obj, **{WITNESSES: [[p, {"not": pp[p]}]]})
+            return
         for name in ctx.names:
             matched = [p for p in pp if _search(p, name, where)]
             if k == "propertyNames":

@@ -22,6 +22,9 @@ NOT_MULTIPLE_OF = "$ministruct:notMultipleOf"  # steps a number is not a multipl
 PATTERNS = "$ministruct:patterns"  # the patterns of merged parts besides `pattern` (a string matches all)
 # the `contains` of merged parts besides the first, each {contains, minContains, maxContains} (schema_contains)
 CONTAINS = "$ministruct:contains"
+# [[pattern, schema], ...]: for each, some property whose name the pattern finds (re.search)
+# has a value valid under the schema (what a failed patternProperties or propertyNames asks)
+WITNESSES = "$ministruct:witnesses"
 _COUNTS = ("contains", "minContains", "maxContains")
 
 
@@ -223,6 +226,7 @@ _ASSERTING = {
     NOT_MULTIPLE_OF,
     PATTERNS,
     CONTAINS,
+    WITNESSES,
 }
 
 
@@ -389,7 +393,7 @@ def _combine(k: str, a: Any, b: Any, ptr: str) -> Any:
         return _lcm(a, b, ptr)
     if k == "uniqueItems":
         return bool(a) or bool(b)
-    if k in (CONDITIONS, NOT_MULTIPLE_OF, PATTERNS, CONTAINS):
+    if k in (CONDITIONS, NOT_MULTIPLE_OF, PATTERNS, CONTAINS, WITNESSES):
         return a + b
     if k == "contains" and not _json_eq(a, b):  # two things to contain are not one thing containing both
         raise MergeError("allOf: cannot merge two different 'contains' exactly", f"{ptr}/contains", "contains")

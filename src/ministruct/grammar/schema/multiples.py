@@ -25,7 +25,7 @@ from typing import Any, Callable, Optional
 
 from ministruct.grammar.ir import EMPTY, CharClass, Expr, RuleRef, alt, seq
 from ministruct.grammar.schema.complement import ComplementError, build_dfa
-from ministruct.grammar.schema.merge import NOT_MULTIPLE_OF
+from ministruct.grammar.schema.merge import NOT_MULTIPLE_OF, WITNESSES
 from ministruct.grammar.schema.numbers import as_decimal, step_of
 
 MAX_MULTIPLE_STATES = 4000
@@ -69,11 +69,27 @@ def _not_multiple_of(validator: Any, steps: Any, instance: Any, schema: Any) -> 
             yield ValidationError(f"{instance!r} is a multiple of {step}")
 
 
+def _witnesses(validator: Any, pairs: Any, instance: Any, schema: Any) -> Any:
+    """WITNESSES (logic.py): for each [pattern, schema], some property whose name the
+    pattern finds has a value valid under the schema."""
+    import re
+
+    from jsonschema.exceptions import ValidationError
+
+    if not validator.is_type(instance, "object"):
+        return
+    for pat, sub in pairs:
+        if not any(re.search(pat, k) and validator.evolve(schema=sub).is_valid(v) for k, v in instance.items()):
+            yield ValidationError(f"no property named by {pat!r} has a value valid under {sub!r}")
+
+
 def exact_validator(cls: Any) -> Any:
     """The jsonschema validator class `cls` with `exact_multiple_of` as its multipleOf."""
     from jsonschema import validators
 
-    return validators.extend(cls, {"multipleOf": exact_multiple_of, NOT_MULTIPLE_OF: _not_multiple_of})
+    return validators.extend(
+        cls, {"multipleOf": exact_multiple_of, NOT_MULTIPLE_OF: _not_multiple_of, WITNESSES: _witnesses}
+    )
 
 
 def magnitude_cap(steps: list[tuple[int, int, bool]]) -> tuple[int, int]:

@@ -7,21 +7,22 @@ required names not listed, then additional properties; a small state machine ove
 
 from __future__ import annotations
 
+import itertools
 import re
-from functools import lru_cache
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
-from ministruct.grammar.ir import KEY_SEGMENT, NOTHING, CharClass, Expr, Literal, Mark, Repeat, RuleRef, alt, seq
+from ministruct.grammar.ir import NOTHING, Expr, Literal, Mark, Repeat, RuleRef, alt, seq
 from ministruct.grammar.limits import pointer_token
 from ministruct.grammar.schema.context import SchemaContext
 from ministruct.grammar.schema.formats import (
-    STRING_UNIT,
-    encode_chars,
     string_literal,
 )
 from ministruct.grammar.schema.keys import not_in_names
-from ministruct.grammar.schema.keywords import ANNOTATIONS
-from ministruct.grammar.schema.merge import CONTAINS, Resolver, merge_all
+from ministruct.grammar.schema.merge import CONTAINS, WITNESSES, Resolver, merge_all
+from ministruct.grammar.schema.pattern_keys import extra_member, name_pattern, pattern_extras
+
+if TYPE_CHECKING:
+    from ministruct.grammar.schema.witnesses import Witnesses
 
 MAX_OBJECT_STATES = 4000
 
@@ -98,10 +99,7 @@ def object_expr(c: SchemaContext, node: dict, ptr: str, depth: int) -> Expr:
                 return NOTHING
             never.add(n)
             continue
-        seg = pointer_token(n)
-        key = c.marked(f"key{ptr}/{seg}", string_literal(n), Mark(None, "key"))
-        val = c.marked(f"val{ptr}/{seg}", val, Mark(None, "value"))
-        entries.append((c.marked(f"member{ptr}/{seg}", seq(key, c.colon(), val), Mark(seg, "structure")), req, n))
+        entries.append((_member(c, ptr, n, val), req, n, schema, where))
 
     kvx = _extras(c, node, ptr, depth, names, ap_extra, pp, pn)
     if kvx is None and ap_extra is not ap and max(min_p, 0) > len(entries):
@@ -121,7 +119,29 @@ def object_expr(c: SchemaContext, node: dict, ptr: str, depth: int) -> Expr:
                 entries = [e for e in entries if e[2] != trigger]
                 listed.discard(trigger)
                 changed = True
-    return _members(c, entries, kvx, min_p, max_p, ptr, depth, deps)
+    w = None
+    if node.get(WITNESSES):
+        from ministruct.grammar.schema.witnesses import witnesses_of
+
+        def claiming(i: int, claim: frozenset) -> Expr:
+            n, schema, where = entries[i][2], entries[i][3], entries[i][4]
+            if not claim:
+                return entries[i][0]
+            wanted = [w.found[j][1] for j in sorted(claim)]
+            return _member(c, ptr, n, c.value({"allOf": [schema, *wanted]}, where, depth + 1))
+
+        w = witnesses_of(c, node, ptr, depth, names, [e[2] for e in entries], claiming)
+    return _members(c, entries, kvx, min_p, max_p, ptr, depth, deps, w)
+
+
+def _member(c: SchemaContext, ptr: str, name: str, val: Expr) -> Expr:
+    """The member `"name": val` of a listed name, or nothing when `val` is."""
+    if _dead(val):
+        return NOTHING
+    seg = pointer_token(name)
+    key = c.marked(f"key{ptr}/{seg}", string_literal(name), Mark(None, "key"))
+    val = c.marked(f"val{ptr}/{seg}", val, Mark(None, "value"))
+    return c.marked(f"member{ptr}/{seg}", seq(key, c.colon(), val), Mark(seg, "structure"))
 
 
 def listed_names(node: dict) -> list[str]:
@@ -169,9 +189,9 @@ def _extras(
             and all(s == schemas[0] for s in schemas[1:])
             and not any(re.search(p, n) for p in pp for n in names)
         )
-        pn_pat = _name_pattern(pn)
+        pn_pat = name_pattern(pn)
         if (not simple and pn is True) or (pn is not True and pn_pat is not None):
-            return _pattern_extras(c, ptr, depth, names, ap, pp, pn_pat)
+            return pattern_extras(c, ptr, depth, names, ap, pp, pn_pat)
         if ap is not False:
             c.unsupported("patternProperties", ptr, "with additionalProperties other than false is not enforced")
             return None
@@ -194,6 +214,8 @@ def _extras(
     else:
         if pn is not True:
             pv = c.validator.evolve(schema=pn)
+            if any(pv.is_valid(n) for n in names) and name_pattern(pn) is not None:
+                return pattern_extras(c, ptr, depth, names, ap, {}, name_pattern(pn))  # (listed names excluded)
             if any(pv.is_valid(n) for n in names):
                 c.unsupported("propertyNames", ptr, "together with listed properties it allows is not enforced")
                 return None
@@ -205,117 +227,7 @@ def _extras(
         return None
     key = c.marked(f"xkey{ptr}", key, Mark(None, "key"))
     val = c.marked(f"xval{ptr}", val, Mark(None, "value"))
-    return _extra_member(c, ptr, seq(key, c.colon(), val))
-
-
-def _extra_member(c: SchemaContext, ptr: str, body: Expr) -> RuleRef:
-    """The rule of one additional member: with marks, its pointer segment is the key the
-    output writes (KEY_SEGMENT, filled in by engine/positions.py)."""
-    if c.marking:
-        ref = c.marked(f"kv{ptr}", body, Mark(KEY_SEGMENT, "structure"))
-        if isinstance(ref, RuleRef):
-            return ref
-    return c.rule(f"kv{ptr}", body)
-
-
-MAX_PATTERNS = 8
-
-
-def _name_pattern(pn: Any) -> Optional[str]:
-    """The regex of a propertyNames schema that is only `pattern` (and type string)."""
-    if not isinstance(pn, dict) or not isinstance(pn.get("pattern"), str):
-        return None
-    if set(pn) - ANNOTATIONS - {"pattern", "type"} or pn.get("type", "string") != "string":
-        return None
-    return pn["pattern"]
-
-
-@lru_cache(maxsize=256)
-def _key_dfa(pats: tuple[str, ...], names: tuple[str, ...], pn_pat: Optional[str]) -> Any:
-    """One DFA sorting a decoded key by the patterns it matches (components 0..), whether it
-    is a listed name (the next) and, with a propertyNames pattern, whether it matches that
-    (the last). (Cached: the object of a schema is often compiled once per merged variant.)"""
-    from ministruct.grammar.regex.parse import parse_regex
-    from ministruct.grammar.schema.complement import build_dfa, inline_rules
-
-    comps = [inline_rules(parse_regex(f"[\\s\\S]*(?:{p})[\\s\\S]*", source="patternProperties")) for p in pats]
-    comps.append(alt(*[Literal(n) for n in names]) if names else NOTHING)
-    if pn_pat is not None:
-        comps.append(inline_rules(parse_regex(f"[\\s\\S]*(?:{pn_pat})[\\s\\S]*", source="propertyNames")))
-    return build_dfa(comps)
-
-
-def _pattern_extras(
-    c: SchemaContext, ptr: str, depth: int, names: list[str], ap: Any, pp: dict, pn_pat: Optional[str] = None
-) -> Optional[Expr]:
-    """Additional members under patternProperties, exactly: one DFA over the decoded key
-    sorts it into "matches exactly the patterns M" (M possibly empty) or "is a listed
-    name" (excluded: listed names are members of their own); the value must satisfy
-    allOf(pattern schemas of M), or additionalProperties when M is empty. A
-    propertyNames pattern is one more component every additional key must match."""
-    from ministruct.errors import GrammarSyntaxError, SchemaError
-    from ministruct.grammar.schema.complement import ComplementError, live_states
-
-    why = "with additionalProperties other than false is not enforced"
-    pats = list(pp)
-    if len(pats) > MAX_PATTERNS:
-        c.unsupported("patternProperties", ptr, f"with more than {MAX_PATTERNS} patterns is not enforced")
-        return None
-    try:
-        if not all(isinstance(p, str) for p in pats):
-            raise ComplementError("pattern is not a string")
-        dfa = _key_dfa(tuple(pats), tuple(names), pn_pat)
-    except (GrammarSyntaxError, ComplementError, RecursionError):
-        c.unsupported("patternProperties", ptr, why)
-        return None
-    excluded = len(pats)  # component index of the listed names
-    values: dict[frozenset, Expr] = {}
-
-    def value_for(m: frozenset) -> Expr:
-        if m not in values:
-            if not m:
-                v = c.value(ap, f"{ptr}/additionalProperties", depth + 1)
-            elif len(m) == 1:
-                (i,) = m
-                v = c.value(pp[pats[i]], f"{ptr}/patternProperties/{pointer_token(pats[i])}", depth + 1)
-            else:
-                subs = [pp[pats[i]] for i in sorted(m)]
-                try:
-                    v = c.value({"allOf": subs}, f"{ptr}/patternProperties", depth + 1)
-                except SchemaError:
-                    c.unsupported("patternProperties", ptr, why)
-                    v = NOTHING
-            if c.marking and not _dead(v):
-                v = c.marked(f"pval{ptr}", v, Mark(None, "value"))
-            elif not _dead(v) and not isinstance(v, (Literal, RuleRef)):
-                v = c.rule(f"pval{ptr}", v)
-            values[m] = v
-        return values[m]
-
-    def allowed(lab: frozenset) -> bool:
-        return excluded not in lab and (pn_pat is None or excluded + 1 in lab)
-
-    accepting = {s for s, lab in enumerate(dfa.labels) if allowed(lab) and not _dead(value_for(lab - {excluded + 1}))}
-    live = live_states(dfa, accepting)
-    if 0 not in live:
-        return None
-    refs = {s: RuleRef(c.fresh(f"pkey{ptr}")) for s in sorted(live)}
-    colon = c.marked(f"pcolon{ptr}", c.colon(), Mark(None, "structure"))  # in a key rule, not of the key
-    close = seq(Literal('"'), colon)
-    for s in sorted(live):
-        opts: list[Expr] = []
-        if s in accepting:
-            opts.append(seq(close, values[dfa.labels[s] - {excluded + 1}]))
-        if s == dfa.free:
-            body = seq(Repeat(STRING_UNIT, 0, None), *opts)
-        else:
-            for rs, t in dfa.states[s]:
-                if t in live:
-                    opts.append(seq(encode_chars(CharClass(rs)), refs[t]))
-            body = alt(*opts)
-        c.define(refs[s].name, body)
-        c.mark(refs[s].name, Mark(None, "key"))
-    return _extra_member(c, ptr, seq(c.marked(f"pquote{ptr}", Literal('"'), Mark(None, "key")), refs[0]))
+    return extra_member(c, ptr, seq(key, c.colon(), val))
 
 
 def _members(
@@ -327,9 +239,11 @@ def _members(
     ptr: str,
     depth: int,
     deps: "dict[str, list[str]] | None" = None,
+    w: "Witnesses | None" = None,
 ) -> Expr:
     """The members of an object, in order: a state machine over (entry, members so far,
-    the present names that later entries' dependencies still look at)."""
+    the present names that later entries' dependencies still look at, the witnesses
+    claimed: witnesses.py)."""
     n = len(entries)
     sat = max(min_p, (max_p + 1) if max_p is not None else 0, 1)
     if (min_p or max_p is not None) and (n + 1) * (sat + 1) > MAX_OBJECT_STATES:
@@ -352,17 +266,20 @@ def _members(
         for i in range(n + 1)
     ]
 
-    def moves(i: int, cnt: int, present: frozenset) -> list[tuple[bool, tuple]]:
+    def moves(i: int, cnt: int, present: frozenset, hit: frozenset) -> list[tuple[Optional[frozenset], tuple]]:
         name, req = entries[i][2], entries[i][1]
-        out = []
+        out: list[tuple[Optional[frozenset], tuple]] = []
         if (max_p is None or cnt + 1 <= max_p) and all(d in present for d in needs_before[i]):
-            out.append((True, (i + 1, min(cnt + 1, sat), (present | {name}) & keep[i + 1])))
+            new = sorted(w.matching[i] - hit) if w is not None else []
+            for size in range(len(new) + 1):  # the witnesses it claims (none: its plain member)
+                for claim in map(frozenset, itertools.combinations(new, size)):
+                    out.append((claim, (i + 1, min(cnt + 1, sat), (present | {name}) & keep[i + 1], hit | claim)))
         if not req and not any(t in present for t in needed_by_before[i]):
-            out.append((False, (i + 1, cnt, present & keep[i + 1])))
+            out.append((None, (i + 1, cnt, present & keep[i + 1], hit)))
         return out
 
     # reachable states and how often each is referenced
-    start = (0, 0, frozenset())
+    start = (0, 0, frozenset(), frozenset())
     refs: dict[tuple, int] = {start: 1}
     todo = [start]
     while todo:
@@ -373,26 +290,41 @@ def _members(
             if nxt not in refs:
                 refs[nxt] = 0
                 todo.append(nxt)
-                if deps and len(refs) > MAX_OBJECT_STATES:
-                    c.unsupported(
-                        "dependentRequired", ptr, f"needs more than {MAX_OBJECT_STATES:,} states (the limit) to enforce"
-                    )
-                    return _members(c, entries, kvx, min_p, max_p, ptr, depth, None)
+                if (deps or w) and len(refs) > MAX_OBJECT_STATES:
+                    kw = "dependentRequired" if deps else "not"
+                    c.unsupported(kw, ptr, f"needs more than {MAX_OBJECT_STATES:,} states (the limit) to enforce")
+                    return _members(c, entries, kvx, min_p, max_p, ptr, depth, None, None)
             refs[nxt] += 1
     variants: dict[tuple, int] = {}
     built: dict[tuple, Expr] = {}
-    for st in sorted(refs, key=lambda x: (-x[0], -x[1], sorted(x[2]))):
-        i, cnt, present = st
-        if i == n:
+    members: dict[tuple[int, frozenset], Expr] = {}
+
+    def claimed(i: int, claim: frozenset) -> Expr:
+        if not claim or w is None:
+            return entries[i][0]
+        if (i, claim) not in members:
+            members[(i, claim)] = w.member(i, claim)
+        return members[(i, claim)]
+
+    for st in sorted(refs, key=lambda x: (-x[0], -x[1], sorted(x[2]), sorted(x[3]))):
+        i, cnt, present, hit = st
+        if i == n and w is not None and hit != w.every:
+            from ministruct.grammar.schema.witnesses import witness_tail
+
+            def tail(k: int) -> Expr:
+                return _tail(c, kvx, k, min_p, max_p, depth)
+
+            body = witness_tail(c, w, kvx, cnt, w.every - hit, min_p, max_p, depth, tail)
+        elif i == n:
             body = _tail(c, kvx, cnt, min_p, max_p, depth)
         else:
             opts = []
-            for taken, nxt in moves(i, cnt, present):
+            for claim, nxt in moves(*st):
                 after = built[nxt]
-                if not taken:
+                if claim is None:
                     opts.append(after)
-                elif not _dead(after):
-                    opts.append(seq(c.open_(depth) if cnt == 0 else c.comma(depth), entries[i][0], after))
+                elif not _dead(after) and not _dead(member := claimed(i, claim)):
+                    opts.append(seq(c.open_(depth) if cnt == 0 else c.comma(depth), member, after))
             live = [o for o in opts if not _dead(o)]
             body = alt(*live) if live else NOTHING
         if refs[st] > 1 and not _dead(body) and not isinstance(body, (Literal, RuleRef)):

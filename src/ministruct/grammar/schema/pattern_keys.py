@@ -1,0 +1,152 @@
+"""Keys of additional properties sorted by patterns: one DFA over the decoded key tells
+which `patternProperties` patterns it matches, whether it is a listed name, whether a
+`propertyNames` pattern and witness patterns find it (schema objects, objects.py)."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any, Optional
+
+from ministruct.grammar.ir import KEY_SEGMENT, NOTHING, CharClass, Expr, Literal, Mark, Repeat, RuleRef, alt, seq
+from ministruct.grammar.limits import pointer_token
+from ministruct.grammar.schema.context import SchemaContext
+from ministruct.grammar.schema.formats import STRING_UNIT, encode_chars
+from ministruct.grammar.schema.keywords import ANNOTATIONS
+
+
+def _dead(e: Optional[Expr]) -> bool:
+    return e is None or e == NOTHING
+
+
+def extra_member(c: SchemaContext, ptr: str, body: Expr) -> RuleRef:
+    """The rule of one additional member: with marks, its pointer segment is the key the
+    output writes (KEY_SEGMENT, filled in by engine/positions.py)."""
+    if c.marking:
+        ref = c.marked(f"kv{ptr}", body, Mark(KEY_SEGMENT, "structure"))
+        if isinstance(ref, RuleRef):
+            return ref
+    return c.rule(f"kv{ptr}", body)
+
+
+MAX_PATTERNS = 8
+
+
+def name_pattern(pn: Any) -> Optional[str]:
+    """The regex of a propertyNames schema that is only `pattern` (and type string)."""
+    if not isinstance(pn, dict) or not isinstance(pn.get("pattern"), str):
+        return None
+    if set(pn) - ANNOTATIONS - {"pattern", "type"} or pn.get("type", "string") != "string":
+        return None
+    return pn["pattern"]
+
+
+@lru_cache(maxsize=256)
+def _key_dfa(pats: tuple[str, ...], names: tuple[str, ...], pn_pat: Optional[str], found: tuple[str, ...] = ()) -> Any:
+    """One DFA sorting a decoded key by the patterns it matches (components 0..), whether it
+    is a listed name (the next), with a propertyNames pattern whether it matches that (the
+    next), then whether it matches each of `found` (witness patterns). (Cached: the object
+    of a schema is often compiled once per merged variant.)"""
+    from ministruct.grammar.regex.parse import parse_regex
+    from ministruct.grammar.schema.complement import build_dfa, inline_rules
+
+    def searched(p: str, source: str) -> Expr:
+        return inline_rules(parse_regex(f"[\\s\\S]*(?:{p})[\\s\\S]*", source=source))
+
+    comps = [searched(p, "patternProperties") for p in pats]
+    comps.append(alt(*[Literal(n) for n in names]) if names else NOTHING)
+    if pn_pat is not None:
+        comps.append(searched(pn_pat, "propertyNames"))
+    comps += [searched(p, "not") for p in found]
+    return build_dfa(comps)
+
+
+def pattern_extras(
+    c: SchemaContext,
+    ptr: str,
+    depth: int,
+    names: list[str],
+    ap: Any,
+    pp: dict,
+    pn_pat: Optional[str] = None,
+    found: "tuple[tuple[str, Any], ...]" = (),
+) -> Optional[Expr]:
+    """Additional members under patternProperties, exactly: one DFA over the decoded key
+    sorts it into "matches exactly the patterns M" (M possibly empty) or "is a listed
+    name" (excluded: listed names are members of their own); the value must satisfy
+    allOf(pattern schemas of M), or additionalProperties when M is empty. A
+    propertyNames pattern is one more component every additional key must match; so is
+    each (pattern, schema) of `found` (a witness), whose schema the value also satisfies."""
+    from ministruct.errors import GrammarSyntaxError, SchemaError
+    from ministruct.grammar.schema.complement import ComplementError, live_states
+
+    why = "with additionalProperties other than false is not enforced"
+    pats = list(pp)
+    if len(pats) > MAX_PATTERNS:
+        c.unsupported("patternProperties", ptr, f"with more than {MAX_PATTERNS} patterns is not enforced")
+        return None
+    try:
+        if not all(isinstance(p, str) for p in pats):
+            raise ComplementError("pattern is not a string")
+        if not all(isinstance(p, str) for p, _ in found):
+            raise ComplementError("pattern is not a string")
+        dfa = _key_dfa(tuple(pats), tuple(names), pn_pat, tuple(p for p, _ in found))
+    except (GrammarSyntaxError, ComplementError, RecursionError):
+        c.unsupported("patternProperties", ptr, why)
+        return None
+    excluded = len(pats)  # component index of the listed names
+    first_found = excluded + 1 + (pn_pat is not None)  # component index of found[0]
+    values: dict[frozenset, Expr] = {}
+    wanted = [s for _, s in found if s is not True]
+
+    def value_for(m: frozenset) -> Expr:
+        if m not in values:
+            if not m and not wanted:
+                v = c.value(ap, f"{ptr}/additionalProperties", depth + 1)
+            elif len(m) == 1 and not wanted:
+                (i,) = m
+                v = c.value(pp[pats[i]], f"{ptr}/patternProperties/{pointer_token(pats[i])}", depth + 1)
+            else:
+                subs = [pp[pats[i]] for i in sorted(m)] if m else [ap]
+                try:
+                    v = c.value({"allOf": subs + wanted}, f"{ptr}/patternProperties", depth + 1)
+                except SchemaError:
+                    c.unsupported("patternProperties", ptr, why)
+                    v = NOTHING
+            if c.marking and not _dead(v):
+                v = c.marked(f"pval{ptr}", v, Mark(None, "value"))
+            elif not _dead(v) and not isinstance(v, (Literal, RuleRef)):
+                v = c.rule(f"pval{ptr}", v)
+            values[m] = v
+        return values[m]
+
+    def allowed(lab: frozenset) -> bool:
+        return (
+            excluded not in lab
+            and (pn_pat is None or excluded + 1 in lab)
+            and all(first_found + j in lab for j in range(len(found)))
+        )
+
+    def own(lab: frozenset) -> frozenset:
+        return frozenset(i for i in lab if i < excluded)
+
+    accepting = {s for s, lab in enumerate(dfa.labels) if allowed(lab) and not _dead(value_for(own(lab)))}
+    live = live_states(dfa, accepting)
+    if 0 not in live:
+        return None
+    refs = {s: RuleRef(c.fresh(f"pkey{ptr}")) for s in sorted(live)}
+    colon = c.marked(f"pcolon{ptr}", c.colon(), Mark(None, "structure"))  # in a key rule, not of the key
+    close = seq(Literal('"'), colon)
+    for s in sorted(live):
+        opts: list[Expr] = []
+        if s in accepting:
+            opts.append(seq(close, values[own(dfa.labels[s])]))
+        if s == dfa.free:
+            body = seq(Repeat(STRING_UNIT, 0, None), *opts)
+        else:
+            for rs, t in dfa.states[s]:
+                if t in live:
+                    opts.append(seq(encode_chars(CharClass(rs)), refs[t]))
+            body = alt(*opts)
+        c.define(refs[s].name, body)
+        c.mark(refs[s].name, Mark(None, "key"))
+    return extra_member(c, ptr, seq(c.marked(f"pquote{ptr}", Literal('"'), Mark(None, "key")), refs[0]))
