@@ -134,6 +134,19 @@ def _in_some_order(g, v) -> bool:
     return any(accepts(g, json.dumps(x)) for x in _orders(v))
 
 
+def _assert_exactly_one(g, branches: list, orders, seed: int) -> None:
+    """Every POOL value `g` accepts (written as each of `orders(value)`) and every sample of
+    `g` is valid under exactly one of `branches`."""
+    checks = [Draft202012Validator(b) for b in branches]
+    for v in POOL:
+        for x in orders(v):
+            if accepts(g, json.dumps(x)):
+                assert sum(c.is_valid(v) for c in checks) == 1, (branches, v)
+    for text in sample_strings(g, random.Random(seed), count=25):
+        if not duplicate_keys(text):
+            assert sum(c.is_valid(json.loads(text)) for c in checks) == 1, (branches, text)
+
+
 def _orders(v) -> list:
     """The value with its objects' keys in every order (nested ones too)."""
     if isinstance(v, list):
@@ -192,18 +205,12 @@ _BRANCH = st.builds(
 @given(st.lists(_BRANCH, min_size=2, max_size=4), st.sampled_from(["explicit", "spec"]))
 def test_oneof_of_object_branches_is_exactly_one(branches, policy):
     schema = {"oneOf": branches}
-    checks = [Draft202012Validator(b) for b in branches]
     try:
         g = schema_to_grammar(schema, extra_properties=policy)
     except SchemaError as e:
         assert "accepts no value" in str(e) or "branches (the limit)" in str(e), e
         return
-    for v in POOL:
-        if accepts(g, json.dumps(canonical_order(v, schema))):
-            assert sum(c.is_valid(v) for c in checks) == 1, (branches, v)
-    for text in sample_strings(g, random.Random(2), count=25):
-        if not duplicate_keys(text):
-            assert sum(c.is_valid(json.loads(text)) for c in checks) == 1, (branches, text)
+    _assert_exactly_one(g, branches, lambda v: [canonical_order(v, schema)], seed=2)
 
 
 PATTERNS = ["^ALIAS$", "^BLANK$", "^A", "S$", "LI", "^[A-Z]+$", "\\d", "^\\d+$", "^(ab|cd)$", "b|c", "(?i)alias", "^$"]
@@ -366,16 +373,9 @@ def test_branches_apart_by_how_many_names_they_need(required_sets, most, kw, pol
         {"type": "object", "maxProperties": most, "additionalProperties": {"type": "integer"}},
     ]
     schema = {"oneOf": branches}
-    checks = [Draft202012Validator(b) for b in branches]
     try:
         g = schema_to_grammar(schema, extra_properties=policy)
     except SchemaError as e:
         assert "accepts no value" in str(e) or "branches (the limit)" in str(e), e
         return
-    for v in POOL:
-        for x in _orders(v):
-            if accepts(g, json.dumps(x)):
-                assert sum(c.is_valid(v) for c in checks) == 1, (branches, v)
-    for text in sample_strings(g, random.Random(7), count=25):
-        if not duplicate_keys(text):
-            assert sum(c.is_valid(json.loads(text)) for c in checks) == 1, (branches, text)
+    _assert_exactly_one(g, branches, _orders, seed=7)

@@ -13,13 +13,11 @@ end, by pointer.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 from ministruct.grammar.schema.merge import PATTERNS
-
-_GLOBAL_FLAGS = re.compile(r"(?:\(\?[aiLmsux]+\))*")
+from ministruct.grammar.schema.patterns import GLOBAL_FLAGS
 
 
 @dataclass(frozen=True)
@@ -37,7 +35,7 @@ def split_lookaheads(pattern: str) -> Optional[Lookaheads]:
     None when it has none there (or they cannot be read apart exactly)."""
     if not isinstance(pattern, str) or "(?" not in pattern:
         return None
-    flags = _GLOBAL_FLAGS.match(pattern).group(0)  # type: ignore[union-attr]
+    flags = GLOBAL_FLAGS.match(pattern).group(0)  # type: ignore[union-attr]
     if "m" in flags or "x" in flags or "(?m" in pattern[len(flags) :]:
         return None  # (`^` after newlines; verbose patterns read spaces otherwise)
     i = len(flags)
@@ -58,8 +56,9 @@ def split_lookaheads(pattern: str) -> Optional[Lookaheads]:
     return Lookaheads(f"{flags}^{rest}", tuple(required), tuple(forbidden))
 
 
-def _group_end(text: str, start: int) -> Optional[int]:
-    """The index of the `)` closing the group opened at `start` (None when unbalanced)."""
+def _outside_classes(text: str, start: int = 0) -> Iterator[tuple[int, str, int]]:
+    """(index, character, group depth after it) of each character of `text` from `start`
+    that is neither escaped nor inside a character class."""
     depth, i, in_class = 0, start, False
     while i < len(text):
         c = text[i]
@@ -74,40 +73,20 @@ def _group_end(text: str, start: int) -> Optional[int]:
                 i += 1
             if text[i + 1 : i + 2] == "]":  # (a `]` first in a class is a character)
                 i += 1
-        elif c == "(":
-            depth += 1
-        elif c == ")":
-            depth -= 1
-            if depth == 0:
-                return i
+        else:
+            depth += (c == "(") - (c == ")")
+            yield i, c, depth
         i += 1
-    return None
+
+
+def _group_end(text: str, start: int) -> Optional[int]:
+    """The index of the `)` closing the group opened at `start` (None when unbalanced)."""
+    return next((i for i, c, depth in _outside_classes(text, start) if c == ")" and depth == 0), None)
 
 
 def top_level_bar(text: str) -> bool:
     """Does `text` have an alternative `|` outside every group and class?"""
-    depth, i, in_class = 0, 0, False
-    while i < len(text):
-        c = text[i]
-        if c == "\\":
-            i += 2
-            continue
-        if in_class:
-            in_class = c != "]"
-        elif c == "[":
-            in_class = True
-            if text[i + 1 : i + 2] == "^":
-                i += 1
-            if text[i + 1 : i + 2] == "]":
-                i += 1
-        elif c == "(":
-            depth += 1
-        elif c == ")":
-            depth -= 1
-        elif c == "|" and depth == 0:
-            return True
-        i += 1
-    return False
+    return any(c == "|" and depth == 0 for _, c, depth in _outside_classes(text))
 
 
 def read_lookaheads(node: dict) -> bool:

@@ -26,12 +26,12 @@ MAX_FORMAT_PRODUCT_STATES = 400
 MAX_SHARED_ESCAPED_RANGES = 256  # each edge class is one shared rule: escapes stay affordable
 
 
-_GLOBAL_FLAGS = re.compile(r"(?:\(\?[aiLmsux]+\))*")
+GLOBAL_FLAGS = re.compile(r"(?:\(\?[aiLmsux]+\))*")  # global flags, which must stay in front
 
 
 def searched_regex(pattern: str) -> str:
     """A regex whose full matches are the strings `pattern` finds a match in (re.search)."""
-    flags = _GLOBAL_FLAGS.match(pattern).group(0)  # type: ignore[union-attr]  # they must stay in front
+    flags = GLOBAL_FLAGS.match(pattern).group(0)  # type: ignore[union-attr]  # they must stay in front
     return f"{flags}[\\s\\S]*(?:{pattern[len(flags) :]})[\\s\\S]*"
 
 
