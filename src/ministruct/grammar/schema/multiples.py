@@ -4,8 +4,11 @@ A step m is read as the decimal it is written as (m = p / 10**s: 0.01 is 1 / 10*
 number text is a multiple when its value times 10**s is an integer divisible by p: a
 condition on the digits a machine reads left to right, keeping the remainder so far.
 That machine, run beside the automaton of the numbers the bounds allow (numbers.py),
-writes one rule per live (bound state, fraction digits read, remainders) combination;
-past MAX_MULTIPLE_STATES the schema is refused by pointer.
+writes one rule per class of live (bound state, fraction digits read, remainders)
+combinations (states no digits that follow tell apart are one rule); past
+MAX_MULTIPLE_STATES rules, or MAX_EXPLORED combinations, the schema is refused by pointer.
+Several steps are one first: multiples of each wanted step are the multiples of their
+least common multiple L, and "not a multiple of q" among those is "not of lcm(L, q)".
 
 The standard's meaning, not the `jsonschema` package's: JSON Schema says a number is
 valid when dividing it by the step gives an integer; the package (like ajv) divides
@@ -29,6 +32,7 @@ from ministruct.grammar.schema.merge import NOT_MULTIPLE_OF, WITNESSES
 from ministruct.grammar.schema.numbers import as_decimal, step_of
 
 MAX_MULTIPLE_STATES = 4000
+MAX_EXPLORED = 5 * MAX_MULTIPLE_STATES  # combinations looked at before the machine is minimized
 MAX_SCHEMA_MULTIPLE_STATES = 8000  # the machines of one schema together
 SIGNIFICANT_DIGITS = 15  # decimals of at most 15 digits read back from a float as themselves
 _CHARS = "-.0123456789"
@@ -111,8 +115,12 @@ def multiples_expr(
     digits; None when there is none. MultipleTooLarge past MAX_MULTIPLE_STATES states."""
     big_s = max(s for _, s, _ in steps)
     most_fraction, _ = magnitude_cap(steps)
-    mods = [p * 10 ** (big_s - s) for p, s, _ in steps]
-    wants = [w for _, _, w in steps]
+    simple = one_step_each(
+        [p * 10 ** (big_s - s) for p, s, w in steps if w], [p * 10 ** (big_s - s) for p, s, w in steps if not w]
+    )
+    if simple is None:
+        return None
+    mods, wants = simple
     try:
         dfa = build_dfa([numbers], max_states=max_states)
     except ComplementError as e:
@@ -160,12 +168,13 @@ def multiples_expr(
     start: State = (0, -1, tuple(0 for _ in mods), False)
     graph: dict[State, dict[str, State]] = {}
     todo = [start]
+    explored = max(max_states, MAX_EXPLORED * max_states // MAX_MULTIPLE_STATES)
     while todo:
         st = todo.pop()
         if st in graph:
             continue
-        if len(graph) >= max_states:
-            raise MultipleTooLarge(f"more than {max_states} states")
+        if len(graph) >= explored:
+            raise MultipleTooLarge(f"more than {explored} states before minimizing")
         graph[st] = moves(st)
         todo.extend(graph[st].values())
     live = {st for st in graph if accepting(st)}
@@ -178,17 +187,61 @@ def multiples_expr(
                 changed = True
     if start not in live:
         return None
-    names = {st: fresh("multiple") for st in live}
+    edges = {st: {ch: t for ch, t in graph[st].items() if t in live} for st in live}
+    block = minimal_blocks(edges, {st: accepting(st) for st in live})
+    if len(set(block.values())) > max_states:
+        raise MultipleTooLarge(f"more than {max_states} states")
+    names: dict[int, str] = {}
+    for st in sorted(live, key=lambda x: x != start):  # (the start's rule first)
+        b = block[st]
+        if b in names:
+            continue
+        names[b] = fresh("multiple")
+    written: set[int] = set()
     for st in live:
-        by_target: dict[State, list[int]] = {}
-        for ch, t in graph[st].items():
-            if t in live:
-                by_target.setdefault(t, []).append(ord(ch))
+        b = block[st]
+        if b in written:
+            continue
+        written.add(b)
+        by_target: dict[int, list[int]] = {}
+        for ch, t in edges[st].items():
+            by_target.setdefault(block[t], []).append(ord(ch))
         opts: list[Expr] = [EMPTY] if accepting(st) else []
         for t, cps in by_target.items():
             opts.append(seq(CharClass(tuple((c, c) for c in sorted(cps))), RuleRef(names[t])))
-        define(names[st], alt(*opts))
-    return RuleRef(names[start])
+        define(names[b], alt(*opts))
+    return RuleRef(names[block[start]])
+
+
+def one_step_each(wanted: list[int], unwanted: list[int]) -> Optional[tuple[list[int], list[bool]]]:
+    """Integer steps (the number times 10**s is a multiple of each `wanted` and of no
+    `unwanted`) as one wanted step, their least common multiple L, and the fewest unwanted
+    ones (lcm(L, q) for each q; one that a smaller one divides says nothing more), as
+    (mods, wants); None when no number meets them (L is a multiple of an unwanted step)."""
+    big = math.lcm(*wanted) if wanted else 1
+    nots = sorted({math.lcm(big, q) for q in unwanted})
+    if wanted and big in nots:
+        return None
+    nots = [q for q in nots if not any(o != q and q % o == 0 for o in nots)]
+    return ([big] if wanted else []) + nots, [True] * bool(wanted) + [False] * len(nots)
+
+
+def minimal_blocks(edges: dict[Any, dict[str, Any]], final: dict[Any, bool]) -> dict[Any, int]:
+    """For each state of a deterministic machine (edges: state -> char -> state, missing
+    edges fail), the number of its class: states no text that follows tells apart
+    (Moore's refinement)."""
+    block = {st: int(f) for st, f in final.items()}
+    count = len(set(block.values()))
+    while True:
+        sigs: dict[tuple, int] = {}
+        nxt = {}
+        for st, out in edges.items():
+            sig = (block[st], tuple(sorted((ch, block[t]) for ch, t in out.items())))
+            nxt[st] = sigs.setdefault(sig, len(sigs))
+        block = nxt
+        if len(sigs) == count:
+            return block
+        count = len(sigs)
 
 
 def read_steps(c: Any, node: dict, ptr: str) -> list[tuple[int, int, bool]]:
@@ -238,7 +291,7 @@ def number_multiples(
         numbers = _alt(*ints, *float_ranges(-float(cap), float(cap)))
     if numbers is None:
         return None
-    key = (numbers, tuple(steps))
+    key = (numbers, tuple(sorted(set(steps))))
     if key in c.multiples_made:  # the same numbers and steps elsewhere in the schema: one machine
         return c.multiples_made[key]
     made = 0
