@@ -236,7 +236,8 @@ def test_discriminated_conditionals_stay_small():
 
 
 def test_a_union_past_the_limit_is_refused_by_pointer():
-    branches = [{"type": "object", "required": [n], "properties": {n: {"minimum": 1}}} for n in "abcdefgh"]
+    # (each branch fails in two ways: n, if there, below 1; or n2 absent)
+    branches = [{"type": "object", "required": [n, n + "2"], "properties": {n: {"minimum": 1}}} for n in "abcdefgh"]
     schema = {"type": "object", "not": {"anyOf": [{"oneOf": branches}, {"minProperties": 9}]}}
     with pytest.raises(SchemaError, match=f"at /not.*more than {MAX_BRANCHES} branches"):
         schema_to_grammar(schema)

@@ -40,7 +40,18 @@ from ministruct.grammar.schema.merge import (
     merge_all,
 )
 from ministruct.grammar.schema.pattern_keys import name_pattern
-from ministruct.grammar.schema.presence import KINDS, NUMERIC, entailed, facts_of, kinds_of, pure_values, typed
+from ministruct.grammar.schema.presence import (
+    KINDS,
+    NUMERIC,
+    entailed,
+    facts_of,
+    fold_presence,
+    kinds_of,
+    pure_values,
+    typed,
+    unequal,
+    written_key,
+)
 
 MAX_BRANCHES = 128  # branches of one rewritten union (each is compiled as a schema of its own)
 MAX_NEGATION_DEPTH = 12  # `not` through `$ref`s and nested negations
@@ -113,7 +124,7 @@ def native_not(sub: Any) -> Optional[Excluded]:
 
 
 def _deep(v: Any) -> bool:
-    """A listed value with members (`not` of it is negated member by member, Logic.unequal)."""
+    """A listed value with members (`not` of it is negated member by member, presence.unequal)."""
     return isinstance(v, (dict, list)) and bool(v)
 
 
@@ -168,9 +179,13 @@ class Logic:
         combos: list[tuple[frozenset[str], list, dict]] = [(kinds_of(base), [], facts_of(base, {}))]
         for options in disjunctions:
             nxt = []
+            keys = [written_key(o) for o in options]
             for kinds, parts, facts in combos:
                 if facts is not None and any(entailed(o, kinds, facts, closed) for o in options):
                     nxt.append((kinds, parts, facts))  # it holds already: the other options add nothing
+                    continue
+                if any(k is not None and k in map(written_key, parts) for k in keys):
+                    nxt.append((kinds, parts, facts))  # one option is a part of the conjunction already
                     continue
                 for o in options:
                     k = kinds & kinds_of(o)
@@ -414,7 +429,7 @@ class Logic:
                     add(**{"not": {k: v}})
                     continue
                 shallow = [x for x in values if not _deep(x)]
-                lists = [self.unequal(x, live) for x in deep]
+                lists = [unequal(x, live) for x in deep]
                 if shallow:
                     t = typed(live, **{"not": {"enum": shallow}})
                     lists.append([] if t is None else [t])
@@ -509,27 +524,7 @@ class Logic:
                     raise LogicLimit("not", where, "the negation of uniqueItems is not enforced")
             elif k in _KNOWN_ASSERTING:
                 raise LogicLimit("not", where, f"the negation of {k} is not enforced")
-        return out
-
-    @staticmethod
-    def unequal(x: Any, kinds: frozenset[str]) -> list[Any]:
-        """Schemas whose union is every value of `kinds` other than the object or array
-        `x`: another kind, a member missing or more of them, or a member of another value."""
-        own = frozenset({"object" if isinstance(x, dict) else "array"})
-        out = [t for t in [typed(kinds - own)] if t is not None]
-        if not kinds & own:
-            return out
-        if isinstance(x, dict):
-            out += [{"type": "object", "properties": {k: False}} for k in x]
-            out.append({"type": "object", "minProperties": len(x) + 1})
-            out += [{"type": "object", "required": [k], "properties": {k: {"not": {"const": v}}}} for k, v in x.items()]
-        else:
-            out += [{"type": "array", "maxItems": len(x) - 1}, {"type": "array", "minItems": len(x) + 1}]
-            out += [
-                {"type": "array", "minItems": i + 1, "prefixItems": [True] * i + [{"not": {"const": v}}]}
-                for i, v in enumerate(x)
-            ]
-        return out
+        return fold_presence(out)
 
     def _negate_names(self, k: str, v: Any, s: dict, ctx: Context, add_for: Callable, where: str) -> None:
         """Failing additionalProperties / patternProperties / propertyNames: some property

@@ -150,3 +150,57 @@ def facts_of(s: Any, facts: Optional[dict]) -> Optional[dict]:
                 return None
             f[0] = False
     return out
+
+
+def fold_presence(out: list[Any]) -> list[Any]:
+    """`out` with each pair "objects without name n" and "objects with n, whose value fails
+    S" as the one branch "objects whose n, if there, fails S" (`properties: {n: {not: S}}`):
+    how a failing `{required: [n], properties: {n: S}}` reads, so that a conjunction of
+    many such failures (a oneOf of one-property branches) stays one branch."""
+
+    def only(b: Any, keys: set[str]) -> Optional[str]:
+        if not isinstance(b, dict) or b.keys() != keys or b["type"] != "object":
+            return None
+        props = b["properties"]
+        return next(iter(props)) if isinstance(props, dict) and len(props) == 1 else None
+
+    absent = {}
+    for i, b in enumerate(out):
+        n = only(b, {"type", "properties"})
+        if n is not None and b["properties"][n] is False:
+            absent.setdefault(n, i)
+    drop: set[int] = set()
+    for i, b in enumerate(out):
+        n = only(b, {"type", "required", "properties"})
+        if n is not None and b["required"] == [n] and n in absent and absent[n] not in drop:
+            out[i] = {"type": "object", "properties": b["properties"]}
+            drop.add(absent[n])
+    return [b for i, b in enumerate(out) if i not in drop]
+
+
+def unequal(x: Any, kinds: frozenset[str]) -> list[Any]:
+    """Schemas whose union is every value of `kinds` other than the object or array
+    `x`: another kind, a member missing or more of them, or a member of another value."""
+    own = frozenset({"object" if isinstance(x, dict) else "array"})
+    out = [t for t in [typed(kinds - own)] if t is not None]
+    if not kinds & own:
+        return out
+    if isinstance(x, dict):
+        out += [{"type": "object", "properties": {k: False}} for k in x]
+        out.append({"type": "object", "minProperties": len(x) + 1})
+        out += [{"type": "object", "required": [k], "properties": {k: {"not": {"const": v}}}} for k, v in x.items()]
+    else:
+        out += [{"type": "array", "maxItems": len(x) - 1}, {"type": "array", "minItems": len(x) + 1}]
+        out += [
+            {"type": "array", "minItems": i + 1, "prefixItems": [True] * i + [{"not": {"const": v}}]}
+            for i, v in enumerate(x)
+        ]
+    return out
+
+
+def written_key(s: Any) -> Optional[str]:
+    """One text per schema written alike (None: not a JSON value)."""
+    try:
+        return canonical(s)
+    except (TypeError, ValueError, RecursionError):
+        return None
