@@ -77,3 +77,14 @@ def test_an_exact_schema_has_no_schema_check(model):
     exact = {**UNIQUE_COLOURS, "items": {"enum": ["red", "blue", "green"]}}
     job = GenerationJob(model, Constraint.from_json_schema(exact, lenient=True), PARAMS, max_tokens=8)
     assert job.schema_check('["red", "blue"]', True) is None
+
+
+def test_the_schema_check_reads_the_constraints_pointers_not_its_warning_text(model):
+    """(A source name that looks like a warning's words once made the pointer "/x".)"""
+    c = Constraint.from_json_schema(UNIQUE_COLOURS, lenient=True, source="odd: at /x: y; ignored (lenient)")
+    job = GenerationJob(model, c, PARAMS, max_tokens=8)
+    assert job.schema_check('["red", "blue"]', True) == {
+        "not_enforced": ["/uniqueItems"],
+        "checked": True,
+        "valid": True,
+    }

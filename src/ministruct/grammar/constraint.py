@@ -71,6 +71,14 @@ class Constraint:
         return self.grammar.boundary if self.tools is None else None
 
     @property
+    def not_enforced(self) -> list[str]:
+        """The JSON pointers of the schema keywords its grammar leaves out (a schema read with
+        lenient=True): an output needs a check against the full schema (`gen` makes it).
+        Empty for an exact grammar and for the other kinds of constraint."""
+        part = self.answer_part
+        return list(part.grammar.not_enforced) if part.kind == "schema" else []
+
+    @property
     def answer_part(self) -> "Constraint":
         """The constraint on the answer: this one, or what it was built from by `think_first`."""
         return self.answer if self.answer is not None else self

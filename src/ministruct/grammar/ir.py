@@ -246,7 +246,10 @@ class Grammar:
     """Named rules and a start rule. `warnings` holds analysis notes (unreachable rules...).
 
     `marks` (rule name -> Mark) is a side table for position tags; it does not change
-    the language, and the engine keeps a frame for every marked rule on its stacks."""
+    the language, and the engine keeps a frame for every marked rule on its stacks.
+    `not_enforced`: the JSON pointers of schema keywords the grammar leaves out (a schema
+    compiled with lenient=True): its strings need a check against the full schema. It
+    says nothing of the language, so equality and the engine's cache key leave it out."""
 
     rules: dict[str, Expr]
     root: str = "root"
@@ -255,6 +258,7 @@ class Grammar:
     boundary: Boundary | None = None  # free text first, then the rest (grammar/think.py)
     marks: dict[str, Mark] = field(default_factory=dict)
     lexer: Lexer | None = None  # greedy lexemes (a Lark grammar's default reading)
+    not_enforced: list[str] = field(default_factory=list)
 
     def to_gbnf(self) -> str:
         """Canonical GBNF text: root first, then the other rules in definition order."""

@@ -10,7 +10,6 @@ What `ministruct gen` does for each prompt, as a library call:
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator
 
@@ -33,7 +32,6 @@ from ministruct.jobs.think import ThinkSettings, announce, split_output, think_c
 from ministruct.jobs.tool_scores import ToolScorer
 
 SCHEMA_INSTRUCTION = "Answer with JSON that matches this JSON Schema:"
-_IGNORED = re.compile(r": at (.+?): .*; ignored \(lenient\)$")  # a schema compiler's warning
 _MISSING: Any = object()  # run_many's seeds ran out
 
 
@@ -294,10 +292,10 @@ class GenerationJob:
         `checked` (False for an incomplete output), `valid` (None when not checked), and for
         an invalid output the `pointer` and `reason`. None when the grammar is exact."""
         c = self.constraint
-        ignored = [m.group(1) for m in map(_IGNORED.search, c.warnings if c is not None else ()) if m]
+        ignored = c.not_enforced if c is not None else []
         if c is None or not ignored:
             return None
-        out: dict[str, Any] = {"not_enforced": list(dict.fromkeys(ignored)), "checked": complete, "valid": None}
+        out: dict[str, Any] = {"not_enforced": ignored, "checked": complete, "valid": None}
         if not complete:
             return out
         from ministruct.check.instance import InstanceChecker

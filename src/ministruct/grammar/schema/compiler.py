@@ -109,6 +109,7 @@ class _Compiler(Values, Strings, DynamicScope):
         self._nested_ids = len(set(self.resolver.bases.values())) > 1  # where a $ref sits decides its target
         self.rules: dict[str, Expr] = {}
         self.warnings: list[str] = []
+        self.not_enforced: list[str] = []
         self._ref_rules: dict[tuple[str, int, Any], str] = {}
         self.dynamic = Dynamic(self.resolver)
         if self.dynamic.used:
@@ -234,9 +235,10 @@ class _Compiler(Values, Strings, DynamicScope):
             raise self.error(
                 f"keyword '{e.keyword}' cannot be enforced: {e.why} (lenient=True ignores it)", e.pointer, e.keyword
             )
-        msg = f"{self.source}: at {e.pointer}: keyword '{e.keyword}' cannot be enforced: {e.why}; ignored (lenient)"
-        if msg not in self.warnings:
-            self.warnings.append(msg)
+        self.ignore(
+            e.pointer,
+            f"{self.source}: at {e.pointer}: keyword '{e.keyword}' cannot be enforced: {e.why}; ignored (lenient)",
+        )
 
     def ref(self, ref: Any, ptr: str, depth: int) -> Expr:
         target, tptr = self.resolver.resolve(ref, ptr)
@@ -453,10 +455,11 @@ def schema_to_grammar(
         raise SchemaError("NaN and Infinity are not JSON numbers", pointer=odd, source=source)
     schema = bundle(schema, options.documents, source)
     refuse_ref_cycles(schema, source)
-    dropped: list[str] = []
+    dropped: list[tuple[str, str]] = []  # (pointer, warning)
     schema = without_unevaluated(schema, source, dropped if options.lenient else None)
     c = _Compiler(schema, options, source)
-    c.warnings += dropped
+    for where, message in dropped:
+        c.ignore(where, message)
     c.rules["root"] = NOTHING
     c.at = "/"
     try:
@@ -487,7 +490,7 @@ def schema_to_grammar(
     rules = prune_unproductive(c.rules, productive)  # a branch whose recursion never ends has no value
     rules = {"root": rules["root"], **{k: v for k, v in rules.items() if k != "root"}}
     marks = {k: m for k, m in c.marks.items() if k in rules}
-    g = Grammar(rules, root="root", source=source, warnings=c.warnings, marks=marks)
+    g = Grammar(rules, root="root", source=source, warnings=c.warnings, marks=marks, not_enforced=c.not_enforced)
     cycle = find_left_recursion(g)
     if cycle is not None:  # refuse_ref_cycles should have said so: never hand out a left-recursive grammar
         where = {name: ptr for (ptr, _, _), name in c._ref_rules.items()}

@@ -98,9 +98,9 @@ class _TooMany(Exception):
 class Rewriter:
     """The rewrite of one document (read from the original, written to a copy)."""
 
-    def __init__(self, root: Any, source: str, warnings: list[str] | None = None) -> None:
+    def __init__(self, root: Any, source: str, dropped: list[tuple[str, str]] | None = None) -> None:
         self.root, self.source = root, source
-        self.warnings = warnings  # None: refuse what cannot be done; a list: drop it, with a warning
+        self.dropped = dropped  # None: refuse what cannot be done; a list: drop it, (pointer, warning)
         self.res = Resolver(root, lambda m, p, k=None: SchemaError(m, pointer=p, keyword=k, source=source))
 
     def error(self, message: str, ptr: str, keyword: str) -> SchemaError:
@@ -229,9 +229,11 @@ class Rewriter:
                     try:
                         r = self.constraint(node, ptr, kind, node[k], where)
                     except SchemaError as e:
-                        if self.warnings is None:
+                        if self.dropped is None:
                             raise
-                        self.warnings.append(f"{self.source}: at {e.pointer}: {e.reason}; ignored (lenient)")
+                        self.dropped.append(
+                            (e.pointer, f"{self.source}: at {e.pointer}: {e.reason}; ignored (lenient)")
+                        )
                         r = True
                     if r is not True:
                         extra.append(r)
@@ -311,13 +313,13 @@ def _restriction(ev: Evaluated, kind: str, u: Any, ref: Callable[[str], dict]) -
     return r
 
 
-def without_unevaluated(schema: Any, source: str = "<schema>", warnings: list[str] | None = None) -> Any:
+def without_unevaluated(schema: Any, source: str = "<schema>", dropped: list[tuple[str, str]] | None = None) -> Any:
     """`schema` with every `unevaluatedProperties` / `unevaluatedItems` rewritten to plain
     keywords (the same instances are valid); SchemaError by pointer where it cannot be,
-    or, given a `warnings` list (lenient), that keyword dropped and a warning added."""
+    or, given a `dropped` list (lenient), that keyword dropped and (pointer, warning) added."""
     if not _mentions(schema):
         return schema
-    return Rewriter(schema, source, warnings).rewrite()
+    return Rewriter(schema, source, dropped).rewrite()
 
 
 def _mentions(x: Any) -> bool:

@@ -53,8 +53,16 @@ class GrammarWriter:
     marks: dict[str, Mark]
     rules: dict[str, Expr]
     warnings: list[str]
+    not_enforced: list[str]  # pointers of the keywords left out (lenient)
 
     # ------------------------------------------------------------ plumbing
+
+    def ignore(self, where: str, message: str) -> None:
+        """Leave the keyword at pointer `where` out (lenient): a warning, and its pointer."""
+        if message not in self.warnings:
+            self.warnings.append(message)
+        if where not in self.not_enforced:
+            self.not_enforced.append(where)
 
     def error(self, message: str, pointer: str, keyword: Optional[str] = None) -> SchemaError:
         return SchemaError(message, pointer=pointer or "/", keyword=keyword, source=self.source)
@@ -63,9 +71,7 @@ class GrammarWriter:
         where = f"{ptr}/{keyword}" if ptr != "/" else f"/{keyword}"
         if not self.lenient:
             raise self.error(f"keyword '{keyword}' {why} (lenient=True ignores it)", where, keyword)
-        msg = f"{self.source}: at {where}: keyword '{keyword}' {why}; ignored (lenient)"
-        if msg not in self.warnings:
-            self.warnings.append(msg)
+        self.ignore(where, f"{self.source}: at {where}: keyword '{keyword}' {why}; ignored (lenient)")
 
     def restricted(self, keyword: str, ptr: str, why: str) -> None:
         """Say (one warning) that `keyword` at `ptr` is enforced on a smaller language than
