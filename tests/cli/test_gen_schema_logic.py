@@ -1,7 +1,8 @@
 """`ministruct gen --schema` end to end on the bundled model for the shapes schema/logic.py
 and schema/contains.py compile: `not`, `if`/`then`/`else`, schema dependencies, overlapping
-`oneOf` object branches, `contains`, a property no list names that what fails asks for
-(schema/witnesses.py). Every output is complete and valid by `jsonschema` (Draft 2020-12,
+`oneOf` object branches (also many branches of one property each), `contains`, a property
+no list names that what fails asks for (schema/witnesses.py), the patterns and extras of
+several allOf parts kept apart (merge.KEY_PARTS), several multipleOf steps together. Every output is complete and valid by `jsonschema` (Draft 2020-12,
 formats asserted), the judge that is not ministruct."""
 
 from __future__ import annotations
@@ -88,6 +89,48 @@ SCHEMAS = {
         },
         "required": ["tags"],
     },
+    "one-property-branches": {  # exactly one assertion of many (each branch: its one name)
+        "type": "object",
+        "properties": {
+            **{op: True for op in ("equal", "notEqual", "exists", "isKind", "matchRegex", "lengthEqual")},
+            "template": {"type": "string", "maxLength": 12},
+        },
+        "additionalProperties": False,
+        "oneOf": [
+            {"required": ["equal"], "properties": {"equal": {"type": "string", "maxLength": 10}}},
+            {"required": ["notEqual"], "properties": {"notEqual": {"type": "string", "maxLength": 10}}},
+            {"required": ["exists"], "properties": {"exists": {"type": "boolean"}}},
+            {"required": ["isKind"], "properties": {"isKind": {"enum": ["Pod", "Service"]}}},
+            {"required": ["matchRegex"], "properties": {"matchRegex": {"type": "string", "maxLength": 10}}},
+            {"required": ["lengthEqual"], "properties": {"lengthEqual": {"type": "integer", "maximum": 9}}},
+        ],
+    },
+    "patterns-of-several-parts": {  # each part's patterns and extras: x- names strings, other c/n names digits
+        "type": "object",
+        "allOf": [
+            {
+                "properties": {"name": {"type": "string", "maxLength": 12}},
+                "patternProperties": {"^x-": {"type": "string", "maxLength": 8}},
+                "additionalProperties": {"type": "integer", "minimum": 0, "maximum": 9},
+            },
+            {"patternProperties": {"^(x-|n|c)": True}, "additionalProperties": False},
+        ],
+        "required": ["name"],
+        "maxProperties": 3,
+    },
+    "several-steps": {  # a multiple of 4, 3, 5 and 7 (of 420) that is no multiple of 9
+        "type": "object",
+        "properties": {
+            "count": {
+                "type": "integer",
+                "allOf": [{"multipleOf": 4}, {"multipleOf": 3}, {"multipleOf": 5}, {"multipleOf": 7}],
+                "not": {"multipleOf": 9},
+                "minimum": 10000,
+                "maximum": 99999,
+            }
+        },
+        "required": ["count"],
+    },
 }
 
 
@@ -105,6 +148,9 @@ def test_gen_gives_complete_valid_output(run_cli, tmp_path, name):
         assert all(any(k.startswith("x-") and x == "on" for k, x in value.items()) for value in values)
     if name == "oneOf":  # exactly one branch: never both a phone and an e-mail beside an id
         assert all(len({"email", "phone"} & set(value)) == 1 for value in values)
+    if name == "one-property-branches":
+        branches = [Draft202012Validator(b) for b in schema["oneOf"]]
+        assert all(sum(b.is_valid(value) for b in branches) == 1 for value in values)
 
 
 def test_lenient_records_say_the_output_was_checked_against_the_full_schema(run_cli, tmp_path):

@@ -8,18 +8,22 @@ and the grammar must agree with Draft202012Validator on every one of them.
 from __future__ import annotations
 
 import json
+import os
+import random
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
+from grammar.helpers import duplicate_keys, sample_strings
 from ministruct.engine.automaton import accepts
 from ministruct.errors import SchemaError
 from ministruct.grammar.regex.parse import parse_regex
 from ministruct.grammar.schema.compiler import canonical_order, schema_to_grammar
 from ministruct.grammar.schema.complement import ComplementError, build_dfa, inline_rules
 
+EXAMPLES = int(os.environ.get("MINISTRUCT_HYPOTHESIS_EXAMPLES", 200))
 PATTERN_SETS = [
     {"^x-": {"type": "string"}},
     {"[0-9]": {"type": "integer"}},
@@ -159,3 +163,88 @@ def test_a_strict_part_keeps_its_listed_names_under_the_other_parts_pattern():
     }
     g = schema_to_grammar(schema, whitespace="compact", extra_properties="spec")
     assert accepts(g, '{"a":1}') and not accepts(g, '{"a":"s"}') and not accepts(g, '{"ab":1}')
+
+
+# patternProperties and additionalProperties in several allOf parts that do not fold into one
+# pair (a strict part without another's patterns): each part's patterns and extras kept apart
+# (merge.KEY_PARTS), also merged again beside a union's branches
+_PART = st.fixed_dictionaries(
+    {},
+    optional={
+        "patternProperties": st.sampled_from(PATTERN_SETS),
+        "additionalProperties": st.sampled_from(ADDITIONAL[1:]),
+        "properties": st.sampled_from(PROPERTIES[1:] + [{"x-b": {"type": "integer"}}]),
+    },
+)
+_AROUND = st.sampled_from(
+    [
+        {},
+        {"required": ["a1"]},
+        {"anyOf": [{"required": ["x-b"]}, {"maxProperties": 1}]},
+        {"not": {"required": ["b"]}},
+        {"not": {"patternProperties": {"^x-|1": {"type": "string"}}}},
+    ]
+)
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    parts=st.lists(_PART, min_size=2, max_size=3),
+    around=_AROUND,
+    insts=st.lists(
+        st.dictionaries(st.one_of(st.sampled_from(["a1", "x-b", "b"]), KEYS), VALUES, max_size=4), max_size=25
+    ),
+    seed=st.integers(0, 2**16),
+)
+def test_patterns_and_extras_of_several_parts_agree_with_jsonschema(parts, around, insts, seed):
+    schema = {"type": "object", "allOf": parts, **around}
+    try:
+        g = schema_to_grammar(schema, whitespace="compact", extra_properties="spec")
+    except SchemaError as e:
+        assert "accepts no value" in str(e) or "branches (the limit)" in str(e), e
+        return
+    validator = Draft202012Validator(schema)
+    for inst in insts:
+        text = json.dumps(canonical_order(inst, schema), separators=(",", ":"))
+        got = accepts(g, text)
+        if got or "anyOf" not in around:  # (a union's branch lists the name it asks for first)
+            assert got == validator.is_valid(inst), (schema, text)
+    for text in sample_strings(g, random.Random(seed), count=15):
+        if not duplicate_keys(text):
+            assert validator.is_valid(json.loads(text)), (schema, text)
+
+
+def test_the_parts_of_a_merged_object_keep_their_own_extras():
+    """A strict part without the other's pattern: its additionalProperties holds where its
+    own patterns do not match, the other part's schema where the other's pattern does."""
+    schema = {
+        "allOf": [
+            {"patternProperties": {"^.{1,3}$": False}, "additionalProperties": True},
+            {"patternProperties": {"a": True}, "additionalProperties": False},
+        ],
+        "minProperties": 1,
+    }
+    g = schema_to_grammar(schema, whitespace="compact", extra_properties="spec")
+    assert accepts(g, '{"aaaa":1}') and accepts(g, '{"bbbba":[]}')
+    assert not accepts(g, '{"aa":1}') and not accepts(g, '{"bbbb":1}') and not accepts(g, "{}")
+
+
+# patterns with lookaheads right after a leading ^ sort keys too (lookaheads.split_lookaheads:
+# the rest found, each (?=A) found, each (?!B) not)
+LOOKAHEAD_PATTERNS = ["^(?!x-).*$", "^(?!a1$)[a-z0-9]+$", "^(?=a)(?!az)", "^(?=.*1)x", "^(?!b$)"]
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    pats=st.lists(st.sampled_from(LOOKAHEAD_PATTERNS + ["^x-", "[0-9]"]), min_size=1, max_size=3, unique=True),
+    kinds=st.lists(st.sampled_from([{"type": "integer"}, {"type": "string"}, True, False]), min_size=3, max_size=3),
+    ap=st.sampled_from(ADDITIONAL),
+    inst=st.dictionaries(st.one_of(st.sampled_from(["a1", "x-b", "b", "az", "pattern"]), KEYS), VALUES, max_size=4),
+)
+def test_pattern_properties_with_lookaheads_agree_with_jsonschema(pats, kinds, ap, inst):
+    schema: dict = {"type": "object", "patternProperties": dict(zip(pats, kinds)), "properties": {"b": True}}
+    if ap is not None:
+        schema["additionalProperties"] = ap
+    g = schema_to_grammar(schema, whitespace="compact", extra_properties="spec")
+    text = json.dumps(canonical_order(inst, schema), separators=(",", ":"))
+    assert accepts(g, text) == Draft202012Validator(schema).is_valid(inst), (schema, text)

@@ -89,3 +89,31 @@ def test_documents_are_checked_once_naming_the_option():
     opts = SchemaOptions(documents={"https://a/": "d", "https://a/b/": {"type": "integer"}})
     assert opts.documents[0][:2] == ("https://a/b/", "json")
     assert SchemaOptions(**opts.to_dict()) == opts  # (options rebuilt from their dict: a Lark %json's)
+
+
+@pytest.mark.parametrize(
+    "draft,key",
+    [
+        ("http://json-schema.org/draft-04/schema#", "id"),
+        ("http://json-schema.org/draft-06/schema#", "$id"),
+        ("http://json-schema.org/draft-07/schema#", "$id"),
+    ],
+)
+def test_an_id_that_is_a_plain_name_fragment_is_an_anchor(draft, key):
+    """`"id": "#thing"` (draft-04) and `"$id": "#thing"` (drafts 6, 7) name a subschema that
+    `"$ref": "#thing"` reaches, as the validator of that draft reads it."""
+    import jsonschema
+
+    schema = {
+        "$schema": draft,
+        "definitions": {"thing": {key: "#thing", "type": "integer", "maximum": 5}, "other": {key: "#other"}},
+        "type": "object",
+        "properties": {"x": {"$ref": "#thing"}, "id": {"type": "string"}},
+        "required": ["x"],
+    }
+    g = schema_to_grammar(schema, whitespace="compact", extra_properties="spec")
+    validator = jsonschema.validators.validator_for(schema)(schema)
+    for value in ({"x": 3}, {"x": 9}, {"x": "a"}, {"x": 5, "id": "k"}, {"x": 1, "id": 2}):
+        assert accepts(g, json.dumps(value, separators=(",", ":"))) == validator.is_valid(value), value
+    # a property called id is no identifier, in draft-04 either
+    assert accepts(g, '{"x":1,"id":"#thing"}')

@@ -48,6 +48,7 @@ from ministruct.grammar.schema.logic import Logic, LogicLimit, native_not
 from ministruct.grammar.schema.merge import (
     AMBIGUOUS,
     CONDITIONS,
+    KEY_PARTS,
     MergeError,
     Resolver,
     merge_all,
@@ -336,6 +337,8 @@ class _Compiler(Values, Strings, DynamicScope):
         `properties`, `patternProperties` or `additionalProperties`?"""
         if "additionalProperties" in node:
             return True
+        if KEY_PARTS in node:
+            return False  # (merged parts' extras: whether their parts evaluate them is not kept)
         props, pp = node.get("properties") or {}, node.get("patternProperties") or {}
         required = node.get("required") or []
         if not (props or required or pp) or not isinstance(required, list):

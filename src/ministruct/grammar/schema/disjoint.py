@@ -308,10 +308,11 @@ def _no_common_string(patterns: list[str]) -> bool:
     joint DFA (every state is reachable) accepts all of them. False when unsure."""
     from ministruct.grammar.regex.parse import parse_regex
     from ministruct.grammar.schema.complement import ComplementError, build_dfa, inline_rules
+    from ministruct.grammar.schema.lookaheads import trailing_found
     from ministruct.grammar.schema.patterns import searched_regex
 
     try:
-        comps = [inline_rules(parse_regex(searched_regex(p))) for p in patterns]
+        comps = [inline_rules(parse_regex(searched_regex(trailing_found(p)))) for p in patterns]
         dfa = build_dfa(comps, max_states=MAX_APART_STATES, max_work=MAX_APART_WORK)
     except (MinistructError, ComplementError, RecursionError):
         return False

@@ -32,6 +32,7 @@ from ministruct.grammar.schema.lookaheads import failing_pattern, read_lookahead
 from ministruct.grammar.schema.merge import (
     CONDITIONS,
     CONTAINS,
+    KEY_PARTS,
     NOT_MULTIPLE_OF,
     PATTERNS,
     WITNESSES,
@@ -60,7 +61,8 @@ _CONDITIONALS = ("if", "then", "else")
 # do not list (its objects are not closed over those names)
 _NAMING = frozenset(
     {"anyOf", "oneOf", "allOf", "not", "if", "then", "else", CONDITIONS, "$ref", "$dynamicRef", "enum", "const"}
-    | {"dependentSchemas", "dependencies", "dependentRequired", "unevaluatedProperties", "patternProperties", WITNESSES}
+    | {"dependentSchemas", "dependencies", "dependentRequired", "unevaluatedProperties", "patternProperties"}
+    | {WITNESSES, KEY_PARTS}
 )
 
 
@@ -522,6 +524,8 @@ class Logic:
             elif k == "uniqueItems":
                 if v is True and "array" in live:
                     raise LogicLimit("not", where, "the negation of uniqueItems is not enforced")
+            elif k == KEY_PARTS and "object" in live:
+                raise LogicLimit("not", where, "the negation of merged patternProperties is not enforced")
             elif k in _KNOWN_ASSERTING:
                 raise LogicLimit("not", where, f"the negation of {k} is not enforced")
         return fold_presence(out)

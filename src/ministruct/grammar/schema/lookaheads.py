@@ -56,6 +56,19 @@ def split_lookaheads(pattern: str) -> Optional[Lookaheads]:
     return Lookaheads(f"{flags}^{rest}", tuple(required), tuple(forbidden))
 
 
+def trailing_found(pattern: str) -> str:
+    """`pattern` with a positive lookahead that ends it at the top level, `R(?=X)`, read as
+    `R(?:X)`: re.search finds a match of one where it finds one of the other (what follows
+    a match is no part of it). Any other pattern as it is."""
+    if not pattern.endswith(")") or "(?=" not in pattern or top_level_bar(pattern):
+        return pattern
+    opens = [i for i, c, depth in _outside_classes(pattern) if c == "(" and depth == 1]
+    if not opens or not pattern.startswith("(?=", opens[-1]) or _group_end(pattern, opens[-1]) != len(pattern) - 1:
+        return pattern
+    out = f"{pattern[: opens[-1]]}(?:{pattern[opens[-1] + 3 :]}"
+    return pattern if any(x in out for x in ("(?=", "(?!", "(?<=", "(?<!")) else out
+
+
 def _outside_classes(text: str, start: int = 0) -> Iterator[tuple[int, str, int]]:
     """(index, character, group depth after it) of each character of `text` from `start`
     that is neither escaped nor inside a character class."""

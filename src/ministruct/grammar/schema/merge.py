@@ -25,6 +25,10 @@ CONTAINS = "$ministruct:contains"
 # [[pattern, schema], ...]: for each, some property whose name the pattern finds (re.search)
 # has a value valid under the schema (what a failed patternProperties or propertyNames asks)
 WITNESSES = "$ministruct:witnesses"
+# [[patternProperties, additionalProperties], ...] of merged parts: a name not in the node's
+# `properties` meets, for each pair, the schemas of the patterns that find it, or else the
+# pair's additionalProperties (the parts' own patterns and extras, kept apart)
+KEY_PARTS = "$ministruct:keyParts"
 _COUNTS = ("contains", "minContains", "maxContains")
 
 
@@ -99,15 +103,24 @@ class Resolver:
         self.ids: dict[str, str] = {}
         self.anchors: dict[str, str] = {}
         self.bases: dict[str, str] = {}
-        base = root.get("$id", "") if isinstance(root, dict) and isinstance(root.get("$id"), str) else ""
+        # draft-04 (and 03) spell $id `id`
+        draft = root.get("$schema") if isinstance(root, dict) and isinstance(root.get("$schema"), str) else ""
+        self.id_keys = ("$id", "id") if re.search(r"draft-0[34]/", draft) else ("$id",)
+        base = next((root[k] for k in self.id_keys if isinstance(root, dict) and isinstance(root.get(k), str)), "")
         self.root_doc = urllib.parse.urldefrag(base)[0]
         self._scan(root, "", self.root_doc)
 
     def _scan(self, node: Any, ptr: str, base: str) -> None:
         if isinstance(node, dict):
-            if isinstance(node.get("$id"), str):
-                base = urllib.parse.urldefrag(join_uri(base, node["$id"]))[0]
-                self.ids.setdefault(base, ptr)
+            for k in self.id_keys:
+                if isinstance(node.get(k), str):
+                    if node[k].startswith("#"):  # `"$id": "#name"` (drafts 4-7): a plain-name anchor
+                        if len(node[k]) > 1 and not node[k].startswith("#/"):
+                            self.anchors.setdefault(f"{base}{node[k]}", ptr)
+                    else:
+                        base = urllib.parse.urldefrag(join_uri(base, node[k]))[0]
+                        self.ids.setdefault(base, ptr)
+                    break
             for k in ("$anchor", "$dynamicAnchor"):  # (a $ref reaches a $dynamicAnchor as a plain anchor)
                 if isinstance(node.get(k), str):
                     self.anchors.setdefault(f"{base}#{node[k]}", ptr)
@@ -175,7 +188,7 @@ def _json_eq(x: Any, y: Any) -> bool:
 _MAXES = {"minimum", "exclusiveMinimum", "minLength", "minItems", "minProperties", "minContains"}
 _MINS = {"maximum", "exclusiveMaximum", "maxLength", "maxItems", "maxProperties", "maxContains"}
 _SCHEMA_VALUED = {"propertyNames", "additionalItems", "unevaluatedItems", "unevaluatedProperties", "not"}
-_OBJECT_SHAPE = ("properties", "additionalProperties", "patternProperties")
+_OBJECT_SHAPE = ("properties", "additionalProperties", "patternProperties", KEY_PARTS)
 _ARRAY_SHAPE = ("prefixItems", "items", "additionalItems")
 # Keywords that constrain instances (draft 2020-12 and the draft 4-7 forms ministruct reads).
 _ASSERTING = {
@@ -227,6 +240,7 @@ _ASSERTING = {
     PATTERNS,
     CONTAINS,
     WITNESSES,
+    KEY_PARTS,
 }
 
 
@@ -430,10 +444,8 @@ def _merge_shapes(shape: list) -> dict:
     """Exact merge of properties / additionalProperties / patternProperties of several parts."""
     with_pp = [p for p, _ in shape if p.get("patternProperties")]
     strict_ap = [p for p, _ in shape if p.get("additionalProperties", True) is not True]
-    if len(with_pp) > 1 and strict_ap and not _patterns_cover(shape):
-        raise MergeError(
-            "allOf: patternProperties in several parts with additionalProperties", shape[0][1], "patternProperties"
-        )
+    if any(KEY_PARTS in p for p, _ in shape) or (len(with_pp) > 1 and strict_ap and not _patterns_cover(shape)):
+        return _merge_key_parts(shape)
     names: list[str] = []
     for p, _ in shape:
         names += [n for n in (p.get("properties") or {}) if n not in names]
@@ -472,12 +484,7 @@ def _merge_shapes(shape: list) -> dict:
             for o in without:
                 lists = [n for n in (o.get("properties") or {}) if _search(pat, n, q)]
                 if lists and o.get("additionalProperties", True) is not True:
-                    raise MergeError(
-                        f"allOf: cannot merge patternProperties {pat!r} with another part's additionalProperties "
-                        f"beside its listed property {lists[0]!r}, which the pattern matches",
-                        q,
-                        "patternProperties",
-                    )
+                    return _merge_key_parts(shape)  # (the pattern reaches o's listed names, o's extras not)
             pps.setdefault(pat, []).extend([s] + [o.get("additionalProperties", True) for o in without])
     for pat in dropped:
         pps.pop(pat, None)
@@ -487,6 +494,52 @@ def _merge_shapes(shape: list) -> dict:
             subs = [json.loads(t) for t in dict.fromkeys(json.dumps(x, sort_keys=True) for x in subs if x is not True)]
             out["patternProperties"][pat] = True if not subs else subs[0] if len(subs) == 1 else {"allOf": subs}
     return out
+
+
+def key_parts_of(part: dict) -> list[tuple[dict, Any]]:
+    """A schema object's (patternProperties, additionalProperties) pairs: KEY_PARTS', or its own."""
+    if KEY_PARTS in part:
+        return [(pp, ap) for pp, ap in part[KEY_PARTS]]
+    pp = part.get("patternProperties") or {}
+    ap = part.get("additionalProperties", True)
+    return [(pp, ap)] if pp or ap is not True else []
+
+
+def unlisted_schemas(pairs: list[tuple[dict, Any]], name: str, ptr: str = "") -> list:
+    """What a name no `properties` lists meets under these pairs (True left out)."""
+    subs = []
+    for pp, ap in pairs:
+        hits = [s for pat, s in pp.items() if _search(pat, name, ptr)]
+        subs += hits if hits else [ap]
+    return [s for s in subs if s is not True]
+
+
+def _merge_key_parts(shape: list) -> dict:
+    """Exact merge of parts whose patterns and additionalProperties do not fold into one
+    pair: listed names get every part's schema for them, the other names KEY_PARTS."""
+    names: list[str] = []
+    for p, _ in shape:
+        names += [n for n in (p.get("properties") or {}) if n not in names]
+    props: dict = {}
+    for n in names:
+        subs = []
+        for p, q in shape:
+            own = p.get("properties") or {}
+            if n in own:  # (its patterns hold for it too, its additionalProperties not)
+                subs += [own[n]] + [s for pp, _ in key_parts_of(p) for pat, s in pp.items() if _search(pat, n, q)]
+            else:
+                subs += unlisted_schemas(key_parts_of(p), n, q)
+        subs = [s for s in subs if s is not True]
+        props[n] = True if not subs else subs[0] if len(subs) == 1 else {"allOf": subs}
+    pairs = []
+    for p, q in shape:
+        for pp, ap in key_parts_of(p):
+            if not isinstance(pp, dict):
+                raise MergeError("patternProperties must be an object", f"{q}/patternProperties", "patternProperties")
+            for pat in pp:
+                _search(pat, "", q)  # (an invalid pattern is said here)
+            pairs.append([pp, ap])
+    return {"properties": props, KEY_PARTS: pairs}
 
 
 def _patterns_cover(shape: list) -> bool:

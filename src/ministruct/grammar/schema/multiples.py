@@ -28,7 +28,7 @@ from typing import Any, Callable, Optional
 
 from ministruct.grammar.ir import EMPTY, CharClass, Expr, RuleRef, alt, seq
 from ministruct.grammar.schema.complement import ComplementError, build_dfa
-from ministruct.grammar.schema.merge import NOT_MULTIPLE_OF, WITNESSES
+from ministruct.grammar.schema.merge import KEY_PARTS, NOT_MULTIPLE_OF, WITNESSES
 from ministruct.grammar.schema.numbers import as_decimal, step_of
 
 MAX_MULTIPLE_STATES = 4000
@@ -87,12 +87,37 @@ def _witnesses(validator: Any, pairs: Any, instance: Any, schema: Any) -> Any:
             yield ValidationError(f"no property named by {pat!r} has a value valid under {sub!r}")
 
 
+def _key_parts(validator: Any, pairs: Any, instance: Any, schema: Any) -> Any:
+    """KEY_PARTS (merge.py): each name the node's `properties` does not list meets, for each
+    pair, the schemas of the patterns that find it, or else the pair's additionalProperties."""
+    import re
+
+    from jsonschema.exceptions import ValidationError
+
+    if not validator.is_type(instance, "object"):
+        return
+    listed = schema.get("properties") or {}
+    for k, v in instance.items():
+        if k in listed:
+            continue
+        for pp, ap in pairs:
+            for sub in [s for p, s in pp.items() if re.search(p, k)] or [ap]:
+                if not validator.evolve(schema=sub).is_valid(v):
+                    yield ValidationError(f"property {k!r} fails {sub!r}")
+
+
 def exact_validator(cls: Any) -> Any:
     """The jsonschema validator class `cls` with `exact_multiple_of` as its multipleOf."""
     from jsonschema import validators
 
     return validators.extend(
-        cls, {"multipleOf": exact_multiple_of, NOT_MULTIPLE_OF: _not_multiple_of, WITNESSES: _witnesses}
+        cls,
+        {
+            "multipleOf": exact_multiple_of,
+            NOT_MULTIPLE_OF: _not_multiple_of,
+            WITNESSES: _witnesses,
+            KEY_PARTS: _key_parts,
+        },
     )
 
 

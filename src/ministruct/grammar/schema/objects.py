@@ -18,7 +18,7 @@ from ministruct.grammar.schema.formats import (
     string_literal,
 )
 from ministruct.grammar.schema.keys import not_in_names
-from ministruct.grammar.schema.merge import CONTAINS, WITNESSES, Resolver, merge_all
+from ministruct.grammar.schema.merge import CONTAINS, KEY_PARTS, WITNESSES, Resolver, merge_all, unlisted_schemas
 from ministruct.grammar.schema.pattern_keys import extra_member, name_pattern, pattern_extras
 
 if TYPE_CHECKING:
@@ -81,7 +81,7 @@ def object_expr(c: SchemaContext, node: dict, ptr: str, depth: int) -> Expr:
             if hit:
                 subs.append(s)
         if n not in props and len(subs) == 0:
-            subs.append(ap)
+            subs = unlisted_schemas(node[KEY_PARTS], n, ptr) if KEY_PARTS in node else [ap]
         if pn_validator is not None and not pn_validator.is_valid(n):
             subs = [False]
         subs = [s for s in subs if s is not True]
@@ -182,6 +182,12 @@ def _extras(
     """One additional `"key": value` member (a rule), or None when none are allowed."""
     if pn is False:
         return None
+    if KEY_PARTS in node:  # (merged parts: their patterns and extras, kept apart)
+        if pn is not True and name_pattern(pn) is None:
+            c.unsupported("propertyNames", ptr, "together with patternProperties is not enforced")
+            return None
+        pairs = [(kp, kap) for kp, kap in node[KEY_PARTS]]
+        return pattern_extras(c, ptr, depth, names, True, {}, name_pattern(pn), pairs=pairs)
     if pp and not (ap is True and all(s is True for s in pp.values())):
         schemas = list(pp.values())
         simple = (

@@ -47,17 +47,36 @@ def _key_dfa(pats: tuple[str, ...], names: tuple[str, ...], pn_pat: Optional[str
     next), then whether it matches each of `found` (witness patterns). (Cached: the object
     of a schema is often compiled once per merged variant.)"""
     from ministruct.grammar.regex.parse import parse_regex
-    from ministruct.grammar.schema.complement import build_dfa, inline_rules
+    from ministruct.grammar.schema.complement import KeyDFA, build_dfa, inline_rules
+    from ministruct.grammar.schema.lookaheads import split_lookaheads, trailing_found
 
     def searched(p: str, source: str) -> Expr:
-        return inline_rules(parse_regex(f"[\\s\\S]*(?:{p})[\\s\\S]*", source=source))
+        return inline_rules(parse_regex(f"[\\s\\S]*(?:{trailing_found(p)})[\\s\\S]*", source=source))
 
-    comps = [searched(p, "patternProperties") for p in pats]
+    comps: list[Expr] = []
+    reads = []  # per pattern: (its component, the required ones, the forbidden ones)
+    for p in pats:
+        la = split_lookaheads(p)  # `^(?=A)(?!B)R`: R and A found, B not (lookaheads.py)
+        parts = [p] if la is None else [la.rest, *la.required, *la.forbidden]
+        first = len(comps)
+        comps += [searched(x, "patternProperties") for x in parts]
+        n_req = 0 if la is None else len(la.required)
+        reads.append((first, range(first + 1, first + 1 + n_req), range(first + 1 + n_req, first + len(parts))))
+    shift = len(comps) - len(pats)  # (the components after the patterns', as pattern_extras numbers them)
+    first_other = len(comps)
     comps.append(alt(*[Literal(n) for n in names]) if names else NOTHING)
     if pn_pat is not None:
         comps.append(searched(pn_pat, "propertyNames"))
     comps += [searched(p, "not") for p in found]
-    return build_dfa(comps)
+    dfa = build_dfa(comps)
+    if not shift:
+        return dfa
+
+    def relabel(lab: frozenset[int]) -> frozenset[int]:
+        own = [r in lab and all(q in lab for q in req) and not any(q in lab for q in forb) for r, req, forb in reads]
+        return frozenset(i for i, hit in enumerate(own) if hit) | frozenset(x - shift for x in lab if x >= first_other)
+
+    return KeyDFA(dfa.states, [relabel(lab) for lab in dfa.labels], dfa.free, dfa.work)
 
 
 def pattern_extras(
@@ -69,18 +88,22 @@ def pattern_extras(
     pp: dict,
     pn_pat: Optional[str] = None,
     found: "tuple[tuple[str, Any], ...]" = (),
+    pairs: "Optional[list[tuple[dict, Any]]]" = None,
 ) -> Optional[Expr]:
     """Additional members under patternProperties, exactly: one DFA over the decoded key
     sorts it into "matches exactly the patterns M" (M possibly empty) or "is a listed
     name" (excluded: listed names are members of their own); the value must satisfy
     allOf(pattern schemas of M), or additionalProperties when M is empty. A
     propertyNames pattern is one more component every additional key must match; so is
-    each (pattern, schema) of `found` (a witness), whose schema the value also satisfies."""
+    each (pattern, schema) of `found` (a witness), whose schema the value also satisfies.
+    `pairs` (merged parts' (patternProperties, additionalProperties), KEY_PARTS) in place of
+    `pp` and `ap`: the value satisfies, for each pair, its patterns' schemas of M, or else
+    its additionalProperties."""
     from ministruct.errors import GrammarSyntaxError, SchemaError
     from ministruct.grammar.schema.complement import ComplementError, live_states
 
     why = "with additionalProperties other than false is not enforced"
-    pats = list(pp)
+    pats = list(pp) if pairs is None else list(dict.fromkeys(p for kp, _ in pairs for p in kp))
     if len(pats) > MAX_PATTERNS:
         c.unsupported("patternProperties", ptr, f"with more than {MAX_PATTERNS} patterns is not enforced")
         return None
@@ -98,9 +121,23 @@ def pattern_extras(
     values: dict[frozenset, Expr] = {}
     wanted = [s for _, s in found if s is not True]
 
+    def of_pairs(m: frozenset) -> list:
+        subs = []
+        for kp, kap in pairs or ():
+            hits = [s for p, s in kp.items() if pats.index(p) in m]
+            subs += hits if hits else [kap]
+        return [s for s in subs if s is not True]
+
     def value_for(m: frozenset) -> Expr:
         if m not in values:
-            if not m and not wanted:
+            if pairs is not None:
+                subs = of_pairs(m) + wanted
+                v = c.value(
+                    True if not subs else subs[0] if len(subs) == 1 else {"allOf": subs},
+                    f"{ptr}/patternProperties",
+                    depth + 1,
+                )
+            elif not m and not wanted:
                 v = c.value(ap, f"{ptr}/additionalProperties", depth + 1)
             elif len(m) == 1 and not wanted:
                 (i,) = m
@@ -110,6 +147,8 @@ def pattern_extras(
                 try:
                     v = c.value({"allOf": subs + wanted}, f"{ptr}/patternProperties", depth + 1)
                 except SchemaError:
+                    if not getattr(c, "lenient", False):
+                        raise  # (it names the keyword and pointer that could not be)
                     c.unsupported("patternProperties", ptr, why)
                     v = NOTHING
             if c.marking and not _dead(v):

@@ -22,7 +22,7 @@ from ministruct.grammar.schema.formats import (
     small_format_expr,
 )
 from ministruct.grammar.schema.lengths import length_bounds, restrict_length, search_core, search_with_length
-from ministruct.grammar.schema.lookaheads import top_level_bar
+from ministruct.grammar.schema.lookaheads import top_level_bar, trailing_found
 from ministruct.grammar.schema.merge import PATTERNS
 from ministruct.grammar.schema.patterns import (
     MAX_FORMAT_PRODUCT_STATES,
@@ -249,13 +249,14 @@ class Strings(GrammarWriter):
         """The strings the schema's `pattern` at `ptr` is found in (re.search), as IR."""
         if not isinstance(pattern, str):
             raise self.error("pattern must be a string", ptr, "pattern")
-        return self.regex_language(pattern, searched_regex(pattern), ptr)
+        return self.regex_language(pattern, searched_regex(trailing_found(pattern)), ptr)
 
     def pattern(self, pattern: Any, ptr: str, lo: int, hi: Optional[int]) -> Expr:
         if lo == 0 and hi is None:
             return encode_chars(self.searched_language(pattern, ptr))
         if not isinstance(pattern, str):
             raise self.error("pattern must be a string", ptr, "pattern")
+        pattern = trailing_found(pattern)
 
         def parse(text: str) -> Expr:
             return self.regex_language(pattern, text, ptr)

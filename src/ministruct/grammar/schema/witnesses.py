@@ -20,7 +20,7 @@ from typing import Any, Callable, Optional
 
 from ministruct.grammar.ir import NOTHING, Expr, Literal, Repeat, RuleRef, alt, seq
 from ministruct.grammar.schema.context import SchemaContext
-from ministruct.grammar.schema.merge import WITNESSES
+from ministruct.grammar.schema.merge import KEY_PARTS, WITNESSES
 from ministruct.grammar.schema.pattern_keys import MAX_PATTERNS, name_pattern, pattern_extras
 
 MAX_WITNESSES = 4  # claims are subsets of the witnesses: 2**4 member variants at most
@@ -74,6 +74,7 @@ def witnesses_of(
     w.matching = [frozenset(j for j, (p, _) in enumerate(found) if re.search(p, n)) for n in entry_names]
     pn = node.get("propertyNames", True)
     pp = node.get("patternProperties") or {}
+    pairs = [(kp, kap) for kp, kap in node[KEY_PARTS]] if KEY_PARTS in node else None  # (merged parts' own)
     pn_pat = name_pattern(pn)
     if pn is False or (pn is not True and pn_pat is None) or not isinstance(pp, dict) or len(pp) > MAX_PATTERNS:
         c.restricted("not", ptr, "is met only by listed properties here")
@@ -82,7 +83,7 @@ def witnesses_of(
     ap = node.get("additionalProperties", node.get("unevaluatedProperties", True))
     for size in range(1, len(found) + 1):
         for claim in itertools.combinations(range(len(found)), size):
-            got = pattern_extras(c, ptr, depth, names, ap, pp, pn_pat, tuple(found[j] for j in claim))
+            got = pattern_extras(c, ptr, depth, names, ap, pp, pn_pat, tuple(found[j] for j in claim), pairs)
             if not _dead(got):
                 w.extras[frozenset(claim)] = got
     return w
