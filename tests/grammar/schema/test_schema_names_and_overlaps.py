@@ -348,9 +348,25 @@ def test_lookaheads_after_a_leading_caret_agree_with_jsonschema(looks, rest, fla
         assert "accepts no value" in str(e), e
 
 
+@SETTINGS
+@given(
+    st.sampled_from(["", "^", "(?i)"]),
+    st.sampled_from(["", "a", "((?:[^/]*/)*)", "[a-c]+", "x?"]),
+    _LOOK,
+    st.lists(st.text(st.sampled_from(list("abcAB1/\n")), max_size=5), min_size=1, max_size=8),
+)
+def test_a_lookahead_that_ends_the_pattern_agrees_with_jsonschema(start, rest, look, texts):
+    """`R(?=X)`: re.search finds it where it finds `R(?:X)` (what follows a match is no part
+    of it), in `pattern`, with length bounds and under `not`."""
+    pattern = f"{start}{rest}(?={look})"
+    check_strings_against_jsonschema({"type": "string", "pattern": pattern}, texts)
+    check_strings_against_jsonschema({"type": "string", "pattern": pattern, "maxLength": 3}, texts)
+    check_strings_against_jsonschema({"type": "string", "not": {"pattern": pattern}}, texts)
+
+
 @pytest.mark.parametrize(
     "pattern",
-    ["^a(?!b)", "(?!a)b", "^(?!a)b|c", "(?m)^(?!a)b", "^(?!a)*b", "^(?!a)b(?!c)"],
+    ["^a(?!b)", "(?!a)b", "^(?!a)b|c", "(?m)^(?!a)b", "^(?!a)*b", "^(?!a)b(?!c)", "a(?=b)(?=c)", "a(?=b)|c"],
 )
 def test_other_lookaheads_stay_refused_by_pointer(pattern):
     with pytest.raises(SchemaError, match="lookahead") as e:
