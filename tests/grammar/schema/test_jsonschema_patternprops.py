@@ -248,3 +248,40 @@ def test_pattern_properties_with_lookaheads_agree_with_jsonschema(pats, kinds, a
     g = schema_to_grammar(schema, whitespace="compact", extra_properties="spec")
     text = json.dumps(canonical_order(inst, schema), separators=(",", ":"))
     assert accepts(g, text) == Draft202012Validator(schema).is_valid(inst), (schema, text)
+
+
+# propertyNames that lists names (enum, const) or is reached through a $ref, beside patterns
+# and listed properties: one more component of the key automaton
+_NAMES_SCHEMAS = [
+    {"enum": ["a1", "x-b", "zz", 3]},
+    {"type": "string", "const": "x-1"},
+    {"$ref": "#/$defs/key"},
+    {"$ref": "#/$defs/keys"},
+]
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    pn=st.sampled_from(_NAMES_SCHEMAS),
+    pats=st.sampled_from([{}, *PATTERN_SETS[:4]]),
+    ap=st.sampled_from(ADDITIONAL),
+    props=st.sampled_from(PROPERTIES),
+    inst=st.dictionaries(st.one_of(st.sampled_from(["a1", "x-b", "zz", "x-1", "b"]), KEYS), VALUES, max_size=4),
+)
+def test_property_names_listed_or_referenced_agree_with_jsonschema(pn, pats, ap, props, inst):
+    schema: dict = {
+        "type": "object",
+        "propertyNames": pn,
+        "$defs": {"key": {"type": "string", "pattern": "^[a-z]\\d$"}, "keys": {"enum": ["b", "a1"]}},
+    }
+    for k, v in (("patternProperties", pats), ("additionalProperties", ap), ("properties", props)):
+        if v:
+            schema[k] = v
+    try:
+        g = schema_to_grammar(schema, whitespace="compact", extra_properties="spec")
+    except SchemaError as e:
+        assert "accepts no value" in str(e), e
+        assert not Draft202012Validator(schema).is_valid(inst) or not inst, (schema, inst)
+        return
+    text = json.dumps(canonical_order(inst, schema), separators=(",", ":"))
+    assert accepts(g, text) == Draft202012Validator(schema).is_valid(inst), (schema, text)

@@ -18,7 +18,15 @@ from ministruct.grammar.schema.formats import (
     string_literal,
 )
 from ministruct.grammar.schema.keys import not_in_names
-from ministruct.grammar.schema.merge import CONTAINS, KEY_PARTS, WITNESSES, Resolver, merge_all, unlisted_schemas
+from ministruct.grammar.schema.merge import (
+    CONTAINS,
+    KEY_PARTS,
+    WITNESSES,
+    MergeError,
+    Resolver,
+    merge_all,
+    unlisted_schemas,
+)
 from ministruct.grammar.schema.pattern_keys import extra_member, name_pattern, pattern_extras
 
 if TYPE_CHECKING:
@@ -63,6 +71,11 @@ def object_expr(c: SchemaContext, node: dict, ptr: str, depth: int) -> Expr:
     if not isinstance(pp, dict):
         raise c.error("patternProperties must be an object", f"{ptr}/patternProperties", "patternProperties")
     pn = node.get("propertyNames", True)
+    if isinstance(pn, dict) and "$ref" in pn:  # (a named string schema: read through its $ref)
+        try:
+            pn = merge_all(pn, f"{ptr}/propertyNames", c.resolver)
+        except MergeError:
+            pass
     min_p = _int_kw(c, node, "minProperties", ptr, 0) or 0
     max_p = _int_kw(c, node, "maxProperties", ptr, None)
     pn_validator = c.validator.evolve(schema=pn) if pn is not True else None

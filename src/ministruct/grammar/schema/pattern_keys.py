@@ -4,6 +4,7 @@ which `patternProperties` patterns it matches, whether it is a listed name, whet
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 from typing import Any, Optional
 
@@ -32,12 +33,18 @@ MAX_PATTERNS = 8
 
 
 def name_pattern(pn: Any) -> Optional[str]:
-    """The regex of a propertyNames schema that is only `pattern` (and type string)."""
-    if not isinstance(pn, dict) or not isinstance(pn.get("pattern"), str):
+    """The regex of a propertyNames schema that is only `pattern`, or only lists names
+    (`enum`, `const`; names are strings: other values name nothing), with type string."""
+    if not isinstance(pn, dict) or pn.get("type", "string") != "string":
         return None
-    if set(pn) - ANNOTATIONS - {"pattern", "type"} or pn.get("type", "string") != "string":
+    keys = set(pn) - ANNOTATIONS - {"type"}
+    if keys == {"pattern"} and isinstance(pn["pattern"], str):
+        return pn["pattern"]
+    listed = [pn["const"]] if keys == {"const"} else pn["enum"] if keys == {"enum"} else None
+    if not isinstance(listed, list):
         return None
-    return pn["pattern"]
+    names = [re.escape(x) for x in dict.fromkeys(x for x in listed if isinstance(x, str))]
+    return f"\\A(?:{'|'.join(names)})\\Z" if names else "[^\\s\\S]"
 
 
 @lru_cache(maxsize=256)
