@@ -388,3 +388,42 @@ def test_a_tuple_with_contains_may_write_the_item_it_asks_for_past_the_tuple():
     check = Draft202012Validator(schema)
     for t in sample_strings(g, random.Random(2), count=30):
         assert check.is_valid(json.loads(t)), t
+
+
+# ------------------------------------------------------------ the older array forms in allOf
+
+_ITEM = st.sampled_from([{"type": "integer"}, {"type": "string"}, {"enum": [1, "a"]}, True, False])
+_ARRAY_PART = st.one_of(
+    st.builds(
+        lambda xs, rest: {"items": xs, **rest},
+        st.lists(_ITEM, max_size=3),
+        st.sampled_from([{}, {"additionalItems": False}, {"additionalItems": {"type": "integer"}}]),
+    ),
+    st.builds(
+        lambda x, extra: {"items": x, **extra},
+        st.sampled_from([{"type": "integer"}, {"type": "string"}, {"enum": [1, "a"]}]),  # (the validator
+        st.sampled_from([{}, {"additionalItems": False}, {"minItems": 2}]),  # fails on a bool beside additionalItems)
+    ),
+)
+
+
+@settings(max_examples=60)
+@given(
+    st.lists(_ARRAY_PART, min_size=2, max_size=3),
+    st.lists(st.lists(st.sampled_from([1, 2, "a", "b", None]), max_size=4), min_size=1, max_size=12),
+)
+def test_older_array_forms_in_several_parts_agree_with_jsonschema(parts, arrays):
+    """`items` as a list with `additionalItems` (drafts 4-7) in several allOf parts: the
+    positions and the rest of each part, both ways on every array (draft-07's validator)."""
+    from jsonschema import Draft7Validator
+
+    schema = {"$schema": "http://json-schema.org/draft-07/schema#", "type": "array", "allOf": parts}
+    validator = Draft7Validator(schema)
+    try:
+        g = schema_to_grammar(schema, whitespace="compact")
+    except SchemaError as e:
+        assert "accepts no value" in str(e), e
+        assert not any(validator.is_valid(a) for a in arrays), schema
+        return
+    for a in arrays:
+        assert accepts(g, json.dumps(a, separators=(",", ":"))) == validator.is_valid(a), (schema, a)

@@ -353,7 +353,10 @@ def _conditional_listed(p: dict) -> dict:
 
 
 def _merge_arrays(parts: list) -> dict:
-    """Exact merge of prefixItems / items: position i gets every part's schema for i."""
+    """Exact merge of prefixItems / items: position i gets every part's schema for i. The
+    older form (`items` a list: the positions, `additionalItems` the rest; `additionalItems`
+    says nothing beside any other `items`) is read as prefixItems / items first."""
+    parts = [(_positional(p, q), q) for p, q in parts]
     for p, q in parts:
         if isinstance(p.get("items"), list) or "additionalItems" in p:
             raise MergeError("allOf: cannot merge array forms of items", q, "items")
@@ -370,6 +373,16 @@ def _merge_arrays(parts: list) -> dict:
     if prefix:
         out["prefixItems"] = prefix
     return out
+
+
+def _positional(p: dict, ptr: str) -> dict:
+    """A part's `items` list (drafts 4-2019) as prefixItems, `additionalItems` as its items."""
+    if "prefixItems" in p:
+        return p  # (both forms in one part: refused by the caller)
+    if isinstance(p.get("items"), list):
+        rest = {k: v for k, v in p.items() if k not in ("items", "additionalItems")}
+        return {**rest, "prefixItems": p["items"], "items": p.get("additionalItems", True)}
+    return {k: v for k, v in p.items() if k != "additionalItems"}
 
 
 def _lcm(a: Any, b: Any, ptr: str) -> Any:
