@@ -2,7 +2,9 @@
 and schema/contains.py compile: `not`, `if`/`then`/`else`, schema dependencies, overlapping
 `oneOf` object branches (also many branches of one property each), `contains`, a property
 no list names that what fails asks for (schema/witnesses.py), the patterns and extras of
-several allOf parts kept apart (merge.KEY_PARTS), several multipleOf steps together. Every output is complete and valid by `jsonschema` (Draft 2020-12,
+several allOf parts kept apart (merge.KEY_PARTS), several multipleOf steps together,
+propertyNames through a $ref, draft-04's forms (an `id` anchor, `items` lists in allOf
+parts) and a lookahead that ends a pattern. Every output is complete and valid by `jsonschema` (Draft 2020-12,
 formats asserted), the judge that is not ministruct."""
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from jsonschema import Draft7Validator, Draft202012Validator
+from jsonschema import Draft4Validator, Draft7Validator, Draft202012Validator
 
 from cli.conftest import gen_valid_outputs
 
@@ -118,6 +120,33 @@ SCHEMAS = {
         "required": ["name"],
         "maxProperties": 3,
     },
+    "names-listed-through-a-ref": {  # propertyNames a $ref to an enum, beside a pattern
+        "type": "object",
+        "propertyNames": {"$ref": "#/$defs/pipette"},
+        "patternProperties": {".*": {"type": "number", "minimum": 0, "maximum": 100}},
+        "additionalProperties": False,
+        "minProperties": 1,
+        "maxProperties": 2,
+        "$defs": {"pipette": {"type": "string", "enum": ["p10_single", "p50_multi", "p300_single"]}},
+    },
+    "draft-04-forms": {  # an `id` anchor, items as a list in allOf parts, a lookahead ending a pattern
+        "$schema": "http://json-schema.org/draft-04/schema#",
+        "definitions": {
+            "file": {"id": "#file", "type": "string", "pattern": "^[a-z]{1,12}(?=\\.(yaml|json)$)"},
+            "position": {"items": [{"type": "number"}, {"type": "number"}], "additionalItems": False},
+        },
+        "type": "object",
+        "properties": {
+            "spec": {"$ref": "#file"},
+            "at": {
+                "allOf": [
+                    {"$ref": "#/definitions/position"},
+                    {"items": {"type": "integer", "minimum": -90, "maximum": 90}},
+                ]
+            },
+        },
+        "required": ["spec", "at"],
+    },
     "several-steps": {  # a multiple of 4, 3, 5 and 7 (of 420) that is no multiple of 9
         "type": "object",
         "properties": {
@@ -139,7 +168,13 @@ def test_gen_gives_complete_valid_output(run_cli, tmp_path, name):
     schema = SCHEMAS[name]
     path = tmp_path / f"{name}.json"
     path.write_text(json.dumps(schema))
-    validator_class = Draft7Validator if "dependencies" in schema else Draft202012Validator
+    validator_class = (
+        Draft4Validator
+        if "draft-04" in schema.get("$schema", "")
+        else Draft7Validator
+        if "dependencies" in schema
+        else Draft202012Validator
+    )
     validator = validator_class(schema, format_checker=validator_class.FORMAT_CHECKER)
     values = gen_valid_outputs(run_cli, path, validator)
     if name == "some-name-found":
