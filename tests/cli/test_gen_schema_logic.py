@@ -133,7 +133,7 @@ SCHEMAS = {
         "$schema": "http://json-schema.org/draft-04/schema#",
         "definitions": {
             "file": {"id": "#file", "type": "string", "pattern": "^[a-z]{1,12}(?=\\.(yaml|json)$)"},
-            "position": {"items": [{"type": "number"}, {"type": "number"}], "additionalItems": False},
+            "position": {"type": "array", "items": [{"type": "number"}, {"type": "number"}], "additionalItems": False},
         },
         "type": "object",
         "properties": {
@@ -183,6 +183,8 @@ def test_gen_gives_complete_valid_output(run_cli, tmp_path, name):
         assert all(any(k.startswith("x-") and x == "on" for k, x in value.items()) for value in values)
     if name == "oneOf":  # exactly one branch: never both a phone and an e-mail beside an id
         assert all(len({"email", "phone"} & set(value)) == 1 for value in values)
+    if name == "draft-04-forms":  # the two positions, integers in range, and a file name the lookahead asked for
+        assert all(len(v["at"]) == 2 and v["spec"].endswith((".yaml", ".json")) for v in values)
     if name == "one-property-branches":
         branches = [Draft202012Validator(b) for b in schema["oneOf"]]
         assert all(sum(b.is_valid(value) for b in branches) == 1 for value in values)
