@@ -31,7 +31,7 @@ CASES = [
     ("big multipleOf", {"type": "number", "multipleOf": 0.9973, "minimum": 3.3}, "/multipleOf", "the limit"),
     (
         "allOf clash",
-        {"allOf": [{"items": [{"type": "string"}]}, {"prefixItems": [{"type": "integer"}]}]},
+        {"allOf": [{"prefixItems": [True], "items": [{"type": "string"}]}, {"prefixItems": [{"type": "integer"}]}]},
         "/allOf/0",
         "allOf",
     ),
