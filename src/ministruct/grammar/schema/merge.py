@@ -459,11 +459,8 @@ def _merge_shapes(shape: list) -> dict:
     strict_ap = [p for p, _ in shape if p.get("additionalProperties", True) is not True]
     if any(KEY_PARTS in p for p, _ in shape) or (len(with_pp) > 1 and strict_ap and not _patterns_cover(shape)):
         return _merge_key_parts(shape)
-    names: list[str] = []
-    for p, _ in shape:
-        names += [n for n in (p.get("properties") or {}) if n not in names]
     props: dict = {}
-    for n in names:
+    for n in _listed_names(shape):
         subs = []
         for p, q in shape:
             pp = p.get("properties") or {}
@@ -509,6 +506,14 @@ def _merge_shapes(shape: list) -> dict:
     return out
 
 
+def _listed_names(shape: list) -> list[str]:
+    """The names the parts' `properties` list, in order, once each."""
+    names: list[str] = []
+    for p, _ in shape:
+        names += [n for n in (p.get("properties") or {}) if n not in names]
+    return names
+
+
 def key_parts_of(part: dict) -> list[tuple[dict, Any]]:
     """A schema object's (patternProperties, additionalProperties) pairs: KEY_PARTS', or its own."""
     if KEY_PARTS in part:
@@ -530,11 +535,8 @@ def unlisted_schemas(pairs: list[tuple[dict, Any]], name: str, ptr: str = "") ->
 def _merge_key_parts(shape: list) -> dict:
     """Exact merge of parts whose patterns and additionalProperties do not fold into one
     pair: listed names get every part's schema for them, the other names KEY_PARTS."""
-    names: list[str] = []
-    for p, _ in shape:
-        names += [n for n in (p.get("properties") or {}) if n not in names]
     props: dict = {}
-    for n in names:
+    for n in _listed_names(shape):
         subs = []
         for p, q in shape:
             own = p.get("properties") or {}
