@@ -147,6 +147,8 @@ def test_several_steps_accept_exactly_the_valid_integers_and_generate_valid_numb
     try:
         g = schema_to_grammar(schema, whitespace="compact")
     except SchemaError as e:
+        if e.keyword == "multipleOf" and "(the limit)" in str(e):
+            return  # (bounded work: a machine past its limit is refused by pointer, naming it)
         assert "accepts no value" in str(e), e
         assert not any(_valid(schema, x) for x in range(schema["minimum"], schema["maximum"] + 1)), schema
         return
