@@ -19,7 +19,7 @@ def test_what_a_compile_makes_is_left_in_the_oldest_generation(vocab, unbounded_
     (The warming runs to its end here: at its time budget, a busy machine makes fewer.)"""
     constraint = Constraint.from_tools(json.loads(TOOLS.read_text()), choice="required")
     gc.collect()
-    compiled = compile_grammar(constraint, vocab, use_cache=False)
+    compiled = compile_grammar(constraint, vocab, use_cache=False, warm=True)
     assert len(compiled.configs) > 1_000  # (the warming made a good many)
     young = len(gc.get_objects(generation=0)) + len(gc.get_objects(generation=1))
     assert young < 1_000, young

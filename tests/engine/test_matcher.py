@@ -278,7 +278,7 @@ def test_a_walk_inside_a_long_repeat_stays_in_one_copy(unbounded_warm):
     toks = [b"a", b"b", b"ab", b"aba", b"abab", b"ababab", b"ba", b"!", b"ab!", b"ab" * 6, b"b" * 12]
     v = vocab_of(*toks)
     g = Grammar({"root": Seq((Repeat(alt(Literal("ab"), Literal("b")), 0, 200), Literal("!")))})
-    compiled = compile_grammar(g, v, use_cache=False)
+    compiled = compile_grammar(g, v, use_cache=False, warm=True)
     before = len(compiled.configs)
     compiled.mask(compiled.initial)
     assert len(compiled.configs) - before <= 4

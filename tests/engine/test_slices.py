@@ -704,10 +704,10 @@ def test_merged_interval_sequences_spell_the_same_byte_strings(seqs):
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(expr=strings | long_strings, walk=st.lists(st.integers(0, 10_000), max_size=8))
 def test_warming_changes_no_mask(expr, walk):
-    """compile_grammar follows the repeats' chains before the first mask; a grammar bound
-    without it (CompiledGrammar alone) gives the same masks along the same walk, and every
+    """compile_grammar(warm=True) follows the repeats' chains before the first mask; a grammar
+    bound without it (CompiledGrammar alone) gives the same masks along the same walk, and every
     cell the warming wrote is the automaton's own step."""
-    warmed = compile_grammar(Grammar({"root": expr}), VOCAB, use_cache=False)
+    warmed = compile_grammar(Grammar({"root": expr}), VOCAB, use_cache=False, warm=True)
     cold = compile_module.CompiledGrammar(Grammar({"root": expr}), VOCAB)
     a, b = Matcher(warmed), Matcher(cold)
     for choice in walk + [None]:
@@ -724,13 +724,15 @@ def test_warming_changes_no_mask(expr, walk):
 
 def test_warming_follows_a_bounded_string_before_the_first_mask(unbounded_warm):
     """A string of at most 60 characters, over tokens as long as 80 (no copy of the repeat
-    stands for another): compile_grammar follows its chain to the end, so the masks inside
+    stands for another): compile_grammar(warm=True) follows its chain to the end, so the masks inside
     the string follow it no more. (The warming runs to its end here: at its time budget,
     a busy machine follows less of the chain.)"""
     toks = [b'"', b"x"] + [b"-" * k for k in (1, 2, 3, 23, 24, 25, 29, 30, 31, 40, 59, 61, 80)] + [b'-"', b""]
     vocab = Vocabulary.from_bytes(toks, eog_ids=[len(toks) - 1])
     body = Repeat(char_class(['"', "\\"], negated=True), 0, 60)
-    compiled = compile_grammar(Grammar({"root": Seq((Literal('"'), body, Literal('"')))}), vocab, use_cache=False)
+    compiled = compile_grammar(
+        Grammar({"root": Seq((Literal('"'), body, Literal('"')))}), vocab, use_cache=False, warm=True
+    )
     chains = compiled._chains["json-char"]
     followed = len(chains._next)
     assert followed >= 59

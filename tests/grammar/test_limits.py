@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from ministruct.check.grammar import check_text
 from ministruct.errors import CompileLimitError, MinistructError, SchemaError
 from ministruct.grammar import limits
-from ministruct.grammar.constraint import load_constraint, load_schema_text
-from ministruct.grammar.ir import Literal, Repeat, Seq, alt, seq
+from ministruct.grammar.constraint import Constraint, load_constraint, load_schema_text
+from ministruct.grammar.ir import Grammar, Literal, Repeat, Seq, alt, seq
 from ministruct.grammar.limits import (
     MAX_JSON_NESTING,
     bounded,
@@ -212,3 +212,34 @@ def _verdict(g, text: str):
         return check_text(g, text).accepted
     except MinistructError as e:  # e.g. an empty language: refused the same way before and after
         return type(e).__name__
+
+
+def test_a_schema_grammar_is_reshaped_once(monkeypatch):
+    """schema_to_grammar reshapes its rules; Constraint's bounded() then only checks them,
+    unless the rules changed since (another body, another rule)."""
+    calls = []
+    real = limits.reshape
+
+    def counting(rules, fresh):
+        calls.append(len(rules))
+        return real(rules, fresh)
+
+    monkeypatch.setattr(limits, "reshape", counting)
+    schema = {"type": "object", "properties": {"a": {"type": "array", "items": {"type": "string"}}}}
+    g = schema_to_grammar(schema)
+    assert bounded(g) is g and calls == []
+    assert Constraint.from_json_schema(schema).grammar.to_gbnf() == g.to_gbnf()
+    g.rules["extra"] = Literal("x")  # changed since: reshaped again
+    bounded(g)
+    assert len(calls) == 1
+    fresh = schema_to_grammar(schema)
+    copy = Grammar(dict(fresh.rules), fresh.root)  # another dict, never marked: reshaped, to the same
+    assert bounded(copy).to_gbnf() == fresh.to_gbnf()
+    assert len(calls) == 2
+
+
+def test_a_marked_grammar_is_still_checked():
+    rules = {"root": Repeat(Literal("a"), 0, limits.MAX_REPEAT + 1)}
+    limits.mark_reshaped(rules)
+    with pytest.raises(CompileLimitError):
+        bounded(Grammar(rules))

@@ -837,9 +837,14 @@ def _zeroed_chunk(rows: int, n: int) -> np.ndarray:
     return fresh_pages((rows, n), bool)
 
 
-def compile_grammar(grammar: "Grammar | Constraint", vocab: Vocabulary, *, use_cache: bool = True) -> CompiledGrammar:
+def compile_grammar(
+    grammar: "Grammar | Constraint", vocab: Vocabulary, *, use_cache: bool = True, warm: bool = False
+) -> CompiledGrammar:
     """Bind a grammar (or a Constraint's) to a vocabulary. Masks are computed lazily, kept
-    in memory, and (with use_cache) restored from and saved to the on-disk cache by `persist()`."""
+    in memory, and (with use_cache) restored from and saved to the on-disk cache by `persist()`.
+    With `warm`, the repeats' chains are followed before the first mask (`CompiledGrammar.warm`):
+    off by default, since the first mask would wait for work that the masks inside those
+    repeats do when (and if) generation gets there."""
     grammar = getattr(grammar, "grammar", grammar)  # a Constraint's (no import of the front ends here)
     if not isinstance(grammar, Grammar):
         raise UsageError(
@@ -855,7 +860,8 @@ def compile_grammar(grammar: "Grammar | Constraint", vocab: Vocabulary, *, use_c
         compiled = CompiledGrammar(grammar, vocab)
         if use_cache:
             compiled.restore()
-        compiled.warm()
+        if warm:
+            compiled.warm()
     return compiled
 
 

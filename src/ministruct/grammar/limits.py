@@ -256,8 +256,35 @@ def _snippet(e: Expr, width: int = 40) -> str:
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
+# rules dicts `reshape` made and nothing changed since (by identity, with their bodies):
+# `bounded` does not reshape them again (a schema's grammar is reshaped where it is made)
+_RESHAPED: "dict[int, tuple[dict[str, Expr], tuple[tuple[str, int], ...]]]" = {}
+_RESHAPED_KEPT = 16
+
+
+def mark_reshaped(rules: dict[str, Expr]) -> None:
+    """Note that `rules` is in `reshape`'s form (it would change nothing): `bounded` only
+    checks it, while the dict holds the same bodies."""
+    if len(_RESHAPED) >= _RESHAPED_KEPT:
+        del _RESHAPED[next(iter(_RESHAPED))]
+    _RESHAPED[id(rules)] = (rules, tuple((n, id(b)) for n, b in rules.items()))
+
+
+def _known_reshaped(rules: dict[str, Expr]) -> bool:
+    hit = _RESHAPED.get(id(rules))
+    return (
+        hit is not None
+        and hit[0] is rules
+        and len(hit[1]) == len(rules)
+        and all(rules.get(n) is not None and id(rules[n]) == i for n, i in hit[1])
+    )
+
+
 def bounded(grammar: Grammar) -> Grammar:
     """The grammar reshaped (see `reshape`) and checked (see `check_limits`)."""
+    if _known_reshaped(grammar.rules):
+        check_limits(grammar)
+        return grammar
     rules = reshape(grammar.rules, fresh_namer(grammar.rules))
     same = len(rules) == len(grammar.rules) and all(rules[n] is b for n, b in grammar.rules.items())
     g = grammar if same else dataclasses.replace(grammar, rules=rules)
@@ -267,6 +294,7 @@ def bounded(grammar: Grammar) -> Grammar:
 
 __all__ = [
     "bounded",
+    "mark_reshaped",
     "check_limits",
     "estimated_states",
     "nesting_error",

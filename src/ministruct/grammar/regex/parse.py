@@ -3,7 +3,10 @@
 `re.compile` is the validity oracle (a pattern is valid iff `re` accepts it); a
 scanner mirroring `re._parser`'s lexing feeds a Lark LALR parser (regex.lark).
 Character sets (`\\d \\w \\s`, case-insensitive matching) are computed by asking
-`re` itself, so they agree with it code point for code point. What no finite
+`re` itself, so they agree with it code point for code point; the scans of every code
+point they take (100-500 ms in a fresh process) are shipped precomputed for the Unicode
+database of the Python that made them (unicode_classes.json, made by
+scripts/regen_unicode_classes.py), and made here for any other. What no finite
 automaton can do (backreferences, lookaround, conditionals) and what depends on
 backtracking order (atomic groups, possessive quantifiers) is a
 GrammarSyntaxError naming the construct and its column.
@@ -11,6 +14,7 @@ GrammarSyntaxError naming the construct and its column.
 
 from __future__ import annotations
 
+import json
 import re
 import unicodedata
 import warnings
@@ -57,18 +61,41 @@ _POSSESSIVE_HINT = "its language depends on backtracking order"
 # ---------------------------------------------------------------- character sets
 
 
+SHIPPED_CLASSES = Path(__file__).with_name("unicode_classes.json")
+CATEGORY_LETTERS = "dDwWsS"
+
+
 @lru_cache(maxsize=1)
 def _all_code_points() -> str:
     return "".join(map(chr, range(MAX_CODE_POINT + 1)))
 
 
 @lru_cache(maxsize=1)
-def _cased() -> tuple[str, tuple[tuple[int, int], ...]]:
-    """Every code point `re` may treat differently under IGNORECASE (as text and ranges)."""
+def _shipped() -> dict[str, tuple[tuple[int, int], ...]]:
+    """The sets below as scripts/regen_unicode_classes.py wrote them, when they were made
+    with this Python's Unicode database (else none: they are scanned here)."""
+    try:
+        data = json.loads(SHIPPED_CLASSES.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict) or data.get("unidata_version") != unicodedata.unidata_version:
+        return {}
+    return {k: tuple((int(a), int(b)) for a, b in v) for k, v in data.get("ranges", {}).items()}
+
+
+def scan_cased() -> tuple[tuple[int, int], ...]:
+    """Every code point `re` may treat differently under IGNORECASE, as ranges, found by
+    asking `re`'s own database of each code point."""
     import _sre
 
-    cps = [c for c in range(MAX_CODE_POINT + 1) if _sre.unicode_iscased(c)]
-    return "".join(map(chr, cps)), normalize_ranges([(c, c) for c in cps])
+    return normalize_ranges([(c, c) for c in range(MAX_CODE_POINT + 1) if _sre.unicode_iscased(c)])
+
+
+@lru_cache(maxsize=1)
+def _cased() -> tuple[str, tuple[tuple[int, int], ...]]:
+    """Every code point `re` may treat differently under IGNORECASE (as text and ranges)."""
+    ranges = _shipped().get("cased") or scan_cased()
+    return "".join(chr(c) for lo, hi in ranges for c in range(lo, hi + 1)), ranges
 
 
 @lru_cache(maxsize=64)
@@ -78,9 +105,20 @@ def _scan_ranges(pattern: str) -> tuple[tuple[int, int], ...]:
     return tuple((m.start(), m.end() - 1) for m in rx.finditer(_all_code_points()))
 
 
+def category_key(letter: str, ascii_only: bool) -> str:
+    """The name of a category's set in unicode_classes.json (`d`, `aw`, ...)."""
+    return ("a" if ascii_only else "") + letter
+
+
+def scan_category(letter: str, ascii_only: bool = False) -> tuple[tuple[int, int], ...]:
+    """`category_ranges`, always by scanning every code point with `re`."""
+    return _scan_ranges(("(?a:\\" if ascii_only else "(?:\\") + letter + ")")
+
+
 def category_ranges(letter: str, ascii_only: bool = False) -> tuple[tuple[int, int], ...]:
     """Code points of `\\d \\D \\w \\W \\s \\S` exactly as Python's `re` has them on str."""
-    return _scan_ranges(("(?a:\\" if ascii_only else "(?:\\") + letter + ")")
+    hit = _shipped().get(category_key(letter, ascii_only))
+    return hit if hit is not None else scan_category(letter, ascii_only)
 
 
 def _subtract(a: tuple[tuple[int, int], ...], b: tuple[tuple[int, int], ...]) -> tuple[tuple[int, int], ...]:
