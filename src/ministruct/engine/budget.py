@@ -223,7 +223,7 @@ class Budget:
             _, g, c = heapq.heappop(heap)
             if g > best[c]:
                 continue
-            if tr.accept[c]:
+            if tr.automaton.is_accepting(configs[c]):
                 return g
             expanded += 1
             if expanded > GREEDY_SEARCH_NODES:

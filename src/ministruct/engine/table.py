@@ -106,7 +106,8 @@ def _reserved(a: np.ndarray, size: int, used: int) -> np.ndarray:
 
 
 class Transitions:
-    """configs[id] <-> id, `table[id, class]`, and `accept[id]` (ACCEPT is in the configuration)."""
+    """configs[id] <-> id, `table[id, class]`, and `accept[id]` (ACCEPT is in the configuration;
+    with greedy lexemes a text may also end where lexemes end: Automaton.is_accepting says)."""
 
     def __init__(self, automaton: Automaton, byte_class: np.ndarray, class_rep: np.ndarray, source: str) -> None:
         self.automaton = automaton
@@ -169,7 +170,7 @@ class Transitions:
         self.table[cid] = UNKNOWN
         self.configs.append(config)
         self.ids[config] = cid
-        self.accept[cid] = self.automaton.is_accepting(config) if self.greedy else ACCEPT in config
+        self.accept[cid] = ACCEPT in config  # (greedy lexemes: the text may end later too, Automaton.is_accepting)
         self.canon[cid] = self._image(cid)
         return cid
 
@@ -619,7 +620,7 @@ class Transitions:
         self.table = fresh_pages((size, self.n_classes), np.int32)  # (as in __init__)
         self.table[:n] = table
         self.accept = np.zeros(size, dtype=bool)
-        self.accept[:n] = [self.automaton.is_accepting(c) if self.greedy else ACCEPT in c for c in configs]
+        self.accept[:n] = [ACCEPT in c for c in configs]
         self.complete = np.zeros(size, dtype=np.int8)
         self.canon = np.zeros(size, dtype=np.int32)
         if len(self.part_count):  # (the parts were just forgotten)
