@@ -258,7 +258,7 @@ def _snippet(e: Expr, width: int = 40) -> str:
 
 # rules dicts `reshape` made and nothing changed since (by identity, with their bodies):
 # `bounded` does not reshape them again (a schema's grammar is reshaped where it is made)
-_RESHAPED: "dict[int, tuple[dict[str, Expr], tuple[tuple[str, int], ...]]]" = {}
+_RESHAPED: "dict[int, tuple[dict[str, Expr], tuple[tuple[str, Expr], ...]]]" = {}
 _RESHAPED_KEPT = 16
 
 
@@ -267,7 +267,7 @@ def mark_reshaped(rules: dict[str, Expr]) -> None:
     checks it, while the dict holds the same bodies."""
     if len(_RESHAPED) >= _RESHAPED_KEPT:
         del _RESHAPED[next(iter(_RESHAPED))]
-    _RESHAPED[id(rules)] = (rules, tuple((n, id(b)) for n, b in rules.items()))
+    _RESHAPED[id(rules)] = (rules, tuple(rules.items()))  # (the bodies held: no id reused)
 
 
 def _known_reshaped(rules: dict[str, Expr]) -> bool:
@@ -276,7 +276,7 @@ def _known_reshaped(rules: dict[str, Expr]) -> bool:
         hit is not None
         and hit[0] is rules
         and len(hit[1]) == len(rules)
-        and all(rules.get(n) is not None and id(rules[n]) == i for n, i in hit[1])
+        and all(rules.get(n) is b for n, b in hit[1])
     )
 
 
