@@ -16,7 +16,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
-from ministruct.grammar.regex.parse import (  # noqa: E402
+from ministruct.grammar.regex.classes import (  # noqa: E402
     CATEGORY_LETTERS,
     SHIPPED_CLASSES,
     category_key,

@@ -273,10 +273,7 @@ def mark_reshaped(rules: dict[str, Expr]) -> None:
 def _known_reshaped(rules: dict[str, Expr]) -> bool:
     hit = _RESHAPED.get(id(rules))
     return (
-        hit is not None
-        and hit[0] is rules
-        and len(hit[1]) == len(rules)
-        and all(rules.get(n) is b for n, b in hit[1])
+        hit is not None and hit[0] is rules and len(hit[1]) == len(rules) and all(rules.get(n) is b for n, b in hit[1])
     )
 
 

@@ -9,8 +9,8 @@ import unicodedata
 
 import pytest
 
-from ministruct.grammar.regex import parse
-from ministruct.grammar.regex.parse import CATEGORY_LETTERS, SHIPPED_CLASSES, category_key
+from ministruct.grammar.regex import classes
+from ministruct.grammar.regex.classes import CATEGORY_LETTERS, SHIPPED_CLASSES, category_key
 
 
 def _shipped_file() -> dict:
@@ -38,10 +38,10 @@ needs_same_database = pytest.mark.skipif(
 @pytest.mark.parametrize("ascii_only", [False, True])
 @pytest.mark.parametrize("letter", list(CATEGORY_LETTERS))
 def test_a_shipped_category_is_what_re_matches(letter, ascii_only):
-    got = parse.category_ranges(letter, ascii_only)
-    assert got == parse._shipped()[category_key(letter, ascii_only)]
+    got = classes.category_ranges(letter, ascii_only)
+    assert got == classes._shipped()[category_key(letter, ascii_only)]
     rx = re.compile(("(?a)" if ascii_only else "") + "\\" + letter)
-    want = {c for c in range(parse.MAX_CODE_POINT + 1) if rx.fullmatch(chr(c))}
+    want = {c for c in range(classes.MAX_CODE_POINT + 1) if rx.fullmatch(chr(c))}
     assert _matches(got) == want
 
 
@@ -49,8 +49,8 @@ def test_a_shipped_category_is_what_re_matches(letter, ascii_only):
 def test_the_shipped_cased_code_points_are_re_s():
     import _sre
 
-    text, ranges = parse._cased()
-    want = {c for c in range(parse.MAX_CODE_POINT + 1) if _sre.unicode_iscased(c)}
+    text, ranges = classes._cased()
+    want = {c for c in range(classes.MAX_CODE_POINT + 1) if _sre.unicode_iscased(c)}
     assert _matches(ranges) == want
     assert {ord(ch) for ch in text} == want
 
@@ -61,10 +61,10 @@ def test_another_database_scans_instead(monkeypatch, tmp_path):
     data["unidata_version"] = "0.0.0"
     data["ranges"]["d"] = [[48, 48]]  # wrong on purpose: it must not be read
     other.write_text(json.dumps(data))
-    monkeypatch.setattr(parse, "SHIPPED_CLASSES", other)
-    parse._shipped.cache_clear()
+    monkeypatch.setattr(classes, "SHIPPED_CLASSES", other)
+    classes._shipped.cache_clear()
     try:
-        assert parse.category_ranges("d") == parse.scan_category("d")
-        assert (48, 57) in parse.category_ranges("d")
+        assert classes.category_ranges("d") == classes.scan_category("d")
+        assert (48, 57) in classes.category_ranges("d")
     finally:
-        parse._shipped.cache_clear()
+        classes._shipped.cache_clear()

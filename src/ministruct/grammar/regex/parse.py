@@ -2,11 +2,8 @@
 
 `re.compile` is the validity oracle (a pattern is valid iff `re` accepts it); a
 scanner mirroring `re._parser`'s lexing feeds a Lark LALR parser (regex.lark).
-Character sets (`\\d \\w \\s`, case-insensitive matching) are computed by asking
-`re` itself, so they agree with it code point for code point; the scans of every code
-point they take (100-500 ms in a fresh process) are shipped precomputed for the Unicode
-database of the Python that made them (unicode_classes.json, made by
-scripts/regen_unicode_classes.py), and made here for any other. What no finite
+Character sets (`\\d \\w \\s`, case-insensitive matching) come from classes.py, which
+asks `re` itself, so they agree with it code point for code point. What no finite
 automaton can do (backreferences, lookaround, conditionals) and what depends on
 backtracking order (atomic groups, possessive quantifiers) is a
 GrammarSyntaxError naming the construct and its column.
@@ -14,7 +11,6 @@ GrammarSyntaxError naming the construct and its column.
 
 from __future__ import annotations
 
-import json
 import re
 import unicodedata
 import warnings
@@ -30,7 +26,6 @@ from lark.lexer import Lexer
 
 from ministruct.errors import GrammarSyntaxError
 from ministruct.grammar.ir import (
-    MAX_CODE_POINT,
     CharClass,
     Expr,
     Grammar,
@@ -43,6 +38,7 @@ from ministruct.grammar.ir import (
 )
 from ministruct.grammar.parser_cache import lalr_parser
 from ministruct.grammar.regex.anchors import Assert, eliminate_assertions, has_assertions
+from ministruct.grammar.regex.classes import category_ranges, ignorecase_ranges, re_escape_cp
 from ministruct.grammar.regex.printer import grammar_to_regex
 
 __all__ = ["parse_regex", "grammar_to_regex"]
@@ -56,106 +52,6 @@ _OCT = "01234567"
 _DIG = "0123456789"
 _HEX = "0123456789abcdefABCDEF"
 _POSSESSIVE_HINT = "its language depends on backtracking order"
-
-
-# ---------------------------------------------------------------- character sets
-
-
-SHIPPED_CLASSES = Path(__file__).with_name("unicode_classes.json")
-CATEGORY_LETTERS = "dDwWsS"
-
-
-@lru_cache(maxsize=1)
-def _all_code_points() -> str:
-    return "".join(map(chr, range(MAX_CODE_POINT + 1)))
-
-
-@lru_cache(maxsize=1)
-def _shipped() -> dict[str, tuple[tuple[int, int], ...]]:
-    """The sets below as scripts/regen_unicode_classes.py wrote them, when they were made
-    with this Python's Unicode database (else none: they are scanned here)."""
-    try:
-        data = json.loads(SHIPPED_CLASSES.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    if not isinstance(data, dict) or data.get("unidata_version") != unicodedata.unidata_version:
-        return {}
-    return {k: tuple((int(a), int(b)) for a, b in v) for k, v in data.get("ranges", {}).items()}
-
-
-def scan_cased() -> tuple[tuple[int, int], ...]:
-    """Every code point `re` may treat differently under IGNORECASE, as ranges, found by
-    asking `re`'s own database of each code point."""
-    import _sre
-
-    return normalize_ranges([(c, c) for c in range(MAX_CODE_POINT + 1) if _sre.unicode_iscased(c)])
-
-
-@lru_cache(maxsize=1)
-def _cased() -> tuple[str, tuple[tuple[int, int], ...]]:
-    """Every code point `re` may treat differently under IGNORECASE (as text and ranges)."""
-    ranges = _shipped().get("cased") or scan_cased()
-    return "".join(chr(c) for lo, hi in ranges for c in range(lo, hi + 1)), ranges
-
-
-@lru_cache(maxsize=64)
-def _scan_ranges(pattern: str) -> tuple[tuple[int, int], ...]:
-    """The code points a one-character `pattern` matches, found by scanning all of them with `re`."""
-    rx = re.compile(f"(?:{pattern})+")
-    return tuple((m.start(), m.end() - 1) for m in rx.finditer(_all_code_points()))
-
-
-def category_key(letter: str, ascii_only: bool) -> str:
-    """The name of a category's set in unicode_classes.json (`d`, `aw`, ...)."""
-    return ("a" if ascii_only else "") + letter
-
-
-def scan_category(letter: str, ascii_only: bool = False) -> tuple[tuple[int, int], ...]:
-    """`category_ranges`, always by scanning every code point with `re`."""
-    return _scan_ranges(("(?a:\\" if ascii_only else "(?:\\") + letter + ")")
-
-
-def category_ranges(letter: str, ascii_only: bool = False) -> tuple[tuple[int, int], ...]:
-    """Code points of `\\d \\D \\w \\W \\s \\S` exactly as Python's `re` has them on str."""
-    hit = _shipped().get(category_key(letter, ascii_only))
-    return hit if hit is not None else scan_category(letter, ascii_only)
-
-
-def _subtract(a: tuple[tuple[int, int], ...], b: tuple[tuple[int, int], ...]) -> tuple[tuple[int, int], ...]:
-    out: list[tuple[int, int]] = []
-    j = 0
-    for lo, hi in a:
-        cur = lo
-        while j < len(b) and b[j][1] < cur:
-            j += 1
-        k = j
-        while k < len(b) and b[k][0] <= hi and cur <= hi:
-            if b[k][0] > cur:
-                out.append((cur, b[k][0] - 1))
-            cur = max(cur, b[k][1] + 1)
-            k += 1
-        if cur <= hi:
-            out.append((cur, hi))
-    return tuple(out)
-
-
-@lru_cache(maxsize=4096)
-def _ignorecase_ranges(re_text: str, plain: tuple[tuple[int, int], ...], flags: int) -> tuple[tuple[int, int], ...]:
-    """Positive ranges of a one-character pattern under IGNORECASE.
-
-    Uncased code points match exactly as without the flag (re lowers them to
-    themselves); the cased ones are asked of `re` directly.
-    """
-    cased_text, cased_ranges = _cased()
-    rx = re.compile(("(?a)" if flags & F_A else "") + "(?i:" + re_text + ")")
-    hits = [(ord(c), ord(c)) for c in cased_text if rx.fullmatch(c)]
-    return normalize_ranges(list(_subtract(plain, cased_ranges)) + hits)
-
-
-def _re_escape_cp(cp: int) -> str:
-    if cp < 0x80 and not chr(cp).isalnum():
-        return f"\\x{cp:02x}"
-    return f"\\U{cp:08x}" if cp > 0xFFFF else f"\\u{cp:04x}" if cp > 0x7F else chr(cp)
 
 
 # ---------------------------------------------------------------- scanner
@@ -457,7 +353,7 @@ class _ClassItem:
 
 
 def _item_text(cp: int) -> str:
-    return _re_escape_cp(cp)
+    return re_escape_cp(cp)
 
 
 class _ToIR(Transformer):
@@ -483,7 +379,7 @@ class _ToIR(Transformer):
     def char(self, c):
         cp, fl = c[0].payload
         if fl & F_I:
-            rs = _ignorecase_ranges(_re_escape_cp(cp), ((cp, cp),), fl & F_A)
+            rs = ignorecase_ranges(re_escape_cp(cp), ((cp, cp),), bool(fl & F_A))
             if rs != ((cp, cp),):
                 return CharClass(rs)
         return Literal(chr(cp))
@@ -528,7 +424,7 @@ class _ToIR(Transformer):
             body = "".join(it.re_text for it in items)
             cls = ("[^" if negate else "[") + body + "]"
             positive = CharClass(plain, negated=negate).code_point_ranges()
-            return CharClass(_ignorecase_ranges(cls, positive, fl & F_A))
+            return CharClass(ignorecase_ranges(cls, positive, bool(fl & F_A)))
         return CharClass(plain, negated=negate)
 
 
