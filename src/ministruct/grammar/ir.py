@@ -12,6 +12,7 @@ from __future__ import annotations
 import gc
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Callable, Iterator, Union
 
 from ministruct.errors import UsageError
@@ -421,11 +422,14 @@ def _escape_cp(cp: int, table: dict[int, str]) -> str:
     return chr(cp)
 
 
+@lru_cache(maxsize=4096)
 def format_literal(text: str) -> str:
     return '"' + "".join(_escape_cp(ord(c), _LIT_ESC) for c in text) + '"'
 
 
+@lru_cache(maxsize=4096)
 def format_class(c: CharClass) -> str:
+    # (cached: the same classes, a JSON string's characters, are in every schema's grammar)
     if c.negated and not c.ranges:
         return "."
     if not c.negated and not normalize_ranges(c.ranges):
