@@ -68,10 +68,21 @@ WARMUP_SCHEMA = {
         "n": {"type": "integer", "minimum": 0},
         "tags": {"type": "array", "items": {"type": "string", "enum": ["a", "b"]}},
         "inner": {"type": "object", "properties": {"x": {"type": "number"}, "ok": {"type": "boolean"}}},
+        # (the regex front end and the formats: their first calls, and the regex parser's
+        # table in the template's cache, as on any machine that has run a pattern before)
+        "code": {"type": "string", "pattern": "^[A-Z]{2}-[0-9]+$"},
+        "when": {"type": "string", "format": "date"},
     },
     "required": ["name"],
 }
-WARMUP_INSTANCE = {"name": "warm up", "n": 3, "tags": ["a", "b"], "inner": {"x": 1.5, "ok": True}}
+WARMUP_INSTANCE = {
+    "name": "warm up",
+    "n": 3,
+    "tags": ["a", "b"],
+    "inner": {"x": 1.5, "ok": True},
+    "code": "AB-12",
+    "when": "2024-05-01",
+}
 TARGET_FIRST_MS = 2.0
 SETUP_TIMEOUT_S = 600.0
 

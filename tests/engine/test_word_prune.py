@@ -171,6 +171,7 @@ def test_loop_states_match_their_definition(expr):
     strings = loop_states(auto, _JSON_ASCII)
     assert np.array_equal(words, loop_states_by_byte(auto, WORD_BYTES))
     assert np.array_equal(strings, loop_states_by_byte(auto, _JSON_ASCII))
+    assert np.array_equal(strings, loop_states(auto, _JSON_ASCII, within=words))  # (as choose_slice asks)
     body = any(not any(lo <= 0x22 <= hi for lo, hi, _ in auto.byte_edges[q]) for q in np.flatnonzero(strings))
     chosen = choose_slice(auto)
     if not words.any():

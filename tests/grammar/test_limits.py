@@ -20,7 +20,6 @@ from ministruct.grammar.limits import (
     bounded,
     estimated_states,
     nesting_error,
-    reshape,
     text_nesting_pointer,
 )
 from ministruct.grammar.regex import parse_regex
@@ -200,9 +199,11 @@ def test_reshaping_keeps_the_language(pattern, samples):
     try:
         from ministruct.grammar.ir import Grammar
 
-        shaped = Grammar(reshape(g.rules, limits.fresh_namer(g.rules)), root=g.root)
+        rules, size = limits.reshape_sized(g.rules, limits.fresh_namer(g.rules))
+        shaped = Grammar(rules, root=g.root)
     finally:
         limits.MAX_HEIGHT, limits.SHARE_WHEN_TOTAL, limits.SHARE_MIN_STATES = old
+    assert size.states == estimated_states(shaped.rules)  # what bounded() then checks, without counting again
     for s in samples:
         assert _verdict(shaped, s) == _verdict(g, s), (pattern, s)
 
@@ -218,13 +219,13 @@ def test_a_schema_grammar_is_reshaped_once(monkeypatch):
     """schema_to_grammar reshapes its rules; Constraint's bounded() then only checks them,
     unless the rules changed since (another body, another rule)."""
     calls = []
-    real = limits.reshape
+    real = limits.reshape_sized
 
     def counting(rules, fresh):
         calls.append(len(rules))
         return real(rules, fresh)
 
-    monkeypatch.setattr(limits, "reshape", counting)
+    monkeypatch.setattr(limits, "reshape_sized", counting)
     schema = {"type": "object", "properties": {"a": {"type": "array", "items": {"type": "string"}}}}
     g = schema_to_grammar(schema)
     assert bounded(g) is g and calls == []

@@ -501,11 +501,8 @@ class Automaton(NfaBuilder):
 
     def byte_boundaries(self) -> list[int]:
         """Sorted byte values where some edge's range starts or ends (+1): byte classes."""
-        cuts = {0, 256}
-        for edges in self.byte_edges:
-            for lo, hi, _ in edges:
-                cuts.add(lo)
-                cuts.add(hi + 1)
+        spans = {(lo, hi) for edges in self.byte_edges for lo, hi, _ in edges}  # (few distinct: once each)
+        cuts = {0, 256, *(lo for lo, _ in spans), *(hi + 1 for _, hi in spans)}
         return sorted(cuts)
 
 

@@ -97,7 +97,8 @@ class NfaBuilder:
     # ------------------------------------------------------------ building
 
     def _new(self) -> int:
-        if len(self.eps) >= MAX_NFA_STATES:
+        q = len(self.eps)
+        if q >= MAX_NFA_STATES:
             raise CompileLimitError(
                 f"{self.grammar.source}: grammar too large to compile (more than {MAX_NFA_STATES:,} "
                 "automaton states); reduce repetition bounds"
@@ -107,7 +108,7 @@ class NfaBuilder:
         self.eps.append([])
         self.calls.append([])
         self.token_edges.append([])
-        return len(self.eps) - 1
+        return q
 
     def _build(self, e: Expr, s: int, t: int) -> None:
         """Add edges so that paths from s to t spell exactly the strings of e."""
@@ -254,17 +255,19 @@ class NfaBuilder:
         returns_to: dict[int, list[tuple[int, int]]] = {}  # ret -> (q, callee's start)
         callers: dict[int, list[tuple[int, int]]] = {}  # callee's start -> (q, ret)
         start = self.start
-        for q in range(n):
-            for _, _, t in self.byte_edges[q]:
+        for q, (bs, es, ts, cs) in enumerate(zip(self.byte_edges, self.eps, self.token_edges, self.calls)):
+            for _, _, t in bs:
                 preds[t].append(q)
-            for t in self.eps[q]:
+            for t in es:
                 preds[t].append(q)
-            for e in self.token_edges[q]:
-                preds[e.target].append(q)
-            for name, ret in self.calls[q]:
-                s0 = start[name]
-                returns_to.setdefault(ret, []).append((q, s0))
-                callers.setdefault(s0, []).append((q, ret))
+            if ts:
+                for e in ts:
+                    preds[e.target].append(q)
+            if cs:
+                for name, ret in cs:
+                    s0 = start[name]
+                    returns_to.setdefault(ret, []).append((q, s0))
+                    callers.setdefault(s0, []).append((q, ret))
         live = [False] * n
         todo = list(self.final)
         for q in todo:
@@ -290,11 +293,10 @@ class NfaBuilder:
                 rule=self.grammar.root,
             )
         affected: set[int] = set()  # (the states with an edge into a dead one: most grammars have few)
-        for t in range(n):
-            if not live[t]:
-                affected.update(preds[t])
-                affected.update(q for q, _ in returns_to.get(t, ()))
-                affected.update(q for q, _ in callers.get(t, ()))
+        for t in [t for t, alive in enumerate(live) if not alive]:
+            affected.update(preds[t])
+            affected.update(q for q, _ in returns_to.get(t, ()))
+            affected.update(q for q, _ in callers.get(t, ()))
         for q in affected:
             if self.byte_edges[q]:
                 self.byte_edges[q] = [e for e in self.byte_edges[q] if live[e[2]]]

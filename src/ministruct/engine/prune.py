@@ -28,17 +28,24 @@ WORD_BYTES = tuple(b for b in range(256) if chr(b).isascii() and (chr(b).isalnum
 _JSON_ASCII = tuple(b for b in range(0x20, 0x80) if b not in (0x22, 0x5C))
 
 
-def loop_states(auto: Automaton, alphabet: tuple[int, ...]) -> np.ndarray:
+def loop_states(auto: Automaton, alphabet: tuple[int, ...], within: np.ndarray | None = None) -> np.ndarray:
     """bool per automaton state: in the greatest set L of consuming states such that each
     byte of `alphabet` leads each state of L, through its edge and the moves without
-    input that stay in or above its frame (Automaton.local), to a stack topped in L."""
+    input that stay in or above its frame (Automaton.local), to a stack topped in L.
+    `within`: a set known to hold L (the loop states of a smaller alphabet hold those of
+    a larger one: L for the larger is such a set for the smaller), to look only there."""
     n = len(auto.byte_edges)
     want = np.zeros(256, dtype=bool)
     want[list(alphabet)] = True
     below = np.concatenate(([0], np.cumsum(want))).tolist()  # alphabet bytes below each byte
     need = len(alphabet)
     groups: dict[int, set[frozenset[int]]] = {}  # state -> the target sets its alphabet bytes have
-    for q, es in enumerate(auto.byte_edges):
+    states = (
+        enumerate(auto.byte_edges)
+        if within is None
+        else ((q, auto.byte_edges[q]) for q in np.flatnonzero(within).tolist())
+    )
+    for q, es in states:
         if not es or (len(es) == 1 and es[0][1] - es[0][0] < need - 1):
             continue  # (most states: one literal byte)
         if sum(below[hi + 1] - below[lo] for lo, hi, _ in es) < need:
@@ -85,7 +92,7 @@ def choose_slice(auto: Automaton) -> str:
     words = loop_states(auto, WORD_BYTES)
     if not words.any():
         return "json-char"
-    strings = loop_states(auto, _JSON_ASCII)  # (a JSON string loop is a word loop too)
+    strings = loop_states(auto, _JSON_ASCII, within=words)  # (a JSON string loop is a word loop too)
     if not any(not _continues(auto, q, 0x22) for q in np.flatnonzero(strings).tolist()):
         return "word"
     return "word" if _reached_unquoted(auto, words) else "json-char"

@@ -12,6 +12,7 @@ from __future__ import annotations
 import gc
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Callable, Iterator, Union
 
 from ministruct.errors import UsageError
@@ -36,8 +37,25 @@ class CharClass:
     ranges: tuple[tuple[int, int], ...]
     negated: bool = False
 
+    def __hash__(self) -> int:  # (kept: a class of many ranges is hashed at every use)
+        h = self.__dict__.get("_hash")
+        if h is None:
+            h = hash((self.ranges, self.negated))
+            object.__setattr__(self, "_hash", h)
+        return h
+
+    def __getstate__(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if not k.startswith("_")}
+
     def code_point_ranges(self) -> tuple[tuple[int, int], ...]:
         """The matched code points as positive ranges (negation resolved)."""
+        got = self.__dict__.get("_positive")
+        if got is None:
+            got = self._positive_ranges()
+            object.__setattr__(self, "_positive", got)
+        return got
+
+    def _positive_ranges(self) -> tuple[tuple[int, int], ...]:
         rs = normalize_ranges(self.ranges)
         if not self.negated:
             return rs
@@ -338,16 +356,20 @@ def seq(*items: Expr) -> Expr:
     flat: list[Expr] = []
     pending = list(items)
     pending.reverse()
+    pop, keep = pending.pop, flat.append
     while pending:
-        it = pending.pop()
-        if isinstance(it, Seq):
-            pending.extend(reversed(it.items))
-        elif isinstance(it, Literal) and it.text == "":
+        it = pop()
+        t = type(it)
+        if t is Seq:
+            pending.extend(reversed(it.items))  # type: ignore[union-attr]
+        elif t is not Literal:
+            keep(it)
+        elif not it.text:  # type: ignore[union-attr]
             continue
-        elif isinstance(it, Literal) and flat and isinstance(flat[-1], Literal):
+        elif flat and type(flat[-1]) is Literal:
             flat[-1] = Literal(flat[-1].text + it.text)  # type: ignore[union-attr]
         else:
-            flat.append(it)
+            keep(it)
     if not flat:
         return EMPTY
     return flat[0] if len(flat) == 1 else Seq(tuple(flat))
@@ -421,11 +443,14 @@ def _escape_cp(cp: int, table: dict[int, str]) -> str:
     return chr(cp)
 
 
+@lru_cache(maxsize=4096)
 def format_literal(text: str) -> str:
     return '"' + "".join(_escape_cp(ord(c), _LIT_ESC) for c in text) + '"'
 
 
+@lru_cache(maxsize=4096)
 def format_class(c: CharClass) -> str:
+    # (cached: the same classes, a JSON string's characters, are in every schema's grammar)
     if c.negated and not c.ranges:
         return "."
     if not c.negated and not normalize_ranges(c.ranges):

@@ -107,36 +107,42 @@ def short_pointer(ptr: str, keep: int = 6) -> str:
 
 
 def _children(e: Expr) -> tuple[Expr, ...]:
-    if isinstance(e, Seq):
-        return e.items
-    if isinstance(e, Alt):
-        return e.options
-    if isinstance(e, Repeat):
-        return (e.item,)
+    t = type(e)
+    if t is Seq:
+        return e.items  # type: ignore[union-attr]
+    if t is Alt:
+        return e.options  # type: ignore[union-attr]
+    if t is Repeat:
+        return (e.item,)  # type: ignore[union-attr]
     return ()
 
 
 def _leaf_states(e: Expr) -> int:
-    if isinstance(e, Literal):
-        return len(e.text.encode("utf-8", "surrogatepass")) + 1
-    if isinstance(e, CharClass):
-        return 4 * max(1, len(e.ranges)) + 2
+    t = type(e)
+    if t is Literal:
+        return len(e.text.encode("utf-8", "surrogatepass")) + 1  # type: ignore[union-attr]
+    if t is CharClass:
+        return 4 * max(1, len(e.ranges)) + 2  # type: ignore[union-attr]
     return 2  # RuleRef, TokenRef
 
 
 def _combine(e: Expr, kids: list[int]) -> int:
     """Estimated automaton states of `e` from its children's (as the engine builds it)."""
-    if isinstance(e, Seq):
+    t = type(e)
+    if t is Seq:
         return sum(kids) + 1
-    if isinstance(e, Alt):
+    if t is Alt:
         return sum(kids) + 2
-    if isinstance(e, Repeat):
-        copies = e.min + 1 if e.max is None else max(e.max, 1)
-        inner = kids[0]
-        if copies >= 2 and inner >= SHARED_ITEM_STATES:
-            return inner + 2 * copies + 2
-        return inner * copies + 2
+    if t is Repeat:
+        return _repeat_states(e, kids[0])  # type: ignore[arg-type]
     return _leaf_states(e)
+
+
+def _repeat_states(e: Repeat, inner: int) -> int:
+    copies = e.min + 1 if e.max is None else max(e.max, 1)
+    if copies >= 2 and inner >= SHARED_ITEM_STATES:
+        return inner + 2 * copies + 2
+    return inner * copies + 2
 
 
 def _postorder(roots: list[Expr]) -> list[Expr]:
@@ -144,59 +150,111 @@ def _postorder(roots: list[Expr]) -> list[Expr]:
     order: list[Expr] = []
     seen: set[int] = set()
     stack: list[tuple[Expr, bool]] = [(r, False) for r in reversed(roots)]
+    pop, push, add, emit = stack.pop, stack.append, seen.add, order.append
     while stack:
-        e, expanded = stack.pop()
+        e, expanded = pop()
         if expanded:
-            order.append(e)
+            emit(e)
             continue
-        if id(e) in seen:
+        i = id(e)
+        if i in seen:
             continue
-        seen.add(id(e))
-        stack.append((e, True))
-        stack.extend((c, False) for c in reversed(_children(e)) if id(c) not in seen)
+        add(i)
+        t = type(e)
+        if t is Seq:
+            kids = e.items  # type: ignore[union-attr]
+        elif t is Alt:
+            kids = e.options  # type: ignore[union-attr]
+        elif t is Repeat:
+            kids = (e.item,)  # type: ignore[union-attr]
+        else:
+            emit(e)  # a leaf: nothing below it
+            continue
+        push((e, True))
+        for c in reversed(kids):
+            if id(c) not in seen:
+                push((c, False))
     return order
+
+
+def _sizes(order: list[Expr]) -> dict[int, int]:
+    """Estimated states per expression of a `_postorder` (by identity), each counted at each use."""
+    size: dict[int, int] = {}
+    for e in order:
+        t = type(e)
+        if t is Seq:
+            size[id(e)] = sum([size[id(c)] for c in e.items]) + 1  # type: ignore[union-attr]
+        elif t is Alt:
+            size[id(e)] = sum([size[id(c)] for c in e.options]) + 2  # type: ignore[union-attr]
+        elif t is Repeat:
+            size[id(e)] = _repeat_states(e, size[id(e.item)])  # type: ignore[union-attr,arg-type]
+        else:
+            size[id(e)] = _leaf_states(e)
+    return size
 
 
 def estimated_states(rules: dict[str, Expr], order: list[Expr] | None = None) -> int:
     """The engine's estimate of automaton states, every expression counted at each use
     (`order`: the rules' `_postorder`, when the caller has it)."""
-    size: dict[int, int] = {}
-    for e in _postorder(list(rules.values())) if order is None else order:
-        size[id(e)] = _combine(e, [size[id(c)] for c in _children(e)])
+    size = _sizes(_postorder(list(rules.values())) if order is None else order)
     return sum(size[id(b)] for b in rules.values())
+
+
+@dataclasses.dataclass(frozen=True)
+class _Size:
+    """What `check_limits` needs of a grammar: its estimated states and whether a
+    repetition counts past MAX_REPEAT."""
+
+    states: int
+    too_many: bool
+
+
+def _too_many(order: list[Expr]) -> bool:
+    return any(type(e) is Repeat and max(e.min, e.max or 0) > MAX_REPEAT for e in order)  # type: ignore[union-attr]
 
 
 def reshape(rules: dict[str, Expr], fresh: Callable[[str], str]) -> dict[str, Expr]:
     """`rules` with large shared expressions and over-deep ones moved into new rules
     (named by `fresh(hint)`); the language is unchanged. Returns the new rules dict."""
+    return reshape_sized(rules, fresh)[0]
+
+
+def reshape_sized(rules: dict[str, Expr], fresh: Callable[[str], str]) -> tuple[dict[str, Expr], _Size]:
+    """`reshape`, with the result's `_Size` (as `estimated_states` would count it)."""
     original = list(rules.items())  # `fresh` may add names to `rules` itself
     order = _postorder([b for _, b in original])
-    share = estimated_states(rules, order) > SHARE_WHEN_TOTAL
+    size = _sizes(order)
+    share = sum(size[id(b)] for _, b in original) > SHARE_WHEN_TOTAL
     uses: dict[int, int] = {}
-    for e in order:
-        for c in _children(e):
-            uses[id(c)] = uses.get(id(c), 0) + 1
+    if share:
+        for e in order:
+            for c in _children(e):
+                uses[id(c)] = uses.get(id(c), 0) + 1
     new: dict[int, Expr] = {}
     height: dict[int, int] = {}
-    states: dict[int, int] = {}
+    states: dict[int, int] = {}  # as `size`, but a hoisted expression counts as the reference to it
     hoisted: dict[str, Expr] = {}
+    hoisted_states = 0
     for e in order:
         kids = _children(e)
+        i = id(e)
         if not kids:
-            new[id(e)], height[id(e)], states[id(e)] = e, 1, _leaf_states(e)
+            new[i], height[i], states[i] = e, 1, size[i]
             continue
         nk = [new[id(c)] for c in kids]
         ne = e if all(a is b for a, b in zip(nk, kids)) else _rebuild(e, nk)
-        h = 1 + max(height[id(c)] for c in kids)
-        st = _combine(e, [states[id(c)] for c in kids])
-        if h > MAX_HEIGHT or (share and uses.get(id(e), 0) > 1 and st >= SHARE_MIN_STATES):
+        h = 1 + max([height[id(c)] for c in kids])
+        st = size[i] if ne is e else _combine(e, [states[id(c)] for c in kids])
+        if h > MAX_HEIGHT or (share and uses.get(i, 0) > 1 and st >= SHARE_MIN_STATES):
             name = fresh("nested" if h > MAX_HEIGHT else "shared")
             hoisted[name] = ne
+            hoisted_states += st
             ne, h, st = RuleRef(name), 1, 2
-        new[id(e)], height[id(e)], states[id(e)] = ne, h, st
+        new[i], height[i], states[i] = ne, h, st
     out = {name: new[id(body)] for name, body in original}
     out.update(hoisted)
-    return out
+    total = sum(states[id(body)] for _, body in original) + hoisted_states
+    return out, _Size(total, _too_many(order))
 
 
 def _rebuild(e: Expr, kids: list[Expr]) -> Expr:
@@ -224,12 +282,13 @@ def fresh_namer(rules: dict[str, Expr]) -> Callable[[str], str]:
     return fresh
 
 
-def check_limits(grammar: Grammar) -> None:
+def check_limits(grammar: Grammar, size: "_Size | None" = None) -> None:
     """CompileLimitError naming the place when a repetition count or the whole automaton
-    is beyond the limits (nothing is built)."""
-    order = _postorder(list(grammar.rules.values()))
-    too_many = any(isinstance(e, Repeat) and max(e.min, e.max or 0) > MAX_REPEAT for e in order)
-    for name, body in grammar.rules.items() if too_many else ():  # (the first rule that has one, named)
+    is beyond the limits (nothing is built). `size`: the grammar's, when `reshape_sized` said it."""
+    if size is None:
+        order = _postorder(list(grammar.rules.values()))
+        size = _Size(estimated_states(grammar.rules, order), _too_many(order))
+    for name, body in grammar.rules.items() if size.too_many else ():  # (the first rule that has one, named)
         for e in _postorder([body]):
             if isinstance(e, Repeat) and max(e.min, e.max or 0) > MAX_REPEAT:
                 count = max(e.min, e.max or 0)
@@ -238,13 +297,13 @@ def check_limits(grammar: Grammar) -> None:
                     f"{grammar.source}: rule '{name}': repetition {what} counts {count:,}, beyond the limit "
                     f"of {MAX_REPEAT:,}"
                 )
-    total = estimated_states(grammar.rules, order)
+    total = size.states
     if total > MAX_STATES:
-        size = {n: estimated_states({n: b}) for n, b in grammar.rules.items()}
-        big = max(size, key=size.__getitem__)
+        states = {n: estimated_states({n: b}) for n, b in grammar.rules.items()}
+        big = max(states, key=states.__getitem__)
         raise CompileLimitError(
             f"{grammar.source}: grammar too large to compile (about {total:,} automaton states, the limit is "
-            f"{MAX_STATES:,}); the largest rule is '{big}' (about {size[big]:,})"
+            f"{MAX_STATES:,}); the largest rule is '{big}' (about {states[big]:,})"
         )
 
 
@@ -258,34 +317,36 @@ def _snippet(e: Expr, width: int = 40) -> str:
 
 # rules dicts `reshape` made and nothing changed since (by identity, with their bodies):
 # `bounded` does not reshape them again (a schema's grammar is reshaped where it is made)
-_RESHAPED: "dict[int, tuple[dict[str, Expr], tuple[tuple[str, Expr], ...]]]" = {}
+_RESHAPED: "dict[int, tuple[dict[str, Expr], tuple[tuple[str, Expr], ...], _Size | None]]" = {}
 _RESHAPED_KEPT = 16
 
 
-def mark_reshaped(rules: dict[str, Expr]) -> None:
-    """Note that `rules` is in `reshape`'s form (it would change nothing): `bounded` only
-    checks it, while the dict holds the same bodies."""
+def mark_reshaped(rules: dict[str, Expr], size: "_Size | None" = None) -> None:
+    """Note that `rules` is in `reshape`'s form (it would change nothing), and of `size`
+    when given (`reshape_sized`'s): `bounded` only checks it, while the dict holds the same bodies."""
     if len(_RESHAPED) >= _RESHAPED_KEPT:
         del _RESHAPED[next(iter(_RESHAPED))]
-    _RESHAPED[id(rules)] = (rules, tuple(rules.items()))  # (the bodies held: no id reused)
+    _RESHAPED[id(rules)] = (rules, tuple(rules.items()), size)  # (the bodies held: no id reused)
 
 
-def _known_reshaped(rules: dict[str, Expr]) -> bool:
+def _known_reshaped(rules: dict[str, Expr]) -> "tuple[bool, _Size | None]":
+    """Whether `rules` is marked (and unchanged since), and its size when known."""
     hit = _RESHAPED.get(id(rules))
-    return (
-        hit is not None and hit[0] is rules and len(hit[1]) == len(rules) and all(rules.get(n) is b for n, b in hit[1])
-    )
+    if hit is not None and hit[0] is rules and len(hit[1]) == len(rules) and all(rules.get(n) is b for n, b in hit[1]):
+        return True, hit[2]
+    return False, None
 
 
 def bounded(grammar: Grammar) -> Grammar:
     """The grammar reshaped (see `reshape`) and checked (see `check_limits`)."""
-    if _known_reshaped(grammar.rules):
-        check_limits(grammar)
+    known, size = _known_reshaped(grammar.rules)
+    if known:
+        check_limits(grammar, size)
         return grammar
-    rules = reshape(grammar.rules, fresh_namer(grammar.rules))
+    rules, size = reshape_sized(grammar.rules, fresh_namer(grammar.rules))
     same = len(rules) == len(grammar.rules) and all(rules[n] is b for n, b in grammar.rules.items())
     g = grammar if same else dataclasses.replace(grammar, rules=rules)
-    check_limits(g)
+    check_limits(g, size)
     return g
 
 
@@ -296,6 +357,7 @@ __all__ = [
     "estimated_states",
     "nesting_error",
     "reshape",
+    "reshape_sized",
     "text_nesting_pointer",
     "short_pointer",
     "MAX_REPEAT",
