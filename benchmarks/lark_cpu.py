@@ -11,6 +11,14 @@ between lexemes), and the rest (mask assembly, cache lookups).
 
     .venv/bin/python benchmarks/lark_cpu.py [--models smollm2,gemma3] [--seeds 6]
                                             [--grammars sql_select.lark,python_expr.lark]
+                                            [--unstepped]
+
+--unstepped adds what making the configurations cost (Automaton.step and settle, the
+closures of Transitions._target, Transitions.intern: CPU time per configuration made), and
+how much of it went to configurations nothing stepped from (no cell of their row known at
+the end of the walk: tokens ended there, or nothing read them). That share bounds what not
+interning such configurations could save (an upper bound: nested calls count twice, and
+the patched functions cost more than the real ones).
 
 In process: module imports, the vocabulary's trie and the compiled walk are loaded before
 the clock, and the first walk of a process pays some first-touch costs the later ones do
@@ -47,6 +55,52 @@ class Stages:
 
     def __init__(self) -> None:
         self.s: Counter[str] = Counter()
+        self.made: dict | None = None  # configuration -> CPU seconds making it (--unstepped)
+        self.unstepped = Counter()  # seconds and counts, summed over walks (--unstepped)
+
+    def making(self) -> None:
+        """Time the functions that make configurations, per configuration made (--unstepped)."""
+        from ministruct.engine.automaton import Automaton
+        from ministruct.engine.table import Transitions
+
+        made: dict = {}
+        self.made = made
+
+        def per_config(owner: object, name: str, only_new: bool = False) -> None:
+            f = getattr(owner, name)
+
+            def run(obj, *args):
+                new = not only_new or args[0] not in obj.ids
+                t0 = time.thread_time()
+                out = f(obj, *args)
+                if new:
+                    key = args[0] if only_new else out
+                    made[key] = made.get(key, 0.0) + time.thread_time() - t0
+                return out
+
+            setattr(owner, name, run)
+
+        per_config(Automaton, "step")
+        per_config(Automaton, "settle")
+        per_config(Transitions, "_target")
+        per_config(Transitions, "intern", only_new=True)
+
+    def count_unstepped(self, compiled) -> None:
+        """Add up this walk's making costs, and those of configurations never stepped from."""
+        from ministruct.engine.table import UNKNOWN
+
+        tr = compiled.transitions
+        n = len(tr.configs)
+        stepped = (tr.table[:n] != UNKNOWN).any(axis=1).tolist()
+        made = self.made or {}
+        for cid, config in enumerate(tr.configs[1:], start=1):
+            t = made.get(config, 0.0)
+            self.unstepped["made s"] += t
+            self.unstepped["made"] += 1
+            if not stepped[cid]:
+                self.unstepped["unstepped s"] += t
+                self.unstepped["unstepped"] += 1
+        made.clear()
 
     def timed(self, owner: object, name: str, stage: str) -> None:
         f = getattr(owner, name)
@@ -77,6 +131,8 @@ def one_walk(model: Model, tok, spec: masks.Spec, seed: int, stages: Stages) -> 
 
     compiled.mask = timed_mask  # type: ignore[method-assign]
     tokens = random_walk(compiled, STEPS, seed=seed).tokens
+    if stages.made is not None:
+        stages.count_unstepped(compiled)
     llg = masks.Llg(tok, spec.theirs(), vocab.n_logits, np.zeros(vocab.n_logits, dtype=bool))
     theirs: list[float] = []
     for t in tokens:
@@ -95,6 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--models", default="smollm2,gemma3")
     ap.add_argument("--grammars", default="sql_select.lark,python_expr.lark")
     ap.add_argument("--seeds", type=int, default=6, help="walks per grammar (seeds 0 to N-1)")
+    ap.add_argument("--unstepped", action="store_true", help="what configurations nothing steps from cost to make")
     args = ap.parse_args(argv)
     paths = {"smollm2": masks.bundled_model_path, "gemma3": masks._gemma_path}
     wanted = [g.strip() for g in args.grammars.split(",") if g.strip()]
@@ -102,6 +159,8 @@ def main(argv: list[str] | None = None) -> int:
     stages = Stages()
     stages.timed(kernel, "call", "trie walk (compiled)")
     stages.timed(walk, "_fill_wanted", ROWS)
+    if args.unstepped:
+        stages.making()
     print(f"CPU time per step (us), {STEPS}-step walks, seeds 0-{args.seeds - 1}; ratio = ours / llguidance")
     print("'no rows': the ratio if the rows and cells made in Python cost nothing (the rest of our time stays)")
     print(
@@ -115,6 +174,7 @@ def main(argv: list[str] | None = None) -> int:
         masks.warm_up(model, tok)
         for spec in specs:
             stages.s.clear()
+            stages.unstepped.clear()
             ours: list[float] = []
             theirs: list[float] = []
             for seed in range(args.seeds):
@@ -132,6 +192,14 @@ def main(argv: list[str] | None = None) -> int:
                 f"| {split}, other {rest:.0%}",
                 flush=True,
             )
+            if args.unstepped:
+                u = stages.unstepped
+                print(
+                    f"{'':8s} {'':18s} making configurations: {u['made s'] / total:.0%} of our mask CPU "
+                    f"({u['made']:,} made); never stepped from: {u['unstepped s'] / total:.0%} "
+                    f"({u['unstepped']:,}, {u['unstepped'] / max(u['made'], 1):.0%} of those made)",
+                    flush=True,
+                )
         model.close()
     return 0
 
