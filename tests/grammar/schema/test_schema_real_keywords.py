@@ -429,3 +429,53 @@ def test_older_array_forms_in_several_parts_agree_with_jsonschema(parts, arrays)
         return
     for a in arrays:
         assert accepts(g, json.dumps(a, separators=(",", ":"))) == validator.is_valid(a), (schema, a)
+
+
+# ------------------------------------------------------------ contains over listed item values
+
+_LISTED = st.lists(st.sampled_from(_ITEM_VALUES), min_size=1, max_size=5, unique_by=json.dumps)
+
+
+@settings(max_examples=60)
+@given(
+    _LISTED,
+    st.lists(_contains_parts(), min_size=1, max_size=5),
+    st.lists(st.lists(st.sampled_from(_ITEM_VALUES), max_size=5), min_size=1, max_size=10),
+    st.integers(0, 2**16),
+)
+def test_contains_over_listed_items_counts_each_part(values, parts, arrays, seed):
+    """Items that are a few listed values: each value matches each `contains` or not (the
+    validator says which), so any number of parts is counted, both ways on every array."""
+    schema = {"type": "array", "items": {"enum": values}, "allOf": parts}
+    validator = Draft202012Validator(schema)
+    try:
+        g = schema_to_grammar(schema, whitespace="compact")
+    except SchemaError as e:
+        assert "accepts no value" in str(e), e
+        return
+    for a in arrays:
+        assert accepts(g, json.dumps(a, separators=(",", ":"))) == validator.is_valid(a), (schema, a)
+    for t in sample_strings(g, random.Random(seed), count=10):
+        assert validator.is_valid(json.loads(t)), (schema, t)
+
+
+@settings(max_examples=40)
+@given(
+    st.lists(_LISTED, min_size=2, max_size=6),
+    st.lists(st.lists(st.sampled_from(_ITEM_VALUES), max_size=4), min_size=1, max_size=10),
+    st.integers(0, 2**16),
+)
+def test_exactly_one_of_arrays_of_listed_values(enums, arrays, seed):
+    """`oneOf` of arrays each of its own listed values (the empty array, and arrays of
+    shared values, are in several): exactly one branch, both ways, and samples valid."""
+    schema = {"oneOf": [{"type": "array", "maxItems": 6, "items": {"enum": e}} for e in enums]}
+    validator = Draft202012Validator(schema)
+    try:
+        g = schema_to_grammar(schema, whitespace="compact")
+    except SchemaError as e:
+        assert "accepts no value" in str(e), e
+        return
+    for a in arrays:
+        assert accepts(g, json.dumps(a, separators=(",", ":"))) == validator.is_valid(a), (schema, a)
+    for t in sample_strings(g, random.Random(seed), count=10):
+        assert validator.is_valid(json.loads(t)), (schema, t)

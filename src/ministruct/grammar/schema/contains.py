@@ -55,9 +55,6 @@ def contains_array(
     from ministruct.grammar.schema.merge import CONTAINS
 
     counted = [node, *node.get(CONTAINS, [])]
-    if len(counted) > MAX_COUNTED:
-        c.unsupported("contains", ptr, f"of more than {MAX_COUNTED} allOf parts together is not enforced")
-        return None
     conds = []  # (schema, lo, top: counts at or past it are alike, hi)
     for part in counted:
         lo = _count(c, part, "minContains", ptr, 1) or 0
@@ -65,6 +62,20 @@ def contains_array(
         if hi is not None and hi < lo:
             return NOTHING
         conds.append((part["contains"], lo, hi + 1 if hi is not None else lo, hi))
+    where = f"{ptr}/contains"
+    kinds: dict[int, list[tuple[Expr, tuple[int, ...]]]] = {}
+    sorted_items = _sorted_values(c, conds, ptr, depth, prefix, tail)
+    if sorted_items is not None:  # finitely many item values, each known to match or not
+        conds, counts, kinds[0] = sorted_items
+        if counts is None:
+            return NOTHING
+        min_i = max(min_i, counts[0])
+        max_i = counts[1] if max_i is None else max_i if counts[1] is None else min(max_i, counts[1])
+        if max_i is not None and max_i < min_i:
+            return NOTHING
+    elif len(counted) > MAX_COUNTED:
+        c.unsupported("contains", ptr, f"of more than {MAX_COUNTED} allOf parts together is not enforced")
+        return None
     top_n = max_i if max_i is not None else max(min_i, len(prefix), 1)  # (0 items: no separator yet)
     states = top_n + 1
     for _, _, top, _ in conds:
@@ -74,8 +85,6 @@ def contains_array(
             "contains", ptr, f"with these item counts needs more than {MAX_CONTAINS_STATES} states (the limit)"
         )
         return None
-    where = f"{ptr}/contains"
-    kinds: dict[int, list[tuple[Expr, tuple[int, ...]]]] = {}
 
     def items(n: int) -> list[tuple[Expr, tuple[int, ...]]]:
         """(an item at position n, which conditions it matches (1) or not (0)) per kind."""
@@ -130,6 +139,45 @@ def contains_array(
         opts += [seq(sep, item, names[nxt]) for sep, item, nxt in moves[st] if nxt in live]
         c.define(names[st].name, alt(*opts))
     return c.marked(f"arr{ptr}", seq(Literal("["), names[start], Literal("]")), Mark(None, "structure"))
+
+
+def _sorted_values(
+    c: SchemaContext, conds: list, ptr: str, depth: int, prefix: list, tail: Any
+) -> Optional[tuple[list, Optional[tuple[int, Optional[int]]], list[tuple[Expr, tuple[int, ...]]]]]:
+    """Where every item is one of a few listed values (no prefixItems), each value is
+    checked against each `contains` by the validator: a `contains` every value matches
+    counts the items (its bounds bound the array's length), one no value matches asks
+    for none, and the values that match the same others are one kind of item (an `enum`).
+    (the conditions left, (min, max) items (None: none can hold), the item kinds) or None."""
+    from ministruct.grammar.schema.unique import item_values
+
+    if prefix or not isinstance(tail, dict):
+        return None
+    values = item_values(c, tail, f"{ptr}/items")
+    if values is None:
+        return None
+    checks = [c.validator.evolve(schema=x).is_valid for x, _, _, _ in conds]
+    bits_of = [tuple(int(ok(v)) for ok in checks) for v in values]
+    keep, lo_n, hi_n = [], 0, None
+    for j, (_, lo, _, hi) in enumerate(conds):
+        col = {b[j] for b in bits_of}
+        if col == {1}:  # every item matches: the count is the number of items
+            lo_n = max(lo_n, lo)
+            hi_n = hi if hi_n is None else hi_n if hi is None else min(hi_n, hi)
+        elif 1 not in col:  # no item matches
+            if lo > 0:
+                return [], None, []
+        else:
+            keep.append(j)
+    groups: dict[tuple[int, ...], list] = {}
+    for v, b in zip(values, bits_of):
+        groups.setdefault(tuple(b[j] for j in keep), []).append(v)
+    kinds = []
+    for bits, vs in groups.items():
+        e = c.value({"enum": vs}, f"{ptr}/items", depth + 1)
+        if not _dead(e):
+            kinds.append((c.marked(f"item{ptr}/0", e, Mark("*", "value")), bits))
+    return [conds[j] for j in keep], (lo_n, hi_n), kinds
 
 
 MAX_UNIQUE_VALUES = 12  # uniqueItems over listed values: one state per set of values used (2**n)
