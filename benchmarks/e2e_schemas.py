@@ -55,7 +55,7 @@ def llama_child(schema_path: str, max_tokens: int, user: str) -> None:
     """Child process: llama.cpp's converter + grammar sampler; prints one JSON line."""
     import llama_cpp
 
-    from ministruct.decode.model import bundled_model_path
+    from ministruct.decode.gguf import bundled_model_path
 
     schema = json.loads(Path(schema_path).read_text())
     try:

@@ -42,8 +42,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
+from ministruct.decode.gguf import bundled_model_path  # noqa: E402
 from ministruct.decode.loop import Decoder  # noqa: E402
-from ministruct.decode.model import Model, bundled_model_path  # noqa: E402
+from ministruct.decode.model import Model  # noqa: E402
 from ministruct.decode.sampling import Sampler, SamplingParams  # noqa: E402
 from ministruct.diagnostics.bench import output_rate  # noqa: E402
 from ministruct.engine.compile import compile_grammar  # noqa: E402

@@ -25,7 +25,7 @@ import os
 import statistics
 import time
 
-from ministruct.decode.model import default_model_path
+from ministruct.decode.gguf import default_model_path
 from ministruct.decode.sampling import SamplingParams
 from ministruct.fleet import FleetBatch, Settings, Verifier, connect
 from ministruct.fleet.serve import LocalServer

@@ -84,7 +84,7 @@ def llama_cpp_parser() -> "Callable[[str], None] | None":
     try:
         import llama_cpp
 
-        from ministruct.decode.model import bundled_model_path
+        from ministruct.decode.gguf import bundled_model_path
 
         llm = llama_cpp.Llama(str(bundled_model_path()), vocab_only=True, verbose=False)
     except Exception as e:  # the peer is optional here: say why it is missing

@@ -477,7 +477,7 @@ def versions() -> dict:
 
 def model_path(key: str) -> str:
     if key == "smollm2":
-        from ministruct.decode.model import bundled_model_path
+        from ministruct.decode.gguf import bundled_model_path
 
         return str(bundled_model_path())
     if key == "gemma3":

@@ -28,7 +28,8 @@ sys.path.insert(0, str(REPO / "src"))
 
 import xgrammar_walk  # noqa: E402  (beside this file)
 
-from ministruct.decode.model import Model, bundled_model_path  # noqa: E402
+from ministruct.decode.gguf import bundled_model_path  # noqa: E402
+from ministruct.decode.model import Model  # noqa: E402
 from ministruct.diagnostics.bench import RESET, TimeStats, prepare_vocabulary, random_walk  # noqa: E402
 from ministruct.engine.automaton import Automaton  # noqa: E402
 from ministruct.engine.compile import compile_grammar  # noqa: E402

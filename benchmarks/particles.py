@@ -36,7 +36,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
 from ministruct.decode.exact import enumerate_language  # noqa: E402
-from ministruct.decode.model import Model, bundled_model_path  # noqa: E402
+from ministruct.decode.gguf import bundled_model_path  # noqa: E402
+from ministruct.decode.model import Model  # noqa: E402
 from ministruct.decode.particles import ParticleContexts, ParticleDecoder, PrefixRows  # noqa: E402
 from ministruct.decode.sampling import SamplingParams  # noqa: E402
 from ministruct.grammar.constraint import Constraint  # noqa: E402

@@ -136,7 +136,7 @@ def ministruct(*args: str) -> list[str]:
 def model_path(name: str) -> str:
     if name == "smollm2":
         sys.path.insert(0, str(REPO / "src"))
-        from ministruct.decode.model import bundled_model_path
+        from ministruct.decode.gguf import bundled_model_path
 
         return str(bundled_model_path())
     if name == "gemma3":

@@ -60,7 +60,7 @@ WORKLOADS = {  # name: (schema, max_tokens)
 
 def model_path(name: str) -> str:
     if name == "smollm2":
-        from ministruct.decode.model import bundled_model_path
+        from ministruct.decode.gguf import bundled_model_path
 
         return str(bundled_model_path())
     if name == "gemma3":

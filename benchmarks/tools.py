@@ -23,7 +23,8 @@ sys.path.insert(0, str(REPO / "src"))
 
 import jsonschema  # noqa: E402
 
-from ministruct.decode.model import Model, bundled_model_path  # noqa: E402
+from ministruct.decode.gguf import bundled_model_path  # noqa: E402
+from ministruct.decode.model import Model  # noqa: E402
 from ministruct.decode.sampling import SamplingParams  # noqa: E402
 from ministruct.grammar.constraint import Constraint  # noqa: E402
 from ministruct.jobs.job import GenerationJob  # noqa: E402

@@ -2,7 +2,7 @@
 took (the `xgrammar` extra; it imports torch). Skipped with a note when not installed.
 
 XGrammar reads the vocabulary as ministruct does: each token's exact bytes (VocabType.RAW,
-built from the GGUF by model.py), control tokens empty (so XGrammar never allows them),
+built from the GGUF by decode/gguf.py), control tokens empty (so XGrammar never allows them),
 every end-of-generation id a stop token. Constraints it takes: JSON Schema (the separators of
 ministruct's default layout, `SCHEMA_SEPARATORS`, as llguidance's in masks.py), regex, GBNF
 (its EBNF reads llama.cpp's dialect, where it can) and Lark; the tool list (llguidance's

@@ -30,7 +30,8 @@ def _private_cache(tmp_path_factory):
 def model():
     """The bundled SmolLM2-135M-Instruct. A required dependency: failing to load it fails
     the tests that need it (never a skip)."""
-    from ministruct.decode.model import Model, bundled_model_path
+    from ministruct.decode.gguf import bundled_model_path
+    from ministruct.decode.model import Model
 
     m = Model.load(bundled_model_path(), n_ctx=2048, seed=0)
     yield m

@@ -17,7 +17,8 @@ import sys
 import llama_cpp
 from oracles import LlamaGrammarOracle, single_byte_tokens  # tests/ is on sys.path
 
-from ministruct.decode.model import Model, bundled_model_path
+from ministruct.decode.gguf import bundled_model_path
+from ministruct.decode.model import Model
 
 
 def main() -> None:

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from cli.conftest import REPO, assert_one_line_error
-from ministruct.cli.options import ConstraintFlags
+from ministruct.cli.constraint_options import ConstraintFlags
 from ministruct.errors import UsageError
 
 PROMPT = "Conjugate 'comer', 3rd person, future"

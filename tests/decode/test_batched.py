@@ -120,7 +120,7 @@ def test_steps_reach_on_step_and_add_up_to_the_generation(model):
 
 def _rounds(monkeypatch) -> list[list[tuple[int, int]]]:
     """Every round handed to Sequences.decode: (sequence id, token count) per sequence."""
-    from ministruct.decode.model import Sequences
+    from ministruct.decode.sequences import Sequences
 
     rounds: list[list[tuple[int, int]]] = []
     real = Sequences.decode
@@ -286,7 +286,7 @@ def test_the_context_is_sized_to_what_the_requests_use_and_grows_for_a_longer_on
 
 def _evaluated(monkeypatch) -> list[int]:
     """Every token count handed to Sequences.decode, one entry per sequence per round."""
-    from ministruct.decode.model import Sequences
+    from ministruct.decode.sequences import Sequences
 
     seen: list[int] = []
     real = Sequences.decode
@@ -359,7 +359,7 @@ def test_where_a_prefix_cannot_be_kept_each_prompt_is_evaluated_whole(model, mon
     """A cache that cannot keep part of a sequence (a recurrent model, or a sliding window
     that dropped early positions) makes Sequences.copy(keep=...) fail: every prompt is then
     evaluated whole, and the outputs are the one-at-a-time Decoder's."""
-    from ministruct.decode.model import Sequences
+    from ministruct.decode.sequences import Sequences
 
     real = Sequences.copy
 
@@ -454,7 +454,7 @@ def test_samples_that_part_go_on_from_what_they_shared(model, monkeypatch, copie
     copies, each sample is the one-at-a-time Decoder's output, bit for bit, and each
     distinct beginning of the outputs was evaluated once: no more tokens than the prompt
     and the nodes of the outputs' token trie."""
-    from ministruct.decode.model import Sequences
+    from ministruct.decode.sequences import Sequences
 
     if copies == "lost":
         real = Sequences.copy

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from ministruct.decode.interrupt import Aborted, signal_bytes
-from ministruct.decode.model import Sequences
+from ministruct.decode.sequences import Sequences
 from ministruct.jobs.batch import Abandoned, Interrupts
 
 pytestmark = pytest.mark.model

@@ -10,7 +10,7 @@ import pytest
 from llama_cpp import Llama, LogitsProcessorList, StoppingCriteriaList
 
 import ministruct as ms
-from ministruct.decode.model import bundled_model_path
+from ministruct.decode.gguf import bundled_model_path
 from ministruct.errors import BudgetTooSmall, ModelError, NoLegalContinuation, TokenRejected, UsageError
 
 pytestmark = pytest.mark.model

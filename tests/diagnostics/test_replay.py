@@ -41,7 +41,7 @@ def _nucleus(z: np.ndarray, ids: np.ndarray, t: float, top_p: float) -> set[int]
 
 @pytest.fixture(scope="module")
 def trace(tmp_path_factory):
-    from ministruct.decode.model import bundled_model_path
+    from ministruct.decode.gguf import bundled_model_path
 
     d = tmp_path_factory.mktemp("replay")
     path = d / "trace.jsonl"

@@ -45,7 +45,8 @@ def llama_side():
     """(llama vocab pointer, n_tokens, our Vocabulary) from one vocabulary-only load."""
     import llama_cpp
 
-    from ministruct.decode.model import Model, bundled_model_path
+    from ministruct.decode.gguf import bundled_model_path
+    from ministruct.decode.model import Model
 
     model = Model.load(bundled_model_path(), vocab_only=True)  # a required dependency: no skip
     llm = llama_cpp.Llama(str(model.path), vocab_only=True, verbose=False)

@@ -74,7 +74,8 @@ def oracle_pattern(pattern: str) -> regex.Pattern:
 
 @pytest.fixture(scope="module")
 def vocab():
-    from ministruct.decode.model import Model, bundled_model_path
+    from ministruct.decode.gguf import bundled_model_path
+    from ministruct.decode.model import Model
 
     model = Model.load(bundled_model_path(), vocab_only=True)  # a required dependency: no skip
     yield model.vocabulary

@@ -16,7 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from oracles import brute_force_mask, small_vocabulary  # tests/ is on sys.path (rootdir conftest)
 
-from ministruct.engine.compile import ROOT, compile_grammar
+from ministruct.engine.compile import compile_grammar
+from ministruct.engine.mask_walks import ROOT
 from ministruct.engine.table import DEAD
 from ministruct.grammar.constraint import load_constraint
 from ministruct.grammar.ir import Alt, CharClass, Grammar, Literal, Repeat, RuleRef, Seq

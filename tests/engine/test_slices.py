@@ -18,9 +18,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ministruct.engine import compile as compile_module
+from ministruct.engine import mask_walks
+from ministruct.engine.chains import _UNASKED, FULL
 from ministruct.engine.compile import compile_grammar
 from ministruct.engine.matcher import Matcher
-from ministruct.engine.slices import _UNASKED, FULL, MAX_SLICE_CHARS, NOT_IN, index_for
+from ministruct.engine.slices import MAX_SLICE_CHARS, NOT_IN, index_for
 from ministruct.engine.vocab import Vocabulary
 from ministruct.grammar.ir import Alt, CharClass, Grammar, Literal, Repeat, RuleRef, Seq
 
@@ -46,10 +48,10 @@ TOKENS, VOCAB = vocabulary()
 def prune_small_subtrees(monkeypatch):
     """The walk asks whether a slice decides a node only above 2048 tokens; this vocabulary
     is small, so lower the bar to have every node asked."""
-    monkeypatch.setattr(compile_module, "PRUNE_MIN_TOKENS", 1)
-    monkeypatch.setattr(compile_module, "OPEN_MIN_TOKENS", 1)  # (open chains too,
-    monkeypatch.setattr(compile_module, "OPEN_TOKENS_PER_LEAVER", 0)  # however many leave them,
-    monkeypatch.setattr(compile_module, "OPEN_BUILD_S_PER_TOKEN", 0)  # from their first walk)
+    monkeypatch.setattr(mask_walks, "PRUNE_MIN_TOKENS", 1)
+    monkeypatch.setattr(mask_walks, "OPEN_MIN_TOKENS", 1)  # (open chains too,
+    monkeypatch.setattr(mask_walks, "OPEN_TOKENS_PER_LEAVER", 0)  # however many leave them,
+    monkeypatch.setattr(mask_walks, "OPEN_BUILD_S_PER_TOKEN", 0)  # from their first walk)
 
 
 EOG = len(TOKENS)
@@ -232,7 +234,7 @@ def test_an_open_chain_gets_its_rest_trie_once_its_walks_cost_as_much(monkeypatc
     from ministruct.engine.slices import rest_outside_kept
 
     monkeypatch.setattr(slices, "_OUTSIDE", OrderedDict())  # (none built in this process yet)
-    monkeypatch.setattr(compile_module, "OPEN_BUILD_S_PER_TOKEN", 1.0)  # (no walk costs that much)
+    monkeypatch.setattr(mask_walks, "OPEN_BUILD_S_PER_TOKEN", 1.0)  # (no walk costs that much)
     part = Repeat(OPEN_CLASS, 1, 12)
     expr = Seq((Literal('"'), part, Literal("."), part, Literal('"')))
     compiled = compile_grammar(Grammar({"root": expr}), VOCAB, use_cache=False)
@@ -329,7 +331,7 @@ def test_a_string_body_in_a_rule_of_its_own_is_decided_by_the_slice(bound, monke
             want = [bool(t) and oracle.fullmatch(out + t, partial=True) is not None for t in TOKENS]
             assert mask[: len(TOKENS)].tolist() == want, out
             if out == b'--"':  # inside the string: are its slice tokens taken by length?
-                members = c._walks[(compile_module.ROOT, c._slice_split(c.mask_key(m.state))[1])].members
+                members = c._walks[(mask_walks.ROOT, c._slice_split(c.mask_key(m.state))[1])].members
                 assert (members is not None) == deeper
             legal = [i for i, w in enumerate(want) if w]
             if not legal:
@@ -381,7 +383,7 @@ def test_a_bound_past_24_characters_decides_long_tokens_by_length(bound):
     m, out = Matcher(compiled), b'"'
     m.advance(0)
     m.mask()
-    part = compiled._walks[(compile_module.ROOT, compiled._slice_split(compiled.mask_key(m.state))[1])]
+    part = compiled._walks[(mask_walks.ROOT, compiled._slice_split(compiled.mask_key(m.state))[1])]
     assert isinstance(part.members, tuple) and part.members[1] == bound  # (lengths, the characters left)
     for _ in range(bound + 1):
         want = [bool(t) and oracle.fullmatch(out + t, partial=True) is not None for t in toks]
@@ -526,7 +528,7 @@ def test_a_string_called_from_each_copy_of_a_repeat_is_walked_above_the_callers_
 
     assert len(relative_configurations(lambda c: c._slice_split)) == 1
     # neither the top split (one frame kept) nor the shallower one: one per copy
-    monkeypatch.setattr(compile_module, "ROOT_KEEP_FRAMES", compile_module.KEEP_FRAMES)
+    monkeypatch.setattr(mask_walks, "ROOT_KEEP_FRAMES", mask_walks.KEEP_FRAMES)
     monkeypatch.setattr(compile_module.CompiledGrammar, "_shallower", lambda self, base, rel, chains: (base, rel))
     assert len(relative_configurations(lambda c: c._slice_split)) == 3
 
@@ -545,7 +547,7 @@ def test_the_letters_rest_trie_comes_with_the_index(monkeypatch):
     loaded = _from_arrays(_to_arrays(index), VOCAB.n_logits)
     assert loaded.outside[letters].keys() == index.outside[letters].keys()
     monkeypatch.setattr(slices, "_OUTSIDE", OrderedDict())
-    monkeypatch.setattr(compile_module, "OPEN_BUILD_S_PER_TOKEN", 1.0)  # (no walk costs that much)
+    monkeypatch.setattr(mask_walks, "OPEN_BUILD_S_PER_TOKEN", 1.0)  # (no walk costs that much)
     built = rest_outside(index.slices["json-char"], letters, index.trie)  # (the same, built here)
     monkeypatch.setattr(slices, "_OUTSIDE", OrderedDict())
     part = Repeat(WORD_CLASS, 1, 12)
@@ -685,15 +687,15 @@ intervals = st.tuples(st.integers(0x80, 0x87), st.integers(0, 3)).map(lambda t: 
 @settings(max_examples=200, deadline=None)
 @given(st.integers(1, 3).flatmap(lambda k: st.lists(st.tuples(*[intervals] * k), min_size=1, max_size=12)))
 def test_merged_interval_sequences_spell_the_same_byte_strings(seqs):
-    """slices._merged: fewer products of byte intervals, the same byte strings."""
+    """slices.merge_products: fewer products of byte intervals, the same byte strings."""
     from itertools import product
 
-    from ministruct.engine.slices import _merged
+    from ministruct.engine.utf8 import merge_products
 
     def spelled(ss):
         return {p for ivs in ss for p in product(*(range(lo, hi + 1) for lo, hi in ivs))}
 
-    merged = _merged(list(seqs))
+    merged = merge_products(list(seqs))
     assert spelled(merged) == spelled(seqs)
     assert len(merged) <= len(set(seqs))
 
@@ -753,8 +755,8 @@ def test_a_short_chain_is_walked_without_finding_its_token_set(monkeypatch):
 
     monkeypatch.setattr(slices, "_LENGTHS", OrderedDict())  # (no set this process found before)
     asked = []
-    real = compile_module.lengths_within
-    monkeypatch.setattr(compile_module, "lengths_within", lambda sl, r: asked.append(r) or real(sl, r))
+    real = mask_walks.lengths_within
+    monkeypatch.setattr(mask_walks, "lengths_within", lambda sl, r: asked.append(r) or real(sl, r))
     digits = CharClass(((0x30, 0x39),))
     expr = Seq((Literal('"'), Repeat(digits, 4, 4), Literal('"')))
     compiled = compile_module.CompiledGrammar(Grammar({"root": expr}), VOCAB)  # (unwarmed: no set asked before)

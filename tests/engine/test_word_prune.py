@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from oracles import brute_force_mask, small_vocabulary  # tests/ is on sys.path (rootdir conftest)
 
-from ministruct.engine import compile as compile_module
+from ministruct.engine import mask_walks
 from ministruct.engine import walk as walk_module
 from ministruct.engine.compile import compile_grammar
 from ministruct.engine.prune import WORD_BYTES, choose_slice, loop_states
@@ -41,7 +41,7 @@ VOCABS = [vocabulary(s) for s in range(3)]
 @pytest.fixture(autouse=True)
 def ask_every_node(monkeypatch):
     """Cuts are asked for only above 2048 tokens; these vocabularies are small."""
-    monkeypatch.setattr(compile_module, "PRUNE_MIN_TOKENS", 1)
+    monkeypatch.setattr(mask_walks, "PRUNE_MIN_TOKENS", 1)
 
 
 atoms = st.one_of(

@@ -24,7 +24,7 @@ READY_TIMEOUT = 180.0
 
 def start_servers(n: int, log_dir: Path) -> list[LocalServer]:
     """n servers on the bundled model, each ready (or the started ones killed and an error raised)."""
-    from ministruct.decode.model import bundled_model_path
+    from ministruct.decode.gguf import bundled_model_path
 
     servers: list[LocalServer] = []
     try:

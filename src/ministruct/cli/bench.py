@@ -27,8 +27,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ministruct.cli import options as o
 from ministruct.cli.base import app, warn
+from ministruct.cli.constraint_options import ConstraintFlags, constraint_flags
+from ministruct.cli.options import RunFlags, run_flags
 
 if TYPE_CHECKING:
     from ministruct.jobs.job import GenerationJob
@@ -38,12 +39,12 @@ FIRST_STEPS = 10
 
 
 @app.command()
-@o.constraint_flags
-@o.run_flags(max_tokens=64)
+@constraint_flags
+@run_flags(max_tokens=64)
 def bench(
     *,
-    constraint: o.ConstraintFlags,
-    run: o.RunFlags,
+    constraint: ConstraintFlags,
+    run: RunFlags,
     prompt: Annotated[str, typer.Option("--prompt", help="Prompt for the tokens/s measurement.")] = DEFAULT_PROMPT,
     steps: Annotated[
         int, typer.Option("--steps", min=1, help="Random-walk steps (random legal tokens, seeded by --seed).")

@@ -7,8 +7,10 @@ from typing import TYPE_CHECKING, Annotated, Any, Callable, Iterator, Optional
 
 import typer
 
-from ministruct.cli import options as o
 from ministruct.cli.base import app, warn
+from ministruct.cli.constraint_options import ConstraintFlags, constraint_flags, documents_from_flag
+from ministruct.cli.options import AllowExtraFields, ResumeFile
+from ministruct.cli.think_options import ThinkFlags, think_flags
 from ministruct.errors import MinistructError, UsageError
 from ministruct.jobs.records import InputRecord, open_lines, read_records, write_line, write_record
 
@@ -17,8 +19,8 @@ if TYPE_CHECKING:
 
 
 @app.command()
-@o.constraint_flags
-@o.think_flags
+@constraint_flags
+@think_flags
 def check(
     text: Annotated[Optional[str], typer.Argument(help="The text to check (or use --input).")] = None,
     input: Annotated[
@@ -39,11 +41,11 @@ def check(
             "and properties), not whether TEXT is a valid instance.",
         ),
     ] = False,
-    allow_extra_fields: o.AllowExtraFields = False,
-    resume: o.ResumeFile = None,
+    allow_extra_fields: AllowExtraFields = False,
+    resume: ResumeFile = None,
     *,
-    constraint: o.ConstraintFlags,
-    think: o.ThinkFlags,
+    constraint: ConstraintFlags,
+    think: ThinkFlags,
 ) -> None:
     """Check TEXT against the constraint; exit 1 on rejection, saying where and what was expected.
 
@@ -133,7 +135,7 @@ def _checker(
 
 
 def _thinking_first(
-    verdict: Callable[[str], Any], think: o.ThinkFlags, prefix: bool, constraint: o.ConstraintFlags
+    verdict: Callable[[str], Any], think: ThinkFlags, prefix: bool, constraint: ConstraintFlags
 ) -> Callable[[str], Any]:
     """With the think flags: the verdict on the text after the closing tag (the preset's tags:
     --chat-template's family's, else the plain pair)."""
@@ -145,7 +147,7 @@ def _thinking_first(
     return after_close(verdict, close=settings.close, open=settings.open, free=settings.grammar, prefix=prefix)
 
 
-def _verdict(constraint: o.ConstraintFlags, prefix: bool, as_generated: bool) -> Callable[[str], Any]:
+def _verdict(constraint: ConstraintFlags, prefix: bool, as_generated: bool) -> Callable[[str], Any]:
     """text -> result with `.accepted` and `.message()`, for the question the flags ask."""
     if constraint.schema is not None and not (prefix or as_generated):
         if constraint.extra_properties == "explicit":
@@ -155,7 +157,7 @@ def _verdict(constraint: o.ConstraintFlags, prefix: bool, as_generated: bool) ->
         from ministruct.grammar.schema.documents import document_registry
 
         text, source = read_text(constraint.schema, "schema")
-        registry = document_registry(o.documents_from_flag(constraint.schema_documents))
+        registry = document_registry(documents_from_flag(constraint.schema_documents))
         return InstanceChecker(load_schema_text(text, source), source=source, registry=registry).check
     if as_generated and constraint.schema is None and constraint.tools is None:
         raise UsageError("--as-generated applies to --schema and --tools")

@@ -9,9 +9,11 @@ from typing import Annotated, Optional
 
 import typer
 
-from ministruct.cli import options as o
 from ministruct.cli.base import app, warn
+from ministruct.cli.constraint_options import ConstraintFlags, constraint_flags
+from ministruct.cli.options import NoProgress, RunFlags, run_flags
 from ministruct.cli.progress import Progress
+from ministruct.cli.think_options import ThinkFlags, think_flags
 from ministruct.decode.defaults import DEFAULT_PARALLEL
 from ministruct.diagnostics.collapse.defaults import BLOCK_PER_SLOT, CONDITIONS, DEFAULT_TEMPERATURES, DEFAULT_TOP_PS
 from ministruct.errors import InputError, UsageError
@@ -23,16 +25,16 @@ def _csv(values) -> str:
 
 
 @app.command()
-@o.constraint_flags(several_schemas=True)
-@o.run_flags(max_tokens=128)
-@o.think_flags
+@constraint_flags(several_schemas=True)
+@run_flags(max_tokens=128)
+@think_flags
 def collapse(
     ctx: typer.Context,
     prompt: Annotated[Optional[str], typer.Argument(help="A prompt (and/or --input).")] = None,
     *,
-    constraint: o.ConstraintFlags,
-    run: o.RunFlags,
-    think: o.ThinkFlags,
+    constraint: ConstraintFlags,
+    run: RunFlags,
+    think: ThinkFlags,
     input: Annotated[
         Optional[str],
         typer.Option("--input", help="More prompts: JSONL records with 'prompt', or plain lines; '-' for stdin."),
@@ -79,7 +81,7 @@ def collapse(
             ),
         ),
     ] = None,
-    no_progress: o.NoProgress = False,
+    no_progress: NoProgress = False,
 ) -> None:
     """The collapse study: sample each generation once at --temperature/--top-p (the
     reference setting), with the schema shown and withheld over the same seeds, and
@@ -161,8 +163,8 @@ def _study(
     resume: bool,
     prompt: str | None,
     input: str | None,
-    constraint: o.ConstraintFlags,
-    run: o.RunFlags,
+    constraint: ConstraintFlags,
+    run: RunFlags,
     seeds: str,
     no_progress: bool,
     parallel: int | None,
@@ -248,7 +250,7 @@ def _seeds(text: str, first: int) -> tuple[int, ...]:
     return seeds
 
 
-def _conditions(ctx: typer.Context, run: o.RunFlags) -> tuple[str, ...]:
+def _conditions(ctx: typer.Context, run: RunFlags) -> tuple[str, ...]:
     """Both conditions, unless --show-schema or --withhold-schema is given explicitly."""
     source = ctx.get_parameter_source("show_schema")
     if source is None or source.name == "DEFAULT":

@@ -6,19 +6,20 @@ from typing import Annotated
 
 import typer
 
-from ministruct.cli import options as o
 from ministruct.cli.base import app, warn
+from ministruct.cli.constraint_options import ConstraintFlags, constraint_flags
+from ministruct.cli.think_options import ThinkFlags, think_flags
 from ministruct.errors import UsageError
 
 
 @app.command()
-@o.constraint_flags
-@o.think_flags
+@constraint_flags
+@think_flags
 def convert(
     to: Annotated[str, typer.Option("--to", help="gbnf, lark (llguidance's dialect) or regex.")] = "gbnf",
     *,
-    constraint: o.ConstraintFlags,
-    think: o.ThinkFlags,
+    constraint: ConstraintFlags,
+    think: ThinkFlags,
 ) -> None:
     """Print the constraint converted to another notation (with --think: free text, the
     closing tag, then the constraint, as one grammar)."""

@@ -7,9 +7,22 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from ministruct.cli import options as o
 from ministruct.cli.base import app, warn
+from ministruct.cli.constraint_options import ConstraintFlags, constraint_flags
+from ministruct.cli.gen_options import (
+    Ess,
+    FleetFlags,
+    GenFlags,
+    HardCut,
+    NoEndWeight,
+    NoFastForward,
+    Parallel,
+    Particles,
+    fleet_flags,
+)
+from ministruct.cli.options import AllowExtraFields, NoProgress, Quiet, ResumeFile, RunFlags, run_flags
 from ministruct.cli.progress import Progress
+from ministruct.cli.think_options import ThinkFlags, think_flags
 from ministruct.decode.defaults import DEFAULT_PARALLEL
 from ministruct.errors import UsageError
 from ministruct.jobs.records import InputRecord, count_lines, open_lines, read_records, write_line, write_record
@@ -23,16 +36,16 @@ if TYPE_CHECKING:  # the library loads when the command runs, not for --help
 
 
 @app.command()
-@o.constraint_flags
-@o.run_flags(max_tokens=256)
-@o.think_flags
-@o.fleet_flags
+@constraint_flags
+@run_flags(max_tokens=256)
+@think_flags
+@fleet_flags
 def gen(
     prompt: Annotated[Optional[str], typer.Argument(help="The prompt (or use --input).")] = None,
     *,
-    constraint: o.ConstraintFlags,
-    run: o.RunFlags,
-    think: o.ThinkFlags,
+    constraint: ConstraintFlags,
+    run: RunFlags,
+    think: ThinkFlags,
     n: Annotated[int, typer.Option("--n", min=1, help="Samples per prompt (seeds seed, seed+1, ...).")] = 1,
     input: Annotated[
         Optional[str],
@@ -45,26 +58,26 @@ def gen(
     trace_legal: Annotated[
         bool, typer.Option("--trace-legal", help="Add each step's legal token ids to the trace.")
     ] = False,
-    hard_cut: o.HardCut = False,
-    no_fast_forward: o.NoFastForward = False,
-    particles: o.Particles = None,
-    ess: o.Ess = 0.5,
-    no_end_weight: o.NoEndWeight = False,
-    parallel: o.Parallel = None,
-    quiet: o.Quiet = False,
+    hard_cut: HardCut = False,
+    no_fast_forward: NoFastForward = False,
+    particles: Particles = None,
+    ess: Ess = 0.5,
+    no_end_weight: NoEndWeight = False,
+    parallel: Parallel = None,
+    quiet: Quiet = False,
     verbose: Annotated[
         bool,
         typer.Option(
             "--verbose", help="Say on stderr what was read from the chat template (tool-call family, think tags)."
         ),
     ] = False,
-    no_progress: o.NoProgress = False,
-    allow_extra_fields: o.AllowExtraFields = False,
-    resume: o.ResumeFile = None,
-    fleet: o.FleetFlags,
+    no_progress: NoProgress = False,
+    allow_extra_fields: AllowExtraFields = False,
+    resume: ResumeFile = None,
+    fleet: FleetFlags,
 ) -> None:
     """Generate text that satisfies the constraint. The output alone goes to stdout."""
-    g = o.GenFlags(
+    g = GenFlags(
         prompt,
         input,
         n,
@@ -120,8 +133,8 @@ def _say_template(c: Constraint, settings, template: str | None) -> None:
 
 
 def _with_particles(
-    run: o.RunFlags, particles: int | None, ess: float, no_end_weight: bool, parallel: int | None, fleet: bool
-) -> o.RunFlags:
+    run: RunFlags, particles: int | None, ess: float, no_end_weight: bool, parallel: int | None, fleet: bool
+) -> RunFlags:
     """`run` with the particle settings in its SamplingParams (checked there: UsageError)."""
     from dataclasses import replace
 
@@ -138,11 +151,11 @@ def _with_particles(
 
 
 def _gen_local(
-    g: o.GenFlags,
+    g: GenFlags,
     c: Constraint,
-    constraint: o.ConstraintFlags,
-    run: o.RunFlags,
-    think: o.ThinkFlags,
+    constraint: ConstraintFlags,
+    run: RunFlags,
+    think: ThinkFlags,
     loading: ModelLoading,
     verbose: bool = False,
 ) -> int:
@@ -166,7 +179,7 @@ def _gen_local(
     pool = JobPool(
         job,
         _record_constraints(constraint),
-        think_preset=settings or o.ThinkFlags(True, None, None, None, None).settings(llm),
+        think_preset=settings or ThinkFlags(True, None, None, None, None).settings(llm),
     )
     label = g.input is not None or g.n > 1
     batch = GenBatch(
@@ -218,7 +231,7 @@ def _single(batch: GenBatch, prompt: str, n: int, no_progress: bool) -> int:
     return status
 
 
-def _record_constraints(flags: o.ConstraintFlags) -> ConstraintCache[Constraint]:
+def _record_constraints(flags: ConstraintFlags) -> ConstraintCache[Constraint]:
     """What records' own constraints load to: the command's constraint options, the record's constraint."""
     from ministruct.jobs.batch import ConstraintCache, with_constraint
 

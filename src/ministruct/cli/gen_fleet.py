@@ -13,7 +13,9 @@ from contextlib import contextmanager
 from typing import IO, Iterable, Iterator
 
 from ministruct.cli.base import warn
-from ministruct.cli.options import ENV_SERVERS, FleetFlags, GenFlags, RunFlags, ThinkFlags
+from ministruct.cli.gen_options import ENV_SERVERS, FleetFlags, GenFlags
+from ministruct.cli.options import RunFlags
+from ministruct.cli.think_options import ThinkFlags
 from ministruct.errors import UsageError
 from ministruct.fleet import KINDS, FleetBatch, FleetResult, Ignored, Settings, connect, split_servers
 from ministruct.grammar.constraint import Constraint

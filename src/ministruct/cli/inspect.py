@@ -16,24 +16,26 @@ from typing import Annotated, Optional
 
 import typer
 
-from ministruct.cli import options as o
 from ministruct.cli.base import app
+from ministruct.cli.constraint_options import ConstraintFlags, constraint_flags
+from ministruct.cli.options import NoProgress, RunFlags, run_flags
 from ministruct.cli.progress import Progress
+from ministruct.cli.think_options import ThinkFlags, think_flags
 from ministruct.jobs.records import RECORD_VERSION
 
 
 @app.command()
-@o.constraint_flags
-@o.run_flags(max_tokens=64)
-@o.think_flags
+@constraint_flags
+@run_flags(max_tokens=64)
+@think_flags
 def inspect(
     prompt: Annotated[
         Optional[str], typer.Argument(help="Run one generation and show every token (omit for the grammar report).")
     ] = None,
     *,
-    constraint: o.ConstraintFlags,
-    run: o.RunFlags,
-    think: o.ThinkFlags,
+    constraint: ConstraintFlags,
+    run: RunFlags,
+    think: ThinkFlags,
     walks: Annotated[
         int, typer.Option("--walks", min=0, help="Random walks for legal-set sizes and samples (no PROMPT).")
     ] = 5,
@@ -42,7 +44,7 @@ def inspect(
         Optional[int], typer.Option("--width", min=40, help="Output width (default: the terminal, or $COLUMNS).")
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")] = False,
-    no_progress: o.NoProgress = False,
+    no_progress: NoProgress = False,
 ) -> None:
     """Show what the constraint is, or how it shaped one generation token by token."""
     from rich.console import Console  # the library loads when the command runs, not for --help

@@ -1,12 +1,13 @@
 """One generation on a local model: tokens in, tokens out, a Step per token.
 
 In: a Model, prompt token ids, a Matcher and SamplingParams. Out: Steps (token, logits
-row, legal set) and a Generation. model.py is the only module of the project that imports
+row, legal set) and a Generation. gguf.py is the only module of the project that imports
 llama_cpp. Never imports jobs, diagnostics, the fleet or the command line.
 
 Files, in the order data flows through them:
-    model.py             the model boundary: load, tokenize, evaluate, logits rows;
-                         Sequences: many sequences in one context, one decode for all
+    gguf.py              the model file: where it is, llama_cpp (llama_lib), its exact vocabulary
+    model.py             the model boundary: load, tokenize, chat template, evaluate, logits rows
+    sequences.py         many sequences of a model in one context, one decode for all (Sequences)
     sampling.py          the sampler (mask -> temperature -> penalty -> softmax -> top-k -> top-p)
     fast_forward.py      dictated stretches planned as tokens and evaluated in one batch
     loop.py              the decode loop (Decoder, generate)

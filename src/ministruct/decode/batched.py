@@ -47,9 +47,8 @@ from ministruct.decode.loop import Decoder, Generation, Run, Step, mask_pool, ma
 from ministruct.errors import MinistructError, UsageError
 
 if TYPE_CHECKING:
-    from ministruct.decode.model import Model, Sequences
-
-
+    from ministruct.decode.model import Model
+    from ministruct.decode.sequences import Sequences
 CTX_PAD = 256  # llama.cpp pads a sequence's context to this many cells
 MIN_SHARED = 16  # prompts share a KV-cache prefix when it is at least this many tokens
 

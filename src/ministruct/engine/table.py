@@ -22,6 +22,8 @@ from typing import TypeVar
 import numpy as np
 
 from ministruct.engine.automaton import ACCEPT, MAX_STACKS, Automaton, Config
+from ministruct.engine.pages import fresh_pages, grown, reserved, table_rows
+from ministruct.engine.spans import disjoint
 from ministruct.errors import CompileLimitError
 
 DEAD = 0
@@ -35,74 +37,7 @@ CELLS_MIN_STACKS = 8  # ... when its configuration has at least this many stacks
 MAX_PARTS = 8  # a configuration is kept as the union of at most this many others (see Transitions.parts)
 UNIONS_KEPT = 200_000
 CHAIN_AHEAD = 24  # rows of a literal filled together (see Transitions._fill_chain)
-# the table's first allocation: fresh pages, reserved, not written (the system gives them
-# as rows are allocated), so that most grammars never grow it; a growth copies the table,
-# tens of MB in the middle of a step for a big one
-TABLE_RESERVED_BYTES = 32 << 20
-TABLE_RESERVED_ROWS = 1 << 16
 T = TypeVar("T")
-
-
-def _disjoint(spans: list[tuple[int, int, T]]) -> list[tuple[int, int, list[T]]]:
-    """Overlapping (lo, hi, item) spans as disjoint (lo, hi, the items covering it), in order;
-    stretches no span covers are left out."""
-    groups: dict[tuple[int, int], list[T]] = {}  # (the stacks of a configuration often share bounds)
-    for lo, hi, item in spans:
-        if lo < hi:
-            items = groups.get((lo, hi))
-            if items is None:
-                groups[(lo, hi)] = [item]
-            else:
-                items.append(item)
-    keys = sorted(groups)
-    end = -1
-    for lo, hi in keys:
-        if lo < end:
-            break
-        end = hi
-    else:  # (most configurations) already disjoint
-        return [(lo, hi, groups[lo, hi]) for lo, hi in keys]
-    bounds = sorted({b for key in keys for b in key})
-    at = {b: i for i, b in enumerate(bounds)}
-    covering: list[list[T]] = [[] for _ in bounds]
-    for lo, hi in keys:
-        items = groups[lo, hi]
-        for i in range(at[lo], at[hi]):
-            covering[i].extend(items)
-    return [(bounds[i], bounds[i + 1], items) for i, items in enumerate(covering) if items]
-
-
-def _grown(a: np.ndarray, size: int, fill: int = 0) -> np.ndarray:
-    """`a` with its first axis grown to `size` rows, the new ones set to `fill`."""
-    out = np.full((size, *a.shape[1:]), fill, dtype=a.dtype)
-    out[: len(a)] = a
-    return out
-
-
-def fresh_pages(shape: tuple[int, ...], dtype: type | np.dtype) -> np.ndarray:
-    """A zeroed array of fresh pages from the system, touched only where written (an
-    allocator may hand out reused memory and clear all of it first; and numpy asks huge
-    pages for a large array, which the system may compact memory for on first touch)."""
-    import mmap
-
-    size = max(1, int(np.prod(shape)) * np.dtype(dtype).itemsize)
-    # private: an anonymous map is shared by default, and shared pages fault in slower
-    private = getattr(mmap, "MAP_PRIVATE", 0) | getattr(mmap, "MAP_ANONYMOUS", 0)
-    pages = mmap.mmap(-1, size, flags=private) if private else mmap.mmap(-1, size)
-    return np.frombuffer(pages, dtype=dtype, count=int(np.prod(shape))).reshape(shape)
-
-
-def _table_rows(n_classes: int, at_least: int = 64) -> int:
-    """Rows to reserve for a table of `n_classes` columns holding `at_least` rows."""
-    return max(at_least, min(TABLE_RESERVED_ROWS, TABLE_RESERVED_BYTES // (4 * max(1, n_classes))))
-
-
-def _reserved(a: np.ndarray, size: int, used: int) -> np.ndarray:
-    """`a` with room for `size` rows, its first `used` rows copied; the rest unwritten
-    (Transitions.intern writes a row when it allocates it)."""
-    out = fresh_pages((size, *a.shape[1:]), a.dtype)
-    out[:used] = a[:used]
-    return out
 
 
 class Transitions:
@@ -120,7 +55,7 @@ class Transitions:
         self.configs: list[Config] = [frozenset()]
         self.ids: dict[Config, int] = {frozenset(): DEAD}
         # rows past len(configs) are unwritten: intern writes a row UNKNOWN when it allocates it
-        rows = _table_rows(self.n_classes)
+        rows = table_rows(self.n_classes)
         self.table = fresh_pages((rows, self.n_classes), np.int32)
         self.table[DEAD, :] = DEAD
         self.accept = np.zeros(rows, dtype=bool)
@@ -161,10 +96,10 @@ class Transitions:
             )
         if cid >= len(self.table):
             size = 2 * len(self.table)
-            self.table = _reserved(self.table, size, cid)
-            self.accept = _grown(self.accept, size)
-            self.complete = _grown(self.complete, size)
-            self.canon = _grown(self.canon, size)
+            self.table = reserved(self.table, size, cid)
+            self.accept = grown(self.accept, size)
+            self.complete = grown(self.complete, size)
+            self.canon = grown(self.canon, size)
             if len(self.part_count):
                 self._grow_part_arrays(size)
         self.table[cid] = UNKNOWN
@@ -289,8 +224,8 @@ class Transitions:
                 self._write_parts(cid, key)
 
     def _grow_part_arrays(self, size: int) -> None:
-        self.part_start = _grown(self.part_start, size)
-        self.part_count = _grown(self.part_count, size)
+        self.part_start = grown(self.part_start, size)
+        self.part_count = grown(self.part_count, size)
 
     def _set_parts(self, cid: int, key: tuple[int, ...]) -> None:
         self.parts[cid] = key
@@ -347,7 +282,7 @@ class Transitions:
                 return hit
             spans = [(bc[lo], bc[hi] + 1, t) for lo, hi, t in edges]
             hit = self._segments_of[q] = tuple(
-                (lo, hi, (ts[0],) if len(ts) == 1 else tuple(sorted(set(ts)))) for lo, hi, ts in _disjoint(spans)
+                (lo, hi, (ts[0],) if len(ts) == 1 else tuple(sorted(set(ts)))) for lo, hi, ts in disjoint(spans)
             )
         return hit
 
@@ -385,7 +320,7 @@ class Transitions:
             return self._pieces(next(iter(config)))
         pieces = [
             (lo, hi, cs[0] if len(cs) == 1 else frozenset().union(*cs))
-            for lo, hi, cs in _disjoint([p for st in config for p in self._pieces(st)])
+            for lo, hi, cs in disjoint([p for st in config for p in self._pieces(st)])
         ]
         self._check_width(pieces)
         return pieces
@@ -421,7 +356,7 @@ class Transitions:
             pieces = self.pieces_of(state)
             ids = [self.intern(target) for _, _, target in pieces]  # (intern may grow, replace, the table)
         else:
-            pieces = _disjoint([p for st in config for p in self._pieces(st)])
+            pieces = disjoint([p for st in config for p in self._pieces(st)])
             ids = [self.union([self.intern(x) for x in dict.fromkeys(cs)]) for _, _, cs in pieces]
         if len(pieces) <= FEW_PIECES:
             row = self.table[state]
@@ -616,7 +551,7 @@ class Transitions:
         self.ids = ids
         for by_id in (self._merged, self.parts, self._unions):
             by_id.clear()  # (the ids were just renumbered)
-        size = _table_rows(self.n_classes, 1 << (n - 1).bit_length())
+        size = table_rows(self.n_classes, 1 << (n - 1).bit_length())
         self.table = fresh_pages((size, self.n_classes), np.int32)  # (as in __init__)
         self.table[:n] = table
         self.accept = np.zeros(size, dtype=bool)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ministruct.engine.automaton import Automaton, Config, TokenEdge
+from ministruct.engine.automaton import Automaton, Config
+from ministruct.engine.nfa import TokenEdge
 from ministruct.engine.vocab import Vocabulary
 from ministruct.errors import GrammarError
 

@@ -1,6 +1,6 @@
 """Vocabulary: every token's exact bytes, which ids are special, and the logits width.
 
-Independent of llama_cpp: model.py builds one from a GGUF model, tests build one
+Independent of llama_cpp: decode/gguf.py builds one from a GGUF model, tests build one
 from a list of byte strings.
 """
 

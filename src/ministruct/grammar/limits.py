@@ -24,7 +24,7 @@ from ministruct.errors import CompileLimitError
 from ministruct.grammar.ir import Alt, CharClass, Expr, Grammar, Literal, Repeat, RuleRef, Seq, format_expr
 
 MAX_REPEAT = 100_000  # the largest count of a repetition (a{n}, maxLength, maxItems)
-MAX_STATES = 2_000_000  # the engine's own ceiling (engine.automaton.MAX_NFA_STATES)
+MAX_STATES = 2_000_000  # the engine's own ceiling (engine.nfa.MAX_NFA_STATES)
 MAX_JSON_NESTING = 128  # JSON containers inside each other in a schema
 MAX_HEIGHT = 48  # expression levels inside one rule before the rest becomes a rule
 SHARE_MIN_STATES = 24  # a shared expression at least this large becomes a rule ...

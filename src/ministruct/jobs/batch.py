@@ -117,7 +117,7 @@ def record_constraint(settings: dict[str, Any]) -> tuple[str, Any] | None:
 
 
 def with_constraint(flags: T, kind: str, value: Any) -> T:
-    """A copy of a constraint-flags dataclass (cli.options.ConstraintFlags) naming only the
+    """A copy of a constraint-flags dataclass (cli.constraint_options.ConstraintFlags) naming only the
     record's constraint; every other option (whitespace, lenient, ...) is kept, and `root`
     only for a grammar."""
     blank: dict[str, Any] = {k: None for k in CONSTRAINT_KINDS if hasattr(flags, k)}

@@ -30,7 +30,8 @@ ALPHABET = ["a", "b", "1", "é", " "]
 def llama():
     import llama_cpp
 
-    from ministruct.decode.model import Model, bundled_model_path
+    from ministruct.decode.gguf import bundled_model_path
+    from ministruct.decode.model import Model
 
     model = Model.load(bundled_model_path(), vocab_only=True)
     vocab = model.vocabulary

@@ -20,7 +20,8 @@ pytestmark = pytest.mark.model
 def llg_accepts():
     import llguidance.llamacpp
 
-    from ministruct.decode.model import Model, bundled_model_path
+    from ministruct.decode.gguf import bundled_model_path
+    from ministruct.decode.model import Model
 
     model = Model.load(bundled_model_path(), vocab_only=True)
     vocab = model.vocabulary
@@ -89,7 +90,8 @@ def test_printed_grammars_run_in_llguidance(llg_accepts, kind, value, good, bad)
 def llg_side():
     import llguidance.llamacpp
 
-    from ministruct.decode.model import Model, bundled_model_path
+    from ministruct.decode.gguf import bundled_model_path
+    from ministruct.decode.model import Model
 
     model = Model.load(bundled_model_path(), vocab_only=True)
     vocab = model.vocabulary

@@ -29,7 +29,8 @@ N_SCHEMAS = 25
 def llama():
     import llama_cpp
 
-    from ministruct.decode.model import Model, bundled_model_path
+    from ministruct.decode.gguf import bundled_model_path
+    from ministruct.decode.model import Model
 
     model = Model.load(bundled_model_path(), vocab_only=True)
     vocab = model.vocabulary

@@ -8,27 +8,23 @@ make the skip lexeme, allowed before each lexeme and at the end (engine/automato
 Read as the context-free language over the terminals (`lexer="cfl"`), `%ignore`'s
 terminals may fill the gaps between lexemes (not before the first one unless
 `%llguidance {"allow_initial_skip": true}`, never after the last; a lexeme matching the
-empty string leaves no gap of its own; gaps.py). Terminals are regular: their references
-are inlined, `&` (intersection) and `~` (complement) are computed as one DFA
-(grammar/schema/complement.py). docs/constraints.md "Two readings" compares them.
+empty string leaves no gap of its own; gaps.py). Terminals are regular languages
+(terminals.py). docs/constraints.md "Two readings" compares the two readings.
 """
 
 from __future__ import annotations
 
-import json
 import re
-from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable
 
 from lark import Token
 
-from ministruct.errors import GrammarError, GrammarSyntaxError, SchemaError
+from ministruct.errors import GrammarError, SchemaError
 from ministruct.grammar.analysis import reachable_rules
 from ministruct.grammar.ir import (
     EMPTY,
     Alt,
-    CharClass,
     Expr,
     Grammar,
     Lexer,
@@ -47,103 +43,13 @@ from ministruct.grammar.lark.gaps import NOTHING, LeadingGaps
 from ministruct.grammar.lark.json_escapes import DEFAULT_ESCAPES, restrict_escapes
 from ministruct.grammar.lark.lazy import LAZY_ATTRIBUTES, check_lazy_attributes, shortest_matches, terminal_body
 from ministruct.grammar.lark.special import special_token
-from ministruct.grammar.lark.substring import regex_ext
 from ministruct.grammar.lark.syntax import Definition, LarkProblem, Node, parse_items
+from ministruct.grammar.lark.terminals import Terminals, decode_string, repeat
 from ministruct.grammar.left_recursion import remove_left_recursion
-from ministruct.grammar.regex import parse_regex
-from ministruct.grammar.regex.printer import inline_root
 from ministruct.grammar.schema import SchemaOptions, schema_to_grammar
-from ministruct.grammar.schema.complement import ComplementError, build_dfa, live_states
 
 MAX_NESTED_GRAMMARS = 8  # %lark { %lark { ... } } levels
 _OPTIONS = {"allow_initial_skip", "no_forcing", "allow_invalid_utf8"}
-_STRING_ESCAPES = re.compile(r"\\(\\|x([0-9a-fA-F]{2}))")
-
-
-def decode_string(tok: Token) -> tuple[str, bool]:
-    """The text of a STRING token (JSON syntax, plus \\xHH) and whether it ends in `i`."""
-    raw = str(tok)
-    icase = raw.endswith("i")
-    body = raw[:-1] if icase else raw
-    body = _STRING_ESCAPES.sub(lambda m: "\\\\" if m.group(2) is None else f"\\u00{m.group(2)}", body)
-    try:
-        text = json.loads(body)
-    except json.JSONDecodeError as e:
-        raise LarkProblem(f"invalid string literal: {e.msg}", tok) from None
-    if any(0xD800 <= ord(c) <= 0xDFFF for c in text):
-        raise LarkProblem("invalid string literal: a lone surrogate \\u escape", tok)
-    return text, icase
-
-
-def _regex_expr(pattern: str, tok: Token, what: str) -> Expr:
-    try:
-        g = parse_regex(pattern, source=what)
-    except GrammarSyntaxError as e:
-        raise LarkProblem(f"failed to compile regular expression {str(tok)[:60]}: {e.reason}", tok) from None
-    return inline_root(g)
-
-
-_BRACED_HEX = re.compile(r"[0-9a-fA-F]{1,8}\}")
-_GROUP_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*>")
-
-
-def peer_regex_syntax(pattern: str, tok: Token) -> str:
-    """`pattern` with the peers' regex syntax that Python's `re` lacks written its way:
-    `\\u{HEX}`, `\\x{HEX}`, `\\U{HEX}` (llguidance's Rust regexes), `\\cX` (a control
-    character, as ECMAScript and XGrammar), named groups `(?<name>...)`."""
-    out: list[str] = []
-    i, n, in_class = 0, len(pattern), False
-    while i < n:
-        ch = pattern[i]
-        if ch == "\\" and i + 1 < n:
-            nxt = pattern[i + 1]
-            m = _BRACED_HEX.match(pattern, i + 3) if nxt in "uxU" and pattern[i + 2 : i + 3] == "{" else None
-            if m is not None:
-                cp = int(m.group()[:-1], 16)
-                if cp > 0x10FFFF or 0xD800 <= cp <= 0xDFFF:
-                    raise LarkProblem(
-                        f"failed to compile regular expression: \\{nxt}{{{m.group()} is no character", tok
-                    )
-                out.append(f"\\U{cp:08X}")
-                i = m.end()
-                continue
-            if nxt == "c" and i + 2 < n and pattern[i + 2].isascii() and pattern[i + 2].isalpha():
-                out.append(f"\\x{ord(pattern[i + 2]) % 32:02X}")
-                i += 3
-                continue
-            out.append(pattern[i : i + 2])
-            i += 2
-            continue
-        if in_class:
-            in_class = ch != "]"
-        elif ch == "[":
-            in_class = True
-            out.append(ch)
-            i += 1
-            for lead in ("^", "]"):  # (a `]` first in a class is literal)
-                if pattern[i : i + 1] == lead:
-                    out.append(lead)
-                    i += 1
-            continue
-        elif pattern.startswith("(?<", i) and _GROUP_NAME.match(pattern, i + 3):
-            out.append("(?P<")
-            i += 3
-            continue
-        out.append(ch)
-        i += 1
-    return "".join(out)
-
-
-def regexp(tok: Token) -> Expr:
-    """The language of a `/pattern/flags` token (Python `re` syntax and flags, with the
-    peers' escapes and named groups: peer_regex_syntax)."""
-    raw = str(tok)
-    cut = raw.rfind("/")
-    body, flags = peer_regex_syntax(raw[1:cut], tok), raw[cut + 1 :]
-    if "l" in flags:
-        raise LarkProblem("regular-expression flag 'l' (locale) is not supported: patterns are Unicode text", tok)
-    scoped = "".join(sorted(set(flags) - {"u"}))  # u: Python's str patterns are Unicode already
-    return _regex_expr(f"(?{scoped}:{body})" if scoped else body, tok, "regex")
 
 
 class Namer:
@@ -216,6 +122,7 @@ class Scope:
         self.parent_cls = -1
         self.lexeme_rules: dict[tuple[Expr, bool], str] = {}
         self.lexeme_nullable: dict[tuple[Expr, bool], bool] = {}
+        self.terminals = Terminals(self.token_defs, self.token_exprs, c.rules, c.fresh)
         for d in items:
             self._declare(d)
 
@@ -299,7 +206,7 @@ class Scope:
         """The lexeme of a rule with `lazy`, `suffix` or `stop` (grammar/lark/lazy.py),
         whether it ends at its first match (not for `stop=""`), and whether it may be empty."""
         d, found = self.rule_defs[name], self.lazy_rules[name]
-        body = self.term(d.body, ())  # type: ignore[arg-type]
+        body = self.terminals.term(d.body, ())  # type: ignore[arg-type]
         key = next(iter(found.values()))[0]
         marker = found.get("suffix") or found.get("stop")
         if marker is not None:
@@ -308,7 +215,7 @@ class Scope:
             if value.type == "STRING" and str(value) in ('""', "''"):
                 return body, False, False  # stop="": the body as it is, ended by end-of-generation
             kind = {"STRING": "str", "REGEXP": "re", "TOKEN": "ref"}[value.type]
-            body = seq(body, self.term(Node(kind, value, data=str(value)), ()))
+            body = seq(body, self.terminals.term(Node(kind, value, data=str(value)), ()))
         nullable = False
         if self.c.greedy:  # (an empty match is the lexeme left out: its first non-empty match ends it)
             nullable = _nullable_expr(body, self.c.rules)
@@ -333,9 +240,8 @@ class Scope:
 
     def _common_expr(self, name: str) -> Expr:
         assert _COMMON is not None
-        scope = Scope.__new__(Scope)
-        scope.c, scope.token_defs, scope.token_exprs, scope.rule_defs = self.c, _COMMON, {}, {}
-        return scope.token_expr(name, Node("ref", Token("TOKEN", name), data=name), ())
+        common = Terminals(_COMMON, {}, self.c.rules, self.c.fresh)
+        return common.token_expr(name, Node("ref", Token("TOKEN", name), data=name), ())
 
     def _options(self, d: Definition) -> None:
         opts = d.data
@@ -350,110 +256,6 @@ class Scope:
             raise LarkProblem("option allow_invalid_utf8 is not supported: outputs here are UTF-8 text", d.tok)
         self.initial_skip = bool(opts.get("allow_initial_skip"))
         # no_forcing only changes how llguidance picks forced tokens; our legal sets are exact either way
-
-    # ------------------------------------------------------------ terminals
-
-    def token_expr(self, name: str, at: Node, stack: tuple[str, ...]) -> Expr:
-        """The language of terminal `name`, every reference inlined."""
-        if name in self.token_exprs:
-            return self.token_exprs[name]
-        if name in stack:
-            raise LarkProblem(f"terminal '{name}' is recursive ({' -> '.join(stack + (name,))})", at.tok)
-        body = self.token_defs.get(name)
-        if body is None:
-            raise LarkProblem(f"unknown name: '{name}'", at.tok)
-        e = self.term(body, stack + (name,))
-        self.token_exprs[name] = e
-        return e
-
-    def term(self, n: Node, stack: tuple[str, ...]) -> Expr:
-        """A regular expression for `n` inside a terminal."""
-        k = n.kind
-        if k == "seq":
-            return seq(*(self.term(x, stack) for x in n.kids))
-        if k == "alt":
-            return alt(*(self.term(x, stack) for x in n.kids))
-        if k == "rep":
-            return self._repeat(n, self.term(n.kids[0], stack))
-        if k in ("and", "not"):
-            return self._boolean(n, stack)
-        if k == "ref":
-            if n.tok.type == "RULE":
-                owner = f"terminal '{stack[-1]}'" if stack else "a terminal"
-                raise LarkProblem(f"{owner} cannot reference rule '{n.data}'", n.tok)
-            return self.token_expr(n.data, n, stack)
-        if k == "str":
-            text, icase = decode_string(n.tok)
-            if not icase:
-                return Literal(text)
-            return seq(*(_case_class(ch) for ch in text))
-        if k == "range":
-            return self._range(n)
-        if k == "re":
-            return regexp(n.tok)
-        if k == "regex_ext":
-            return regex_ext(n.data, n.tok)
-        what = {"special": "special tokens", "gref": "grammar references", "json": "%json", "nested": "%lark"}[k]
-        raise LarkProblem(f"{what} cannot be used in terminals", n.tok)
-
-    def _range(self, n: Node) -> Expr:
-        a_tok, b_tok = n.data
-        (a, ai), (b, bi) = decode_string(a_tok), decode_string(b_tok)
-        if ai or bi:
-            raise LarkProblem("flags are not allowed on character ranges", a_tok if ai else b_tok)
-        if len(a) != 1:
-            raise LarkProblem("range start must be a single character", a_tok)
-        if len(b) != 1:
-            raise LarkProblem("range end must be a single character", b_tok)
-        if ord(a) > ord(b):
-            raise LarkProblem(f"range {a!r}..{b!r} is empty: its start comes after its end", a_tok)
-        return CharClass(((ord(a), ord(b)),))
-
-    def _repeat(self, n: Node, item: Expr) -> Expr:
-        lo_tok, hi_tok = n.data
-        lo = _count(lo_tok) if isinstance(lo_tok, Token) else (lo_tok or 0)
-        hi = _count(hi_tok) if isinstance(hi_tok, Token) else hi_tok
-        if lo < 0:
-            raise LarkProblem("range start must be >= 0", lo_tok)
-        if hi is not None and hi < lo:
-            raise LarkProblem("range end must be >= start", hi_tok)
-        if hi == 0:
-            return EMPTY
-        return Repeat(item, lo, hi)
-
-    def _boolean(self, n: Node, stack: tuple[str, ...]) -> Expr:
-        leaves: list[Expr] = []
-
-        def formula(x: Node) -> Callable[[frozenset[int]], bool]:
-            if x.kind == "and":
-                parts = [formula(y) for y in x.kids]
-                return lambda lab: all(p(lab) for p in parts)
-            if x.kind == "not":
-                inner = formula(x.kids[0])
-                return lambda lab: not inner(lab)
-            e = self.term(x, stack)
-            if any(isinstance(y, RuleRef) for y in walk(e)):
-                raise LarkProblem("`&` and `~` of a terminal that itself uses `&` or `~` is not supported", x.tok)
-            i = len(leaves)
-            leaves.append(e)
-            return lambda lab: i in lab
-
-        pred = formula(n)
-        try:
-            dfa = build_dfa(leaves)
-        except ComplementError as e:
-            raise LarkProblem(f"`&`/`~` too large to compute: {e}", n.tok) from None
-        good = {s for s, lab in enumerate(dfa.labels) if pred(lab)}
-        live = live_states(dfa, good)
-        if 0 not in live:
-            return NOTHING
-        names = {s: self.c.fresh(f"{stack[-1] if stack else 'T'}-dfa") for s in sorted(live)}
-        for s in sorted(live):
-            opts = [seq(CharClass(rs), RuleRef(names[t])) for rs, t in dfa.states[s] if t in live]
-            if s in good:
-                opts.append(EMPTY)
-            self.c.rules[names[s]] = alt(*opts) if opts else NOTHING
-        return RuleRef(names[0])
 
     # ------------------------------------------------------------ rules
 
@@ -479,7 +281,7 @@ class Scope:
 
     def token_rule(self, name: str, at: Node) -> str:
         if name not in self.token_rules:
-            e = self.token_expr(name, at, ())
+            e = self.terminals.token_expr(name, at, ())
             self.token_rules[name] = self.c.fresh(name)
             self.c.rules[self.token_rules[name]] = e
         return self.token_rules[name]
@@ -491,7 +293,7 @@ class Scope:
         if k == "alt":
             return alt(*(self.rule_expr(x) for x in n.kids))
         if k == "rep":
-            return self._repeat(n, self.rule_expr(n.kids[0]))
+            return repeat(n, self.rule_expr(n.kids[0]))
         if k == "ref":
             if n.tok.type == "TOKEN":
                 return self.lexeme(RuleRef(self.token_rule(n.data, n)))
@@ -501,7 +303,7 @@ class Scope:
         if k == "str" and decode_string(n.tok)[0] == "":
             return EMPTY  # as llguidance: "" is no lexeme, so no gap follows it
         if k in ("str", "range", "re", "regex_ext"):
-            return self.lexeme(self.term(n, ()))
+            return self.lexeme(self.terminals.term(n, ()))
         if k == "and":
             raise LarkProblem("& is only supported for terminals, not rules", n.tok)
         if k == "not":
@@ -574,7 +376,7 @@ class Scope:
             self.rule_names[name] = "root" if plain and name == "start" else self.c.fresh(want)
         if self.ignores and self.c.greedy:  # one skip lexeme, ended greedily as the others
             self.skip_rule = self.c.fresh(f"{prefix}-skip" if prefix else "skip")
-            skips = alt(*(self.term(x, ()) for x in self.ignores))
+            skips = alt(*(self.terminals.term(x, ()) for x in self.ignores))
             self.c.rules[self.skip_rule] = nonempty_of(skips, self.c.rules, self.c.fresh)
             self.c.lexemes[self.skip_rule] = None
             if self.top:
@@ -582,7 +384,7 @@ class Scope:
                 self.c.initial_skip = self.initial_skip
         elif self.ignores:
             ign = self.c.fresh(f"{prefix}-ignore" if prefix else "ignore")
-            gaps = alt(*(_unrepeated(self.term(x, ())) for x in self.ignores))
+            gaps = alt(*(_unrepeated(self.terminals.term(x, ())) for x in self.ignores))
             self.c.rules[ign] = Repeat(gaps, 0, None)
             self.ign = RuleRef(ign)
         if self.c.greedy:
@@ -615,37 +417,11 @@ class Scope:
         return root
 
 
-def _simple_fold(ch: str) -> str:
-    """Unicode simple case folding of one character (one character out, as Rust's regex
-    `(?i)` and so llguidance: `ſ` is `s`, but `ı` and `İ` are not `i`)."""
-    for f in (ch.casefold(), ch.lower()):
-        if len(f) == 1:
-            return f
-    return ch
-
-
-@lru_cache(maxsize=4096)
-def _case_class(ch: str) -> Expr:
-    """The characters `"ch"i` matches: those with ch's simple case folding."""
-    py = inline_root(parse_regex("(?i:" + re.escape(ch) + ")"))  # a superset: Python's re folds more
-    ranges = py.code_point_ranges() if isinstance(py, CharClass) else ((ord(ch), ord(ch)),)
-    fold = _simple_fold(ch)
-    cps = [cp for a, b in ranges for cp in range(a, b + 1) if _simple_fold(chr(cp)) == fold]
-    return Literal(ch) if cps == [ord(ch)] else CharClass(tuple((cp, cp) for cp in cps))
-
-
 def _unrepeated(e: Expr) -> Expr:
     """`x` for `x+` (and `x*`): (x+)* is x*, and one loop is far cheaper to step than two."""
     while isinstance(e, Repeat) and e.min <= 1 and e.max is None:
         e = e.item
     return e
-
-
-def _count(tok: Token) -> int:
-    try:
-        return int(str(tok))
-    except ValueError:
-        raise LarkProblem(f"a repetition count must be a whole number, not {tok}", tok) from None
 
 
 def _guidance_options(x: Any, options: SchemaOptions, tok: Token) -> tuple[SchemaOptions, tuple[str, bool] | None]:
@@ -744,4 +520,4 @@ def nonempty_of(e: Expr, rules: dict[str, Expr], fresh: Callable[[str], str]) ->
     return ne(e)
 
 
-__all__ = ["compile_items", "decode_string", "regexp", "GrammarError"]
+__all__ = ["compile_items", "GrammarError"]

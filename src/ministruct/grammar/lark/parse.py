@@ -1,7 +1,8 @@
 """Lark text (llguidance's dialect) -> a checked Grammar: `parse_lark`.
 
 syntax.py reads the text (Lark's LALR parser over lexer.py's tokens), compile.py gives
-it its meaning, analysis.check_grammar checks the result as for every front end. Every
+it its meaning (terminals.py its terminals'), analysis.check_grammar checks the result as
+for every front end. Every
 error is a GrammarSyntaxError at a line and column, naming the feature and why.
 """
 
