@@ -479,3 +479,50 @@ def test_exactly_one_of_arrays_of_listed_values(enums, arrays, seed):
         assert accepts(g, json.dumps(a, separators=(",", ":"))) == validator.is_valid(a), (schema, a)
     for t in sample_strings(g, random.Random(seed), count=10):
         assert validator.is_valid(json.loads(t)), (schema, t)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(2, 9), st.booleans(), st.integers(0, 2**16))
+def test_a_catch_all_branch_excluding_the_listed_tags_is_told_apart_too(n, closed, seed):
+    """A `oneOf` of a catch-all branch (its `kind` required and none of the listed ones, as
+    angular.json's builders are) and branches whose `kind` lists one value each, not
+    required: `{}` satisfies all of those. Past exactly-one's limit, `kind` is required:
+    never two branches at once, no false accept."""
+    import itertools
+
+    from ministruct.grammar.schema import logic
+
+    kinds = [f"k{i}" for i in range(n)]
+    extra = {"additionalProperties": False} if closed else {}
+    branches = [
+        {
+            "type": "object",
+            "properties": {"kind": {"type": "string", "not": {"enum": kinds}}, "x": {"type": "integer"}},
+            "required": ["kind"],
+            **extra,
+        }
+    ] + [
+        {"type": "object", "properties": {"kind": {"const": k}, "x": {"enum": [i, 99]}}, **extra}
+        for i, k in enumerate(kinds)
+    ]
+    schema = {"oneOf": branches}
+    old = logic.MAX_BRANCHES
+    logic.MAX_BRANCHES = 4
+    try:
+        g = schema_to_grammar(schema, extra_properties="spec")
+    finally:
+        logic.MAX_BRANCHES = old
+    checks = [Draft202012Validator(b) for b in branches]
+    validator = Draft202012Validator(schema)
+    told_apart = any("/oneOf" in w and "'kind' present" in w for w in g.warnings)
+    assert told_apart or n < 4, g.warnings
+    for t in sample_strings(g, random.Random(seed), count=20):
+        value = json.loads(t)
+        assert sum(c.is_valid(value) for c in checks) == 1 and ("kind" in value or not told_apart), t
+    values = [{}, {"x": 99}, {"x": 0}] + [
+        {"kind": k, "x": x} for k, x in itertools.product(["k0", "k1", "zz", ""], [0, 1, 99, "a"])
+    ]
+    for v in values:
+        for keys in itertools.permutations(v):
+            if accepts(g, json.dumps({k: v[k] for k in keys})):
+                assert validator.is_valid(v), (schema, v)

@@ -98,8 +98,10 @@ class Disjointness:
 
     def tag(self, branches: list, rest: dict) -> Optional[str]:
         """A property every branch gives distinct listed values (objects only), required or
-        not: with it required, no two branches share an instance. None when there is none."""
-        tags: list[dict[str, list]] = []
+        not: with it required, no two branches share an instance. One branch may instead
+        exclude the values (`not: {enum}`) every other branch lists (the others' catch-all).
+        None when there is none."""
+        tags: list[dict[str, tuple[bool, list]]] = []  # name -> (listed: True, excluded: False; values)
         for b in branches:
             b = self._normal({"allOf": [rest, b]} if any(k not in ANNOTATIONS for k in rest) else b)
             if not isinstance(b, dict) or self._types(b, 0) - {"object"}:
@@ -110,13 +112,19 @@ class Disjointness:
                 sub = self._normal(sub)
                 vals = _values(sub) if isinstance(sub, dict) else None
                 if vals:  # (none at all: the property can never be there)
-                    found[p] = vals
+                    found[p] = (True, vals)
+                elif isinstance(sub, dict) and isinstance(sub.get("not"), dict) and _values(sub["not"]):
+                    found[p] = (False, _values(sub["not"]))
             tags.append(found)
         if len(tags) < 2:
             return None
         for p in sorted(set.intersection(*(set(t) for t in tags))):
             owner: dict[str, int] = {}
-            if all(owner.setdefault(canonical(v), i) == i for i, t in enumerate(tags) for v in t[p]):
+            listed = [(i, t[p][1]) for i, t in enumerate(tags) if t[p][0]]
+            others = [{canonical(v) for v in t[p][1]} for t in tags if not t[p][0]]
+            if len(others) > 1 or not all(owner.setdefault(canonical(v), i) == i for i, vs in listed for v in vs):
+                continue
+            if not others or set(owner) <= others[0]:
                 return p
         return None
 
