@@ -526,3 +526,33 @@ def test_a_catch_all_branch_excluding_the_listed_tags_is_told_apart_too(n, close
         for keys in itertools.permutations(v):
             if accepts(g, json.dumps({k: v[k] for k in keys})):
                 assert validator.is_valid(v), (schema, v)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(st.sampled_from(["a", "b", "c"]), max_size=3, unique=True),
+    st.sampled_from([0, 1, 2, 3]),
+    st.sampled_from([None, 1, 2, 4, 5000]),
+    st.lists(st.dictionaries(st.sampled_from(["a", "b", "c", "x", "y", "z"]), st.just(1), max_size=6), max_size=8),
+)
+def test_property_counts_past_the_listed_names_are_counted_once(names, lo, hi, objects):
+    """min/maxProperties of a map (`maxProperties: 10000` beside free names): the members
+    so far at a listed name are at most the names before it, the rest is one count;
+    both ways against jsonschema, in the order the grammar writes listed names first."""
+    schema = {
+        "type": "object",
+        "properties": {n: {"type": "integer"} for n in names},
+        "additionalProperties": {"type": "integer"},
+        "minProperties": lo,
+    }
+    if hi is not None:
+        schema["maxProperties"] = hi
+    validator = Draft202012Validator(schema)
+    try:
+        g = schema_to_grammar(schema, extra_properties="spec")
+    except SchemaError as e:
+        assert "accepts no value" in str(e), e
+        return
+    for o in objects:
+        ordered = {**{n: o[n] for n in names if n in o}, **{k: v for k, v in o.items() if k not in names}}
+        assert accepts(g, json.dumps(ordered)) == validator.is_valid(o), (schema, ordered)

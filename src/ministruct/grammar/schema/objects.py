@@ -265,7 +265,8 @@ def _members(
     claimed: witnesses.py)."""
     n = len(entries)
     sat = max(min_p, (max_p + 1) if max_p is not None else 0, 1)
-    if (min_p or max_p is not None) and (n + 1) * (sat + 1) > MAX_OBJECT_STATES:
+    # (entry i, members so far): at most i listed members before entry i (the rest is one count)
+    if (min_p or max_p is not None) and (n + 1) * (min(n, sat) + 1) > MAX_OBJECT_STATES:
         c.unsupported(
             "maxProperties" if max_p is not None else "minProperties", ptr, "is too large to count exactly here"
         )
