@@ -556,3 +556,43 @@ def test_property_counts_past_the_listed_names_are_counted_once(names, lo, hi, o
     for o in objects:
         ordered = {**{n: o[n] for n in names if n in o}, **{k: v for k, v in o.items() if k not in names}}
         assert accepts(g, json.dumps(ordered)) == validator.is_valid(o), (schema, ordered)
+
+
+_NAME_BRANCH = st.sampled_from(
+    [
+        {"pattern": "^[a-c]+$"},
+        {"type": "string", "pattern": "^x"},
+        {"pattern": "b"},
+        {"enum": ["zz", "ab"]},
+        {"const": "q"},
+        {"type": "number", "minimum": 1},
+        {"$ref": "#/$defs/digits"},
+    ]
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.sampled_from(["anyOf", "oneOf"]),
+    st.lists(_NAME_BRANCH, min_size=1, max_size=3),
+    st.booleans(),
+    st.lists(st.text(st.sampled_from("abcxzq1"), max_size=4), min_size=1, max_size=8),
+)
+def test_property_names_of_several_branches_beside_patterns(kw, branches, closed, keys):
+    """propertyNames an anyOf (or a oneOf of patterns no name matches together) of name
+    patterns and lists, through $refs, beside patternProperties: each key both ways."""
+    schema = {
+        "$defs": {"digits": {"type": "string", "pattern": "^[1-9][0-9]*$"}},
+        "type": "object",
+        "propertyNames": {kw: branches},
+        "patternProperties": {"^[a-z]": {"type": "integer"}},
+        "additionalProperties": False if closed else {"type": "integer"},
+    }
+    validator = Draft202012Validator(schema)
+    try:
+        g = schema_to_grammar(schema, extra_properties="spec")
+    except SchemaError as e:
+        assert kw == "oneOf" or "accepts no value" in str(e), e  # (a oneOf whose patterns may meet)
+        return
+    for k in keys:
+        assert accepts(g, json.dumps({k: 1})) == validator.is_valid({k: 1}), (schema, k)

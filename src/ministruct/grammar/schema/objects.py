@@ -27,7 +27,7 @@ from ministruct.grammar.schema.merge import (
     merge_all,
     unlisted_schemas,
 )
-from ministruct.grammar.schema.pattern_keys import extra_member, name_pattern, pattern_extras
+from ministruct.grammar.schema.pattern_keys import extra_member, name_pattern, names_of_branches, pattern_extras
 
 if TYPE_CHECKING:
     from ministruct.grammar.schema.witnesses import Witnesses
@@ -76,6 +76,14 @@ def object_expr(c: SchemaContext, node: dict, ptr: str, depth: int) -> Expr:
             pn = merge_all(pn, f"{ptr}/propertyNames", c.resolver)
         except MergeError:
             pass
+
+    def folded(b: Any) -> Any:
+        try:
+            return merge_all(b, f"{ptr}/propertyNames", c.resolver) if isinstance(b, dict) else b
+        except MergeError:
+            return b
+
+    pn = names_of_branches(pn, folded)
     min_p = _int_kw(c, node, "minProperties", ptr, 0) or 0
     max_p = _int_kw(c, node, "maxProperties", ptr, None)
     pn_validator = c.validator.evolve(schema=pn) if pn is not True else None
