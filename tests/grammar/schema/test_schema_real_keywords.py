@@ -596,3 +596,25 @@ def test_property_names_of_several_branches_beside_patterns(kw, branches, closed
         return
     for k in keys:
         assert accepts(g, json.dumps({k: 1})) == validator.is_valid({k: 1}), (schema, k)
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    st.lists(st.sampled_from(["^[a-z0-9-]+$", "^a$", "^b-1$", "^c", "1$", "^ab", "x", "^z-[0-9]$", "--"]), min_size=1),
+    st.integers(9, 16),
+    st.lists(st.text(st.sampled_from("abcxz1-"), max_size=4), min_size=1, max_size=8),
+)
+def test_many_pattern_properties_sort_each_key(pats, n, keys):
+    """Up to 16 patterns (a dictionary of hash names beside a catch-all), each with a
+    schema of its own, additionalProperties false: each key and value both ways."""
+    pats = list(dict.fromkeys(pats + [f"^h{i}$" for i in range(n)]))[:16]
+    schema = {
+        "type": "object",
+        "patternProperties": {p: {"enum": [i, 99]} for i, p in enumerate(pats)},
+        "additionalProperties": False,
+    }
+    validator = Draft202012Validator(schema)
+    g = schema_to_grammar(schema, extra_properties="spec")
+    for k in keys + ["h3", "h12"]:
+        for v in (0, 1, 99):
+            assert accepts(g, json.dumps({k: v})) == validator.is_valid({k: v}), (schema, k, v)

@@ -29,7 +29,7 @@ def extra_member(c: SchemaContext, ptr: str, body: Expr) -> RuleRef:
     return c.rule(f"kv{ptr}", body)
 
 
-MAX_PATTERNS = 8
+MAX_PATTERNS = 16  # patterns sorted by one key automaton (its states are bounded too)
 
 
 def name_pattern(pn: Any) -> Optional[str]:
