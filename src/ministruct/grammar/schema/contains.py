@@ -36,6 +36,7 @@ def _count(c: SchemaContext, node: dict, k: str, ptr: str, default: Optional[int
     return x
 
 
+MAX_SORTED_VALUES = 64  # listed item values sorted by the contains they match (more: where needed)
 MAX_COUNTED = 3  # `contains` of one array (merged allOf parts): 2**3 kinds of item
 
 
@@ -64,7 +65,7 @@ def contains_array(
         conds.append((part["contains"], lo, hi + 1 if hi is not None else lo, hi))
     where = f"{ptr}/contains"
     kinds: dict[int, list[tuple[Expr, tuple[int, ...]]]] = {}
-    sorted_items = _sorted_values(c, conds, ptr, depth, prefix, tail)
+    sorted_items = _sorted_values(c, conds, ptr, depth, prefix, tail, len(counted) > MAX_COUNTED)
     if sorted_items is not None:  # finitely many item values, each known to match or not
         conds, counts, kinds[0] = sorted_items
         if counts is None:
@@ -142,20 +143,21 @@ def contains_array(
 
 
 def _sorted_values(
-    c: SchemaContext, conds: list, ptr: str, depth: int, prefix: list, tail: Any
+    c: SchemaContext, conds: list, ptr: str, depth: int, prefix: list, tail: Any, needed: bool
 ) -> Optional[tuple[list, Optional[tuple[int, Optional[int]]], list[tuple[Expr, tuple[int, ...]]]]]:
     """Where every item is one of a few listed values (no prefixItems), each value is
     checked against each `contains` by the validator: a `contains` every value matches
     counts the items (its bounds bound the array's length), one no value matches asks
     for none, and the values that match the same others are one kind of item (an `enum`).
-    (the conditions left, (min, max) items (None: none can hold), the item kinds) or None."""
+    (the conditions left, (min, max) items (None: none can hold), the item kinds) or None.
+    `needed`: more parts than MAX_COUNTED (else many values, a range of integers, stay one kind)."""
     from ministruct.grammar.schema.unique import item_values
 
     if prefix or not isinstance(tail, dict):
         return None
     values = item_values(c, tail, f"{ptr}/items")
-    if values is None:
-        return None
+    if values is None or (len(values) > MAX_SORTED_VALUES and not needed):
+        return None  # (a range of integers stays a range where the parts are few)
     checks = [c.validator.evolve(schema=x).is_valid for x, _, _, _ in conds]
     bits_of = [tuple(int(ok(v)) for ok in checks) for v in values]
     keep, lo_n, hi_n = [], 0, None
