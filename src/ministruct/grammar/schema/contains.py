@@ -14,6 +14,7 @@ from __future__ import annotations
 import itertools
 from typing import Any, Optional
 
+from ministruct.errors import SchemaError
 from ministruct.grammar.ir import NOTHING, Expr, Literal, Mark, RuleRef, alt, seq
 from ministruct.grammar.schema.context import SchemaContext
 from ministruct.grammar.schema.keywords import ANNOTATIONS
@@ -36,6 +37,7 @@ def _count(c: SchemaContext, node: dict, k: str, ptr: str, default: Optional[int
     return x
 
 
+MAX_ORDERED_VALUES = 1000  # item values uniqueItems tracks (unique.py), in listed order past its sets
 MAX_SORTED_VALUES = 64  # listed item values sorted by the contains they match (more: where needed)
 MAX_COUNTED = 3  # `contains` of one array (merged allOf parts): 2**3 kinds of item
 
@@ -151,8 +153,6 @@ def _sorted_values(
     for none, and the values that match the same others are one kind of item (an `enum`).
     (the conditions left, (min, max) items (None: none can hold), the item kinds) or None.
     `needed`: more parts than MAX_COUNTED (else many values, a range of integers, stay one kind)."""
-    from ministruct.grammar.schema.unique import item_values
-
     if prefix or not isinstance(tail, dict):
         return None
     values = item_values(c, tail, f"{ptr}/items")
@@ -202,6 +202,38 @@ def finite_items(c: SchemaContext, items: Any, node: dict) -> Optional[list]:
         if valid(v):
             out.setdefault(canonical(v), v)
     return list(out.values())
+
+
+def item_values(c: SchemaContext, items: Any, ptr: str) -> Optional[list]:
+    """The values an array item may take, when they are few enough to track (listed values,
+    booleans, integers in a small range), or None."""
+    from ministruct.grammar.schema.merge import MergeError, merge_all
+
+    if not isinstance(items, dict):
+        return None
+    try:
+        node = merge_all(items, ptr, c.resolver)
+    except (MergeError, SchemaError):
+        return None
+    values = finite_items(c, items, node)
+    if values is not None:
+        return values if len(values) <= MAX_ORDERED_VALUES else None
+    return _integer_range(c, items, node)
+
+
+def _integer_range(c: SchemaContext, items: Any, node: dict) -> Optional[list]:
+    from ministruct.grammar.schema import numbers as num
+
+    if node.get("type") not in ("integer", ["integer"]):
+        return None
+    b = {k: node[k] for k in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum") if k in node}
+    if any(isinstance(x, bool) or not isinstance(x, (int, float)) for x in b.values()):
+        return None
+    lo, hi = num.int_bounds(b.get("minimum"), b.get("maximum"), b.get("exclusiveMinimum"), b.get("exclusiveMaximum"))
+    if lo is None or hi is None or hi - lo + 1 > MAX_ORDERED_VALUES:
+        return None
+    valid = c.validator.evolve(schema=items).is_valid
+    return [v for v in range(lo, hi + 1) if valid(v)]
 
 
 def unique_array(c: SchemaContext, values: list, ptr: str, depth: int, min_i: int, max_i: Optional[int]) -> Expr:

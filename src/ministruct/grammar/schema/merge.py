@@ -441,12 +441,9 @@ def _combine(k: str, a: Any, b: Any, ptr: str) -> Any:
 
 
 def _pairs(k: str, a: list, b: list, ptr: str) -> list:
-    """The conjunctions of a branch of `a` and a branch of `b` that can hold (pairs of
-    kinds that do not meet, or of objects that would need a property both present and
-    absent or two values of it, are left out: no value is either), at most MAX_PRODUCT.
-    For anyOf, a branch both lists hold is one option, and the pairs with it say no more."""
-    from ministruct.grammar.schema.presence import facts_of, kinds_of
-
+    """The conjunctions of a branch of `a` and a branch of `b` whose kinds of value meet
+    (the others hold of no value), at most MAX_PRODUCT. For anyOf, a branch both lists
+    hold is one option, and the pairs with it say no more."""
     if len(a) * len(b) > 4 * MAX_PRODUCT:
         raise MergeError(f"allOf: several {k} lists with {len(a) * len(b):,} combinations", f"{ptr}/{k}", k)
     out = []
@@ -454,21 +451,32 @@ def _pairs(k: str, a: list, b: list, ptr: str) -> list:
         out = [x for x in a if any(_json_eq(x, y) for y in b)]
         a = [x for x in a if not any(_json_eq(x, y) for y in out)]
         b = [y for y in b if not any(_json_eq(x, y) for x in out)]
-    kinds_b = [kinds_of(y) for y in b]
+    kinds_b = [_kinds(y) for y in b]
     for x in a:
-        kinds_x, facts_x = kinds_of(x), None
-        for y, kinds_y in zip(b, kinds_b):
-            kinds = kinds_x & kinds_y
-            if kinds == {"object"}:
-                facts_x = facts_of(x, {}) if facts_x is None else facts_x
-                if facts_of(y, facts_x) is None:
-                    continue
-            if kinds:
-                out.append({"allOf": [x, y]})
+        kinds_x = _kinds(x)
+        out += [{"allOf": [x, y]} for y, kinds_y in zip(b, kinds_b) if kinds_x & kinds_y]
     if len(out) > MAX_PRODUCT:
         why = f"{len(out):,} combinations that may hold, more than {MAX_PRODUCT} (the limit)"
         raise MergeError(f"allOf: several {k} lists with {why}", f"{ptr}/{k}", k)
     return out or [False]
+
+
+def _kinds(s: Any) -> frozenset[str]:
+    """The kinds of value a schema's own `type`, `enum` and `const` allow ("integer" for
+    integral numbers, "number" for the others: type "number" is both)."""
+    if s is False:
+        return frozenset()
+    if not isinstance(s, dict):
+        return ALL_TYPES
+    out = ALL_TYPES
+    t = s.get("type")
+    if isinstance(t, (str, list)):
+        names = {t} if isinstance(t, str) else {x for x in t if isinstance(x, str)}
+        out = out & (names | ({"integer"} if "number" in names else set()))
+    values = [s["const"]] if "const" in s else s["enum"] if isinstance(s.get("enum"), list) else None
+    if values is not None:
+        out = out & {value_type(v) for v in values}
+    return out
 
 
 class _Empty:

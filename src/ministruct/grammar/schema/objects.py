@@ -409,7 +409,8 @@ def array_expr(c: SchemaContext, node: dict, ptr: str, depth: int) -> Expr:
     max_i = _int_kw(c, node, "maxItems", ptr, None)
     max_i = None if max_i is None else c.bounded_count("maxItems", max_i, ptr)
     if node.get("uniqueItems") is True and not prefix and "contains" not in node:
-        from ministruct.grammar.schema.unique import item_values, unique_items_array
+        from ministruct.grammar.schema.contains import item_values
+        from ministruct.grammar.schema.unique import unique_items_array
 
         values = item_values(c, items, f"{ptr}/items")
         if values is not None:
