@@ -4,7 +4,9 @@ and schema/contains.py compile: `not`, `if`/`then`/`else`, schema dependencies, 
 no list names that what fails asks for (schema/witnesses.py), the patterns and extras of
 several allOf parts kept apart (merge.KEY_PARTS), several multipleOf steps together,
 propertyNames through a $ref, draft-04's forms (an `id` anchor, `items` lists in allOf
-parts) and a lookahead that ends a pattern. Every output is complete and valid by `jsonschema` (Draft 2020-12,
+parts) and a lookahead that ends a pattern, `oneOf` of arrays of listed values, a `oneOf` branch
+that is a `oneOf` (closed objects whose names patterns keep apart), `if`/`then` anyOf lists in
+one allOf. Every output is complete and valid by `jsonschema` (Draft 2020-12,
 formats asserted), the judge that is not ministruct."""
 
 from __future__ import annotations
@@ -160,6 +162,94 @@ SCHEMAS = {
         },
         "required": ["count"],
     },
+    "arrays-of-listed-values": {  # exactly one of five tag lists (the empty list is in all three)
+        "type": "object",
+        "properties": {
+            "tags": {
+                "oneOf": [
+                    {"type": "array", "maxItems": 3, "items": {"enum": ["red", "green", "blue"]}},
+                    {"type": "array", "maxItems": 3, "items": {"enum": ["small", "large"]}},
+                    {"type": "array", "maxItems": 3, "items": {"enum": ["cotton", "wool", "silk"]}},
+                    {"type": "array", "maxItems": 3, "items": {"enum": ["new", "used"]}},
+                    {"type": "array", "maxItems": 3, "items": {"enum": ["men", "women", "kids"]}},
+                ]
+            }
+        },
+        "required": ["tags"],
+    },
+    "selector-of-a-resource": {  # a oneOf one of whose branches is a oneOf (through a $ref), selectors by names
+        "$defs": {
+            "color": {
+                "oneOf": [
+                    {"type": "string", "pattern": "^#[0-9a-f]{6}$"},
+                    {
+                        "type": "object",
+                        "properties": {"red_value": {"type": "integer", "minimum": 0, "maximum": 255}},
+                        "required": ["red_value"],
+                        "additionalProperties": False,
+                    },
+                ]
+            },
+            "resource": {"oneOf": [{"$ref": "#/$defs/color"}, {"$ref": "#/$defs/selector"}]},
+            "selector": {
+                "oneOf": [
+                    {
+                        "type": "object",
+                        "properties": {"ios": {"$ref": "#/$defs/resource"}, "android": {"$ref": "#/$defs/resource"}},
+                        "required": ["ios", "android"],
+                        "additionalProperties": False,
+                    },
+                    {
+                        "type": "object",
+                        "properties": {"ref": {"type": "string", "maxLength": 12}},
+                        "required": ["ref"],
+                        "additionalProperties": False,
+                    },
+                    {
+                        "type": "object",
+                        "patternProperties": {"^[0-9]x$": {"$ref": "#/$defs/resource"}},
+                        "additionalProperties": False,
+                        "minProperties": 1,
+                        "maxProperties": 2,
+                    },
+                    {
+                        "type": "object",
+                        "patternProperties": {"^[a-z]{2,3}(-[A-Z]{2})?$": {"$ref": "#/$defs/resource"}},
+                        "additionalProperties": False,
+                        "minProperties": 1,
+                        "maxProperties": 2,
+                        "not": {"required": ["ios"]},
+                    },
+                ]
+            },
+        },
+        "type": "object",
+        "properties": {"primary": {"$ref": "#/$defs/resource"}, "text": {"$ref": "#/$defs/resource"}},
+        "required": ["primary", "text"],
+    },
+    "conditions-with-anyof-lists": {  # each kind's `then` an anyOf; the lists meet in one allOf
+        "$defs": {
+            "named": {"type": "object", "properties": {"name": {"type": "string", "maxLength": 12}}},
+            "weighted": {"type": "object", "properties": {"weight": {"type": "integer", "minimum": 1, "maximum": 9}}},
+            "timed": {"type": "object", "properties": {"minutes": {"type": "integer", "minimum": 1, "maximum": 60}}},
+            "rated": {"type": "object", "properties": {"stars": {"type": "integer", "minimum": 1, "maximum": 5}}},
+            "noted": {"type": "object", "properties": {"note": {"type": "string", "maxLength": 20}}},
+        },
+        "type": "object",
+        "properties": {"kind": {"enum": ["bake", "boil", "fry", "grill"]}},  # (absent: every `if` holds)
+        "allOf": [
+            {
+                "if": {"properties": {"kind": {"const": k}}},
+                "then": {"anyOf": [{"$ref": "#/$defs/named"}, *({"$ref": f"#/$defs/{x}"} for x in others)]},
+            }
+            for k, others in (
+                ("bake", ("timed", "rated")),
+                ("boil", ("weighted", "noted")),
+                ("fry", ("timed", "noted")),
+                ("grill", ("weighted", "rated")),
+            )
+        ],
+    },
 }
 
 
@@ -185,6 +275,15 @@ def test_gen_gives_complete_valid_output(run_cli, tmp_path, name):
         assert all(len({"email", "phone"} & set(value)) == 1 for value in values)
     if name == "draft-04-forms":  # the two positions, integers in range, and a file name the lookahead asked for
         assert all(len(v["at"]) == 2 and v["spec"].endswith((".yaml", ".json")) for v in values)
+    if name in ("arrays-of-listed-values", "selector-of-a-resource"):  # exactly one branch (of the nested lists)
+        defs = schema.get("$defs", {})
+        lists = (
+            [schema["properties"]["tags"]] if name == "arrays-of-listed-values" else [defs["color"], defs["selector"]]
+        )
+        branches = [Draft202012Validator({"$defs": defs, **b}) for sub in lists for b in sub["oneOf"]]
+        for value in values:
+            parts = [value["tags"]] if name == "arrays-of-listed-values" else value.values()
+            assert all(sum(b.is_valid(x) for b in branches) == 1 for x in parts), value
     if name == "one-property-branches":
         branches = [Draft202012Validator(b) for b in schema["oneOf"]]
         assert all(sum(b.is_valid(value) for b in branches) == 1 for value in values)

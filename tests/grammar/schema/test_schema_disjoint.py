@@ -57,6 +57,19 @@ PROVEN = [
         {"properties": {"kind": {"const": 2}}},
         {"type": "object", "required": ["kind"]},
     ),
+    # a branch that is a oneOf (through $ref) apart from each of its branches
+    ({"type": "string"}, {"oneOf": [{"$ref": "#/$defs/cat"}, {"type": "integer"}]}, None),
+    # closed objects whose names (listed, or found by patterns) are apart, one name at least
+    (
+        {"type": "object", "patternProperties": {"^[0-9.]+x$": {}}, "additionalProperties": False, "minProperties": 1},
+        {"type": "object", "patternProperties": {"^[a-z]{2}$": {}}, "additionalProperties": False},
+        None,
+    ),
+    (
+        {"type": "object", "required": ["size"], "properties": {"size": {}}, "additionalProperties": False},
+        {"type": "object", "patternProperties": {"^[a-z]{2,3}$": {}}, "additionalProperties": False},
+        None,
+    ),
 ]
 DEFS = {
     "cat": {"type": "object", "required": ["kind"], "properties": {"kind": {"const": "cat"}}},
@@ -69,6 +82,17 @@ OVERLAPPING = [
     ({"type": "object", "required": ["a"]}, {"type": "object", "required": ["b"]}, None),
     ({"type": "array", "items": {"type": "number"}}, {"type": "array", "items": {"type": "array"}}, None),  # []
     ({"enum": [1, "a"]}, {"type": "string"}, None),
+    ({"type": "string"}, {"anyOf": [{"type": "integer"}, {"maxLength": 2}]}, None),
+    (  # {} is in both: no name is needed
+        {"type": "object", "patternProperties": {"^x": {}}, "additionalProperties": False},
+        {"type": "object", "patternProperties": {"^y": {}}, "additionalProperties": False},
+        None,
+    ),
+    (  # "ab" is found by both patterns
+        {"type": "object", "patternProperties": {"^a": {}}, "additionalProperties": False, "minProperties": 1},
+        {"type": "object", "patternProperties": {"b$": {}}, "additionalProperties": False},
+        None,
+    ),
 ]
 
 
@@ -150,6 +174,11 @@ def _schemas(draw, depth=0):
         s["required"] = draw(st.lists(st.sampled_from("abc"), max_size=2, unique=True))
         if draw(st.booleans()):
             s["additionalProperties"] = draw(st.sampled_from([False, {"type": "integer"}]))
+        if draw(st.integers(0, 2)) == 0:
+            pats = draw(st.lists(st.sampled_from(["^a", "[bc]", "^[0-9]", "c$", "^(a|b)$"]), max_size=2, unique=True))
+            s["patternProperties"] = {p: draw(_schemas(depth + 1)) for p in pats}
+    if depth < 2 and draw(st.integers(0, 3)) == 0:
+        s[draw(st.sampled_from(["anyOf", "oneOf"]))] = draw(st.lists(_schemas(depth + 1), min_size=1, max_size=3))
     if depth < 2 and draw(st.integers(0, 3)) == 0:
         if draw(st.booleans()):
             s["prefixItems"] = [draw(_schemas(depth + 1))]

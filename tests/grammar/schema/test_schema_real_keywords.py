@@ -429,3 +429,192 @@ def test_older_array_forms_in_several_parts_agree_with_jsonschema(parts, arrays)
         return
     for a in arrays:
         assert accepts(g, json.dumps(a, separators=(",", ":"))) == validator.is_valid(a), (schema, a)
+
+
+# ------------------------------------------------------------ contains over listed item values
+
+_LISTED = st.lists(st.sampled_from(_ITEM_VALUES), min_size=1, max_size=5, unique_by=json.dumps)
+
+
+@settings(max_examples=60)
+@given(
+    _LISTED,
+    st.lists(_contains_parts(), min_size=1, max_size=5),
+    st.lists(st.lists(st.sampled_from(_ITEM_VALUES), max_size=5), min_size=1, max_size=10),
+    st.integers(0, 2**16),
+)
+def test_contains_over_listed_items_counts_each_part(values, parts, arrays, seed):
+    """Items that are a few listed values: each value matches each `contains` or not (the
+    validator says which), so any number of parts is counted, both ways on every array."""
+    schema = {"type": "array", "items": {"enum": values}, "allOf": parts}
+    validator = Draft202012Validator(schema)
+    try:
+        g = schema_to_grammar(schema, whitespace="compact")
+    except SchemaError as e:
+        assert "accepts no value" in str(e), e
+        return
+    for a in arrays:
+        assert accepts(g, json.dumps(a, separators=(",", ":"))) == validator.is_valid(a), (schema, a)
+    for t in sample_strings(g, random.Random(seed), count=10):
+        assert validator.is_valid(json.loads(t)), (schema, t)
+
+
+@settings(max_examples=40)
+@given(
+    st.lists(_LISTED, min_size=2, max_size=6),
+    st.lists(st.lists(st.sampled_from(_ITEM_VALUES), max_size=4), min_size=1, max_size=10),
+    st.integers(0, 2**16),
+)
+def test_exactly_one_of_arrays_of_listed_values(enums, arrays, seed):
+    """`oneOf` of arrays each of its own listed values (the empty array, and arrays of
+    shared values, are in several): exactly one branch, both ways, and samples valid."""
+    schema = {"oneOf": [{"type": "array", "maxItems": 6, "items": {"enum": e}} for e in enums]}
+    validator = Draft202012Validator(schema)
+    try:
+        g = schema_to_grammar(schema, whitespace="compact")
+    except SchemaError as e:
+        assert "accepts no value" in str(e), e
+        return
+    for a in arrays:
+        assert accepts(g, json.dumps(a, separators=(",", ":"))) == validator.is_valid(a), (schema, a)
+    for t in sample_strings(g, random.Random(seed), count=10):
+        assert validator.is_valid(json.loads(t)), (schema, t)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(2, 9), st.booleans(), st.integers(0, 2**16))
+def test_a_catch_all_branch_excluding_the_listed_tags_is_told_apart_too(n, closed, seed):
+    """A `oneOf` of a catch-all branch (its `kind` required and none of the listed ones, as
+    angular.json's builders are) and branches whose `kind` lists one value each, not
+    required: `{}` satisfies all of those. Past exactly-one's limit, `kind` is required:
+    never two branches at once, no false accept."""
+    import itertools
+
+    from ministruct.grammar.schema import logic
+
+    kinds = [f"k{i}" for i in range(n)]
+    extra = {"additionalProperties": False} if closed else {}
+    branches = [
+        {
+            "type": "object",
+            "properties": {"kind": {"type": "string", "not": {"enum": kinds}}, "x": {"type": "integer"}},
+            "required": ["kind"],
+            **extra,
+        }
+    ] + [
+        {"type": "object", "properties": {"kind": {"const": k}, "x": {"enum": [i, 99]}}, **extra}
+        for i, k in enumerate(kinds)
+    ]
+    schema = {"oneOf": branches}
+    old = logic.MAX_BRANCHES
+    logic.MAX_BRANCHES = 4
+    try:
+        g = schema_to_grammar(schema, extra_properties="spec")
+    finally:
+        logic.MAX_BRANCHES = old
+    checks = [Draft202012Validator(b) for b in branches]
+    validator = Draft202012Validator(schema)
+    told_apart = any("/oneOf" in w and "'kind' present" in w for w in g.warnings)
+    assert told_apart or n < 4, g.warnings
+    for t in sample_strings(g, random.Random(seed), count=20):
+        value = json.loads(t)
+        assert sum(c.is_valid(value) for c in checks) == 1 and ("kind" in value or not told_apart), t
+    values = [{}, {"x": 99}, {"x": 0}] + [
+        {"kind": k, "x": x} for k, x in itertools.product(["k0", "k1", "zz", ""], [0, 1, 99, "a"])
+    ]
+    for v in values:
+        for keys in itertools.permutations(v):
+            if accepts(g, json.dumps({k: v[k] for k in keys})):
+                assert validator.is_valid(v), (schema, v)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(st.sampled_from(["a", "b", "c"]), max_size=3, unique=True),
+    st.sampled_from([0, 1, 2, 3]),
+    st.sampled_from([None, 1, 2, 4, 5000]),
+    st.lists(st.dictionaries(st.sampled_from(["a", "b", "c", "x", "y", "z"]), st.just(1), max_size=6), max_size=8),
+)
+def test_property_counts_past_the_listed_names_are_counted_once(names, lo, hi, objects):
+    """min/maxProperties of a map (`maxProperties: 10000` beside free names): the members
+    so far at a listed name are at most the names before it, the rest is one count;
+    both ways against jsonschema, in the order the grammar writes listed names first."""
+    schema = {
+        "type": "object",
+        "properties": {n: {"type": "integer"} for n in names},
+        "additionalProperties": {"type": "integer"},
+        "minProperties": lo,
+    }
+    if hi is not None:
+        schema["maxProperties"] = hi
+    validator = Draft202012Validator(schema)
+    try:
+        g = schema_to_grammar(schema, extra_properties="spec")
+    except SchemaError as e:
+        assert "accepts no value" in str(e), e
+        return
+    for o in objects:
+        ordered = {**{n: o[n] for n in names if n in o}, **{k: v for k, v in o.items() if k not in names}}
+        assert accepts(g, json.dumps(ordered)) == validator.is_valid(o), (schema, ordered)
+
+
+_NAME_BRANCH = st.sampled_from(
+    [
+        {"pattern": "^[a-c]+$"},
+        {"type": "string", "pattern": "^x"},
+        {"pattern": "b"},
+        {"enum": ["zz", "ab"]},
+        {"const": "q"},
+        {"type": "number", "minimum": 1},
+        {"$ref": "#/$defs/digits"},
+    ]
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.sampled_from(["anyOf", "oneOf"]),
+    st.lists(_NAME_BRANCH, min_size=1, max_size=3),
+    st.booleans(),
+    st.lists(st.text(st.sampled_from("abcxzq1"), max_size=4), min_size=1, max_size=8),
+)
+def test_property_names_of_several_branches_beside_patterns(kw, branches, closed, keys):
+    """propertyNames an anyOf (or a oneOf of patterns no name matches together) of name
+    patterns and lists, through $refs, beside patternProperties: each key both ways."""
+    schema = {
+        "$defs": {"digits": {"type": "string", "pattern": "^[1-9][0-9]*$"}},
+        "type": "object",
+        "propertyNames": {kw: branches},
+        "patternProperties": {"^[a-z]": {"type": "integer"}},
+        "additionalProperties": False if closed else {"type": "integer"},
+    }
+    validator = Draft202012Validator(schema)
+    try:
+        g = schema_to_grammar(schema, extra_properties="spec")
+    except SchemaError as e:
+        assert kw == "oneOf" or "accepts no value" in str(e), e  # (a oneOf whose patterns may meet)
+        return
+    for k in keys:
+        assert accepts(g, json.dumps({k: 1})) == validator.is_valid({k: 1}), (schema, k)
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    st.lists(st.sampled_from(["^[a-z0-9-]+$", "^a$", "^b-1$", "^c", "1$", "^ab", "x", "^z-[0-9]$", "--"]), min_size=1),
+    st.integers(9, 16),
+    st.lists(st.text(st.sampled_from("abcxz1-"), max_size=4), min_size=1, max_size=8),
+)
+def test_many_pattern_properties_sort_each_key(pats, n, keys):
+    """Up to 16 patterns (a dictionary of hash names beside a catch-all), each with a
+    schema of its own, additionalProperties false: each key and value both ways."""
+    pats = list(dict.fromkeys(pats + [f"^h{i}$" for i in range(n)]))[:16]
+    schema = {
+        "type": "object",
+        "patternProperties": {p: {"enum": [i, 99]} for i, p in enumerate(pats)},
+        "additionalProperties": False,
+    }
+    validator = Draft202012Validator(schema)
+    g = schema_to_grammar(schema, extra_properties="spec")
+    for k in keys + ["h3", "h12"]:
+        for v in (0, 1, 99):
+            assert accepts(g, json.dumps({k: v})) == validator.is_valid({k: v}), (schema, k, v)

@@ -39,6 +39,7 @@ from ministruct.grammar.ir import NOTHING, Expr, Grammar, Literal, Mark, RuleRef
 from ministruct.grammar.json_text import non_json_number
 from ministruct.grammar.limits import MAX_JSON_NESTING, mark_reshaped, nesting_error, reshape_sized, short_pointer
 from ministruct.grammar.schema.complement import MAX_DFA_WORK
+from ministruct.grammar.schema.contains import item_values
 from ministruct.grammar.schema.cycles import refuse_ref_cycles
 from ministruct.grammar.schema.disjoint import Disjointness
 from ministruct.grammar.schema.documents import bundle
@@ -58,7 +59,7 @@ from ministruct.grammar.schema.objects import required_dependencies
 from ministruct.grammar.schema.options import SchemaOptions
 from ministruct.grammar.schema.strings import Strings
 from ministruct.grammar.schema.unevaluated import without_unevaluated
-from ministruct.grammar.schema.unique import item_values, unique_refusal
+from ministruct.grammar.schema.unique import unique_refusal
 from ministruct.grammar.schema.values import Values, excluded_by_not
 from ministruct.grammar.schema.writer import alt_known, dead
 

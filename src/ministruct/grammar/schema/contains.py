@@ -14,6 +14,7 @@ from __future__ import annotations
 import itertools
 from typing import Any, Optional
 
+from ministruct.errors import SchemaError
 from ministruct.grammar.ir import NOTHING, Expr, Literal, Mark, RuleRef, alt, seq
 from ministruct.grammar.schema.context import SchemaContext
 from ministruct.grammar.schema.keywords import ANNOTATIONS
@@ -36,6 +37,8 @@ def _count(c: SchemaContext, node: dict, k: str, ptr: str, default: Optional[int
     return x
 
 
+MAX_ORDERED_VALUES = 1000  # item values uniqueItems tracks (unique.py), in listed order past its sets
+MAX_SORTED_VALUES = 64  # listed item values sorted by the contains they match (more: where needed)
 MAX_COUNTED = 3  # `contains` of one array (merged allOf parts): 2**3 kinds of item
 
 
@@ -55,9 +58,6 @@ def contains_array(
     from ministruct.grammar.schema.merge import CONTAINS
 
     counted = [node, *node.get(CONTAINS, [])]
-    if len(counted) > MAX_COUNTED:
-        c.unsupported("contains", ptr, f"of more than {MAX_COUNTED} allOf parts together is not enforced")
-        return None
     conds = []  # (schema, lo, top: counts at or past it are alike, hi)
     for part in counted:
         lo = _count(c, part, "minContains", ptr, 1) or 0
@@ -65,6 +65,20 @@ def contains_array(
         if hi is not None and hi < lo:
             return NOTHING
         conds.append((part["contains"], lo, hi + 1 if hi is not None else lo, hi))
+    where = f"{ptr}/contains"
+    kinds: dict[int, list[tuple[Expr, tuple[int, ...]]]] = {}
+    sorted_items = _sorted_values(c, conds, ptr, depth, prefix, tail, len(counted) > MAX_COUNTED)
+    if sorted_items is not None:  # finitely many item values, each known to match or not
+        conds, counts, kinds[0] = sorted_items
+        if counts is None:
+            return NOTHING
+        min_i = max(min_i, counts[0])
+        max_i = counts[1] if max_i is None else max_i if counts[1] is None else min(max_i, counts[1])
+        if max_i is not None and max_i < min_i:
+            return NOTHING
+    elif len(counted) > MAX_COUNTED:
+        c.unsupported("contains", ptr, f"of more than {MAX_COUNTED} allOf parts together is not enforced")
+        return None
     top_n = max_i if max_i is not None else max(min_i, len(prefix), 1)  # (0 items: no separator yet)
     states = top_n + 1
     for _, _, top, _ in conds:
@@ -74,8 +88,6 @@ def contains_array(
             "contains", ptr, f"with these item counts needs more than {MAX_CONTAINS_STATES} states (the limit)"
         )
         return None
-    where = f"{ptr}/contains"
-    kinds: dict[int, list[tuple[Expr, tuple[int, ...]]]] = {}
 
     def items(n: int) -> list[tuple[Expr, tuple[int, ...]]]:
         """(an item at position n, which conditions it matches (1) or not (0)) per kind."""
@@ -132,6 +144,44 @@ def contains_array(
     return c.marked(f"arr{ptr}", seq(Literal("["), names[start], Literal("]")), Mark(None, "structure"))
 
 
+def _sorted_values(
+    c: SchemaContext, conds: list, ptr: str, depth: int, prefix: list, tail: Any, needed: bool
+) -> Optional[tuple[list, Optional[tuple[int, Optional[int]]], list[tuple[Expr, tuple[int, ...]]]]]:
+    """Where every item is one of a few listed values (no prefixItems), each value is
+    checked against each `contains` by the validator: a `contains` every value matches
+    counts the items (its bounds bound the array's length), one no value matches asks
+    for none, and the values that match the same others are one kind of item (an `enum`).
+    (the conditions left, (min, max) items (None: none can hold), the item kinds) or None.
+    `needed`: more parts than MAX_COUNTED (else many values, a range of integers, stay one kind)."""
+    if prefix or not isinstance(tail, dict):
+        return None
+    values = item_values(c, tail, f"{ptr}/items")
+    if values is None or (len(values) > MAX_SORTED_VALUES and not needed):
+        return None  # (a range of integers stays a range where the parts are few)
+    checks = [c.validator.evolve(schema=x).is_valid for x, _, _, _ in conds]
+    bits_of = [tuple(int(ok(v)) for ok in checks) for v in values]
+    keep, lo_n, hi_n = [], 0, None
+    for j, (_, lo, _, hi) in enumerate(conds):
+        col = {b[j] for b in bits_of}
+        if col == {1}:  # every item matches: the count is the number of items
+            lo_n = max(lo_n, lo)
+            hi_n = hi if hi_n is None else hi_n if hi is None else min(hi_n, hi)
+        elif 1 not in col:  # no item matches
+            if lo > 0:
+                return [], None, []
+        else:
+            keep.append(j)
+    groups: dict[tuple[int, ...], list] = {}
+    for v, b in zip(values, bits_of):
+        groups.setdefault(tuple(b[j] for j in keep), []).append(v)
+    kinds = []
+    for bits, vs in groups.items():
+        e = c.value({"enum": vs}, f"{ptr}/items", depth + 1)
+        if not _dead(e):
+            kinds.append((c.marked(f"item{ptr}/0", e, Mark("*", "value")), bits))
+    return [conds[j] for j in keep], (lo_n, hi_n), kinds
+
+
 MAX_UNIQUE_VALUES = 12  # uniqueItems over listed values: one state per set of values used (2**n)
 
 
@@ -152,6 +202,38 @@ def finite_items(c: SchemaContext, items: Any, node: dict) -> Optional[list]:
         if valid(v):
             out.setdefault(canonical(v), v)
     return list(out.values())
+
+
+def item_values(c: SchemaContext, items: Any, ptr: str) -> Optional[list]:
+    """The values an array item may take, when they are few enough to track (listed values,
+    booleans, integers in a small range), or None."""
+    from ministruct.grammar.schema.merge import MergeError, merge_all
+
+    if not isinstance(items, dict):
+        return None
+    try:
+        node = merge_all(items, ptr, c.resolver)
+    except (MergeError, SchemaError):
+        return None
+    values = finite_items(c, items, node)
+    if values is not None:
+        return values if len(values) <= MAX_ORDERED_VALUES else None
+    return _integer_range(c, items, node)
+
+
+def _integer_range(c: SchemaContext, items: Any, node: dict) -> Optional[list]:
+    from ministruct.grammar.schema import numbers as num
+
+    if node.get("type") not in ("integer", ["integer"]):
+        return None
+    b = {k: node[k] for k in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum") if k in node}
+    if any(isinstance(x, bool) or not isinstance(x, (int, float)) for x in b.values()):
+        return None
+    lo, hi = num.int_bounds(b.get("minimum"), b.get("maximum"), b.get("exclusiveMinimum"), b.get("exclusiveMaximum"))
+    if lo is None or hi is None or hi - lo + 1 > MAX_ORDERED_VALUES:
+        return None
+    valid = c.validator.evolve(schema=items).is_valid
+    return [v for v in range(lo, hi + 1) if valid(v)]
 
 
 def unique_array(c: SchemaContext, values: list, ptr: str, depth: int, min_i: int, max_i: Optional[int]) -> Expr:

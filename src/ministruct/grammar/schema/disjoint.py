@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any, Callable, Iterator, Optional
 
 from ministruct.errors import MinistructError
@@ -22,6 +23,9 @@ from ministruct.grammar.schema.merge import ALL_TYPES, PATTERNS, MergeError, Res
 MAX_DEPTH = 8
 MAX_APART_STATES = 2_000  # the joint DFA of two branches' patterns (past it: not proven apart)
 MAX_APART_WORK = 100_000
+MAX_LISTED_BRANCHES = 16  # an anyOf/oneOf branch compared branch by branch (at the top two levels)
+MAX_SPREAD = 500  # such branches compared in one document (past it: not proven)
+MAX_STEPS = 200  # subschema pairs compared to prove two branches disjoint (past it: not proven)
 _NUMERIC = ("number", "integer")
 
 
@@ -35,6 +39,9 @@ class Disjointness:
         # meaning depends on where it sits, so then none is followed (fewer proofs, none wrong)
         self._one_base = len(set(resolver.bases.values())) <= 1
         self._apart_cache: dict[tuple[str, ...], bool] = {}
+        self._folded: dict[int, tuple[Any, Any]] = {}  # _normal's answers, by the schema object
+        self._spread_left = MAX_SPREAD  # branches of anyOf/oneOf branches compared one by one
+        self._steps = 0  # subschema pairs compared for one pair of branches (MAX_STEPS)
 
     def first_overlap(self, branches: list, rest: dict) -> Optional[tuple[int, int]]:
         """The first pair (i, j) of branches not proven disjoint, or None when all are.
@@ -91,8 +98,10 @@ class Disjointness:
 
     def tag(self, branches: list, rest: dict) -> Optional[str]:
         """A property every branch gives distinct listed values (objects only), required or
-        not: with it required, no two branches share an instance. None when there is none."""
-        tags: list[dict[str, list]] = []
+        not: with it required, no two branches share an instance. One branch may instead
+        exclude the values (`not: {enum}`) every other branch lists (the others' catch-all).
+        None when there is none."""
+        tags: list[dict[str, tuple[bool, list]]] = []  # name -> (listed: True, excluded: False; values)
         for b in branches:
             b = self._normal({"allOf": [rest, b]} if any(k not in ANNOTATIONS for k in rest) else b)
             if not isinstance(b, dict) or self._types(b, 0) - {"object"}:
@@ -103,13 +112,19 @@ class Disjointness:
                 sub = self._normal(sub)
                 vals = _values(sub) if isinstance(sub, dict) else None
                 if vals:  # (none at all: the property can never be there)
-                    found[p] = vals
+                    found[p] = (True, vals)
+                elif isinstance(sub, dict) and isinstance(sub.get("not"), dict) and _values(sub["not"]):
+                    found[p] = (False, _values(sub["not"]))
             tags.append(found)
         if len(tags) < 2:
             return None
         for p in sorted(set.intersection(*(set(t) for t in tags))):
             owner: dict[str, int] = {}
-            if all(owner.setdefault(canonical(v), i) == i for i, t in enumerate(tags) for v in t[p]):
+            listed = [(i, t[p][1]) for i, t in enumerate(tags) if t[p][0]]
+            others = [{canonical(v) for v in t[p][1]} for t in tags if not t[p][0]]
+            if len(others) > 1 or not all(owner.setdefault(canonical(v), i) == i for i, vs in listed for v in vs):
+                continue
+            if not others or set(owner) <= others[0]:
                 return p
         return None
 
@@ -117,6 +132,7 @@ class Disjointness:
         """True when no instance satisfies `rest` and both `a` and `b` (False: not proven)."""
         if any(k not in ANNOTATIONS for k in rest):
             a, b = {"allOf": [rest, a]}, {"allOf": [rest, b]}
+        self._steps = 0
         return self._disjoint(a, b, 0)
 
     # ------------------------------------------------------------ the test
@@ -124,17 +140,23 @@ class Disjointness:
     def _normal(self, s: Any) -> Any:
         """`s` with `$ref` and `allOf` folded in (unchanged when that cannot be done exactly)."""
         if isinstance(s, dict) and ("$ref" in s or "allOf" in s) and self._one_base:
+            got = self._folded.get(id(s))
+            if got is not None and got[0] is s:
+                return got[1]
             try:
-                return merge_all(s, "", self.resolver)
+                out = merge_all(s, "", self.resolver)
             except (MergeError, MinistructError):  # a failed fold only weakens the test
-                return s
+                out = s
+            self._folded[id(s)] = (s, out)  # (s kept: its id is not reused while it is here)
+            return out
         return s
 
     def _disjoint(self, a: Any, b: Any, depth: int) -> bool:
         a, b = self._normal(a), self._normal(b)  # (booleans pass through unchanged)
         if a is False or b is False:
             return True
-        if depth > MAX_DEPTH or not isinstance(a, dict) or not isinstance(b, dict):
+        self._steps += 1
+        if depth > MAX_DEPTH or self._steps > MAX_STEPS or not isinstance(a, dict) or not isinstance(b, dict):
             return False
         va, vb = _values(a), _values(b)
         if va is not None and not any(self._valid(v, b) for v in va):
@@ -143,6 +165,12 @@ class Disjointness:
             return True
         if va is not None or vb is not None:
             return False  # some listed value satisfies both (or could not be checked)
+        for x, y in ((a, b), (b, a)):  # (a oneOf holds where some branch does, as an anyOf)
+            lists = [kw for kw in ("anyOf", "oneOf") if isinstance(x.get(kw), list) and x[kw]]
+            if len(lists) == 1 and depth < 2 and len(x[lists[0]]) <= min(MAX_LISTED_BRANCHES, self._spread_left):
+                self._spread_left -= len(x[lists[0]])
+                rest = {k: v for k, v in x.items() if k != lists[0] and k not in ANNOTATIONS}
+                return all(self._disjoint({"allOf": [rest, sub]} if rest else sub, y, depth + 1) for sub in x[lists[0]])
         shared = self._types(a, 0) & self._types(b, 0)
         return all(self._disjoint_as(t, a, b, depth) for t in shared)
 
@@ -217,7 +245,23 @@ class Disjointness:
         ra, rb = _required(a), _required(b)
         if any(_forbids(b, p) for p in ra) or any(_forbids(a, p) for p in rb):
             return True
+        if max(self._least_names(a, depth), self._least_names(b, depth)) >= 1 and self._names_apart(a, b):
+            return True  # (an object of both has a name both allow)
         return any(self._disjoint(_property(a, p), _property(b, p), depth + 1) for p in ra & rb)
+
+    def _names_apart(self, a: dict, b: dict) -> bool:
+        """Do `a` and `b` allow no property name in common? (Both closed by
+        `additionalProperties: false`: their listed names and the names their patterns find.)"""
+        if a.get("additionalProperties") is not False or b.get("additionalProperties") is not False:
+            return False
+        pa, pb = a.get("patternProperties") or {}, b.get("patternProperties") or {}
+        if not isinstance(pa, dict) or not isinstance(pb, dict):
+            return False
+        for x, y in ((a, b), (b, a)):
+            props = x.get("properties") if isinstance(x.get("properties"), dict) else {}
+            if not all(props[n] is False or _forbids(y, n) for n in props):
+                return False
+        return all(self._patterns_apart([p, q]) for p in pa for q in pb)
 
     def _valid(self, value: Any, schema: dict) -> bool:
         """Does `value` satisfy `schema`? (True when the validator cannot tell.)"""
@@ -334,10 +378,15 @@ def _forbids(s: dict, name: str) -> bool:
     props = s.get("properties") if isinstance(s.get("properties"), dict) else {}
     if name in props:
         return props[name] is False
+    if s.get("additionalProperties") is not False:
+        return False
     pattern_props = s.get("patternProperties")
     if isinstance(pattern_props, dict) and pattern_props:
-        return False  # ECMA-262 patterns are not Python's: do not guess which match
-    return s.get("additionalProperties") is False
+        try:  # (patterns are found as the validator and the compiler find them: re.search)
+            return not any(re.search(p, name) for p in pattern_props)
+        except (re.error, TypeError):
+            return False
+    return True
 
 
 def _property(s: dict, name: str) -> Any:

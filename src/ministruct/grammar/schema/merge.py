@@ -15,7 +15,7 @@ from ministruct.grammar.schema.keywords import ANNOTATIONS
 
 ALL_TYPES = frozenset({"null", "boolean", "object", "array", "number", "integer", "string"})
 _NOT_SCHEMAS = {"enum", "const", "default", "examples", "example"}
-MAX_PRODUCT = 64
+MAX_PRODUCT = 64  # combinations of several anyOf/oneOf lists in one allOf
 AMBIGUOUS: tuple = ("?",)  # Resolver.part_paths of a subschema merged in from two places
 CONDITIONS = "$ministruct:conditions"  # [if, then, else] of merged parts (schema_logic rewrites them)
 NOT_MULTIPLE_OF = "$ministruct:notMultipleOf"  # steps a number is not a multiple of (schema_multiples)
@@ -430,21 +430,53 @@ def _combine(k: str, a: Any, b: Any, ptr: str) -> Any:
         return {"allOf": [a, b]}
     if k in ("oneOf", "anyOf") and _json_eq(a, b):
         return a  # (one list met twice, as through a recursion: a and a is a)
-    if k == "oneOf":  # exactly one of a and exactly one of b: exactly one pair
-        if len(a) * len(b) > MAX_PRODUCT:
-            why = f"{len(a) * len(b):,} combinations, more than {MAX_PRODUCT} (the limit)"
-            raise MergeError(f"allOf: several oneOf lists with {why}", f"{ptr}/oneOf", "oneOf")
-        return [{"allOf": [x, y]} for x in a for y in b]
-    if k == "anyOf":
-        if len(a) * len(b) > MAX_PRODUCT:
-            why = f"{len(a) * len(b):,} combinations, more than {MAX_PRODUCT} (the limit)"
-            raise MergeError(f"allOf: several anyOf lists with {why}", f"{ptr}/anyOf", "anyOf")
-        return [{"allOf": [x, y]} for x in a for y in b]
+    if k in ("oneOf", "anyOf"):
+        # exactly one of a and exactly one of b: exactly one pair (any pair, for anyOf)
+        return _pairs(k, a, b, ptr)
     if k == "prefixItems" and len(a) == len(b):
         return [{"allOf": [x, y]} for x, y in zip(a, b)]
     if _json_eq(a, b) or k not in _ASSERTING:
         return a  # unknown keywords assert nothing (JSON Schema ignores them): either value will do
     raise MergeError(f"allOf: cannot merge two different '{k}' values exactly", f"{ptr}/{k}", k)
+
+
+def _pairs(k: str, a: list, b: list, ptr: str) -> list:
+    """The conjunctions of a branch of `a` and a branch of `b` whose kinds of value meet
+    (the others hold of no value), at most MAX_PRODUCT. For anyOf, a branch both lists
+    hold is one option, and the pairs with it say no more."""
+    if len(a) * len(b) > 4 * MAX_PRODUCT:
+        raise MergeError(f"allOf: several {k} lists with {len(a) * len(b):,} combinations", f"{ptr}/{k}", k)
+    out = []
+    if k == "anyOf":
+        out = [x for x in a if any(_json_eq(x, y) for y in b)]
+        a = [x for x in a if not any(_json_eq(x, y) for y in out)]
+        b = [y for y in b if not any(_json_eq(x, y) for x in out)]
+    kinds_b = [_kinds(y) for y in b]
+    for x in a:
+        kinds_x = _kinds(x)
+        out += [{"allOf": [x, y]} for y, kinds_y in zip(b, kinds_b) if kinds_x & kinds_y]
+    if len(out) > MAX_PRODUCT:
+        why = f"{len(out):,} combinations that may hold, more than {MAX_PRODUCT} (the limit)"
+        raise MergeError(f"allOf: several {k} lists with {why}", f"{ptr}/{k}", k)
+    return out or [False]
+
+
+def _kinds(s: Any) -> frozenset[str]:
+    """The kinds of value a schema's own `type`, `enum` and `const` allow ("integer" for
+    integral numbers, "number" for the others: type "number" is both)."""
+    if s is False:
+        return frozenset()
+    if not isinstance(s, dict):
+        return ALL_TYPES
+    out = ALL_TYPES
+    t = s.get("type")
+    if isinstance(t, (str, list)):
+        names = {t} if isinstance(t, str) else {x for x in t if isinstance(x, str)}
+        out = out & (names | ({"integer"} if "number" in names else set()))
+    values = [s["const"]] if "const" in s else s["enum"] if isinstance(s.get("enum"), list) else None
+    if values is not None:
+        out = out & {value_type(v) for v in values}
+    return out
 
 
 class _Empty:

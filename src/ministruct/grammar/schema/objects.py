@@ -27,7 +27,7 @@ from ministruct.grammar.schema.merge import (
     merge_all,
     unlisted_schemas,
 )
-from ministruct.grammar.schema.pattern_keys import extra_member, name_pattern, pattern_extras
+from ministruct.grammar.schema.pattern_keys import extra_member, name_pattern, names_of_branches, pattern_extras
 
 if TYPE_CHECKING:
     from ministruct.grammar.schema.witnesses import Witnesses
@@ -76,6 +76,14 @@ def object_expr(c: SchemaContext, node: dict, ptr: str, depth: int) -> Expr:
             pn = merge_all(pn, f"{ptr}/propertyNames", c.resolver)
         except MergeError:
             pass
+
+    def folded(b: Any) -> Any:
+        try:
+            return merge_all(b, f"{ptr}/propertyNames", c.resolver) if isinstance(b, dict) else b
+        except MergeError:
+            return b
+
+    pn = names_of_branches(pn, folded)
     min_p = _int_kw(c, node, "minProperties", ptr, 0) or 0
     max_p = _int_kw(c, node, "maxProperties", ptr, None)
     pn_validator = c.validator.evolve(schema=pn) if pn is not True else None
@@ -265,7 +273,8 @@ def _members(
     claimed: witnesses.py)."""
     n = len(entries)
     sat = max(min_p, (max_p + 1) if max_p is not None else 0, 1)
-    if (min_p or max_p is not None) and (n + 1) * (sat + 1) > MAX_OBJECT_STATES:
+    # (entry i, members so far): at most i listed members before entry i (the rest is one count)
+    if (min_p or max_p is not None) and (n + 1) * (min(n, sat) + 1) > MAX_OBJECT_STATES:
         c.unsupported(
             "maxProperties" if max_p is not None else "minProperties", ptr, "is too large to count exactly here"
         )
@@ -400,7 +409,8 @@ def array_expr(c: SchemaContext, node: dict, ptr: str, depth: int) -> Expr:
     max_i = _int_kw(c, node, "maxItems", ptr, None)
     max_i = None if max_i is None else c.bounded_count("maxItems", max_i, ptr)
     if node.get("uniqueItems") is True and not prefix and "contains" not in node:
-        from ministruct.grammar.schema.unique import item_values, unique_items_array
+        from ministruct.grammar.schema.contains import item_values
+        from ministruct.grammar.schema.unique import unique_items_array
 
         values = item_values(c, items, f"{ptr}/items")
         if values is not None:

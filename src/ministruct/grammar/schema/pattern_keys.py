@@ -29,7 +29,7 @@ def extra_member(c: SchemaContext, ptr: str, body: Expr) -> RuleRef:
     return c.rule(f"kv{ptr}", body)
 
 
-MAX_PATTERNS = 8
+MAX_PATTERNS = 16  # patterns sorted by one key automaton (its states are bounded too)
 
 
 def name_pattern(pn: Any) -> Optional[str]:
@@ -45,6 +45,34 @@ def name_pattern(pn: Any) -> Optional[str]:
         return None
     names = [re.escape(x) for x in dict.fromkeys(x for x in listed if isinstance(x, str))]
     return f"\\A(?:{'|'.join(names)})\\Z" if names else "[^\\s\\S]"
+
+
+_PLAIN_GROUPS = re.compile(r"\\[0-9]|\(\?(?!:)")  # backreferences, flags, named groups, lookarounds
+
+
+def names_of_branches(pn: Any, resolve: Any) -> Any:
+    """A propertyNames schema that is an anyOf (or a oneOf whose patterns no name matches
+    together) of name patterns or lists, as one pattern found where one of theirs is
+    (`(?:A)|(?:B)`); `resolve` folds a branch's `$ref`. `pn` itself when it is not."""
+    from ministruct.grammar.schema.disjoint import _no_common_string
+
+    if not isinstance(pn, dict) or pn.get("type", "string") != "string":
+        return pn
+    kws = [k for k in ("anyOf", "oneOf") if isinstance(pn.get(k), list) and pn[k]]
+    if len(kws) != 1 or set(pn) - ANNOTATIONS - {"type", kws[0]}:
+        return pn
+    branches = [resolve(b) for b in pn[kws[0]]]
+    # (a branch of another type names nothing: names are strings)
+    pats = [name_pattern(b) for b in branches if not (isinstance(b, dict) and _not_string(b.get("type", "string")))]
+    if any(p is None or _PLAIN_GROUPS.search(p) for p in pats):
+        return pn
+    if kws[0] == "oneOf" and not all(_no_common_string([a, b]) for i, a in enumerate(pats) for b in pats[i + 1 :]):
+        return pn
+    return {"type": "string", "pattern": "|".join(f"(?:{p})" for p in pats) or "[^\\s\\S]"}
+
+
+def _not_string(t: Any) -> bool:
+    return t != "string" if isinstance(t, str) else isinstance(t, list) and "string" not in t
 
 
 @lru_cache(maxsize=256)

@@ -24,48 +24,14 @@ output against the whole schema afterwards).
 from __future__ import annotations
 
 from math import comb
-from typing import Any, Optional
+from typing import Optional
 
-from ministruct.errors import SchemaError
 from ministruct.grammar.ir import NOTHING, Expr, Literal, Mark, RuleRef, alt, seq
-from ministruct.grammar.schema.contains import finite_items, unique_array
+from ministruct.grammar.schema.contains import MAX_ORDERED_VALUES, unique_array
 from ministruct.grammar.schema.context import SchemaContext
 
 MAX_UNIQUE_STATES = 4096  # sets of values used (any order)
-MAX_ORDERED_VALUES = 1000  # values in listed order
 MAX_ORDERED_STATES = 20_000  # (next value, items so far)
-
-
-def item_values(c: SchemaContext, items: Any, ptr: str) -> Optional[list]:
-    """The values an array item may take, when they are few enough to track (listed values,
-    booleans, integers in a small range), or None."""
-    from ministruct.grammar.schema.merge import MergeError, merge_all
-
-    if not isinstance(items, dict):
-        return None
-    try:
-        node = merge_all(items, ptr, c.resolver)
-    except (MergeError, SchemaError):
-        return None
-    values = finite_items(c, items, node)
-    if values is not None:
-        return values if len(values) <= MAX_ORDERED_VALUES else None
-    return _integer_range(c, items, node)
-
-
-def _integer_range(c: SchemaContext, items: Any, node: dict) -> Optional[list]:
-    from ministruct.grammar.schema import numbers as num
-
-    if node.get("type") not in ("integer", ["integer"]):
-        return None
-    b = {k: node[k] for k in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum") if k in node}
-    if any(isinstance(x, bool) or not isinstance(x, (int, float)) for x in b.values()):
-        return None
-    lo, hi = num.int_bounds(b.get("minimum"), b.get("maximum"), b.get("exclusiveMinimum"), b.get("exclusiveMaximum"))
-    if lo is None or hi is None or hi - lo + 1 > MAX_ORDERED_VALUES:
-        return None
-    valid = c.validator.evolve(schema=items).is_valid
-    return [v for v in range(lo, hi + 1) if valid(v)]
 
 
 def unique_refusal(node: dict) -> str:
