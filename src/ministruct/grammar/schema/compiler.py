@@ -206,7 +206,11 @@ class _Compiler(Values, Strings, DynamicScope):
         if "enum" in node or "const" in node:
             return self.enum(schema, node, ptr, depth)
         if "anyOf" in node or "oneOf" in node:
-            return self.branches(node, ptr, depth)
+            kw = "anyOf" if "anyOf" in node else "oneOf"
+            if schema.get(kw) == node[kw]:
+                return self.branches(node, ptr, depth)
+            # (a list the merge made, from the allOf's lists: its branches are no place in the schema)
+            return self.branches(node, f"{ptr}/allOf" if "allOf" in schema else ptr, depth, merged=True)
         rewritten = self.rewrite(node, ptr)
         if rewritten is None:
             return self.typed(node, ptr, depth)
@@ -259,10 +263,11 @@ class _Compiler(Values, Strings, DynamicScope):
         self.define(name, self.value(target, tptr, depth))
         return RuleRef(name)
 
-    def branches(self, node: dict, ptr: str, depth: int, synthetic: bool = False) -> Expr:
+    def branches(self, node: dict, ptr: str, depth: int, synthetic: bool = False, merged: bool = False) -> Expr:
         """anyOf / oneOf: the union of the branches, each with the node's other keywords;
         a oneOf's branches that may overlap each exclude the others (schema_logic).
-        `synthetic`: the anyOf was made by a rewrite (its branches have no pointer)."""
+        `synthetic`: the anyOf was made by a rewrite, `merged`: the list by a merge of an allOf's
+        lists (either way its branches have no pointer of their own)."""
         kw = "anyOf" if "anyOf" in node else "oneOf"
         subs = node[kw]
         if not isinstance(subs, list) or not subs:
@@ -272,7 +277,7 @@ class _Compiler(Values, Strings, DynamicScope):
             pairs = self.disjointness.overlaps(subs, rest)
             if pairs:
                 try:
-                    subs = self.logic.exactly_one(subs, rest, pairs, ptr)
+                    subs = self.logic.exactly_one(subs, rest, pairs, ptr, branch_ptrs=not (synthetic or merged))
                 except LogicLimit as e:
                     tag = self.disjointness.tag(subs, rest)
                     if tag is not None:
@@ -283,7 +288,8 @@ class _Compiler(Values, Strings, DynamicScope):
                         self.restricted(kw, ptr, f"is generated with property {tag!r} present ({e.why})")
                     else:
                         i, j = min(pairs)
-                        e.why = f"branches {i} and {j} may overlap and {e.why} (oneof_as_anyof=True accepts any branch)"
+                        which = "combinations of the allOf's lists" if merged else f"branches {i} and {j}"
+                        e.why = f"{which} may overlap and {e.why} (oneof_as_anyof=True accepts any branch)"
                         self.refuse_logic(e)
         self._rewritten += len(subs) if synthetic else 0
         if self._rewritten > MAX_REWRITTEN_BRANCHES:
@@ -294,7 +300,7 @@ class _Compiler(Values, Strings, DynamicScope):
             )
         opts = []
         for i, sub in enumerate(subs):
-            sptr = ptr if synthetic else f"{ptr}/{kw}/{i}"
+            sptr = ptr if synthetic or merged else f"{ptr}/{kw}/{i}"
             if not any(k not in ANNOTATIONS for k in rest):
                 opts.append(self.value(sub, sptr, depth))
             else:

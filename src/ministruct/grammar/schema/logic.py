@@ -249,10 +249,17 @@ class Logic:
             union = self.product(conditions, kw or "not", ptr, base=rest)
         return {**rest, "anyOf": union or [False]}
 
-    def exactly_one(self, branches: list, rest: dict, pairs: set[tuple[int, int]], ptr: str) -> list:
+    def exactly_one(
+        self, branches: list, rest: dict, pairs: set[tuple[int, int]], ptr: str, branch_ptrs: bool = True
+    ) -> list:
         """`oneOf` as a union: branch i and not any branch it may overlap (`pairs`). What
         branch j shares with branch i (the same `$ref`, the same part of an `allOf`) holds
-        beside branch i anyway: only j's other parts are negated."""
+        beside branch i anyway: only j's other parts are negated. `branch_ptrs`: the
+        branches are `ptr`/oneOf/i in the schema (False: a list a merge made; errors name `ptr`)."""
+
+        def at(j: int) -> str:
+            return f"{ptr}/oneOf/{j}" if branch_ptrs else ptr
+
         out = []
         parts = [self._parts(b) for b in branches]
         for i, b in enumerate(branches):
@@ -283,9 +290,9 @@ class Logic:
             reduced = {j: xs[0] if len(xs) == 1 else {"allOf": xs} for j, xs in left.items()}
             with _as("oneOf"):
                 union = self.product(
-                    [self.negate(reduced[j], ctx, f"{ptr}/oneOf/{j}") for j in others],
+                    [self.negate(reduced[j], ctx, at(j)) for j in others],
                     "oneOf",
-                    f"{ptr}/oneOf/{i}",
+                    at(i),
                     base={"allOf": [rest, b, *closure]},
                     closed=frozenset(ctx.names) if closure else None,
                 )
