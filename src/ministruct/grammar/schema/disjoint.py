@@ -18,7 +18,8 @@ from typing import Any, Callable, Iterator, Optional
 
 from ministruct.errors import MinistructError
 from ministruct.grammar.schema.keywords import ANNOTATIONS
-from ministruct.grammar.schema.merge import ALL_TYPES, PATTERNS, MergeError, Resolver, merge_all, schema_types
+from ministruct.grammar.schema.kinds import ALL_TYPES
+from ministruct.grammar.schema.merge import PATTERNS, MergeError, Resolver, merge_all, schema_types
 
 MAX_DEPTH = 8
 MAX_APART_STATES = 2_000  # the joint DFA of two branches' patterns (past it: not proven apart)

@@ -28,6 +28,7 @@ from ministruct.errors import MinistructError
 from ministruct.grammar.schema.disjoint import canonical
 from ministruct.grammar.schema.formats import KNOWN_UNSUPPORTED, SUPPORTED_FORMATS
 from ministruct.grammar.schema.keywords import ANNOTATIONS
+from ministruct.grammar.schema.kinds import KINDS, NUMERIC, kinds_of, typed
 from ministruct.grammar.schema.lookaheads import failing_pattern, read_lookaheads, split_lookaheads
 from ministruct.grammar.schema.merge import (
     CONDITIONS,
@@ -42,14 +43,10 @@ from ministruct.grammar.schema.merge import (
 )
 from ministruct.grammar.schema.pattern_keys import name_pattern
 from ministruct.grammar.schema.presence import (
-    KINDS,
-    NUMERIC,
     entailed,
     facts_of,
     fold_presence,
-    kinds_of,
     pure_values,
-    typed,
     unequal,
     written_key,
 )
@@ -256,11 +253,8 @@ class Logic:
         branch j shares with branch i (the same `$ref`, the same part of an `allOf`) holds
         beside branch i anyway: only j's other parts are negated. `branch_ptrs`: the
         branches are `ptr`/oneOf/i in the schema (False: a list a merge made; errors name `ptr`)."""
-
-        def at(j: int) -> str:
-            return f"{ptr}/oneOf/{j}" if branch_ptrs else ptr
-
         out = []
+        at = [f"{ptr}/oneOf/{j}" if branch_ptrs else ptr for j in range(len(branches))]
         parts = [self._parts(b) for b in branches]
         for i, b in enumerate(branches):
             others = [j for j in range(len(branches)) if j != i and (min(i, j), max(i, j)) in pairs]
@@ -290,9 +284,9 @@ class Logic:
             reduced = {j: xs[0] if len(xs) == 1 else {"allOf": xs} for j, xs in left.items()}
             with _as("oneOf"):
                 union = self.product(
-                    [self.negate(reduced[j], ctx, at(j)) for j in others],
+                    [self.negate(reduced[j], ctx, at[j]) for j in others],
                     "oneOf",
-                    at(i),
+                    at[i],
                     base={"allOf": [rest, b, *closure]},
                     closed=frozenset(ctx.names) if closure else None,
                 )

@@ -12,8 +12,8 @@ from typing import Any, Callable, Optional
 
 from ministruct.grammar.limits import pointer_key, pointer_token
 from ministruct.grammar.schema.keywords import ANNOTATIONS
+from ministruct.grammar.schema.kinds import ALL_TYPES, kinds_of
 
-ALL_TYPES = frozenset({"null", "boolean", "object", "array", "number", "integer", "string"})
 _NOT_SCHEMAS = {"enum", "const", "default", "examples", "example"}
 MAX_PRODUCT = 64  # combinations of several anyOf/oneOf lists in one allOf
 AMBIGUOUS: tuple = ("?",)  # Resolver.part_paths of a subschema merged in from two places
@@ -55,20 +55,6 @@ def schema_types(node: dict, ptr: str, error: Callable) -> set[str]:
     if "number" in out:
         out.add("integer")
     return out
-
-
-def value_type(v: Any) -> str:
-    if v is None:
-        return "null"
-    if isinstance(v, bool):
-        return "boolean"
-    if isinstance(v, int) or (isinstance(v, float) and v.is_integer()):
-        return "integer"
-    if isinstance(v, float):
-        return "number"
-    if isinstance(v, str):
-        return "string"
-    return "array" if isinstance(v, list) else "object"
 
 
 def node_at(root: Any, ptr: str) -> Any:
@@ -451,38 +437,14 @@ def _pairs(k: str, a: list, b: list, ptr: str) -> list:
         out = [x for x in a if any(_json_eq(x, y) for y in b)]
         a = [x for x in a if not any(_json_eq(x, y) for y in out)]
         b = [y for y in b if not any(_json_eq(x, y) for x in out)]
-    kinds_b = [_kinds(y) for y in b]
+    kinds_b = [kinds_of(y) for y in b]
     for x in a:
-        kinds_x = _kinds(x)
+        kinds_x = kinds_of(x)
         out += [{"allOf": [x, y]} for y, kinds_y in zip(b, kinds_b) if kinds_x & kinds_y]
     if len(out) > MAX_PRODUCT:
         why = f"{len(out):,} combinations that may hold, more than {MAX_PRODUCT} (the limit)"
         raise MergeError(f"allOf: several {k} lists with {why}", f"{ptr}/{k}", k)
     return out or [False]
-
-
-def _kinds(s: Any) -> frozenset[str]:
-    """The kinds of value a schema's own `type`, `enum` and `const` allow ("integer" for
-    integral numbers, "number" for the others: type "number" is both)."""
-    if s is False:
-        return frozenset()
-    if not isinstance(s, dict):
-        return ALL_TYPES
-    out = ALL_TYPES
-    t = s.get("type")
-    if isinstance(t, (str, list)):
-        names = {t} if isinstance(t, str) else {x for x in t if isinstance(x, str)}
-        out = out & (names | ({"integer"} if "number" in names else set()))
-    values = [s["const"]] if "const" in s else s["enum"] if isinstance(s.get("enum"), list) else None
-    if values is not None:
-        out = out & {value_type(v) for v in values}
-    return out
-
-
-class _Empty:
-    @staticmethod
-    def marker() -> list:
-        raise MergeError("allOf: two different const values: no instance is valid", "", "const")
 
 
 def _merge_shapes(shape: list) -> dict:
@@ -605,3 +567,9 @@ def _search(pattern: str, name: str, ptr: str) -> bool:
         return re.search(pattern, name) is not None
     except re.error:
         raise MergeError(f"invalid pattern {pattern!r}", f"{ptr}/patternProperties", "patternProperties") from None
+
+
+class _Empty:
+    @staticmethod
+    def marker() -> list:
+        raise MergeError("allOf: two different const values: no instance is valid", "", "const")

@@ -11,56 +11,7 @@ from typing import Any, Optional
 
 from ministruct.grammar.schema.disjoint import canonical
 from ministruct.grammar.schema.keywords import ANNOTATIONS
-from ministruct.grammar.schema.merge import ALL_TYPES, value_type
-
-KINDS = frozenset({"null", "boolean", "object", "array", "string", "integer", "fraction"})
-NUMERIC = frozenset({"integer", "fraction"})
-
-
-def kinds_of(node: Any) -> frozenset[str]:
-    """The kinds of value `node`'s own `type` (and listed values) allow."""
-    if node is False:
-        return frozenset()
-    if not isinstance(node, dict):
-        return KINDS
-    out = KINDS
-    t = node.get("type")
-    if t is not None:
-        names = [t] if isinstance(t, str) else t if isinstance(t, list) else []
-        k: set[str] = set()
-        for n in names:
-            if n == "number":
-                k |= NUMERIC
-            elif n in ALL_TYPES:
-                k.add(n)
-        out = out & frozenset(k)
-    values = [node["const"]] if "const" in node else node.get("enum") if isinstance(node.get("enum"), list) else None
-    if values is not None:
-        out = out & frozenset(_kind(v) for v in values)
-    for sub in node.get("allOf") if isinstance(node.get("allOf"), list) else ():
-        out = out & kinds_of(sub)
-    return out
-
-
-def _kind(v: Any) -> str:
-    """A value's JSON type, a number that is not an integer named "fraction"."""
-    t = value_type(v)
-    return "fraction" if t == "number" else t
-
-
-def typed(kinds: frozenset[str], **rest: Any) -> Optional[dict]:
-    """A schema of values of these kinds (with `rest`), or None when there is none that can
-    be written (numbers without the integers cannot: those are left out, a restriction)."""
-    if kinds >= KINDS:
-        return dict(rest)
-    names = sorted(k for k in kinds if k not in NUMERIC)
-    if NUMERIC <= kinds:
-        names.append("number")
-    elif "integer" in kinds:
-        names.append("integer")
-    if not names:
-        return None
-    return {"type": names[0] if len(names) == 1 else names, **rest}
+from ministruct.grammar.schema.kinds import KINDS, kinds_of, typed, value_kind
 
 
 def pure_values(s: Any) -> Optional[list]:
@@ -72,7 +23,7 @@ def pure_values(s: Any) -> Optional[list]:
     if not isinstance(v, list):
         return None
     kinds = kinds_of({"type": s["type"]}) if "type" in s else KINDS
-    return [x for x in v if _kind(x) in kinds]
+    return [x for x in v if value_kind(x) in kinds]
 
 
 def entailed(o: Any, kinds: frozenset[str], facts: dict, closed: Optional[frozenset[str]] = None) -> bool:
