@@ -160,14 +160,8 @@ def _postorder(roots: list[Expr]) -> list[Expr]:
         if i in seen:
             continue
         add(i)
-        t = type(e)
-        if t is Seq:
-            kids = e.items  # type: ignore[union-attr]
-        elif t is Alt:
-            kids = e.options  # type: ignore[union-attr]
-        elif t is Repeat:
-            kids = (e.item,)  # type: ignore[union-attr]
-        else:
+        kids = _children(e)
+        if not kids:
             emit(e)  # a leaf: nothing below it
             continue
         push((e, True))
@@ -181,15 +175,7 @@ def _sizes(order: list[Expr]) -> dict[int, int]:
     """Estimated states per expression of a `_postorder` (by identity), each counted at each use."""
     size: dict[int, int] = {}
     for e in order:
-        t = type(e)
-        if t is Seq:
-            size[id(e)] = sum([size[id(c)] for c in e.items]) + 1  # type: ignore[union-attr]
-        elif t is Alt:
-            size[id(e)] = sum([size[id(c)] for c in e.options]) + 2  # type: ignore[union-attr]
-        elif t is Repeat:
-            size[id(e)] = _repeat_states(e, size[id(e.item)])  # type: ignore[union-attr,arg-type]
-        else:
-            size[id(e)] = _leaf_states(e)
+        size[id(e)] = _combine(e, [size[id(c)] for c in _children(e)])
     return size
 
 
